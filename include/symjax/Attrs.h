@@ -1,0 +1,132 @@
+// Per-op attribute structs; a Node holds one of them in a variant.
+#pragma once
+
+#include <symjax/Array.h>
+#include <symjax/DType.h>
+#include <symjax/Shape.h>
+
+#include <memory>
+#include <ostream>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+namespace sj {
+
+namespace detail {
+struct VariableState;
+}
+
+/// Each attribute struct lists its fields once with SJ_FIELDS; equality, hashing and printing
+/// are derived from that list.
+#define SJ_FIELDS(...)                                                                             \
+    auto tie() const { return std::tie(__VA_ARGS__); }                                             \
+    static constexpr const char* kFieldNames = #__VA_ARGS__
+
+struct NoAttrs {
+    auto tie() const { return std::tuple<>(); }
+    static constexpr const char* kFieldNames = "";
+};
+/// Placeholder: a function input. `id` makes every placeholder distinct.
+struct PlaceholderAttrs {
+    uint64_t id = 0;
+    DType dtype = DType::F32;
+    Shape shape;
+    SJ_FIELDS(id, dtype, shape);
+};
+/// Variable: persistent state; the node keeps the state alive.
+struct VariableAttrs {
+    std::shared_ptr<detail::VariableState> state;
+    SJ_FIELDS(state);
+};
+/// Constant: the value itself (compared by content).
+struct ConstantAttrs {
+    Array value;
+    uint64_t content_hash = 0;
+    SJ_FIELDS(content_hash, value);
+};
+struct CastAttrs {
+    DType to = DType::F32;
+    SJ_FIELDS(to);
+};
+/// Reductions over `axes` (sorted, non-negative); arg-reductions use a single axis.
+struct ReduceAttrs {
+    std::vector<int64_t> axes;
+    bool keepdims = false;
+    SJ_FIELDS(axes, keepdims);
+};
+/// Reshape target: at most one -1, meaning "inferred from the size".
+struct ShapeAttrs {
+    Shape shape;
+    SJ_FIELDS(shape);
+};
+/// Broadcast (XLA's broadcast_in_dim): operand dim i becomes output dim dims[i] (increasing);
+/// it must be 1 or equal to that output dim. Output dims of -1 take the dim of the optional
+/// second input `like` (same rank as the output) or, when mapped, of the operand, at call time.
+struct BroadcastAttrs {
+    Shape shape;
+    std::vector<int64_t> dims;
+    SJ_FIELDS(shape, dims);
+};
+/// Permute (a permutation) and flip (the axes to reverse).
+struct AxesAttrs {
+    std::vector<int64_t> axes;
+    SJ_FIELDS(axes);
+};
+/// Slice per dim, Python style: start/stop may be negative (from the end) and stop may be
+/// Index::kEnd-like INT64_MAX; step > 0. Resolved against the concrete dim by slice_bounds().
+struct SliceAttrs {
+    std::vector<int64_t> start, stop, step;
+    SJ_FIELDS(start, stop, step);
+};
+/// Pad per dim: lo, hi (>= 0) and interior (>= 0, elements inserted between neighbours).
+struct PadAttrs {
+    std::vector<int64_t> lo, hi, interior;
+    double value = 0.0;
+    SJ_FIELDS(lo, hi, interior, value);
+};
+/// Concat, gather, scatter_add and cumsum act along one axis.
+struct AxisAttrs {
+    int64_t axis = 0;
+    bool reverse = false; // cumsum only: accumulate from the end
+    SJ_FIELDS(axis, reverse);
+};
+/// dynamic_slice: the sizes of the window.
+struct DynamicSliceAttrs {
+    Shape sizes;
+    SJ_FIELDS(sizes);
+};
+struct OneHotAttrs {
+    int64_t depth = 0;
+    DType dtype = DType::F32;
+    SJ_FIELDS(depth, dtype);
+};
+/// dot_general: result dims are batch..., lhs free..., rhs free... (XLA's convention).
+struct DotAttrs {
+    std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+    SJ_FIELDS(lhs_batch, rhs_batch, lhs_contract, rhs_contract);
+};
+/// Solves op(A) X = B (left_side) or X op(A) = B, A triangular; op(A) = A or A^T.
+struct TriangularSolveAttrs {
+    bool left_side = true, lower = true, transpose_a = false, unit_diagonal = false;
+    SJ_FIELDS(left_side, lower, transpose_a, unit_diagonal);
+};
+/// Philox4x32-10 bits: a per-op key (from the seed) and the output shape (-1 dims take the
+/// dim of the optional second input `like`, same rank, at call time).
+struct PhiloxAttrs {
+    uint64_t key = 0;
+    Shape shape;
+    SJ_FIELDS(key, shape);
+};
+
+using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
+                           ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs, AxisAttrs,
+                           DynamicSliceAttrs, OneHotAttrs, DotAttrs, TriangularSolveAttrs,
+                           PhiloxAttrs>;
+
+bool attrs_equal(const Attrs& a, const Attrs& b);
+uint64_t attrs_hash(const Attrs& a);
+/// "axes=[0, 1], keepdims=1" (empty for NoAttrs).
+std::string attrs_str(const Attrs& a);
+
+} // namespace sj

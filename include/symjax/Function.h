@@ -1,0 +1,94 @@
+// Compiled functions: inputs, outputs and in-place variable updates (Theano semantics).
+#pragma once
+
+#include <symjax/Variable.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace sj {
+
+/// Variable -> new value pairs, applied together after a call. `a + b` merges two sets (a
+/// variable updated in both is an error).
+class Updates {
+public:
+    Updates() = default;
+    Updates(std::initializer_list<std::pair<Variable, Tensor>> items);
+    /// Adds var <- value (value must have the variable's dtype and shape).
+    Updates& add(const Variable& var, const Tensor& value);
+    Updates& operator+=(const Updates& o);
+    friend Updates operator+(Updates a, const Updates& b) { return a += b; }
+
+    size_t size() const { return items_.size(); }
+    bool empty() const { return items_.empty(); }
+    const std::vector<std::pair<Variable, Tensor>>& items() const { return items_; }
+    /// The new value for var, or an undefined Tensor.
+    Tensor get(const Variable& var) const;
+
+private:
+    std::vector<std::pair<Variable, Tensor>> items_;
+};
+
+/// Options of function().
+struct FunctionOptions {
+    /// "reference" (the interpreter). The compiler's "cpu" backend is added by the compiler.
+    std::string backend = "reference";
+    /// When true, random ops draw the same numbers on every call (the counter stays at its seed).
+    bool freeze_rng = false;
+    /// Starting value of the call counter random ops use.
+    uint64_t rng_counter = 0;
+};
+
+/// Statistics of the compiled program (filled by the backend).
+struct FunctionStats {
+    size_t nodes = 0;          // primitive nodes executed per call
+    size_t kernels = 0;        // generated kernels (0 for the reference backend)
+    size_t library_calls = 0;  // vendor library calls
+    int64_t intermediate_bytes = 0;
+    int64_t peak_arena_bytes = 0;
+};
+
+namespace detail {
+class FunctionImpl;
+}
+
+/// A compiled function. Call it with Arrays (or C++ numbers for 0-d inputs):
+///   std::vector<Array> out = f(x_batch, y_batch);
+/// Outputs and update values are all computed from the variables' values before the call; then
+/// every updated variable takes its new value at once. A call that throws changes no variable.
+class Function {
+public:
+    Function() = default;
+    /// One argument: an Array, or a C++ number for a 0-d input (converted to its dtype).
+    struct Arg {
+        Arg(const Array& a) : array(a) {} // NOLINT: implicit by design
+        template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+        Arg(T v) : number(static_cast<double>(v)), is_number(true) {} // NOLINT
+        Array array;
+        double number = 0;
+        bool is_number = false;
+    };
+    std::vector<Array> call(const std::vector<Arg>& inputs) const;
+    template <class... A> std::vector<Array> operator()(const A&... args) const {
+        return call(std::vector<Arg>{Arg(args)...});
+    }
+    size_t num_inputs() const;
+    size_t num_outputs() const;
+    const FunctionStats& stats() const;
+    /// Number of times the function has been called.
+    uint64_t calls() const;
+
+private:
+    friend Function function(const std::vector<Tensor>&, const std::vector<Tensor>&, const Updates&,
+                             const FunctionOptions&);
+    std::shared_ptr<detail::FunctionImpl> impl_;
+};
+
+/// Compiles a function of the placeholders `inputs` returning `outputs` and applying `updates`.
+Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                  const Updates& updates = {}, const FunctionOptions& options = {});
+
+} // namespace sj

@@ -1,0 +1,26 @@
+// Graph-level utilities: substitution (clone with givens), text printing, Graphviz export.
+#pragma once
+
+#include <symjax/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace sj {
+
+/// Rebuilds `t` with each `givens[i].first` replaced by `givens[i].second` (any node: a
+/// placeholder, an intermediate, a variable). Replacements must have the same dtype and a
+/// compatible shape (-1 dims match anything).
+Tensor clone(const Tensor& t, const Givens& givens);
+std::vector<Tensor> clone(const std::vector<Tensor>& ts, const Givens& givens);
+
+/// A readable listing, one node per line in dependency order:
+///   %3 = mul(%1, %2) : f32[-1, 10]   # x*W
+std::string to_text(const std::vector<Tensor>& outputs);
+/// Graphviz dot source (render with `dot -Tpng`).
+std::string to_dot(const std::vector<Tensor>& outputs);
+
+/// Number of distinct nodes reachable from `outputs`.
+size_t graph_size(const std::vector<Tensor>& outputs);
+
+} // namespace sj

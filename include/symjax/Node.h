@@ -1,0 +1,78 @@
+// Node: the immutable, hash-consed graph IR. Tensor (Tensor.h) is the user's handle to one.
+#pragma once
+
+#include <symjax/Attrs.h>
+#include <symjax/Op.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sj {
+
+class Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+/// The static type of a value: dtype and shape (dims may be -1).
+struct TensorType {
+    DType dtype = DType::F32;
+    Shape shape;
+    bool operator==(const TensorType&) const = default;
+};
+std::string type_str(const TensorType& t); // "f32[2, -1]"
+
+/// An op applied to inputs. Nodes are interned: Node::make with the same opcode, attributes
+/// and inputs returns the same node, so common subexpressions are shared for free.
+/// The output type is inferred (and checked) when the node is made, so a shape error is
+/// raised at the line that built the expression.
+class Node : public std::enable_shared_from_this<Node> {
+public:
+    static NodePtr make(Op op, Attrs attrs, std::vector<NodePtr> inputs);
+    ~Node();
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    Op op() const { return op_; }
+    const Attrs& attrs() const { return attrs_; }
+    template <class A> const A& attr() const { return std::get<A>(attrs_); }
+    const std::vector<NodePtr>& inputs() const { return inputs_; }
+    const NodePtr& input(size_t i) const { return inputs_[i]; }
+    size_t num_inputs() const { return inputs_.size(); }
+    const TensorType& type() const { return type_; }
+    DType dtype() const { return type_.dtype; }
+    const Shape& shape() const { return type_.shape; }
+    int rank() const { return static_cast<int>(type_.shape.size()); }
+    uint64_t hash() const { return hash_; }
+    /// Creation order, unique per live node: a stable tie-breaker for printing and sorting.
+    uint64_t id() const { return id_; }
+    bool is(Op o) const { return op_ == o; }
+
+    /// The user's name: a leaf's name, or a name given with Tensor::named; else "".
+    const std::string& name() const { return name_; }
+    /// Scope path active when the node was first made ("model/dense").
+    const std::string& scope() const { return scope_; }
+    /// For messages: the name if there is one, else a short expression such as "mul(x, W)".
+    std::string describe(int depth = 2) const;
+
+    void set_name(std::string n) const { name_ = std::move(n); }
+
+private:
+    Node(Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash);
+    friend struct NodeInterner;
+    Op op_;
+    Attrs attrs_;
+    std::vector<NodePtr> inputs_;
+    TensorType type_;
+    uint64_t hash_;
+    uint64_t id_;
+    mutable std::string name_;
+    std::string scope_;
+};
+
+/// Number of live nodes (for tests of memory behaviour).
+size_t live_node_count();
+
+/// Nodes reachable from `roots`, each after all its inputs (iterative: no recursion limit).
+std::vector<const Node*> topo_order(const std::vector<const Node*>& roots);
+
+} // namespace sj

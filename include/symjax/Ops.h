@@ -1,0 +1,203 @@
+// The user-facing op functions: primitives (src/ops) and composites (src/api).
+#pragma once
+
+#include <symjax/Tensor.h>
+
+#include <optional>
+#include <vector>
+
+namespace sj {
+
+using Axes = std::vector<int64_t>;
+
+// ---- constants and creation -------------------------------------------------------------
+/// A constant tensor holding `value`.
+Tensor constant(const Array& value);
+/// A 0-d constant of the given dtype.
+Tensor scalar(double v, DType dtype = DType::F32);
+Tensor full(const Shape& shape, double v, DType dtype = DType::F32);
+Tensor zeros(const Shape& shape, DType dtype = DType::F32);
+Tensor ones(const Shape& shape, DType dtype = DType::F32);
+/// Same shape and dtype as t (dims unknown at build time follow t at call time).
+Tensor full_like(const Tensor& t, double v);
+Tensor full_like(const Tensor& t, double v, DType dtype);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+/// [start, stop) with `step`, NumPy's arange.
+Tensor arange(double start, double stop, double step = 1, DType dtype = DType::I64);
+Tensor arange(int64_t stop, DType dtype = DType::I64);
+/// `num` evenly spaced values from start to stop inclusive.
+Tensor linspace(double start, double stop, int64_t num, DType dtype = DType::F32);
+/// The n x m identity (m = n when omitted).
+Tensor eye(int64_t n, int64_t m = -1, DType dtype = DType::F32);
+
+// ---- elementwise unary ------------------------------------------------------------------
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor sign(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/// Rounds half to even (as NumPy).
+Tensor round(const Tensor& x);
+Tensor logical_not(const Tensor& x);
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+/// Converts to dtype (float to int truncates toward zero; to bool is x != 0).
+Tensor cast(const Tensor& x, DType dtype);
+/// Identity whose gradient is zero.
+Tensor stop_gradient(const Tensor& x);
+
+// ---- elementwise binary (NumPy broadcasting; mixed dtypes are promoted) ------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+/// True division for floats; for integers, division truncating toward zero (as C++).
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, double b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, double b);
+/// Remainder with the sign of the divisor (Python's %, NumPy's mod).
+Tensor mod(const Tensor& a, const Tensor& b);
+Tensor atan2(const Tensor& y, const Tensor& x);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// cond ? a : b elementwise (cond is bool; a, b promoted to one dtype).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+/// Clamps to [lo, hi].
+Tensor clip(const Tensor& x, double lo, double hi);
+
+// ---- reductions (axes empty = all axes; negative axes count from the end) ----------------
+Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor prod(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor min(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// Index (i64) of the first maximum along `axis`.
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor argmin(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// Variance with `ddof` degrees of freedom removed (0: population variance).
+Tensor var(const Tensor& x, const Axes& axes = {}, bool keepdims = false, int ddof = 0);
+/// log(sum(exp(x))), shifted by the max for stability.
+Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// Inclusive cumulative sum along axis (reverse: from the end).
+Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
+
+// ---- activations and normalisers ---------------------------------------------------------
+Tensor sigmoid(const Tensor& x);
+Tensor log_sigmoid(const Tensor& x);
+/// log(1 + exp(x)), stable for large |x|.
+Tensor softplus(const Tensor& x);
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+
+// ---- movement ------------------------------------------------------------------------------
+/// One target dim may be -1 (inferred from the size).
+Tensor reshape(const Tensor& x, const Shape& shape);
+/// Reverses the axes when perm is empty.
+Tensor transpose(const Tensor& x, const Axes& perm = {});
+Tensor permute(const Tensor& x, const Axes& perm);
+/// NumPy broadcast_to; -1 in `shape` keeps x's dim.
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+Tensor expand_dims(const Tensor& x, int64_t axis);
+/// Removes the given size-1 axes (all size-1 axes when empty).
+Tensor squeeze(const Tensor& x, const Axes& axes = {});
+/// Collapses dims [start_axis, end] into one.
+Tensor flatten(const Tensor& x, int64_t start_axis = 0);
+/// Python-style slice per axis (negative bounds count from the end; step > 0).
+Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
+             const std::vector<int64_t>& step = {});
+/// Slice along one axis.
+Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+/// Pads with `value`: lo/hi elements before/after each dim.
+Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+           double value = 0.0);
+/// Pad with interior padding (elements inserted between neighbours).
+Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+           const std::vector<int64_t>& interior, double value);
+Tensor flip(const Tensor& x, const Axes& axes);
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0);
+
+// ---- indexing ------------------------------------------------------------------------------
+/// NumPy take: x.shape[:axis] + indices.shape + x.shape[axis+1:]. Indices (integer dtype) must
+/// lie in [0, x.shape[axis]); out-of-range indices raise InputError at call time.
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis = 0);
+/// x with updates added at indices along axis (repeated indices accumulate).
+Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0);
+/// A window of `sizes` at `starts` (an integer vector, clamped so the window fits, as XLA).
+Tensor dynamic_slice(const Tensor& x, const Tensor& starts, const Shape& sizes);
+Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const Tensor& starts);
+/// one_hot(i, depth)[..., k] = (i == k); out-of-range indices give a zero row.
+Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::F32);
+
+// ---- linear algebra ------------------------------------------------------------------------
+struct DotDims {
+    Axes lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+/// General contraction: output dims are batch..., lhs free..., rhs free....
+Tensor dot_general(const Tensor& a, const Tensor& b, const DotDims& dims);
+/// NumPy matmul: 1-d operands are promoted, leading dims broadcast as batch dims.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// Lower Cholesky factor L (A = L L^T) of symmetric positive-definite matrices [..., n, n].
+Tensor cholesky(const Tensor& a);
+/// Solves op(A) X = B (left_side) or X op(A) = B, with A triangular [..., n, n].
+Tensor triangular_solve(const Tensor& a, const Tensor& b, bool left_side = true, bool lower = true,
+                        bool transpose_a = false, bool unit_diagonal = false);
+
+// ---- operators -----------------------------------------------------------------------------
+Tensor operator-(const Tensor& x);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator!(const Tensor& a);
+/// A C++ number next to a tensor takes the tensor's dtype (as a weakly typed scalar).
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+/// A scalar constant of t's dtype.
+Tensor scalar_like(double v, const Tensor& t);
+
+} // namespace sj

@@ -1,0 +1,77 @@
+// Composite ops built from primitives with stable formulations (mean, var, softmax family...).
+#include <symjax/Ops.h>
+
+#include <algorithm>
+
+namespace sj {
+
+namespace {
+Tensor as_float(const Tensor& x) { return is_float(x.dtype()) ? x : cast(x, DType::F32); }
+
+Axes all_axes_if_empty(const Tensor& x, const Axes& axes) {
+    if (!axes.empty()) return axes;
+    Axes a(x.rank());
+    for (int i = 0; i < x.rank(); ++i) a[i] = i;
+    return a;
+}
+
+/// Number of elements reduced over `axes`, as a scalar of x's dtype (known at build time when
+/// those dims are, else counted at call time).
+Tensor count_over(const Tensor& x, const Axes& axes, bool keepdims) {
+    int64_t n = 1;
+    for (int64_t a : all_axes_if_empty(x, axes)) {
+        int64_t d = x.dim(a);
+        if (d < 0) return sum(ones_like(x), axes, keepdims);
+        n *= d;
+    }
+    return scalar(double(n), x.dtype());
+}
+} // namespace
+
+Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
+    Tensor xf = as_float(x);
+    return sum(xf, axes, keepdims) / count_over(xf, axes, keepdims);
+}
+
+Tensor var(const Tensor& x, const Axes& axes, bool keepdims, int ddof) {
+    Tensor xf = as_float(x);
+    Tensor d = xf - mean(xf, axes, true);
+    Tensor ss = sum(d * d, axes, keepdims);
+    Tensor n = count_over(xf, axes, keepdims);
+    return ss / (n - double(ddof));
+}
+
+Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdims) {
+    // shift by the max (a constant for the gradient: the result does not depend on the shift);
+    // an infinite max (all -inf, or +inf present) is replaced by 0 so no inf - inf appears
+    Tensor m = stop_gradient(max(x, axes, true));
+    Tensor shift = where(isinf(m), zeros_like(m), m);
+    Tensor s = log(sum(exp(x - shift), axes, true)) + shift;
+    if (keepdims) return s;
+    Axes a = all_axes_if_empty(x, axes);
+    return squeeze(s, a);
+}
+
+Tensor sigmoid(const Tensor& x) {
+    // both branches finite for every x: exp(-|x|) never overflows
+    Tensor z = exp(neg(abs(x)));
+    return where(x >= 0.0, 1.0 / (z + 1.0), z / (z + 1.0));
+}
+
+Tensor softplus(const Tensor& x) { return maximum(x, 0.0) + log1p(exp(neg(abs(x)))); }
+
+Tensor log_sigmoid(const Tensor& x) { return neg(softplus(neg(x))); }
+
+Tensor softmax(const Tensor& x, int64_t axis) {
+    Tensor e = exp(x - stop_gradient(max(x, {axis}, true)));
+    return e / sum(e, {axis}, true);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t axis) { return x - logsumexp(x, {axis}, true); }
+
+Tensor clip(const Tensor& x, double lo, double hi) {
+    SJ_CHECK(lo <= hi, InputError) << "clip(" << x.name() << "): lo " << lo << " > hi " << hi;
+    return minimum(maximum(x, lo), hi);
+}
+
+} // namespace sj

@@ -1,0 +1,146 @@
+// Reference kernels of the indexing ops (indices are checked; out of range is an InputError).
+#include "Iterate.h"
+#include "Reference.h"
+
+#include <cstring>
+
+namespace sj::ref {
+namespace {
+
+int64_t index_at(const Array& idx, int64_t i) {
+    return dispatch(idx.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return static_cast<int64_t>(ptr<T>(idx)[i]);
+    });
+}
+
+/// Splits x's shape around `axis` into (outer, len, inner).
+void split_axis(const Shape& s, int64_t axis, int64_t& outer, int64_t& len, int64_t& inner) {
+    outer = 1;
+    inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= s[i];
+    len = s[axis];
+    for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+}
+
+int64_t checked_index(const KernelCtx& c, const Array& idx, int64_t k, int64_t len) {
+    int64_t v = index_at(idx, k);
+    SJ_CHECK(v >= 0 && v < len, InputError)
+        << c.node.describe() << ": index " << v << " (at position " << k << " of "
+        << c.node.input(1)->describe() << ") is out of range [0, " << len << ")";
+    return v;
+}
+
+Array gather_kernel(const KernelCtx& c) {
+    const Array &x = c.in[0], &idx = c.in[1];
+    int64_t outer, len, inner;
+    split_axis(x.shape(), c.attr<AxisAttrs>().axis, outer, len, inner);
+    Array out(c.out.dtype, c.out.shape);
+    int sz = dtype_size(x.dtype());
+    int64_t m = idx.size();
+    const auto* p = static_cast<const unsigned char*>(x.raw());
+    auto* q = static_cast<unsigned char*>(out.raw());
+    for (int64_t k = 0; k < m; ++k) {
+        int64_t j = checked_index(c, idx, k, len);
+        for (int64_t o = 0; o < outer; ++o)
+            std::memcpy(q + ((o * m + k) * inner) * sz, p + ((o * len + j) * inner) * sz, inner * sz);
+    }
+    return out;
+}
+
+Array scatter_add_kernel(const KernelCtx& c) {
+    const Array &x = c.in[0], &idx = c.in[1], &upd = c.in[2];
+    int64_t outer, len, inner;
+    split_axis(x.shape(), c.attr<AxisAttrs>().axis, outer, len, inner);
+    Array out = x.clone();
+    int64_t m = idx.size();
+    dispatch(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* q = ptr<T>(out);
+        const T* u = ptr<T>(upd);
+        for (int64_t k = 0; k < m; ++k) {
+            int64_t j = checked_index(c, idx, k, len);
+            for (int64_t o = 0; o < outer; ++o)
+                for (int64_t i = 0; i < inner; ++i)
+                    q[(o * len + j) * inner + i] = T(q[(o * len + j) * inner + i] + u[(o * m + k) * inner + i]);
+        }
+    });
+    return out;
+}
+
+/// Start indices clamped so a window of `sizes` fits in `shape` (XLA semantics).
+std::vector<int64_t> clamped_starts(const Array& starts, const Shape& shape, const Shape& sizes) {
+    std::vector<int64_t> s(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        int64_t v = index_at(starts, static_cast<int64_t>(i));
+        int64_t hi = shape[i] - sizes[i];
+        s[i] = v < 0 ? 0 : (v > hi ? hi : v);
+    }
+    return s;
+}
+
+void check_starts_size(const KernelCtx& c, const Array& starts, size_t rank) {
+    SJ_CHECK(starts.size() == int64_t(rank), InputError)
+        << c.node.describe() << ": " << starts.size() << " start indices for rank " << rank;
+}
+
+Array dynamic_slice_kernel(const KernelCtx& c) {
+    const Array &x = c.in[0], &starts = c.in[1];
+    check_starts_size(c, starts, x.shape().size());
+    auto s0 = clamped_starts(starts, x.shape(), c.out.shape);
+    auto st = row_major_strides(x.shape());
+    Array out(c.out.dtype, c.out.shape);
+    int sz = dtype_size(x.dtype());
+    const auto* p = static_cast<const unsigned char*>(x.raw());
+    auto* q = static_cast<unsigned char*>(out.raw());
+    for_each_index(c.out.shape, {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
+        int64_t off = 0;
+        for (size_t d = 0; d < idx.size(); ++d) off += (s0[d] + idx[d]) * st[d];
+        std::memcpy(q + i * sz, p + off * sz, sz);
+    });
+    return out;
+}
+
+Array dus_kernel(const KernelCtx& c) {
+    const Array &x = c.in[0], &u = c.in[1], &starts = c.in[2];
+    check_starts_size(c, starts, x.shape().size());
+    auto s0 = clamped_starts(starts, x.shape(), u.shape());
+    auto st = row_major_strides(x.shape());
+    Array out = x.clone();
+    int sz = dtype_size(x.dtype());
+    const auto* p = static_cast<const unsigned char*>(u.raw());
+    auto* q = static_cast<unsigned char*>(out.raw());
+    for_each_index(u.shape(), {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
+        int64_t off = 0;
+        for (size_t d = 0; d < idx.size(); ++d) off += (s0[d] + idx[d]) * st[d];
+        std::memcpy(q + off * sz, p + i * sz, sz);
+    });
+    return out;
+}
+
+Array one_hot_kernel(const KernelCtx& c) {
+    const Array& idx = c.in[0];
+    int64_t depth = c.attr<OneHotAttrs>().depth;
+    Array out(c.out.dtype, c.out.shape);
+    dispatch(c.out.dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* q = ptr<T>(out);
+        for (int64_t k = 0; k < idx.size(); ++k) {
+            int64_t v = index_at(idx, k);
+            if (v >= 0 && v < depth) q[k * depth + v] = T(1);
+        }
+    });
+    return out;
+}
+
+} // namespace
+
+void register_indexing_kernels(Kernel* t) {
+    t[int(Op::Gather)] = gather_kernel;
+    t[int(Op::ScatterAdd)] = scatter_add_kernel;
+    t[int(Op::DynamicSlice)] = dynamic_slice_kernel;
+    t[int(Op::DynamicUpdateSlice)] = dus_kernel;
+    t[int(Op::OneHot)] = one_hot_kernel;
+}
+
+} // namespace sj::ref

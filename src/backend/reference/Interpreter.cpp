@@ -1,0 +1,124 @@
+// The reference interpreter: runs a program node by node with the reference kernels.
+#include "../../ops/OpDef.h"
+#include "../../runtime/Backend.h"
+#include "Reference.h"
+
+#include <symjax/Variable.h>
+
+#include <map>
+#include <unordered_map>
+
+namespace sj::ref {
+
+namespace {
+struct KernelTable {
+    Kernel rows[kNumOps] = {};
+    KernelTable() {
+        register_elementwise_kernels(rows);
+        register_reduce_kernels(rows);
+        register_movement_kernels(rows);
+        register_indexing_kernels(rows);
+        register_linalg_kernels(rows);
+        register_random_kernels(rows);
+        for (int i = 0; i < kNumOps; ++i)
+            SJ_ASSERT(rows[i] || has_trait(Op(i), kLeaf))
+                << "reference backend: op '" << op_name(Op(i)) << "' has no kernel";
+    }
+};
+const KernelTable& kernels() {
+    static const KernelTable t;
+    return t;
+}
+} // namespace
+
+TensorType concrete_type(const Node& node, const std::vector<Array>& in) {
+    std::vector<TensorType> types;
+    types.reserve(in.size());
+    for (const auto& a : in) types.push_back({a.dtype(), a.shape()});
+    detail::InferCtx ctx{node.op(), node.attrs(), types, &node.inputs(), true};
+    return detail::op_def(node.op()).infer(ctx);
+}
+
+Array eval_node(const Node& node, const std::vector<Array>& in, uint64_t counter) {
+    SJ_ASSERT(!has_trait(node.op(), kLeaf)) << "eval_node on a leaf";
+    TensorType t = concrete_type(node, in);
+    KernelCtx ctx{node, in, t, counter};
+    Array out = kernels().rows[int(node.op())](ctx);
+    SJ_ASSERT(out.dtype() == t.dtype && out.shape() == t.shape)
+        << op_name(node.op()) << " kernel returned " << out.type_str() << ", expected "
+        << type_str(t);
+    return out;
+}
+
+namespace {
+
+/// Executes a program with the reference kernels, freeing each intermediate after its last use.
+class Interpreter : public detail::Executable {
+public:
+    explicit Interpreter(const detail::Program& p) : p_(p) {
+        std::vector<const Node*> roots;
+        for (const auto& o : p.outputs) roots.push_back(o.get());
+        for (const auto& u : p.updates) roots.push_back(u.second.get());
+        order_ = topo_order(roots);
+        for (size_t i = 0; i < order_.size(); ++i) pos_[order_[i]] = i;
+        for (size_t i = 0; i < p.inputs.size(); ++i) input_slot_[p.inputs[i].get()] = i;
+        for (size_t i = 0; i < p.variables.size(); ++i) var_slot_[p.variables[i].get()] = i;
+        last_use_.assign(order_.size(), 0);
+        for (size_t i = 0; i < order_.size(); ++i)
+            for (const auto& in : order_[i]->inputs()) last_use_[pos_[in.get()]] = i;
+        for (const Node* r : roots) last_use_[pos_[r]] = order_.size(); // kept to the end
+        for (const Node* n : order_) stats_.nodes += !has_trait(n->op(), kLeaf);
+    }
+
+    detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
+                           uint64_t counter) override {
+        std::vector<Array> env(order_.size());
+        std::vector<Array> ins;
+        for (size_t i = 0; i < order_.size(); ++i) {
+            const Node* n = order_[i];
+            switch (n->op()) {
+            case Op::Placeholder: {
+                auto it = input_slot_.find(n);
+                SJ_CHECK(it != input_slot_.end(), InputError)
+                    << "placeholder '" << n->name() << "' is not bound to a value";
+                env[i] = inputs[it->second];
+                break;
+            }
+            case Op::Variable: env[i] = vals[var_slot_.at(n)]; break;
+            case Op::Constant: env[i] = n->attr<ConstantAttrs>().value; break;
+            case Op::RngCounter: env[i] = Array::scalar<int64_t>(int64_t(counter)); break;
+            default: {
+                ins.clear();
+                for (const auto& in : n->inputs()) ins.push_back(env[pos_[in.get()]]);
+                env[i] = eval_node(*n, ins, counter);
+                for (const auto& in : n->inputs()) {
+                    size_t j = pos_[in.get()];
+                    if (last_use_[j] == i) env[j] = Array();
+                }
+            }
+            }
+        }
+        detail::ExecResult r;
+        for (const auto& o : p_.outputs) r.outputs.push_back(env[pos_[o.get()]]);
+        for (const auto& u : p_.updates) r.new_values.push_back(env[pos_[u.second.get()]]);
+        return r;
+    }
+
+    FunctionStats stats() const override { return stats_; }
+
+private:
+    detail::Program p_;
+    std::vector<const Node*> order_;
+    std::unordered_map<const Node*, size_t> pos_, input_slot_, var_slot_;
+    std::vector<size_t> last_use_;
+    FunctionStats stats_;
+};
+
+} // namespace
+} // namespace sj::ref
+
+namespace sj::detail {
+std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions&) {
+    return std::make_unique<ref::Interpreter>(p);
+}
+} // namespace sj::detail

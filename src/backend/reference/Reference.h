@@ -1,0 +1,38 @@
+// The reference backend: a plain interpreter over every primitive (the oracle for tests).
+#pragma once
+
+#include <symjax/Array.h>
+#include <symjax/Node.h>
+
+#include <vector>
+
+namespace sj::ref {
+
+/// What a reference kernel sees: the node (op and attributes), its input values, the concrete
+/// output type (the op's type rule re-run on the input shapes) and the call counter for RNG.
+struct KernelCtx {
+    const Node& node;
+    const std::vector<Array>& in;
+    const TensorType& out;
+    uint64_t counter;
+    template <class A> const A& attr() const { return node.attr<A>(); }
+};
+using Kernel = Array (*)(const KernelCtx&);
+
+/// The concrete output type of `node` for these input values (binds -1 dims, checks them).
+TensorType concrete_type(const Node& node, const std::vector<Array>& in);
+/// Evaluates one node on concrete inputs. Leaves are not evaluated here (the caller binds them).
+Array eval_node(const Node& node, const std::vector<Array>& in, uint64_t counter);
+
+// Each family file fills its rows of the kernel table.
+void register_elementwise_kernels(Kernel* table);
+void register_reduce_kernels(Kernel* table);
+void register_movement_kernels(Kernel* table);
+void register_indexing_kernels(Kernel* table);
+void register_linalg_kernels(Kernel* table);
+void register_random_kernels(Kernel* table);
+
+/// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.
+void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+
+} // namespace sj::ref

@@ -1,0 +1,147 @@
+// Array: host values.
+#include <symjax/Array.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace sj {
+
+namespace {
+std::shared_ptr<unsigned char> alloc_zeroed(int64_t nbytes) {
+    size_t n = static_cast<size_t>((nbytes + 63) / 64 * 64);
+    if (n == 0) n = 64;
+    void* p = std::aligned_alloc(64, n);
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, n);
+    return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), std::free);
+}
+} // namespace
+
+Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+    for (int64_t d : shape_)
+        SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(shape_)
+                                     << " has a negative dim (arrays hold concrete values)";
+    size_ = numel(shape_);
+    buf_ = alloc_zeroed(nbytes());
+}
+
+Array Array::from_buffer(DType dtype, Shape shape, const void* src) {
+    Array a(dtype, std::move(shape));
+    if (a.nbytes() > 0) std::memcpy(a.raw(), src, static_cast<size_t>(a.nbytes()));
+    return a;
+}
+
+Array Array::full(DType dtype, Shape shape, double v) {
+    Array a(dtype, std::move(shape));
+    dispatch(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* p = static_cast<T*>(a.raw());
+        T tv = dtype == DType::Bool ? T(v != 0) : static_cast<T>(v);
+        for (int64_t i = 0; i < a.size(); ++i) p[i] = tv;
+    });
+    return a;
+}
+
+void Array::check_type(DType t, const char* what) const {
+    bool ok = t == dtype_ || (dtype_ == DType::Bool && t == DType::U8);
+    SJ_CHECK(ok, TypeError) << "Array::" << what << ": array is " << dtype_name(dtype_)
+                            << ", asked for " << dtype_name(t);
+    SJ_CHECK(defined(), InputError) << "Array::" << what << ": empty (default-constructed) array";
+}
+
+double Array::at(int64_t i) const {
+    SJ_CHECK(i >= 0 && i < size_, InputError)
+        << "Array::at: index " << i << " out of range for " << type_str();
+    return dispatch(dtype_, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        return static_cast<double>(static_cast<const T*>(raw())[i]);
+    });
+}
+
+Array Array::clone() const {
+    if (!defined()) return {};
+    return from_buffer(dtype_, shape_, raw());
+}
+
+Array Array::reshape(Shape shape) const {
+    SJ_CHECK(numel(shape) == size_, ShapeError)
+        << "Array::reshape: cannot view " << type_str() << " as " << shape_str(shape);
+    Array a = *this;
+    a.shape_ = std::move(shape);
+    return a;
+}
+
+Array Array::astype(DType t) const {
+    Array out(t, shape_);
+    dispatch(dtype_, [&](auto stag) {
+        using S = typename decltype(stag)::type;
+        dispatch(t, [&](auto dtag) {
+            using D = typename decltype(dtag)::type;
+            const S* s = static_cast<const S*>(raw());
+            D* d = static_cast<D*>(out.raw());
+            for (int64_t i = 0; i < size_; ++i)
+                d[i] = t == DType::Bool ? D(s[i] != S(0)) : static_cast<D>(s[i]);
+        });
+    });
+    return out;
+}
+
+std::string Array::type_str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+
+std::string Array::str(int max_elems) const {
+    if (!defined()) return "<undefined>";
+    std::ostringstream os;
+    os.precision(6);
+    auto strides = row_major_strides(shape_);
+    int64_t shown = 0;
+    auto put = [&](int64_t i) {
+        dispatch(dtype_, [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            T v = static_cast<const T*>(raw())[i];
+            if constexpr (sizeof(T) == 1) os << int(v);
+            else os << v;
+        });
+    };
+    if (shape_.empty()) {
+        put(0);
+        return os.str();
+    }
+    // iterate in row-major order, opening/closing brackets at dim boundaries
+    std::vector<int64_t> idx(shape_.size(), 0);
+    for (size_t d = 0; d < shape_.size(); ++d) os << "[";
+    if (size_ == 0) {
+        for (size_t d = 0; d < shape_.size(); ++d) os << "]";
+        return os.str();
+    }
+    for (int64_t flat = 0; flat < size_; ++flat) {
+        if (shown == max_elems) {
+            os << "...";
+            break;
+        }
+        put(flat);
+        ++shown;
+        int d = static_cast<int>(shape_.size()) - 1;
+        int closed = 0;
+        while (d >= 0 && ++idx[d] == shape_[d]) {
+            idx[d] = 0;
+            --d;
+            ++closed;
+        }
+        for (int c = 0; c < closed; ++c) os << "]";
+        if (d >= 0) {
+            os << ", ";
+            for (int c = 0; c < closed; ++c) os << "[";
+        }
+    }
+    if (shown < size_)
+        for (size_t d = 0; d < shape_.size(); ++d) os << "]";
+    return os.str();
+}
+
+bool Array::equals(const Array& o) const {
+    if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+    return nbytes() == 0 || std::memcmp(raw(), o.raw(), static_cast<size_t>(nbytes())) == 0;
+}
+
+} // namespace sj

@@ -1,0 +1,149 @@
+// Node: interning (hash-consing), type inference at construction, iterative teardown.
+#include "../ops/OpDef.h"
+#include "Hash.h"
+
+#include <symjax/Node.h>
+#include <symjax/Scope.h>
+
+#include <atomic>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace sj {
+
+std::string type_str(const TensorType& t) { return std::string(dtype_name(t.dtype)) + shape_str(t.shape); }
+
+namespace {
+std::atomic<uint64_t> g_next_id{1};
+std::atomic<size_t> g_live{0};
+} // namespace
+
+/// The global intern table. Entries are raw pointers keyed by structural hash; a node erases
+/// itself in its destructor. A lookup that finds a node whose last owner is just going away
+/// (weak_from_this() expired) treats it as absent.
+struct NodeInterner {
+    std::mutex mu;
+    std::unordered_multimap<uint64_t, const Node*> table;
+
+    static NodeInterner& get() {
+        static auto* t = new NodeInterner; // never destroyed: nodes may outlive static teardown
+        return *t;
+    }
+};
+
+Node::Node(Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash)
+    : op_(op), attrs_(std::move(attrs)), inputs_(std::move(inputs)), type_(std::move(type)),
+      hash_(hash), id_(g_next_id++), scope_(Scope::current()) {
+    ++g_live;
+}
+
+// Note [Iterative teardown]
+// Dropping the last handle to a 100k-node chain would recurse 100k destructors deep. Instead,
+// a destructor hands inputs it owns alone to a thread-local stack, and only the outermost
+// destructor on the thread drains that stack.
+Node::~Node() {
+    {
+        auto& in = NodeInterner::get();
+        std::lock_guard<std::mutex> lock(in.mu);
+        auto range = in.table.equal_range(hash_);
+        for (auto it = range.first; it != range.second; ++it)
+            if (it->second == this) {
+                in.table.erase(it);
+                break;
+            }
+    }
+    --g_live;
+    thread_local std::vector<NodePtr> pending;
+    thread_local bool draining = false;
+    for (auto& p : inputs_)
+        if (p.use_count() == 1) pending.push_back(std::move(p));
+    inputs_.clear();
+    if (draining) return;
+    draining = true;
+    while (!pending.empty()) {
+        NodePtr p = std::move(pending.back());
+        pending.pop_back();
+        p.reset();
+    }
+    draining = false;
+}
+
+NodePtr Node::make(Op op, Attrs attrs, std::vector<NodePtr> inputs) {
+    const detail::OpDef& def = detail::op_def(op);
+    if (def.arity >= 0)
+        SJ_ASSERT(static_cast<int>(inputs.size()) == def.arity)
+            << def.name << " takes " << def.arity << " inputs, got " << inputs.size();
+    std::vector<TensorType> types;
+    types.reserve(inputs.size());
+    for (const auto& i : inputs) {
+        SJ_CHECK(i, Error) << def.name << ": input is an undefined (default-constructed) Tensor";
+        types.push_back(i->type());
+    }
+    detail::InferCtx ctx{op, attrs, types, &inputs, false};
+    TensorType type = def.infer(ctx);
+
+    detail::Hasher h;
+    h.add(static_cast<uint64_t>(op));
+    h.add(attrs_hash(attrs));
+    for (const auto& i : inputs) h.add(reinterpret_cast<uintptr_t>(i.get()));
+    uint64_t hash = h.h;
+
+    auto& in = NodeInterner::get();
+    std::lock_guard<std::mutex> lock(in.mu);
+    auto range = in.table.equal_range(hash);
+    for (auto it = range.first; it != range.second; ++it) {
+        const Node* c = it->second;
+        if (c->op_ != op || c->inputs_.size() != inputs.size()) continue;
+        bool same = true;
+        for (size_t k = 0; k < inputs.size() && same; ++k) same = c->inputs_[k] == inputs[k];
+        if (!same || !attrs_equal(c->attrs_, attrs)) continue;
+        if (NodePtr alive = c->weak_from_this().lock()) return alive;
+    }
+    NodePtr n(new Node(op, std::move(attrs), std::move(inputs), std::move(type), hash));
+    in.table.emplace(hash, n.get());
+    return n;
+}
+
+std::string Node::describe(int depth) const {
+    if (!name_.empty()) return name_;
+    if (op_ == Op::Constant) {
+        const Array& v = attr<ConstantAttrs>().value;
+        if (v.size() == 1) return v.str();
+        return "constant" + v.type_str();
+    }
+    std::ostringstream os;
+    os << op_name(op_);
+    if (depth <= 0) return os.str() + "(...)";
+    os << "(";
+    for (size_t i = 0; i < inputs_.size(); ++i)
+        os << (i ? ", " : "") << inputs_[i]->describe(depth - 1);
+    os << ")";
+    return os.str();
+}
+
+size_t live_node_count() { return g_live.load(); }
+
+std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
+    std::vector<const Node*> order;
+    std::unordered_set<const Node*> done;
+    std::vector<std::pair<const Node*, size_t>> stack;
+    for (const Node* r : roots) {
+        if (!r || done.count(r)) continue;
+        stack.emplace_back(r, 0);
+        while (!stack.empty()) {
+            auto& [n, next] = stack.back();
+            if (next < n->num_inputs()) {
+                const Node* c = n->input(next++).get();
+                if (!done.count(c)) stack.emplace_back(c, 0);
+                continue;
+            }
+            if (done.insert(n).second) order.push_back(n);
+            stack.pop_back();
+        }
+    }
+    return order;
+}
+
+} // namespace sj

@@ -1,0 +1,58 @@
+// Shape helpers.
+#include <symjax/Error.h>
+#include <symjax/Shape.h>
+
+#include <sstream>
+
+namespace sj {
+
+std::string shape_str(const Shape& s) {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+    os << "]";
+    return os.str();
+}
+
+int64_t numel(const Shape& s) {
+    int64_t n = 1;
+    for (int64_t d : s) {
+        if (d < 0) return -1;
+        n *= d;
+    }
+    return n;
+}
+
+bool is_static(const Shape& s) {
+    for (int64_t d : s)
+        if (d < 0) return false;
+    return true;
+}
+
+std::vector<int64_t> row_major_strides(const Shape& s) {
+    std::vector<int64_t> st(s.size());
+    int64_t acc = 1;
+    for (size_t i = s.size(); i-- > 0;) {
+        st[i] = acc;
+        acc *= s[i];
+    }
+    return st;
+}
+
+int normalize_axis(int64_t axis, int rank, const char* op) {
+    SJ_CHECK(axis >= -rank && axis < rank, ShapeError)
+        << op << ": axis " << axis << " is out of range for a tensor of rank " << rank;
+    return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+SliceBounds slice_bounds(int64_t dim, int64_t start, int64_t stop, int64_t step) {
+    auto clamp = [&](int64_t i) {
+        if (i < 0) i += dim;
+        return i < 0 ? int64_t(0) : (i > dim ? dim : i);
+    };
+    int64_t s = clamp(start), e = clamp(stop);
+    int64_t count = e > s ? (e - s + step - 1) / step : 0;
+    return {s, count};
+}
+
+} // namespace sj

@@ -1,0 +1,79 @@
+// Tensor: handle methods and NumPy-style subscripts.
+#include <symjax/Ops.h>
+#include <symjax/Tensor.h>
+
+#include <algorithm>
+
+namespace sj {
+
+namespace {
+const Node& node_of(const NodePtr& n) {
+    SJ_CHECK(n, Error) << "use of an undefined (default-constructed) Tensor";
+    return *n;
+}
+} // namespace
+
+DType Tensor::dtype() const { return node_of(node_).dtype(); }
+const Shape& Tensor::shape() const { return node_of(node_).shape(); }
+int Tensor::rank() const { return node_of(node_).rank(); }
+int64_t Tensor::dim(int64_t axis) const { return shape()[normalize_axis(axis, rank(), "dim")]; }
+std::string Tensor::name() const { return node_ ? node_->describe() : "<undefined>"; }
+const Tensor& Tensor::named(const std::string& name) const {
+    node_of(node_).set_name(name);
+    return *this;
+}
+std::string Tensor::type_str() const { return sj::type_str(node_of(node_).type()); }
+
+Tensor Tensor::operator[](Index i) const { return (*this)[std::vector<Index>{i}]; }
+Tensor Tensor::operator[](std::initializer_list<Index> idx) const {
+    return (*this)[std::vector<Index>(idx)];
+}
+
+Tensor Tensor::operator[](const std::vector<Index>& idx) const {
+    int r = rank();
+    SJ_CHECK(idx.size() <= size_t(r), ShapeError)
+        << "subscript of " << name() << " " << type_str() << ": " << idx.size()
+        << " indices for rank " << r;
+    std::vector<int64_t> start(r, 0), stop(r, Index::kEnd), step(r, 1);
+    Axes drop;
+    for (size_t i = 0; i < idx.size(); ++i) {
+        const Index& ix = idx[i];
+        int64_t d = shape()[i];
+        if (ix.is_range) {
+            SJ_CHECK(ix.step > 0, ShapeError) << "subscript of " << name() << ": step " << ix.step
+                                              << " on dim " << i << " must be > 0 (use flip)";
+            start[i] = ix.start;
+            stop[i] = ix.stop;
+            step[i] = ix.step;
+        } else {
+            int64_t k = ix.start;
+            if (d >= 0) {
+                SJ_CHECK(k >= -d && k < d, ShapeError)
+                    << "subscript of " << name() << " " << type_str() << ": index " << k
+                    << " out of range for dim " << i << " of size " << d;
+                if (k < 0) k += d;
+            } else {
+                SJ_CHECK(k >= 0, ShapeError)
+                    << "subscript of " << name() << ": negative index " << k << " on dim " << i
+                    << " whose size is unknown until call time";
+            }
+            start[i] = k;
+            stop[i] = k + 1;
+            drop.push_back(int64_t(i));
+        }
+    }
+    Tensor s = slice(*this, start, stop, step);
+    if (drop.empty()) return s;
+    // dropped dims are size 1 now; remove them
+    Shape out;
+    int unknown = 0;
+    for (int i = 0; i < r; ++i)
+        if (std::find(drop.begin(), drop.end(), i) == drop.end()) {
+            out.push_back(s.shape()[i]);
+            unknown += s.shape()[i] < 0;
+        }
+    if (unknown <= 1) return reshape(s, out);
+    return squeeze(s, drop);
+}
+
+} // namespace sj

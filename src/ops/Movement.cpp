@@ -1,0 +1,431 @@
+// Movement ops (reshape, permute, broadcast, slice, pad, flip, concat): rules and builders.
+#include "OpDef.h"
+
+#include <symjax/Ops.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace sj {
+namespace detail {
+namespace {
+
+TensorType infer_reshape(const InferCtx& c) {
+    const Shape& target = c.attr<ShapeAttrs>().shape;
+    const Shape& s = c.in[0].shape;
+    int infer_at = -1;
+    int64_t known = 1;
+    for (size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == -1) {
+            SJ_CHECK(infer_at < 0, ShapeError)
+                << c.where() << ": target " << shape_str(target) << " has more than one -1";
+            infer_at = static_cast<int>(i);
+        } else {
+            SJ_CHECK(target[i] >= 0, ShapeError)
+                << c.where() << ": target " << shape_str(target) << " has a negative dim";
+            known *= target[i];
+        }
+    }
+    Shape out = target;
+    int64_t n = numel(s);
+    if (n < 0) return {c.in[0].dtype, out}; // checked at call time
+    if (infer_at >= 0) {
+        SJ_CHECK(known > 0 ? n % known == 0 : n == 0, ShapeError)
+            << c.where() << ": cannot reshape " << shape_str(s) << " (" << n << " elements) into "
+            << shape_str(target);
+        out[infer_at] = known > 0 ? n / known : 0;
+    } else {
+        SJ_CHECK(known == n, ShapeError) << c.where() << ": cannot reshape " << shape_str(s) << " ("
+                                         << n << " elements) into " << shape_str(target) << " ("
+                                         << known << " elements)";
+    }
+    return {c.in[0].dtype, out};
+}
+
+TensorType infer_permute(const InferCtx& c) {
+    const auto& p = c.attr<AxesAttrs>().axes;
+    const Shape& s = c.in[0].shape;
+    SJ_CHECK(p.size() == s.size(), ShapeError)
+        << c.where() << ": permutation " << shape_str(p) << " for a tensor of rank " << s.size();
+    std::vector<bool> seen(s.size(), false);
+    Shape out(s.size());
+    for (size_t i = 0; i < p.size(); ++i) {
+        SJ_CHECK(p[i] >= 0 && p[i] < int64_t(s.size()) && !seen[p[i]], ShapeError)
+            << c.where() << ": " << shape_str(p) << " is not a permutation of 0.." << s.size() - 1;
+        seen[p[i]] = true;
+        out[i] = s[p[i]];
+    }
+    return {c.in[0].dtype, out};
+}
+
+TensorType infer_broadcast(const InferCtx& c) {
+    const auto& a = c.attr<BroadcastAttrs>();
+    const Shape& s = c.in[0].shape;
+    SJ_CHECK(c.in.size() == 1 || c.in.size() == 2, ShapeError)
+        << c.where() << ": broadcast takes 1 or 2 inputs";
+    SJ_CHECK(a.dims.size() == s.size(), ShapeError)
+        << c.where() << ": " << a.dims.size() << " dims mapped for an operand of rank " << s.size();
+    Shape out = a.shape;
+    if (c.in.size() == 2) {
+        const Shape& like = c.in[1].shape;
+        SJ_CHECK(like.size() == out.size(), ShapeError)
+            << c.where() << ": shape source " << shape_str(like) << " has rank " << like.size()
+            << ", target " << shape_str(out) << " has rank " << out.size();
+        for (size_t i = 0; i < out.size(); ++i)
+            if (out[i] == -1) out[i] = like[i];
+    }
+    for (size_t i = 0; i < s.size(); ++i) {
+        int64_t od = a.dims[i];
+        SJ_CHECK(od >= 0 && od < int64_t(out.size()) && (i == 0 || od > a.dims[i - 1]), ShapeError)
+            << c.where() << ": broadcast dims " << shape_str(a.dims) << " must be increasing and < "
+            << out.size();
+        if (out[od] == -1 && s[i] != 1) out[od] = s[i];
+        SJ_CHECK(s[i] == 1 || s[i] == -1 || out[od] == -1 || s[i] == out[od], ShapeError)
+            << c.where() << ": cannot broadcast " << shape_str(s) << " to " << shape_str(out)
+            << " (dim " << i << " is " << s[i] << ", target dim " << od << " is " << out[od] << ")";
+        if (c.at_runtime)
+            SJ_CHECK(!(s[i] == 1 && out[od] != 1 && c.static_shape(0)[i] != 1), InputError)
+                << c.where() << ": dim " << i << " of " << c.name(0)
+                << " was declared -1 and bound to 1 at call time; declare it as 1 to broadcast it";
+    }
+    if (c.at_runtime)
+        for (int64_t d : out)
+            SJ_CHECK(d >= 0, InputError) << c.where() << ": target " << shape_str(a.shape)
+                                         << " has a -1 dim that no input binds";
+    return {c.in[0].dtype, out};
+}
+
+TensorType infer_slice(const InferCtx& c) {
+    const auto& a = c.attr<SliceAttrs>();
+    const Shape& s = c.in[0].shape;
+    SJ_CHECK(a.start.size() == s.size() && a.stop.size() == s.size() && a.step.size() == s.size(),
+             ShapeError)
+        << c.where() << ": slice bounds for " << a.start.size() << " dims, tensor has rank "
+        << s.size();
+    Shape out(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        SJ_CHECK(a.step[i] > 0, ShapeError)
+            << c.where() << ": step " << a.step[i] << " on dim " << i << " must be > 0 (use flip)";
+        out[i] = s[i] < 0 ? -1 : slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).count;
+    }
+    return {c.in[0].dtype, out};
+}
+
+TensorType infer_pad(const InferCtx& c) {
+    const auto& a = c.attr<PadAttrs>();
+    const Shape& s = c.in[0].shape;
+    SJ_CHECK(a.lo.size() == s.size() && a.hi.size() == s.size() && a.interior.size() == s.size(),
+             ShapeError)
+        << c.where() << ": padding for " << a.lo.size() << " dims, tensor has rank " << s.size();
+    Shape out(s.size());
+    for (size_t i = 0; i < s.size(); ++i) {
+        SJ_CHECK(a.lo[i] >= 0 && a.hi[i] >= 0 && a.interior[i] >= 0, ShapeError)
+            << c.where() << ": padding must be >= 0 (dim " << i << ": lo " << a.lo[i] << ", hi "
+            << a.hi[i] << ", interior " << a.interior[i] << ")";
+        out[i] = s[i] < 0 ? -1 : a.lo[i] + a.hi[i] + s[i] + std::max<int64_t>(s[i] - 1, 0) * a.interior[i];
+    }
+    return {c.in[0].dtype, out};
+}
+
+TensorType infer_flip(const InferCtx& c) {
+    for (int64_t ax : c.attr<AxesAttrs>().axes)
+        SJ_CHECK(ax >= 0 && ax < int64_t(c.in[0].shape.size()), ShapeError)
+            << c.where() << ": axis " << ax << " out of range for rank " << c.in[0].shape.size();
+    return c.in[0];
+}
+
+TensorType infer_concat(const InferCtx& c) {
+    SJ_CHECK(!c.in.empty(), ShapeError) << "concat: no inputs";
+    int64_t axis = c.attr<AxisAttrs>().axis;
+    const TensorType& t0 = c.in[0];
+    SJ_CHECK(axis >= 0 && axis < int64_t(t0.shape.size()), ShapeError)
+        << c.where() << ": axis " << axis << " out of range for rank " << t0.shape.size();
+    Shape out = t0.shape;
+    int64_t total = 0;
+    for (size_t k = 0; k < c.in.size(); ++k) {
+        const TensorType& t = c.in[k];
+        SJ_CHECK(t.dtype == t0.dtype, TypeError) << c.where() << ": " << c.name(k) << " is "
+                                                 << dtype_name(t.dtype) << ", " << c.name(0)
+                                                 << " is " << dtype_name(t0.dtype);
+        SJ_CHECK(t.shape.size() == t0.shape.size(), ShapeError)
+            << c.where() << ": " << c.name(k) << " has shape " << shape_str(t.shape) << ", "
+            << c.name(0) << " has " << shape_str(t0.shape) << " (ranks differ)";
+        for (size_t i = 0; i < out.size(); ++i) {
+            if (int64_t(i) == axis) continue;
+            if (out[i] == -1) out[i] = t.shape[i];
+            SJ_CHECK(t.shape[i] == -1 || t.shape[i] == out[i], ShapeError)
+                << c.where() << ": " << c.name(k) << " has shape " << shape_str(t.shape)
+                << ", expected dim " << i << " = " << out[i] << " as in " << c.name(0);
+        }
+        total = (total < 0 || t.shape[axis] < 0) ? -1 : total + t.shape[axis];
+    }
+    out[axis] = total;
+    return {t0.dtype, out};
+}
+
+Tensor x0(const Node& n) { return in(n, 0); }
+
+void register_grads(OpDef* t) {
+    // reshape back to the input's shape (one unknown dim is inferred; more keep the input's
+    // dims through the runtime shape of the input)
+    t[int(Op::Reshape)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        d[0] = reshape(g, n.input(0)->shape());
+    };
+    // inverse permutation
+    t[int(Op::Permute)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& p = n.attr<AxesAttrs>().axes;
+        Axes inv(p.size());
+        for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = int64_t(i);
+        d[0] = permute(g, inv);
+    };
+    // sum over the new and the stretched dims
+    t[int(Op::Broadcast)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<BroadcastAttrs>();
+        const Shape& s = n.input(0)->shape();
+        Axes keep_axes, drop_axes;
+        std::vector<bool> mapped(n.rank(), false);
+        for (size_t i = 0; i < a.dims.size(); ++i) {
+            mapped[a.dims[i]] = true;
+            if (s[i] == 1 && n.shape()[a.dims[i]] != 1) keep_axes.push_back(a.dims[i]);
+        }
+        for (int i = 0; i < n.rank(); ++i)
+            if (!mapped[i]) drop_axes.push_back(i);
+        Tensor r = g;
+        if (!keep_axes.empty()) r = sum(r, keep_axes, true);
+        if (!drop_axes.empty()) r = sum(r, drop_axes, false);
+        d[0] = r;
+    };
+    // scatter g back into zeros: pad when sizes are known, else update a zero tensor
+    t[int(Op::Slice)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<SliceAttrs>();
+        const Shape& s = n.input(0)->shape();
+        int r = n.rank();
+        std::vector<int64_t> lo(r), hi(r), interior(r);
+        if (is_static(s)) {
+            for (int i = 0; i < r; ++i) {
+                auto b = slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]);
+                interior[i] = b.count > 0 ? a.step[i] - 1 : 0;
+                lo[i] = b.count > 0 ? b.start : 0;
+                int64_t covered = b.count > 0 ? (b.count - 1) * a.step[i] + 1 : 0;
+                hi[i] = s[i] - lo[i] - covered;
+            }
+            d[0] = pad(g, lo, hi, interior, 0.0);
+            return;
+        }
+        std::vector<int64_t> starts(r);
+        for (int i = 0; i < r; ++i) {
+            SJ_CHECK(s[i] >= 0 || (a.start[i] >= 0), ShapeError)
+                << "gradient of slice: negative start on dim " << i << " of "
+                << n.input(0)->describe() << " whose size is unknown until call time";
+            interior[i] = a.step[i] - 1;
+            starts[i] = s[i] >= 0 ? slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).start
+                                  : a.start[i];
+        }
+        Tensor spread = pad(g, std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 0), interior, 0.0);
+        Array st(DType::I64, {int64_t(r)});
+        for (int i = 0; i < r; ++i) st.data<int64_t>()[i] = starts[i];
+        d[0] = dynamic_update_slice(zeros_like(x0(n)), spread, constant(st));
+    };
+    // take the unpadded elements
+    t[int(Op::Pad)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<PadAttrs>();
+        int r = n.rank();
+        std::vector<int64_t> start(r), stop(r), step(r);
+        for (int i = 0; i < r; ++i) {
+            start[i] = a.lo[i];
+            stop[i] = a.hi[i] > 0 ? -a.hi[i] : Index::kEnd;
+            step[i] = a.interior[i] + 1;
+        }
+        d[0] = detail::make(Op::Slice, {g}, SliceAttrs{start, stop, step});
+    };
+    t[int(Op::Flip)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        d[0] = flip(g, n.attr<AxesAttrs>().axes);
+    };
+    // split g along the axis
+    t[int(Op::Concat)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        int64_t axis = n.attr<AxisAttrs>().axis;
+        int64_t off = 0;
+        for (size_t k = 0; k < n.num_inputs(); ++k) {
+            int64_t len = n.input(k)->shape()[axis];
+            SJ_CHECK(len >= 0 && off >= 0, ShapeError)
+                << "gradient of concat: the size of " << n.input(k)->describe() << " along axis "
+                << axis << " is unknown until call time";
+            d[k] = slice_axis(g, axis, off, off + len);
+            off += len;
+        }
+    };
+}
+
+} // namespace
+
+void register_movement_ops(OpDef* t) {
+    t[int(Op::Reshape)].infer = infer_reshape;
+    t[int(Op::Permute)].infer = infer_permute;
+    t[int(Op::Broadcast)].infer = infer_broadcast;
+    t[int(Op::Slice)].infer = infer_slice;
+    t[int(Op::Pad)].infer = infer_pad;
+    t[int(Op::Flip)].infer = infer_flip;
+    t[int(Op::Concat)].infer = infer_concat;
+    register_grads(t);
+}
+
+} // namespace detail
+
+using detail::make;
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+    if (shape == x.shape() && is_static(shape)) return x;
+    return make(Op::Reshape, {x}, ShapeAttrs{shape});
+}
+
+Tensor permute(const Tensor& x, const Axes& perm) {
+    Axes p = perm;
+    for (auto& a : p) a = normalize_axis(a, x.rank(), "permute");
+    bool identity = true;
+    for (size_t i = 0; i < p.size(); ++i) identity &= p[i] == int64_t(i);
+    if (identity && p.size() == size_t(x.rank())) return x;
+    return make(Op::Permute, {x}, AxesAttrs{p});
+}
+
+Tensor transpose(const Tensor& x, const Axes& perm) {
+    if (!perm.empty()) return permute(x, perm);
+    Axes p(x.rank());
+    for (int i = 0; i < x.rank(); ++i) p[i] = x.rank() - 1 - i;
+    return permute(x, p);
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) {
+    SJ_CHECK(shape.size() >= size_t(x.rank()), ShapeError)
+        << "broadcast_to(" << x.name() << "): cannot broadcast " << x.type_str() << " to "
+        << shape_str(shape) << " (target rank is smaller)";
+    if (shape == x.shape()) return x;
+    Axes dims(x.rank());
+    std::iota(dims.begin(), dims.end(), int64_t(shape.size() - x.rank()));
+    return make(Op::Broadcast, {x}, BroadcastAttrs{shape, dims});
+}
+
+Tensor expand_dims(const Tensor& x, int64_t axis) {
+    int ax = normalize_axis(axis, x.rank() + 1, "expand_dims");
+    Shape s = x.shape();
+    s.insert(s.begin() + ax, 1);
+    Axes dims;
+    for (int i = 0; i <= x.rank(); ++i)
+        if (i != ax) dims.push_back(i);
+    return make(Op::Broadcast, {x}, BroadcastAttrs{s, dims});
+}
+
+Tensor squeeze(const Tensor& x, const Axes& axes) {
+    Axes ax;
+    if (axes.empty()) {
+        for (int i = 0; i < x.rank(); ++i)
+            if (x.shape()[i] == 1) ax.push_back(i);
+    } else {
+        for (int64_t a : axes) {
+            int n = normalize_axis(a, x.rank(), "squeeze");
+            SJ_CHECK(x.shape()[n] == 1, ShapeError) << "squeeze(" << x.name() << "): axis " << a
+                                                    << " of " << x.type_str() << " is not 1";
+            ax.push_back(n);
+        }
+    }
+    if (ax.empty()) return x;
+    Shape s;
+    int unknown = 0;
+    for (int i = 0; i < x.rank(); ++i)
+        if (std::find(ax.begin(), ax.end(), i) == ax.end()) {
+            s.push_back(x.shape()[i]);
+            unknown += x.shape()[i] < 0;
+        }
+    if (unknown <= 1) return reshape(x, s);
+    // several unknown dims: summing over size-1 axes drops them without naming sizes
+    Tensor v = x.dtype() == DType::Bool ? any(x, ax) : sum(x, ax);
+    return v;
+}
+
+Tensor flatten(const Tensor& x, int64_t start_axis) {
+    if (x.rank() == 0) return reshape(x, {1});
+    int s = normalize_axis(start_axis, x.rank(), "flatten");
+    Shape out(x.shape().begin(), x.shape().begin() + s);
+    int64_t n = 1;
+    for (int i = s; i < x.rank(); ++i) n = (n < 0 || x.shape()[i] < 0) ? -1 : n * x.shape()[i];
+    out.push_back(n);
+    return reshape(x, out);
+}
+
+Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
+             const std::vector<int64_t>& step) {
+    int r = x.rank();
+    SJ_CHECK(start.size() <= size_t(r) && stop.size() <= size_t(r) && step.size() <= size_t(r), ShapeError)
+        << "slice(" << x.name() << "): bounds for more dims than " << x.type_str() << " has";
+    SliceAttrs a{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, Index::kEnd),
+                 std::vector<int64_t>(r, 1)};
+    for (size_t i = 0; i < start.size(); ++i) a.start[i] = start[i];
+    for (size_t i = 0; i < stop.size(); ++i) a.stop[i] = stop[i];
+    for (size_t i = 0; i < step.size(); ++i) a.step[i] = step[i];
+    // normalise bounds on known dims so equal slices intern to one node
+    bool identity = true;
+    for (int i = 0; i < r; ++i) {
+        int64_t d = x.shape()[i];
+        if (d >= 0 && a.step[i] > 0) {
+            auto b = slice_bounds(d, a.start[i], a.stop[i], a.step[i]);
+            a.start[i] = b.start;
+            a.stop[i] = b.start + (b.count > 0 ? (b.count - 1) * a.step[i] + 1 : 0);
+            if (b.count <= 1) a.step[i] = 1;
+            identity &= b.start == 0 && b.count == d && a.step[i] == 1;
+        } else {
+            identity &= a.start[i] == 0 && a.stop[i] == Index::kEnd && a.step[i] == 1;
+        }
+    }
+    if (identity) return x;
+    return make(Op::Slice, {x}, std::move(a));
+}
+
+Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+    int ax = normalize_axis(axis, x.rank(), "slice_axis");
+    std::vector<int64_t> s(x.rank(), 0), e(x.rank(), Index::kEnd), st(x.rank(), 1);
+    s[ax] = start;
+    e[ax] = stop;
+    st[ax] = step;
+    return slice(x, s, e, st);
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+           const std::vector<int64_t>& interior, double value) {
+    bool nothing = true;
+    for (size_t i = 0; i < lo.size(); ++i) nothing &= lo[i] == 0 && hi[i] == 0 && interior[i] == 0;
+    if (nothing && lo.size() == size_t(x.rank())) return x;
+    return make(Op::Pad, {x}, PadAttrs{lo, hi, interior, value});
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, double value) {
+    return pad(x, lo, hi, std::vector<int64_t>(lo.size(), 0), value);
+}
+
+Tensor flip(const Tensor& x, const Axes& axes) {
+    Axes a;
+    for (int64_t ax : axes) a.push_back(normalize_axis(ax, x.rank(), "flip"));
+    std::sort(a.begin(), a.end());
+    a.erase(std::unique(a.begin(), a.end()), a.end());
+    if (a.empty()) return x;
+    return make(Op::Flip, {x}, AxesAttrs{a});
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+    SJ_CHECK(!xs.empty(), ShapeError) << "concat: no tensors given";
+    if (xs.size() == 1) return xs[0];
+    DType t = xs[0].dtype();
+    for (const auto& x : xs) t = promote(t, x.dtype());
+    std::vector<Tensor> ys;
+    for (const auto& x : xs) ys.push_back(cast(x, t));
+    int ax = normalize_axis(axis, xs[0].rank(), "concat");
+    return make(Op::Concat, ys, AxisAttrs{ax, false});
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
+    SJ_CHECK(!xs.empty(), ShapeError) << "stack: no tensors given";
+    int ax = normalize_axis(axis, xs[0].rank() + 1, "stack");
+    std::vector<Tensor> ys;
+    for (const auto& x : xs) ys.push_back(expand_dims(x, ax));
+    return concat(ys, ax);
+}
+
+} // namespace sj

@@ -1,0 +1,71 @@
+// OpDef: the per-op rules table (type rule, gradient rule) built from Ops.def.
+#pragma once
+
+#include <symjax/Node.h>
+#include <symjax/Tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace sj::detail {
+
+/// What a type rule sees: the op, its attributes, the input types, and (when known) the input
+/// nodes, used to name the user's tensors in messages. At call time the reference backend runs
+/// the same rule on concrete shapes (`at_runtime`), which binds -1 dims and checks them.
+struct InferCtx {
+    Op op;
+    const Attrs& attrs;
+    const std::vector<TensorType>& in;
+    const std::vector<NodePtr>* nodes = nullptr;
+    bool at_runtime = false;
+
+    template <class A> const A& attr() const { return std::get<A>(attrs); }
+    /// The user's name for input i (or a short description).
+    std::string name(size_t i) const;
+    /// "add(x, W)": the op applied to its inputs' names, for the start of a message.
+    std::string where() const;
+    /// The static (build-time) shape of input i; equals in[i].shape unless at_runtime.
+    const Shape& static_shape(size_t i) const;
+};
+
+using InferFn = TensorType (*)(const InferCtx&);
+/// Adds to `din[i]` the gradient for input i given the gradient `g` of the node's output.
+/// Entries left undefined mean "no gradient" (zero).
+using GradFn = void (*)(const Node& n, const Tensor& g, std::vector<Tensor>& din);
+
+struct OpDef {
+    const char* name = nullptr;
+    int arity = 0;
+    uint32_t traits = 0;
+    InferFn infer = nullptr;
+    GradFn grad = nullptr; // nullptr: the op is not differentiable (gradient is zero)
+};
+
+/// The table, filled once by the family files' register functions.
+const OpDef& op_def(Op op);
+
+// Each family file fills its rows (called once, in order, by the table's initialiser).
+void register_leaf_ops(OpDef* table);
+void register_elementwise_ops(OpDef* table);
+void register_reduce_ops(OpDef* table);
+void register_movement_ops(OpDef* table);
+void register_indexing_ops(OpDef* table);
+void register_linalg_ops(OpDef* table);
+void register_random_ops(OpDef* table);
+
+/// Shorthand for rules: the node's input i as a Tensor.
+inline Tensor in(const Node& n, size_t i) { return Tensor(n.input(i)); }
+/// Accumulates g into slot (sum when already set).
+void accumulate(Tensor& slot, const Tensor& g);
+
+} // namespace sj::detail
+
+namespace sj::detail {
+/// Builds (or finds) the node op(inputs) with attrs and returns its handle.
+Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});
+/// Sums g down to `shape` (the static shape of an input that was broadcast to g's shape):
+/// leading extra dims and dims that are 1 in `shape` are reduced.
+Tensor sum_to_shape(const Tensor& g, const Shape& shape);
+/// Broadcasts the static shapes a and b (NumPy rules, -1 matches anything), or throws.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const InferCtx& ctx);
+} // namespace sj::detail

@@ -1,0 +1,126 @@
+// The op table: names and traits from Ops.def, rules from each family's register function.
+#include "OpDef.h"
+
+#include <symjax/Ops.h>
+
+#include <sstream>
+
+namespace sj {
+
+namespace {
+struct StaticRow {
+    const char* name;
+    int arity;
+    uint32_t traits;
+};
+constexpr StaticRow kRows[] = {
+#define SJ_OP(Name, str, arity, traits) {str, arity, traits},
+#include <symjax/Ops.def>
+};
+} // namespace
+
+const char* op_name(Op op) { return kRows[static_cast<int>(op)].name; }
+int op_arity(Op op) { return kRows[static_cast<int>(op)].arity; }
+uint32_t op_traits(Op op) { return kRows[static_cast<int>(op)].traits; }
+
+namespace detail {
+
+namespace {
+struct Table {
+    OpDef rows[kNumOps];
+    Table() {
+        for (int i = 0; i < kNumOps; ++i) rows[i] = OpDef{kRows[i].name, kRows[i].arity, kRows[i].traits};
+        register_leaf_ops(rows);
+        register_elementwise_ops(rows);
+        register_reduce_ops(rows);
+        register_movement_ops(rows);
+        register_indexing_ops(rows);
+        register_linalg_ops(rows);
+        register_random_ops(rows);
+        for (int i = 0; i < kNumOps; ++i)
+            SJ_ASSERT(rows[i].infer) << "op '" << rows[i].name << "' has no type rule";
+    }
+};
+} // namespace
+
+const OpDef& op_def(Op op) {
+    static const Table t;
+    return t.rows[static_cast<int>(op)];
+}
+
+std::string InferCtx::name(size_t i) const {
+    if (nodes && i < nodes->size()) return (*nodes)[i]->describe();
+    return "input " + std::to_string(i);
+}
+
+std::string InferCtx::where() const {
+    std::ostringstream os;
+    os << op_name(op) << "(";
+    for (size_t i = 0; i < in.size(); ++i) os << (i ? ", " : "") << name(i);
+    os << ")";
+    return os.str();
+}
+
+const Shape& InferCtx::static_shape(size_t i) const {
+    if (at_runtime && nodes && i < nodes->size()) return (*nodes)[i]->shape();
+    return in[i].shape;
+}
+
+void accumulate(Tensor& slot, const Tensor& g) {
+    if (!g.defined()) return;
+    slot = slot.defined() ? add(slot, g) : g;
+}
+
+} // namespace detail
+} // namespace sj
+
+namespace sj::detail {
+
+Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs) {
+    std::vector<NodePtr> nodes;
+    nodes.reserve(inputs.size());
+    for (const auto& t : inputs) nodes.push_back(t.node());
+    return Tensor(Node::make(op, std::move(attrs), std::move(nodes)));
+}
+
+Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
+    const Shape& gs = g.shape();
+    if (gs == shape) return g;
+    int lead = static_cast<int>(gs.size()) - static_cast<int>(shape.size());
+    SJ_ASSERT(lead >= 0) << "sum_to_shape: " << shape_str(gs) << " -> " << shape_str(shape);
+    Axes ones;
+    for (size_t i = 0; i < shape.size(); ++i)
+        if (shape[i] == 1 && gs[i + lead] != 1) ones.push_back(static_cast<int64_t>(i + lead));
+    Tensor r = g;
+    if (!ones.empty()) r = sum(r, ones, /*keepdims=*/true);
+    if (lead > 0) {
+        Axes lead_axes;
+        for (int i = 0; i < lead; ++i) lead_axes.push_back(i);
+        r = sum(r, lead_axes, false);
+    }
+    return r;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const InferCtx& ctx) {
+    size_t r = std::max(a.size(), b.size());
+    Shape out(r);
+    for (size_t i = 0; i < r; ++i) {
+        int64_t da = i + a.size() >= r ? a[i + a.size() - r] : 1;
+        int64_t db = i + b.size() >= r ? b[i + b.size() - r] : 1;
+        int64_t d;
+        if (da == db) d = da;
+        else if (da == 1) d = db;
+        else if (db == 1) d = da;
+        else if (da == -1) d = db;
+        else if (db == -1) d = da;
+        else {
+            SJ_THROW(ShapeError) << ctx.where() << ": shapes " << shape_str(a) << " and "
+                                 << shape_str(b) << " do not broadcast (dim " << i << ": " << da
+                                 << " vs " << db << ")";
+        }
+        out[i] = d;
+    }
+    return out;
+}
+
+} // namespace sj::detail

@@ -1,0 +1,45 @@
+// The interface between Function and the backends that execute a program.
+#pragma once
+
+#include <symjax/Function.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sj::detail {
+
+/// What a backend compiles: placeholders in call order, outputs, the variables the graph reads,
+/// and the updates (index into `variables` -> new value).
+struct Program {
+    std::vector<NodePtr> inputs;
+    std::vector<NodePtr> outputs;
+    std::vector<NodePtr> variables; // Variable nodes
+    std::vector<std::pair<size_t, NodePtr>> updates;
+};
+
+struct ExecResult {
+    std::vector<Array> outputs;
+    std::vector<Array> new_values; // one per update, in Program::updates order
+};
+
+/// A compiled program. run() must not modify any variable: it returns the new values, and
+/// Function commits them after run() returns (so a throwing run changes nothing).
+class Executable {
+public:
+    virtual ~Executable() = default;
+    virtual ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& var_values,
+                           uint64_t counter) = 0;
+    virtual FunctionStats stats() const = 0;
+};
+
+using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const FunctionOptions&);
+/// Registers a backend under a name ("reference", "cpu", ...).
+void register_backend(const std::string& name, BackendFactory f);
+/// The named backend; throws Error listing the known names when absent.
+BackendFactory find_backend(const std::string& name);
+
+/// The reference interpreter as an Executable (also used by Tensor::eval).
+std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions& o);
+
+} // namespace sj::detail

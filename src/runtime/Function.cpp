@@ -1,0 +1,213 @@
+// Function: validation of inputs, execution through a backend, and the atomic commit of updates.
+#include "Backend.h"
+
+#include <symjax/Function.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+namespace sj {
+
+// ---- Updates ------------------------------------------------------------------------------------
+Updates::Updates(std::initializer_list<std::pair<Variable, Tensor>> items) {
+    for (const auto& [v, t] : items) add(v, t);
+}
+
+Updates& Updates::add(const Variable& var, const Tensor& value) {
+    SJ_CHECK(var.defined() && value.defined(), Error) << "Updates: undefined variable or value";
+    const auto& s = var.state();
+    for (const auto& [v, t] : items_)
+        SJ_CHECK(!v.same(var), Error) << "Updates: variable '" << s.name << "' is updated twice";
+    SJ_CHECK(value.dtype() == s.dtype, TypeError)
+        << "Updates: new value " << value.name() << " " << value.type_str() << " for variable '"
+        << s.name << "' " << dtype_name(s.dtype) << shape_str(s.shape) << " has another dtype";
+    const Shape& vs = value.shape();
+    bool ok = vs.size() == s.shape.size();
+    for (size_t i = 0; ok && i < vs.size(); ++i) ok = vs[i] == s.shape[i] || vs[i] == -1;
+    SJ_CHECK(ok, ShapeError) << "Updates: new value " << value.name() << " " << value.type_str()
+                             << " does not fit variable '" << s.name << "' "
+                             << dtype_name(s.dtype) << shape_str(s.shape);
+    items_.emplace_back(var, value);
+    return *this;
+}
+
+Updates& Updates::operator+=(const Updates& o) {
+    for (const auto& [v, t] : o.items_) add(v, t);
+    return *this;
+}
+
+Tensor Updates::get(const Variable& var) const {
+    for (const auto& [v, t] : items_)
+        if (v.same(var)) return t;
+    return {};
+}
+
+// ---- backends registry --------------------------------------------------------------------------
+namespace detail {
+
+namespace {
+std::mutex g_backends_mu;
+std::map<std::string, BackendFactory>& backends() {
+    static std::map<std::string, BackendFactory> m{{"reference", make_reference_executable}};
+    return m;
+}
+} // namespace
+
+void register_backend(const std::string& name, BackendFactory f) {
+    std::lock_guard<std::mutex> lock(g_backends_mu);
+    backends()[name] = f;
+}
+
+BackendFactory find_backend(const std::string& name) {
+    std::lock_guard<std::mutex> lock(g_backends_mu);
+    auto it = backends().find(name);
+    if (it != backends().end()) return it->second;
+    std::string known;
+    for (const auto& [k, v] : backends()) known += (known.empty() ? "" : ", ") + k;
+    SJ_THROW(Error) << "unknown backend '" << name << "' (known: " << known << ")";
+}
+
+class FunctionImpl {
+public:
+    Program program;
+    FunctionOptions options;
+    std::unique_ptr<Executable> exe;
+    FunctionStats stats;
+    std::mutex mu; // one call at a time per function (the counter and commit are sequential)
+    uint64_t calls = 0;
+};
+
+} // namespace detail
+
+// ---- function() ---------------------------------------------------------------------------------
+Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                  const Updates& updates, const FunctionOptions& options) {
+    auto impl = std::make_shared<detail::FunctionImpl>();
+    detail::Program& p = impl->program;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        const Tensor& t = inputs[i];
+        SJ_CHECK(t.defined() && t.node()->is(Op::Placeholder), Error)
+            << "function: input " << i << " (" << t.name()
+            << ") is not a Placeholder; substitute other nodes with clone() first";
+        for (size_t j = 0; j < i; ++j)
+            SJ_CHECK(!inputs[j].same(t), Error)
+                << "function: placeholder '" << t.name() << "' is listed twice as an input";
+        p.inputs.push_back(t.node());
+    }
+    for (const auto& o : outputs) {
+        SJ_CHECK(o.defined(), Error) << "function: undefined output tensor";
+        p.outputs.push_back(o.node());
+    }
+    std::vector<const Node*> roots;
+    for (const auto& o : outputs) roots.push_back(o.node().get());
+    for (const auto& [v, t] : updates.items()) roots.push_back(t.node().get());
+
+    std::unordered_map<const Node*, size_t> var_index;
+    auto add_var = [&](const NodePtr& n) {
+        auto [it, fresh] = var_index.emplace(n.get(), p.variables.size());
+        if (fresh) p.variables.push_back(n);
+        return it->second;
+    };
+    for (const Node* n : topo_order(roots)) {
+        if (n->is(Op::Variable)) add_var(n->shared_from_this());
+        if (n->is(Op::Placeholder)) {
+            bool given = std::any_of(p.inputs.begin(), p.inputs.end(),
+                                     [&](const NodePtr& i) { return i.get() == n; });
+            SJ_CHECK(given, InputError)
+                << "function: the outputs depend on placeholder '" << n->name() << "' "
+                << type_str(n->type()) << ", which is not among the inputs";
+        }
+    }
+    for (const auto& [v, t] : updates.items())
+        p.updates.emplace_back(add_var(v.node()), t.node());
+
+    impl->options = options;
+    impl->exe = detail::find_backend(options.backend)(p, options);
+    impl->stats = impl->exe->stats();
+    Function f;
+    f.impl_ = std::move(impl);
+    return f;
+}
+
+namespace {
+/// Checks one argument against its placeholder, binding -1 dims. Numbers become 0-d arrays of
+/// the placeholder's dtype.
+Array check_input(const Node& ph, const Function::Arg& arg, size_t i) {
+    const auto& a = ph.attr<PlaceholderAttrs>();
+    const std::string& name = ph.name();
+    if (arg.is_number) {
+        SJ_CHECK(a.shape.empty(), InputError)
+            << "input " << i << " ('" << name << "'): a number was given for a tensor of type "
+            << type_str(ph.type());
+        return Array::full(a.dtype, {}, arg.number);
+    }
+    const Array& v = arg.array;
+    SJ_CHECK(v.defined(), InputError) << "input " << i << " ('" << name << "'): undefined Array";
+    SJ_CHECK(v.dtype() == a.dtype, InputError)
+        << "input " << i << " ('" << name << "'): expected dtype " << dtype_name(a.dtype)
+        << ", got " << v.type_str();
+    bool ok = v.rank() == static_cast<int>(a.shape.size());
+    for (size_t d = 0; ok && d < a.shape.size(); ++d) ok = a.shape[d] == -1 || a.shape[d] == v.shape()[d];
+    SJ_CHECK(ok, InputError) << "input " << i << " ('" << name << "'): expected shape "
+                             << shape_str(a.shape) << ", got " << shape_str(v.shape());
+    return v;
+}
+} // namespace
+
+std::vector<Array> Function::call(const std::vector<Arg>& args) const {
+    SJ_CHECK(impl_, Error) << "call of an empty Function (use sj::function to make one)";
+    auto& im = *impl_;
+    const auto& p = im.program;
+    SJ_CHECK(args.size() == p.inputs.size(), InputError)
+        << "function called with " << args.size() << " inputs, expected " << p.inputs.size()
+        << [&] {
+               std::string s = " (";
+               for (size_t i = 0; i < p.inputs.size(); ++i)
+                   s += (i ? ", " : "") + p.inputs[i]->name() + " " + type_str(p.inputs[i]->type());
+               return s + ")";
+           }();
+    std::vector<Array> in;
+    in.reserve(args.size());
+    for (size_t i = 0; i < args.size(); ++i) in.push_back(check_input(*p.inputs[i], args[i], i));
+
+    std::lock_guard<std::mutex> lock(im.mu);
+    // Snapshot variable values (buffers are shared, never written while a call reads them: a
+    // commit swaps in new buffers).
+    std::vector<Array> vals;
+    vals.reserve(p.variables.size());
+    for (const auto& v : p.variables) {
+        auto& s = *v->attr<VariableAttrs>().state;
+        std::lock_guard<std::mutex> vl(s.mu);
+        vals.push_back(s.value);
+    }
+    uint64_t counter = im.options.rng_counter + (im.options.freeze_rng ? 0 : im.calls);
+    detail::ExecResult r = im.exe->run(in, vals, counter);
+    SJ_ASSERT(r.new_values.size() == p.updates.size()) << "backend returned a wrong update count";
+    // Commit: all updates at once, from values computed before any of them.
+    for (size_t k = 0; k < p.updates.size(); ++k) {
+        auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
+        SJ_CHECK(r.new_values[k].shape() == s.shape && r.new_values[k].dtype() == s.dtype, InputError)
+            << "the update of variable '" << s.name << "' " << dtype_name(s.dtype)
+            << shape_str(s.shape) << " produced a value of shape " << r.new_values[k].type_str()
+            << " with these inputs; no variable was changed";
+    }
+    for (size_t k = 0; k < p.updates.size(); ++k) {
+        auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
+        std::lock_guard<std::mutex> vl(s.mu);
+        s.value = std::move(r.new_values[k]);
+    }
+    ++im.calls;
+    return std::move(r.outputs);
+}
+
+size_t Function::num_inputs() const { return impl_ ? impl_->program.inputs.size() : 0; }
+size_t Function::num_outputs() const { return impl_ ? impl_->program.outputs.size() : 0; }
+const FunctionStats& Function::stats() const {
+    SJ_CHECK(impl_, Error) << "stats() of an empty Function";
+    return impl_->stats;
+}
+uint64_t Function::calls() const { return impl_ ? impl_->calls : 0; }
+
+} // namespace sj
