@@ -34,12 +34,21 @@ private:
 
 /// Options of function().
 struct FunctionOptions {
-    /// "reference" (the interpreter). The compiler's "cpu" backend is added by the compiler.
-    std::string backend = "reference";
+    /// "cpu" (the compiler: fusion and JIT-compiled kernels) or "reference" (the interpreter,
+    /// the oracle tests compare against). SJ_BACKEND in the environment overrides the default.
+    std::string backend = default_backend();
     /// When true, random ops draw the same numbers on every call (the counter stays at its seed).
     bool freeze_rng = false;
     /// Starting value of the call counter random ops use.
     uint64_t rng_counter = 0;
+    /// Checks every computed value for NaN/Inf and throws naming the first node producing one.
+    bool nan_guard = false;
+    /// Times every kernel; Function::profile_report() prints the table.
+    bool profile = false;
+    /// Lets variable updates write into the variable's own buffer when provably safe.
+    bool inplace_updates = true;
+
+    static std::string default_backend();
 };
 
 /// Statistics of the compiled program (filled by the backend).
@@ -80,12 +89,19 @@ public:
     const FunctionStats& stats() const;
     /// Number of times the function has been called.
     uint64_t calls() const;
+    /// Per-kernel time, GB/s and GFLOP/s accumulated over calls (needs options.profile).
+    std::string profile_report() const;
+    /// The compiled program as text (fusion groups and kernels), for debugging.
+    std::string dump() const;
 
 private:
     friend Function function(const std::vector<Tensor>&, const std::vector<Tensor>&, const Updates&,
                              const FunctionOptions&);
     std::shared_ptr<detail::FunctionImpl> impl_;
 };
+
+/// Names of the registered backends ("cpu", "reference", ...).
+std::vector<std::string> available_backends();
 
 /// Compiles a function of the placeholders `inputs` returning `outputs` and applying `updates`.
 Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,

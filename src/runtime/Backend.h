@@ -31,6 +31,8 @@ public:
     virtual ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& var_values,
                            uint64_t counter) = 0;
     virtual FunctionStats stats() const = 0;
+    virtual std::string profile_report() const { return ""; }
+    virtual std::string dump() const { return ""; }
 };
 
 using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const FunctionOptions&);
@@ -41,5 +43,7 @@ BackendFactory find_backend(const std::string& name);
 
 /// The reference interpreter as an Executable (also used by Tensor::eval).
 std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions& o);
+/// The compiler and JIT (src/backend/cpu).
+std::unique_ptr<Executable> make_cpu_executable(const Program& p, const FunctionOptions& o);
 
 } // namespace sj::detail

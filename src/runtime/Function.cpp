@@ -4,6 +4,7 @@
 #include <symjax/Function.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -50,10 +51,18 @@ namespace detail {
 namespace {
 std::mutex g_backends_mu;
 std::map<std::string, BackendFactory>& backends() {
-    static std::map<std::string, BackendFactory> m{{"reference", make_reference_executable}};
+    static std::map<std::string, BackendFactory> m{
+        {"reference", make_reference_executable}, {"cpu", make_cpu_executable}};
     return m;
 }
 } // namespace
+
+std::vector<std::string> backend_names() {
+    std::lock_guard<std::mutex> lock(g_backends_mu);
+    std::vector<std::string> n;
+    for (const auto& [k, v] : backends()) n.push_back(k);
+    return n;
+}
 
 void register_backend(const std::string& name, BackendFactory f) {
     std::lock_guard<std::mutex> lock(g_backends_mu);
@@ -80,6 +89,8 @@ public:
 };
 
 } // namespace detail
+
+std::vector<std::string> available_backends() { return detail::backend_names(); }
 
 // ---- function() ---------------------------------------------------------------------------------
 Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
@@ -206,7 +217,16 @@ size_t Function::num_inputs() const { return impl_ ? impl_->program.inputs.size(
 size_t Function::num_outputs() const { return impl_ ? impl_->program.outputs.size() : 0; }
 const FunctionStats& Function::stats() const {
     SJ_CHECK(impl_, Error) << "stats() of an empty Function";
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stats = impl_->exe->stats();
     return impl_->stats;
+}
+std::string Function::profile_report() const { return impl_ ? impl_->exe->profile_report() : ""; }
+std::string Function::dump() const { return impl_ ? impl_->exe->dump() : ""; }
+
+std::string FunctionOptions::default_backend() {
+    if (const char* b = std::getenv("SJ_BACKEND"); b && *b) return b;
+    return "cpu";
 }
 uint64_t Function::calls() const { return impl_ ? impl_->calls : 0; }
 

@@ -31,6 +31,8 @@ const KernelTable& kernels() {
 }
 } // namespace
 
+Kernel kernel_for(Op op) { return kernels().rows[int(op)]; }
+
 TensorType concrete_type(const Node& node, const std::vector<Array>& in) {
     std::vector<TensorType> types;
     types.reserve(in.size());

@@ -21,6 +21,8 @@ using Kernel = Array (*)(const KernelCtx&);
 
 /// The concrete output type of `node` for these input values (binds -1 dims, checks them).
 TensorType concrete_type(const Node& node, const std::vector<Array>& in);
+/// The reference kernel of an op (null for leaves).
+Kernel kernel_for(Op op);
 /// Evaluates one node on concrete inputs. Leaves are not evaluated here (the caller binds them).
 Array eval_node(const Node& node, const std::vector<Array>& in, uint64_t counter);
 

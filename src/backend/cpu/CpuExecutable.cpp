@@ -1,0 +1,472 @@
+// The cpu backend's Executable: runs the fused groups (JIT kernels, GEMM, views, reference
+// fallbacks) over call plans cached per input-shape signature.
+#include "../../compiler/KernelPlan.h"
+#include "../../compiler/Pipeline.h"
+#include "../../ops/OpDef.h"
+#include "../../runtime/Backend.h"
+#include "../reference/Reference.h"
+#include "Dot.h"
+#include "Jit.h"
+#include "ThreadPool.h"
+
+#include <symjax/Variable.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+namespace sj::cpu {
+
+using compiler::Group;
+
+namespace {
+
+/// Below this many iteration points a kernel runs on the calling thread alone.
+constexpr int64_t kParallelPoints = 1 << 15;
+
+struct GroupCall {
+    compiler::KernelLaunch launch; // kernel groups
+    KernelFn fn = nullptr;
+    std::vector<int> in_slots;     // loads / operands
+    std::vector<int> out_slots;    // roots
+    int inplace_var = -1;          // output 0 written into this variable slot's buffer
+    std::vector<int> free_after;   // slots whose last reader is this group
+    int64_t bytes = 0;
+    double flops = 0;
+};
+
+struct CallPlan {
+    std::vector<TensorType> types; // concrete type per slot
+    std::vector<GroupCall> calls;  // per group
+    int64_t intermediate_bytes = 0, peak_bytes = 0;
+};
+
+struct Profile {
+    double ms = 0;
+    int64_t calls = 0;
+    double bytes = 0, flops = 0;
+};
+
+class CpuExecutable : public detail::Executable {
+public:
+    CpuExecutable(const detail::Program& p, const FunctionOptions& o) : p_(p), opts_(o) {
+        std::vector<NodePtr> roots = p.outputs;
+        for (const auto& u : p.updates) roots.push_back(u.second);
+        auto t0 = std::chrono::steady_clock::now();
+        c_ = compiler::compile(roots);
+        // slots: every leaf and every group root of the rewritten graph
+        std::vector<const Node*> rs;
+        for (const auto& r : c_.roots) rs.push_back(r.get());
+        order_ = topo_order(rs);
+        for (size_t i = 0; i < order_.size(); ++i) index_[order_[i]] = i;
+        auto add_slot = [&](const Node* n) {
+            if (!slot_.count(n)) {
+                slot_[n] = int(slot_nodes_.size());
+                slot_nodes_.push_back(n);
+            }
+        };
+        for (const Node* n : order_)
+            if (has_trait(n->op(), kLeaf)) add_slot(n);
+        for (const auto& g : c_.plan.groups)
+            for (const auto& r : g.roots) add_slot(r.get());
+        for (size_t i = 0; i < p.inputs.size(); ++i) input_of_[p.inputs[i].get()] = int(i);
+        for (size_t i = 0; i < p.variables.size(); ++i) var_of_[p.variables[i].get()] = int(i);
+        stats_.nodes = order_.size();
+        stats_.kernels = c_.plan.kernels();
+        stats_.library_calls = c_.plan.library_calls();
+        compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (compiler::debug_level() >= 1)
+            std::fprintf(stderr, "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu library calls) in %.1f ms\n",
+                         order_.size(), c_.plan.groups.size(), stats_.kernels, stats_.library_calls, compile_ms_);
+    }
+
+    ~CpuExecutable() override {
+        if (opts_.profile) std::fprintf(stderr, "%s", profile_report().c_str());
+    }
+
+    FunctionStats stats() const override { return stats_; }
+    std::string dump() const override { return c_.plan.str(); }
+
+    std::string profile_report() const override {
+        std::ostringstream os;
+        os << "[symjax] profile (" << prof_.size() << " groups)\n";
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-4s %-10s %10s %8s %10s %10s  %s\n", "#", "kind", "ms/call", "calls",
+                      "GB/s", "GFLOP/s", "root");
+        os << line;
+        for (size_t i = 0; i < prof_.size(); ++i) {
+            const Profile& p = prof_[i];
+            if (!p.calls) continue;
+            const Group& g = c_.plan.groups[i];
+            const char* kind = g.kind == Group::Kind::Kernel ? "kernel"
+                               : g.kind == Group::Kind::Dot  ? "gemm"
+                               : g.kind == Group::Kind::View ? "view"
+                                                             : "reference";
+            double s = p.ms / 1e3;
+            std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
+                          p.ms / double(p.calls), static_cast<long long>(p.calls), s > 0 ? p.bytes / s / 1e9 : 0.0,
+                          s > 0 ? p.flops / s / 1e9 : 0.0, g.roots[0]->describe(1).c_str());
+            os << line;
+        }
+        return os.str();
+    }
+
+    detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
+                           uint64_t counter) override {
+        // the plan depends only on the shapes of inputs (variables and constants are static)
+        std::string sig;
+        for (const auto& a : inputs) sig += shape_str(a.shape());
+        auto it = plans_.find(sig);
+        if (it == plans_.end()) it = plans_.emplace(sig, make_plan(inputs)).first;
+        const CallPlan& plan = it->second;
+
+        std::vector<Array> env(slot_nodes_.size());
+        for (size_t s = 0; s < slot_nodes_.size(); ++s) {
+            const Node* n = slot_nodes_[s];
+            switch (n->op()) {
+            case Op::Placeholder: env[s] = inputs[input_of_.at(n)]; break;
+            case Op::Variable: env[s] = vals[var_of_.at(n)]; break;
+            case Op::Constant: env[s] = n->attr<ConstantAttrs>().value; break;
+            case Op::RngCounter: env[s] = Array::scalar<int64_t>(int64_t(counter)); break;
+            default: break;
+            }
+        }
+        if (prof_.size() != c_.plan.groups.size()) prof_.assign(c_.plan.groups.size(), {});
+        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi) {
+            const Group& g = c_.plan.groups[gi];
+            const GroupCall& gc = plan.calls[gi];
+            auto t0 = std::chrono::steady_clock::now();
+            execute(g, gc, plan, env, counter);
+            if (opts_.profile || compiler::debug_level() >= 2) {
+                double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                Profile& p = prof_[gi];
+                p.ms += ms;
+                ++p.calls;
+                p.bytes += double(gc.bytes);
+                p.flops += gc.flops;
+                if (compiler::debug_level() >= 2)
+                    std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", gi, g.roots[0]->describe(1).c_str(), ms);
+            }
+            if (opts_.nan_guard) check_finite(g, gc, env);
+            for (int s : gc.free_after) env[s] = Array();
+        }
+        detail::ExecResult r;
+        for (size_t k = 0; k < p_.outputs.size(); ++k) {
+            const Node* n = c_.roots[k].get();
+            Array a = env[slot_.at(n)];
+            // a variable returned as an output must not alias its buffer (updates may write it)
+            if (n->is(Op::Variable) || n->is(Op::Constant)) a = a.clone();
+            r.outputs.push_back(a);
+        }
+        for (size_t k = 0; k < p_.updates.size(); ++k)
+            r.new_values.push_back(env[slot_.at(c_.roots[p_.outputs.size() + k].get())]);
+        return r;
+    }
+
+private:
+    /// Binds the shapes of one call: concrete types for every node (which also checks every op
+    /// on these shapes before anything runs), kernel launches and compiled code, buffer lifetimes.
+    CallPlan make_plan(const std::vector<Array>& inputs) {
+        CallPlan plan;
+        std::unordered_map<const Node*, TensorType> types;
+        for (const Node* n : order_) {
+            switch (n->op()) {
+            case Op::Placeholder: {
+                auto it = input_of_.find(n);
+                SJ_CHECK(it != input_of_.end(), InputError)
+                    << "placeholder '" << n->name() << "' is not bound to a value";
+                const Array& a = inputs[it->second];
+                types[n] = {a.dtype(), a.shape()};
+                break;
+            }
+            case Op::Variable: case Op::Constant: case Op::RngCounter: types[n] = n->type(); break;
+            default: {
+                std::vector<TensorType> in;
+                for (const auto& i : n->inputs()) in.push_back(types.at(i.get()));
+                detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
+                types[n] = detail::op_def(n->op()).infer(ctx);
+            }
+            }
+        }
+        plan.types.resize(slot_nodes_.size());
+        for (size_t s = 0; s < slot_nodes_.size(); ++s) plan.types[s] = types.at(slot_nodes_[s]);
+        compiler::ShapeOf shape_of = [&](const Node* n) -> const Shape& { return types.at(n).shape; };
+
+        // readers of each slot, to free buffers after their last use
+        std::vector<int> last(slot_nodes_.size(), -1);
+        auto operand_slots = [&](const Group& g) {
+            std::vector<int> s;
+            if (g.kind == Group::Kind::Kernel)
+                for (const auto& l : g.loads) s.push_back(slot_.at(l.buffer.get()));
+            else
+                for (size_t i = 0; i < g.roots[0]->num_inputs(); ++i) {
+                    const Node* x = g.roots[0]->input(i).get();
+                    if (g.roots[0]->is(Op::Broadcast) && i == 1) continue;
+                    if (slot_.count(x)) s.push_back(slot_.at(x));
+                }
+            return s;
+        };
+        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
+            for (int s : operand_slots(c_.plan.groups[gi])) last[s] = int(gi);
+        std::vector<bool> keep(slot_nodes_.size(), false);
+        for (const auto& r : c_.roots) keep[slot_.at(r.get())] = true;
+        bool fallback_after = false; // may a later group throw? then no in-place writes
+        std::vector<bool> throws_after(c_.plan.groups.size() + 1, false);
+        for (size_t gi = c_.plan.groups.size(); gi-- > 0;) {
+            fallback_after = fallback_after || c_.plan.groups[gi].kind == Group::Kind::Fallback;
+            throws_after[gi] = fallback_after;
+        }
+
+        int64_t live = 0;
+        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi) {
+            const Group& g = c_.plan.groups[gi];
+            GroupCall gc;
+            gc.in_slots = operand_slots(g);
+            for (const auto& r : g.roots) gc.out_slots.push_back(slot_.at(r.get()));
+            for (int s : gc.in_slots) gc.bytes += numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
+            for (int s : gc.out_slots) {
+                int64_t b = numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
+                gc.bytes += b;
+                if (!keep[s]) {
+                    plan.intermediate_bytes += b;
+                    live += b;
+                }
+            }
+            plan.peak_bytes = std::max(plan.peak_bytes, live);
+            if (g.kind == Group::Kind::Kernel) {
+                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of);
+                CompileInfo info;
+                gc.fn = get_kernel(gc.launch.spec, &info);
+                gc.flops = double(gc.launch.points) * double(g.insts.size());
+                if (compiler::debug_level() >= 1 && !info.memory_hit)
+                    std::fprintf(stderr, "[symjax] kernel %zu: %s in %.1f ms\n", gi,
+                                 info.disk_hit ? "disk cache hit" : "compiled", info.ms);
+                if (compiler::debug_level() >= 4)
+                    std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", gi, gc.launch.spec.str().c_str());
+                compiler::dump_file("kernel_" + std::to_string(gi) + ".txt", gc.launch.spec.str());
+                if (compiler::debug_level() >= 4 || std::getenv("SJ_DUMP"))
+                    compiler::dump_file("kernel_" + std::to_string(gi) + ".ll", kernel_llvm_ir(gc.launch.spec));
+                if (opts_.inplace_updates && !throws_after[gi]) gc.inplace_var = inplace_candidate(g, gi, last);
+            } else if (g.kind == Group::Kind::Dot) {
+                const Node* r = g.roots[0].get();
+                gc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
+            }
+            for (int s : gc.in_slots)
+                if (last[s] == int(gi) && !keep[s] && !has_trait(slot_nodes_[s]->op(), kLeaf)) {
+                    gc.free_after.push_back(s);
+                    live -= numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
+                }
+            plan.calls.push_back(std::move(gc));
+        }
+        stats_.intermediate_bytes = plan.intermediate_bytes;
+        stats_.peak_arena_bytes = plan.peak_bytes;
+        return plan;
+    }
+
+    /// A kernel whose single output is the new value of a variable it reads only at the point it
+    /// writes, and which nothing after it reads, may write into the variable's buffer.
+    int inplace_candidate(const Group& g, size_t gi, const std::vector<int>& last) {
+        if (g.roots.size() != 1 || g.outputs[0].reduced) return -1;
+        size_t n_out = p_.outputs.size();
+        for (size_t k = 0; k < p_.updates.size(); ++k) {
+            if (c_.roots[n_out + k] != g.roots[0]) continue;
+            const Node* var = p_.variables[p_.updates[k].first].get();
+            if (!slot_.count(var)) return -1;
+            int vs = slot_.at(var);
+            if (last[vs] > int(gi)) return -1; // read later: keep the old value intact
+            for (size_t o = 0; o < n_out; ++o)
+                if (c_.roots[o].get() == var) return -1; // returned to the user
+            for (int u = 0; u < int(p_.updates.size()); ++u)
+                if (c_.roots[n_out + u].get() == var) return -1; // another variable takes its value
+            bool read = false;
+            for (const auto& l : g.loads) {
+                if (l.buffer.get() != var) continue;
+                if (l.chain != 0) return -1; // read at another point than written
+                read = true;
+            }
+            (void)read;
+            if (var->shape() != g.roots[0]->shape()) return -1;
+            return vs;
+        }
+        return -1;
+    }
+
+    void execute(const Group& g, const GroupCall& gc, const CallPlan& plan, std::vector<Array>& env,
+                 uint64_t counter) {
+        switch (g.kind) {
+        case Group::Kind::View: {
+            const Node* r = g.roots[0].get();
+            env[gc.out_slots[0]] = env[slot_.at(r->input(0).get())].reshape(plan.types[gc.out_slots[0]].shape);
+            return;
+        }
+        case Group::Kind::Dot: {
+            const Node* r = g.roots[0].get();
+            const TensorType& t = plan.types[gc.out_slots[0]];
+            Array out(t.dtype, t.shape);
+            dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
+                        r->attr<DotAttrs>(), out);
+            env[gc.out_slots[0]] = std::move(out);
+            return;
+        }
+        case Group::Kind::Fallback: {
+            const Node* r = g.roots[0].get();
+            std::vector<Array> ins;
+            for (const auto& i : r->inputs()) {
+                auto it = slot_.find(i.get());
+                ins.push_back(it != slot_.end() ? env[it->second] : Array());
+            }
+            env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+            return;
+        }
+        case Group::Kind::Kernel: run_kernel(g, gc, plan, env); return;
+        }
+    }
+
+    /// A reference kernel on the plan's (already checked) concrete output type. Inputs that only
+    /// give a shape (philox's `like`) are not materialised: they get empty arrays.
+    Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
+        const TensorType& t = plan.types[slot_.at(&r)];
+        ref::KernelCtx ctx{r, ins, t, counter};
+        return ref::kernel_for(r.op())(ctx);
+    }
+
+    void run_kernel(const Group& g, const GroupCall& gc, const CallPlan& plan, std::vector<Array>& env) {
+        const auto& L = gc.launch;
+        std::vector<Array> outs;
+        for (size_t k = 0; k < gc.out_slots.size(); ++k) {
+            const TensorType& t = plan.types[gc.out_slots[k]];
+            if (k == 0 && gc.inplace_var >= 0) outs.push_back(env[gc.inplace_var]);
+            else outs.emplace_back(t.dtype, t.shape);
+        }
+        if (L.points == 0) {
+            for (size_t k = 0; k < outs.size(); ++k)
+                if (g.outputs[k].reduced) fill_identity(outs[k], g.outputs[k].reduce_op);
+        } else {
+            std::vector<void*> bufs;
+            for (int s : gc.in_slots) bufs.push_back(const_cast<void*>(env[s].raw()));
+            for (auto& o : outs) bufs.push_back(o.raw());
+            ThreadPool& pool = ThreadPool::get();
+            int nt = L.points >= kParallelPoints ? std::min<int64_t>(pool.threads(), L.outer) : 1;
+            if (nt <= 1) {
+                gc.fn(bufs.data(), L.params.data(), 0, L.outer);
+            } else if (!L.split_reduce) {
+                pool.run(nt, [&](int t) {
+                    int64_t b = L.outer * t / nt, e = L.outer * (t + 1) / nt;
+                    gc.fn(bufs.data(), L.params.data(), b, e);
+                });
+            } else {
+                // reduction over loop 0: each thread reduces its range into private outputs
+                size_t nl = gc.in_slots.size();
+                std::vector<std::vector<Array>> part(nt);
+                std::vector<std::vector<void*>> tb(nt, bufs);
+                for (int t = 0; t < nt; ++t)
+                    for (size_t k = 0; k < outs.size(); ++k)
+                        if (g.outputs[k].reduced) {
+                            part[t].emplace_back(outs[k].dtype(), outs[k].shape());
+                            tb[t][nl + k] = part[t].back().raw();
+                        } else {
+                            part[t].emplace_back();
+                        }
+                pool.run(nt, [&](int t) {
+                    int64_t b = L.outer * t / nt, e = L.outer * (t + 1) / nt;
+                    gc.fn(tb[t].data(), L.params.data(), b, e);
+                });
+                for (size_t k = 0; k < outs.size(); ++k)
+                    if (g.outputs[k].reduced) combine(outs[k], part, k, g.outputs[k].reduce_op);
+            }
+        }
+        for (size_t k = 0; k < gc.out_slots.size(); ++k) env[gc.out_slots[k]] = std::move(outs[k]);
+    }
+
+    static void fill_identity(Array& a, Op op) {
+        double v = op == Op::ReduceProd || op == Op::ReduceAll ? 1.0 : 0.0;
+        a = Array::full(a.dtype(), a.shape(), v);
+    }
+
+    static void combine(Array& out, const std::vector<std::vector<Array>>& part, size_t k, Op op) {
+        dispatch(out.dtype(), [&](auto tag) {
+            using T = typename decltype(tag)::type;
+            T* o = static_cast<T*>(out.raw());
+            for (int64_t i = 0; i < out.size(); ++i) {
+                double acc = 0;
+                T m{};
+                for (size_t t = 0; t < part.size(); ++t) {
+                    T v = static_cast<const T*>(part[t][k].raw())[i];
+                    if (t == 0) {
+                        acc = double(v);
+                        m = v;
+                        continue;
+                    }
+                    switch (op) {
+                    case Op::ReduceSum: acc += double(v); break;
+                    case Op::ReduceProd: acc *= double(v); break;
+                    case Op::ReduceMax:
+                        if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::max(m, v);
+                        else m = std::max(m, v);
+                        break;
+                    case Op::ReduceMin:
+                        if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::min(m, v);
+                        else m = std::min(m, v);
+                        break;
+                    case Op::ReduceAny: m = T(m || v); break;
+                    case Op::ReduceAll: m = T(m && v); break;
+                    default: break;
+                    }
+                }
+                if constexpr (std::is_floating_point_v<T>) {
+                    o[i] = (op == Op::ReduceSum || op == Op::ReduceProd) ? T(acc) : m;
+                } else {
+                    // integer sums wrap like the reference's accumulation in the integer type
+                    if (op == Op::ReduceSum || op == Op::ReduceProd) {
+                        T w = static_cast<const T*>(part[0][k].raw())[i];
+                        for (size_t t = 1; t < part.size(); ++t) {
+                            T v = static_cast<const T*>(part[t][k].raw())[i];
+                            w = op == Op::ReduceSum ? T(w + v) : T(w * v);
+                        }
+                        o[i] = w;
+                    } else {
+                        o[i] = m;
+                    }
+                }
+            }
+        });
+    }
+
+    void check_finite(const Group& g, const GroupCall& gc, const std::vector<Array>& env) {
+        for (size_t k = 0; k < gc.out_slots.size(); ++k) {
+            const Array& a = env[gc.out_slots[k]];
+            if (!is_float(a.dtype())) continue;
+            for (int64_t i = 0; i < a.size(); ++i) {
+                double v = a.at(i);
+                SJ_CHECK(std::isfinite(v), Error)
+                    << "NaN guard: " << g.roots[k]->describe() << " " << type_str(g.roots[k]->type())
+                    << " produced " << v << " at flat index " << i
+                    << (g.roots[k]->scope().empty() ? "" : " (scope " + g.roots[k]->scope() + ")");
+            }
+        }
+    }
+
+    detail::Program p_;
+    FunctionOptions opts_;
+    compiler::Compiled c_;
+    std::vector<const Node*> order_;
+    std::unordered_map<const Node*, size_t> index_;
+    std::unordered_map<const Node*, int> slot_, input_of_, var_of_;
+    std::vector<const Node*> slot_nodes_;
+    std::map<std::string, CallPlan> plans_;
+    std::vector<Profile> prof_;
+    FunctionStats stats_;
+    double compile_ms_ = 0;
+};
+
+} // namespace
+} // namespace sj::cpu
+
+namespace sj::detail {
+std::unique_ptr<Executable> make_cpu_executable(const Program& p, const FunctionOptions& o) {
+    return std::make_unique<cpu::CpuExecutable>(p, o);
+}
+} // namespace sj::detail

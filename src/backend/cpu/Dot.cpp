@@ -1,0 +1,137 @@
+// dot_general via GEMM. Note [Why oneDNN for matmul]: Debian's OpenBLAS does not recognise this
+// CPU family and falls back to a generic kernel unless OPENBLAS_CORETYPE is set, which we may
+// not do for users; oneDNN dispatches its own AVX-512 JIT GEMM at run time, is already our
+// convolution library, and its OpenMP threads do not fight a second BLAS pool. f64 (used by
+// tests and gradient checks) takes a simple cache-blocked loop.
+#include "Dot.h"
+
+#include <dnnl.h>
+
+#include <cstring>
+#include <numeric>
+#include <algorithm>
+
+namespace sj::cpu {
+
+namespace {
+
+/// A strided copy of `a` with its dims reordered by `perm` (out dim i = in dim perm[i]).
+Array permuted(const Array& a, const std::vector<int64_t>& perm) {
+    Shape s(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) s[i] = a.shape()[perm[i]];
+    Array out(a.dtype(), s);
+    auto st = row_major_strides(a.shape());
+    int sz = dtype_size(a.dtype());
+    const auto* p = static_cast<const unsigned char*>(a.raw());
+    auto* q = static_cast<unsigned char*>(out.raw());
+    std::vector<int64_t> idx(s.size(), 0);
+    for (int64_t flat = 0; flat < out.size(); ++flat) {
+        int64_t off = 0;
+        for (size_t i = 0; i < s.size(); ++i) off += idx[i] * st[perm[i]];
+        std::memcpy(q + flat * sz, p + off * sz, sz);
+        for (int d = int(s.size()) - 1; d >= 0; --d) {
+            if (++idx[d] < s[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return out;
+}
+
+int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= s[d];
+    return n;
+}
+
+std::vector<int64_t> free_dims(size_t rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& contract) {
+    std::vector<int64_t> f;
+    for (size_t i = 0; i < rank; ++i)
+        if (std::find(batch.begin(), batch.end(), int64_t(i)) == batch.end() &&
+            std::find(contract.begin(), contract.end(), int64_t(i)) == contract.end())
+            f.push_back(int64_t(i));
+    return f;
+}
+
+bool is_identity(const std::vector<int64_t>& p) {
+    for (size_t i = 0; i < p.size(); ++i)
+        if (p[i] != int64_t(i)) return false;
+    return true;
+}
+
+void gemm_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+              const double* B, int64_t ldb, double* C, int64_t ldc) {
+    for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0;
+    constexpr int64_t kb = 64;
+    for (int64_t k0 = 0; k0 < K; k0 += kb)
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t k = k0; k < std::min(K, k0 + kb); ++k) {
+                double a = ta ? A[k * lda + i] : A[i * lda + k];
+                double* c = C + i * ldc;
+                if (tb)
+                    for (int64_t j = 0; j < N; ++j) c[j] += a * B[j * ldb + k];
+                else
+                    for (int64_t j = 0; j < N; ++j) c[j] += a * B[k * ldb + j];
+            }
+}
+
+} // namespace
+
+double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
+    return 2.0 * double(numel(out)) * double(prod(lhs, d.lhs_contract));
+}
+
+void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out) {
+    size_t nb = d.lhs_batch.size();
+    auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
+    auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
+    int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
+    int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
+    if (out.size() == 0) return;
+    if (K == 0) {
+        std::memset(out.raw(), 0, size_t(out.nbytes()));
+        return;
+    }
+    // lhs as [batch, M, K] (or [batch, K, M] transposed)
+    std::vector<int64_t> pa(d.lhs_batch), pat(d.lhs_batch);
+    pa.insert(pa.end(), lf.begin(), lf.end());
+    pa.insert(pa.end(), d.lhs_contract.begin(), d.lhs_contract.end());
+    pat.insert(pat.end(), d.lhs_contract.begin(), d.lhs_contract.end());
+    pat.insert(pat.end(), lf.begin(), lf.end());
+    bool ta = false;
+    Array A = lhs;
+    if (!is_identity(pa)) {
+        if (is_identity(pat)) ta = true;
+        else A = permuted(lhs, pa);
+    }
+    std::vector<int64_t> pb(d.rhs_batch), pbt(d.rhs_batch);
+    pb.insert(pb.end(), d.rhs_contract.begin(), d.rhs_contract.end());
+    pb.insert(pb.end(), rf.begin(), rf.end());
+    pbt.insert(pbt.end(), rf.begin(), rf.end());
+    pbt.insert(pbt.end(), d.rhs_contract.begin(), d.rhs_contract.end());
+    bool tb = false;
+    Array Bm = rhs;
+    if (!is_identity(pb)) {
+        if (is_identity(pbt)) tb = true;
+        else Bm = permuted(rhs, pb);
+    }
+    (void)nb;
+    int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    for (int64_t b = 0; b < B; ++b) {
+        if (out.dtype() == DType::F32) {
+            const float* a = static_cast<const float*>(A.raw()) + b * M * K;
+            const float* bb = static_cast<const float*>(Bm.raw()) + b * K * N;
+            float* c = static_cast<float*>(out.raw()) + b * M * N;
+            dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, a, lda, bb, ldb,
+                                          0.f, c, N);
+            SJ_CHECK(st == dnnl_success, Error) << "dot_general: oneDNN sgemm failed (status " << int(st)
+                                                << ") for M=" << M << " N=" << N << " K=" << K;
+        } else {
+            gemm_f64(ta, tb, M, N, K, static_cast<const double*>(A.raw()) + b * M * K, lda,
+                     static_cast<const double*>(Bm.raw()) + b * K * N, ldb,
+                     static_cast<double*>(out.raw()) + b * M * N, N);
+        }
+    }
+}
+
+} // namespace sj::cpu

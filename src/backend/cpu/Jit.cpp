@@ -1,0 +1,238 @@
+// ORC LLJIT wrapper: optimise for the host CPU, emit an object file, cache it in memory and on
+// disk (atomic writes, validated reads), and hand out function pointers.
+#include "Jit.h"
+
+#include "../../core/Hash.h"
+#include "LlvmRenderer.h"
+
+#include <symjax/Error.h>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unistd.h>
+#include <unordered_map>
+
+namespace sj::cpu {
+
+namespace {
+
+constexpr uint32_t kSchemaVersion = 1;
+constexpr char kMagic[8] = {'S', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
+
+struct Jit {
+    std::mutex mu;
+    std::unique_ptr<llvm::orc::LLJIT> jit;
+    std::unique_ptr<llvm::TargetMachine> tm;
+    std::string cpu, features, key_prefix;
+    std::unordered_map<std::string, KernelFn> memory;
+
+    static Jit& get() {
+        static Jit* j = new Jit; // never destroyed: kernels may run during static teardown
+        return *j;
+    }
+
+    Jit() {
+        llvm::InitializeNativeTarget();
+        llvm::InitializeNativeTargetAsmPrinter();
+        cpu = llvm::sys::getHostCPUName().str();
+        llvm::SubtargetFeatures f;
+        for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) f.AddFeature(name, on);
+        features = f.getString();
+        std::string triple = llvm::sys::getProcessTriple();
+        std::string err;
+        const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+        SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
+        llvm::TargetOptions opts;
+        tm.reset(target->createTargetMachine(triple, cpu, features, opts, llvm::Reloc::PIC_, std::nullopt,
+                                             llvm::CodeGenOptLevel::Aggressive));
+        auto j = llvm::orc::LLJITBuilder().create();
+        SJ_CHECK(j, Error) << "cpu backend: cannot start the LLVM JIT: " << llvm::toString(j.takeError());
+        jit = std::move(*j);
+        auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+            jit->getDataLayout().getGlobalPrefix());
+        SJ_CHECK(gen, Error) << "cpu backend: " << llvm::toString(gen.takeError());
+        jit->getMainJITDylib().addGenerator(std::move(*gen));
+        std::ostringstream k;
+        k << "schema=" << kSchemaVersion << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
+          << " cpu=" << cpu << " features=" << features << " opt=O3\n";
+        key_prefix = k.str();
+    }
+
+    std::unique_ptr<llvm::Module> optimised_module(const compiler::KernelSpec& spec,
+                                                   const std::string& sym, llvm::LLVMContext& ctx) {
+        auto mod = render_kernel(spec, sym, ctx);
+        mod->setDataLayout(tm->createDataLayout());
+        mod->setTargetTriple(tm->getTargetTriple().str());
+        std::string verr;
+        llvm::raw_string_ostream vos(verr);
+        SJ_ASSERT(!llvm::verifyModule(*mod, &vos)) << "cpu codegen produced invalid IR: " << verr;
+        llvm::LoopAnalysisManager lam;
+        llvm::FunctionAnalysisManager fam;
+        llvm::CGSCCAnalysisManager cgam;
+        llvm::ModuleAnalysisManager mam;
+        llvm::PipelineTuningOptions pto;
+        pto.LoopVectorization = true;
+        pto.SLPVectorization = true;
+        llvm::PassBuilder pb(tm.get(), pto);
+        pb.registerModuleAnalyses(mam);
+        pb.registerCGSCCAnalyses(cgam);
+        pb.registerFunctionAnalyses(fam);
+        pb.registerLoopAnalyses(lam);
+        pb.crossRegisterProxies(lam, fam, cgam, mam);
+        pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*mod, mam);
+        return mod;
+    }
+
+    std::string compile_object(const compiler::KernelSpec& spec, const std::string& sym) {
+        llvm::LLVMContext ctx;
+        auto mod = optimised_module(spec, sym, ctx);
+        llvm::SmallVector<char, 0> buf;
+        llvm::raw_svector_ostream os(buf);
+        llvm::legacy::PassManager pm;
+        SJ_ASSERT(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+            << "cpu backend: the target cannot emit object files";
+        pm.run(*mod);
+        return std::string(buf.begin(), buf.end());
+    }
+};
+
+uint64_t checksum(const std::string& s) {
+    detail::Hasher h;
+    h.add_bytes(s.data(), s.size());
+    return h.h;
+}
+
+std::string hex(uint64_t v) {
+    char b[17];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+    return b;
+}
+
+/// Reads a cache entry; returns "" when absent, foreign (another key) or corrupt.
+std::string read_entry(const std::string& path, const std::string& key) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return "";
+    std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t need = sizeof kMagic + 4 + 8 + 8 + 8;
+    if (data.size() < need || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return "";
+    size_t p = sizeof kMagic;
+    uint32_t schema;
+    uint64_t klen, olen, sum;
+    std::memcpy(&schema, data.data() + p, 4), p += 4;
+    std::memcpy(&klen, data.data() + p, 8), p += 8;
+    if (schema != kSchemaVersion || klen != key.size() || data.size() < p + klen + 16) return "";
+    if (data.compare(p, klen, key) != 0) return "";
+    p += klen;
+    std::memcpy(&olen, data.data() + p, 8), p += 8;
+    std::memcpy(&sum, data.data() + p, 8), p += 8;
+    if (data.size() != p + olen) return "";
+    std::string obj = data.substr(p);
+    if (checksum(obj) != sum) return "";
+    return obj;
+}
+
+/// Writes a cache entry atomically: a unique temporary file in the same directory, then rename.
+void write_entry(const std::string& dir, const std::string& path, const std::string& key,
+                 const std::string& obj) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return; // the cache is an optimisation: an unwritable directory is not an error
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                      hex(reinterpret_cast<uintptr_t>(&obj) ^ checksum(obj));
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) return;
+        uint32_t schema = kSchemaVersion;
+        uint64_t klen = key.size(), olen = obj.size(), sum = checksum(obj);
+        f.write(kMagic, sizeof kMagic);
+        f.write(reinterpret_cast<const char*>(&schema), 4);
+        f.write(reinterpret_cast<const char*>(&klen), 8);
+        f.write(key.data(), std::streamsize(key.size()));
+        f.write(reinterpret_cast<const char*>(&olen), 8);
+        f.write(reinterpret_cast<const char*>(&sum), 8);
+        f.write(obj.data(), std::streamsize(obj.size()));
+        if (!f) {
+            f.close();
+            std::remove(tmp.c_str());
+            return;
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+} // namespace
+
+std::string cache_dir() {
+    if (const char* d = std::getenv("SJ_CACHE_DIR")) return std::string(d) == "off" ? "" : d;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/symjax";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/symjax";
+    return "";
+}
+
+std::string host_cpu_description() {
+    Jit& j = Jit::get();
+    return j.cpu + " " + j.features;
+}
+
+KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info) {
+    auto t0 = std::chrono::steady_clock::now();
+    Jit& j = Jit::get();
+    std::string key = j.key_prefix + spec.str();
+    std::lock_guard<std::mutex> lock(j.mu);
+    if (auto it = j.memory.find(key); it != j.memory.end()) {
+        if (info) *info = {true, false, 0};
+        return it->second;
+    }
+    uint64_t h = checksum(key);
+    std::string sym = "sjk_" + hex(h);
+    std::string dir = cache_dir();
+    std::string path = dir.empty() ? "" : dir + "/" + hex(h) + ".sjk";
+    std::string obj = path.empty() ? "" : read_entry(path, key);
+    bool disk_hit = !obj.empty();
+    if (!disk_hit) {
+        obj = j.compile_object(spec, sym);
+        if (!path.empty()) write_entry(dir, path, key, obj);
+    }
+    auto err = j.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, sym));
+    SJ_CHECK(!err, Error) << "cpu backend: cannot load kernel " << sym << ": " << llvm::toString(std::move(err));
+    auto addr = j.jit->lookup(sym);
+    SJ_CHECK(addr, Error) << "cpu backend: kernel " << sym << " not found: " << llvm::toString(addr.takeError());
+    auto fn = addr->toPtr<KernelFn>();
+    j.memory.emplace(key, fn);
+    if (info) {
+        info->memory_hit = false;
+        info->disk_hit = disk_hit;
+        info->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return fn;
+}
+
+std::string kernel_llvm_ir(const compiler::KernelSpec& spec) {
+    Jit& j = Jit::get();
+    std::lock_guard<std::mutex> lock(j.mu);
+    llvm::LLVMContext ctx;
+    auto mod = j.optimised_module(spec, "sjk_dump", ctx);
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    mod->print(os, nullptr);
+    return s;
+}
+
+} // namespace sj::cpu

@@ -1,0 +1,34 @@
+// The CPU code generator's entry point: kernel specs in, callable machine code out.
+// (LLVM stays behind this header: nothing outside src/backend/cpu includes LLVM.)
+#pragma once
+
+#include "../../compiler/KernelIR.h"
+
+#include <string>
+
+namespace sj::cpu {
+
+/// void kernel(void* const* bufs, const int64_t* params, int64_t begin, int64_t end)
+using KernelFn = void (*)(void* const* bufs, const int64_t* params, int64_t begin, int64_t end);
+
+struct CompileInfo {
+    bool memory_hit = false; // found in this process's cache
+    bool disk_hit = false;   // loaded from the disk cache
+    double ms = 0;           // time spent (compiling or loading)
+};
+
+/// The machine code for `spec`: from the in-memory cache, else the disk cache, else compiled
+/// with LLVM (ORC LLJIT) for the host CPU and stored in both caches. Thread-safe.
+KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info = nullptr);
+
+/// The LLVM IR (after optimisation) that get_kernel would compile for `spec` (for SJ_DEBUG/dumps).
+std::string kernel_llvm_ir(const compiler::KernelSpec& spec);
+
+/// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else
+/// ~/.cache/symjax ("" disables the disk cache: SJ_CACHE_DIR=off).
+std::string cache_dir();
+
+/// Host CPU name and features, as used in cache keys ("skylake-avx512 +avx512f,...").
+std::string host_cpu_description();
+
+} // namespace sj::cpu

@@ -1,0 +1,18 @@
+// Vectorisable f32 transcendentals emitted as LLVM IR (polynomials, no library calls).
+#pragma once
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace sj::cpu {
+
+/// Each takes and returns a float (scalar) value; the loop vectoriser widens them.
+/// Accuracy: a few ulp over the whole range, with IEEE special values (tested in
+/// tests/unit/CpuMathTest.cpp against the reference backend).
+llvm::Value* emit_expf(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_logf(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_tanhf(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_erff(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_expm1f(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_log1pf(llvm::IRBuilder<>& b, llvm::Value* x);
+
+} // namespace sj::cpu

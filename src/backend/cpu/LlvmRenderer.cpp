@@ -1,0 +1,410 @@
+// KernelSpec -> LLVM IR: loads through strided pointers, the expression, stores and reductions.
+#include "LlvmRenderer.h"
+
+#include "LlvmMath.h"
+
+#include <symjax/Error.h>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
+
+#include <cmath>
+#include <limits>
+
+namespace sj::cpu {
+
+using compiler::KernelSpec;
+using compiler::KInst;
+using compiler::KOutput;
+using compiler::KStride;
+using llvm::Value;
+
+namespace {
+
+struct Renderer {
+    const KernelSpec& s;
+    llvm::LLVMContext& ctx;
+    llvm::Module* mod;
+    llvm::IRBuilder<> b;
+    llvm::Function* fn = nullptr;
+    llvm::Type* i64;
+    int nload, nout;
+    std::vector<Value*> base;                // per operand (loads then outputs)
+    std::vector<std::vector<Value*>> stride; // per operand, per loop
+    std::vector<Value*> size;                // per loop
+    std::vector<llvm::MDNode*> scope, noalias;
+    std::vector<llvm::AllocaInst*> acc;      // per output (reduced only)
+
+    Renderer(const KernelSpec& spec, llvm::LLVMContext& c, llvm::Module* m)
+        : s(spec), ctx(c), mod(m), b(c), i64(llvm::Type::getInt64Ty(c)),
+          nload(int(spec.load_dtypes.size())), nout(int(spec.outputs.size())) {}
+
+    /// In-memory type of a dtype (bool is a byte).
+    llvm::Type* mem_type(DType t) {
+        switch (t) {
+        case DType::Bool: case DType::U8: return b.getInt8Ty();
+        case DType::I32: case DType::U32: return b.getInt32Ty();
+        case DType::I64: return b.getInt64Ty();
+        case DType::F32: return b.getFloatTy();
+        case DType::F64: return b.getDoubleTy();
+        }
+        return b.getFloatTy();
+    }
+    /// Register type: bool is i1.
+    llvm::Type* reg_type(DType t) { return t == DType::Bool ? b.getInt1Ty() : mem_type(t); }
+
+    Value* from_mem(Value* v, DType t) { return t == DType::Bool ? b.CreateICmpNE(v, b.getInt8(0)) : v; }
+    Value* to_mem(Value* v, DType t) { return t == DType::Bool ? b.CreateZExt(v, b.getInt8Ty()) : v; }
+
+    void annotate(llvm::Instruction* i, int operand) {
+        i->setMetadata(llvm::LLVMContext::MD_alias_scope, scope[operand]);
+        i->setMetadata(llvm::LLVMContext::MD_noalias, noalias[operand]);
+    }
+
+    void setup_alias_scopes() {
+        llvm::MDBuilder md(ctx);
+        llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("sj");
+        std::vector<llvm::MDNode*> scopes;
+        for (int k = 0; k < nload + nout; ++k) scopes.push_back(md.createAnonymousAliasScope(domain));
+        for (int k = 0; k < nload + nout; ++k) {
+            scope.push_back(llvm::MDNode::get(ctx, {scopes[k]}));
+            std::vector<llvm::Metadata*> others;
+            for (int j = 0; j < nload + nout; ++j)
+                if (j != k) others.push_back(scopes[j]);
+            noalias.push_back(llvm::MDNode::get(ctx, others));
+        }
+    }
+
+    Value* param(int i) {
+        Value* p = b.CreateGEP(i64, fn->getArg(1), b.getInt64(i));
+        return b.CreateLoad(i64, p);
+    }
+
+    DType operand_dtype(int k) { return k < nload ? s.load_dtypes[k] : s.outputs[k - nload].dtype; }
+    KStride operand_inner(int k) { return k < nload ? s.load_inner[k] : s.out_inner[k - nload]; }
+
+    void prologue() {
+        int R = s.rank;
+        for (int d = 0; d < R; ++d) size.push_back(param(d));
+        int p = R;
+        for (int k = 0; k < nload + nout; ++k) {
+            std::vector<Value*> st;
+            for (int d = 0; d < R; ++d) {
+                Value* v = param(p + d);
+                if (d == R - 1) {
+                    KStride c = operand_inner(k);
+                    if (c == KStride::Zero) v = b.getInt64(0);
+                    if (c == KStride::One) v = b.getInt64(1);
+                }
+                st.push_back(v);
+            }
+            Value* off = param(p + R);
+            p += R + 1;
+            Value* ptr = b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(k)));
+            base.push_back(b.CreateGEP(mem_type(operand_dtype(k)), ptr, off));
+            stride.push_back(std::move(st));
+        }
+    }
+
+    // ---- the per-point expression -----------------------------------------------------------
+    llvm::Function* libm(const char* name, llvm::Type* t, int arity) {
+        std::vector<llvm::Type*> args(arity, t);
+        auto* ft = llvm::FunctionType::get(t, args, false);
+        auto callee = mod->getOrInsertFunction(name, ft);
+        auto* f = llvm::cast<llvm::Function>(callee.getCallee());
+        f->setDoesNotThrow();
+        f->setOnlyAccessesInaccessibleMemory(); // errno only
+        return f;
+    }
+    Value* call_libm(const char* f32name, const char* f64name, std::vector<Value*> args) {
+        llvm::Type* t = args[0]->getType();
+        const char* name = t->isFloatTy() ? f32name : f64name;
+        return b.CreateCall(libm(name, t, int(args.size())), args);
+    }
+    Value* intrinsic(llvm::Intrinsic::ID id, std::vector<Value*> args) {
+        return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+    }
+    Value* fconst(llvm::Type* t, double v) { return llvm::ConstantFP::get(t, v); }
+
+    Value* emit_const(const KInst& k) {
+        llvm::Type* t = reg_type(k.dtype);
+        if (k.dtype == DType::Bool) return b.getInt1(k.value != 0);
+        if (is_float(k.dtype)) return fconst(t, k.value);
+        return llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(k.value)), is_signed(k.dtype));
+    }
+
+    Value* emit_cast(Value* v, DType from, DType to) {
+        if (from == to) return v;
+        llvm::Type* t = reg_type(to);
+        if (to == DType::Bool) {
+            if (is_float(from)) return b.CreateFCmpUNE(v, fconst(v->getType(), 0.0));
+            return b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+        }
+        if (from == DType::Bool) return is_float(to) ? b.CreateUIToFP(v, t) : b.CreateZExt(v, t);
+        if (is_float(from) && is_float(to)) return b.CreateFPCast(v, t);
+        if (is_float(from)) // saturating, NaN -> 0: the reference's semantics
+            return b.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
+                                     {t, v->getType()}, {v});
+        if (is_float(to)) return is_signed(from) ? b.CreateSIToFP(v, t) : b.CreateUIToFP(v, t);
+        return b.CreateIntCast(v, t, is_signed(from));
+    }
+
+    Value* emit_unary(Op op, Value* x, DType t) {
+        bool f = is_float(t);
+        llvm::Type* ty = x->getType();
+        bool f32 = ty->isFloatTy();
+        switch (op) {
+        case Op::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
+        case Op::Abs:
+            if (f) return intrinsic(llvm::Intrinsic::fabs, {x});
+            if (!is_signed(t)) return x;
+            return b.CreateIntrinsic(llvm::Intrinsic::abs, {ty}, {x, b.getFalse()});
+        case Op::Sign: {
+            if (f) {
+                Value* one = fconst(ty, 1.0);
+                Value* r = b.CreateSelect(b.CreateFCmpOGT(x, fconst(ty, 0)), one,
+                                          b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, 0)), fconst(ty, -1.0), fconst(ty, 0)));
+                return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+            }
+            Value* zero = llvm::ConstantInt::get(ty, 0);
+            Value* pos = b.CreateZExt(is_signed(t) ? b.CreateICmpSGT(x, zero) : b.CreateICmpUGT(x, zero), ty);
+            if (!is_signed(t)) return pos;
+            return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, zero), ty));
+        }
+        case Op::Exp: return f32 ? emit_expf(b, x) : call_libm("expf", "exp", {x});
+        case Op::Expm1: return f32 ? emit_expm1f(b, x) : call_libm("expm1f", "expm1", {x});
+        case Op::Log: return f32 ? emit_logf(b, x) : call_libm("logf", "log", {x});
+        case Op::Log1p: return f32 ? emit_log1pf(b, x) : call_libm("log1pf", "log1p", {x});
+        case Op::Tanh: return f32 ? emit_tanhf(b, x) : call_libm("tanhf", "tanh", {x});
+        case Op::Erf: return f32 ? emit_erff(b, x) : call_libm("erff", "erf", {x});
+        case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
+        case Op::Rsqrt: return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
+        case Op::Reciprocal: return b.CreateFDiv(fconst(ty, 1.0), x);
+        case Op::Sin: return call_libm("sinf", "sin", {x});
+        case Op::Cos: return call_libm("cosf", "cos", {x});
+        case Op::Tan: return call_libm("tanf", "tan", {x});
+        case Op::Floor: return intrinsic(llvm::Intrinsic::floor, {x});
+        case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, {x});
+        case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, {x});
+        case Op::LogicalNot: return b.CreateNot(x);
+        case Op::IsNan: return f ? b.CreateFCmpUNO(x, x) : b.getFalse();
+        case Op::IsInf:
+            return f ? b.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, {x}), fconst(ty, INFINITY)) : b.getFalse();
+        case Op::StopGradient: return x;
+        default: break;
+        }
+        SJ_THROW(InternalError) << "cpu codegen: no unary rule for " << op_name(op);
+    }
+
+    Value* emit_binary(Op op, Value* x, Value* y, DType t) {
+        bool f = is_float(t), sg = is_signed(t);
+        switch (op) {
+        case Op::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
+        case Op::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
+        case Op::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
+        case Op::Div: return b.CreateFDiv(x, y); // integer division is never fused (see Fusion)
+        case Op::Pow: return call_libm("powf", "pow", {x, y});
+        case Op::Atan2: return call_libm("atan2f", "atan2", {x, y});
+        case Op::Max:
+            if (f) return intrinsic(llvm::Intrinsic::maximum, {x, y});
+            if (t == DType::Bool) return b.CreateOr(x, y);
+            return intrinsic(sg ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {x, y});
+        case Op::Min:
+            if (f) return intrinsic(llvm::Intrinsic::minimum, {x, y});
+            if (t == DType::Bool) return b.CreateAnd(x, y);
+            return intrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {x, y});
+        case Op::Mod: { // float: fmod, then take the divisor's sign (Python/NumPy)
+            Value* r = b.CreateFRem(x, y);
+            llvm::Type* ty = x->getType();
+            Value* fix = b.CreateAnd(b.CreateFCmpONE(r, fconst(ty, 0)),
+                                     b.CreateXor(b.CreateFCmpOLT(r, fconst(ty, 0)), b.CreateFCmpOLT(y, fconst(ty, 0))));
+            return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
+        }
+        case Op::Eq: return f ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
+        case Op::Ne: return f ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
+        case Op::Lt: return f ? b.CreateFCmpOLT(x, y) : sg ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y);
+        case Op::Le: return f ? b.CreateFCmpOLE(x, y) : sg ? b.CreateICmpSLE(x, y) : b.CreateICmpULE(x, y);
+        case Op::Gt: return f ? b.CreateFCmpOGT(x, y) : sg ? b.CreateICmpSGT(x, y) : b.CreateICmpUGT(x, y);
+        case Op::Ge: return f ? b.CreateFCmpOGE(x, y) : sg ? b.CreateICmpSGE(x, y) : b.CreateICmpUGE(x, y);
+        case Op::LogicalAnd: return b.CreateAnd(x, y);
+        case Op::LogicalOr: return b.CreateOr(x, y);
+        case Op::LogicalXor: return b.CreateXor(x, y);
+        default: break;
+        }
+        SJ_THROW(InternalError) << "cpu codegen: no binary rule for " << op_name(op);
+    }
+
+    /// Values of every instruction at the point whose operand offsets are `offs`.
+    std::vector<Value*> emit_point(const std::vector<Value*>& offs) {
+        std::vector<Value*> v(s.insts.size(), nullptr);
+        for (size_t i = 0; i < s.insts.size(); ++i) {
+            const KInst& k = s.insts[i];
+            switch (k.kind) {
+            case KInst::Kind::Load: {
+                DType t = s.load_dtypes[k.load];
+                llvm::Type* mt = mem_type(t);
+                Value* p = b.CreateGEP(mt, base[k.load], offs[k.load]);
+                auto* ld = b.CreateLoad(mt, p);
+                annotate(ld, k.load);
+                v[i] = emit_cast(from_mem(ld, t), t, k.dtype);
+                break;
+            }
+            case KInst::Kind::Const: v[i] = emit_const(k); break;
+            case KInst::Kind::Op: {
+                DType in0 = s.insts[k.args[0]].dtype;
+                if (k.op == Op::Cast) v[i] = emit_cast(v[k.args[0]], in0, k.dtype);
+                else if (k.op == Op::Where) v[i] = b.CreateSelect(v[k.args[0]], v[k.args[1]], v[k.args[2]]);
+                else if (k.args[1] < 0) v[i] = emit_unary(k.op, v[k.args[0]], in0);
+                else v[i] = emit_binary(k.op, v[k.args[0]], v[k.args[1]], in0);
+                break;
+            }
+            }
+        }
+        return v;
+    }
+
+    // ---- reductions -------------------------------------------------------------------------
+    /// Accumulators: floats of f32 sum/prod accumulate in double, others in their own type.
+    llvm::Type* acc_type(const KOutput& o) {
+        if (o.dtype == DType::F32 && (o.reduce_op == Op::ReduceSum || o.reduce_op == Op::ReduceProd))
+            return b.getDoubleTy();
+        return reg_type(o.dtype);
+    }
+    Value* acc_init(const KOutput& o) {
+        llvm::Type* t = acc_type(o);
+        bool f = t->isFloatingPointTy();
+        switch (o.reduce_op) {
+        case Op::ReduceSum: return f ? fconst(t, 0.0) : llvm::ConstantInt::get(t, 0);
+        case Op::ReduceProd: return f ? fconst(t, 1.0) : llvm::ConstantInt::get(t, 1);
+        case Op::ReduceAny: return b.getFalse();
+        case Op::ReduceAll: return b.getTrue();
+        case Op::ReduceMax:
+            if (f) return fconst(t, -INFINITY);
+            return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMinValue(t->getIntegerBitWidth())
+                                                                : llvm::APInt::getMinValue(t->getIntegerBitWidth()));
+        case Op::ReduceMin:
+            if (f) return fconst(t, INFINITY);
+            return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth())
+                                                                : llvm::APInt::getMaxValue(t->getIntegerBitWidth()));
+        default: break;
+        }
+        SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
+    }
+    Value* acc_combine(const KOutput& o, Value* a, Value* x) {
+        llvm::Type* t = acc_type(o);
+        if (x->getType() != t) x = b.CreateFPExt(x, t);
+        bool f = t->isFloatingPointTy();
+        llvm::IRBuilder<>::FastMathFlagGuard guard(b);
+        llvm::FastMathFlags fm;
+        fm.setAllowReassoc(); // reductions may be reordered (vectorised partial sums)
+        b.setFastMathFlags(fm);
+        switch (o.reduce_op) {
+        case Op::ReduceSum: return f ? b.CreateFAdd(a, x) : b.CreateAdd(a, x);
+        case Op::ReduceProd: return f ? b.CreateFMul(a, x) : b.CreateMul(a, x);
+        case Op::ReduceAny: return b.CreateOr(a, x);
+        case Op::ReduceAll: return b.CreateAnd(a, x);
+        case Op::ReduceMax:
+            if (f) return intrinsic(llvm::Intrinsic::maximum, {a, x});
+            return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {a, x});
+        case Op::ReduceMin:
+            if (f) return intrinsic(llvm::Intrinsic::minimum, {a, x});
+            return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {a, x});
+        default: break;
+        }
+        SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
+    }
+    void init_accumulators() {
+        for (int o = 0; o < nout; ++o)
+            if (s.outputs[o].reduced) b.CreateStore(acc_init(s.outputs[o]), acc[o]);
+    }
+    void store_reduced(const std::vector<Value*>& offs) {
+        for (int o = 0; o < nout; ++o) {
+            const KOutput& out = s.outputs[o];
+            if (!out.reduced) continue;
+            Value* a = b.CreateLoad(acc_type(out), acc[o]);
+            if (a->getType() != reg_type(out.dtype)) a = b.CreateFPTrunc(a, reg_type(out.dtype));
+            llvm::Type* mt = mem_type(out.dtype);
+            auto* st = b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], offs[nload + o]));
+            annotate(st, nload + o);
+        }
+    }
+
+    // ---- the loop nest ----------------------------------------------------------------------
+    void emit_loops(int d, std::vector<Value*> offs) {
+        int R = s.rank;
+        int first_reduce = R - s.reduce_rank;
+        if (d == first_reduce && s.reduce_rank > 0 && d > 0) init_accumulators();
+        Value* lo = d == 0 ? static_cast<Value*>(fn->getArg(2)) : b.getInt64(0);
+        Value* hi = d == 0 ? static_cast<Value*>(fn->getArg(3)) : size[d];
+        llvm::BasicBlock* pre = b.GetInsertBlock();
+        llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "loop" + std::to_string(d), fn);
+        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit" + std::to_string(d), fn);
+        b.CreateCondBr(b.CreateICmpSLT(lo, hi), body, exit);
+        b.SetInsertPoint(body);
+        llvm::PHINode* i = b.CreatePHI(i64, 2, "i" + std::to_string(d));
+        i->addIncoming(lo, pre);
+        std::vector<Value*> inner(offs.size());
+        for (size_t k = 0; k < offs.size(); ++k) inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
+        if (d + 1 < R) {
+            emit_loops(d + 1, inner);
+        } else {
+            std::vector<Value*> v = emit_point(inner);
+            for (int o = 0; o < nout; ++o) {
+                const KOutput& out = s.outputs[o];
+                if (out.reduced) {
+                    Value* a = b.CreateLoad(acc_type(out), acc[o]);
+                    b.CreateStore(acc_combine(out, a, v[out.value]), acc[o]);
+                } else {
+                    llvm::Type* mt = mem_type(out.dtype);
+                    auto* st = b.CreateStore(to_mem(v[out.value], out.dtype),
+                                             b.CreateGEP(mt, base[nload + o], inner[nload + o]));
+                    annotate(st, nload + o);
+                }
+            }
+        }
+        Value* next = b.CreateAdd(i, b.getInt64(1));
+        i->addIncoming(next, b.GetInsertBlock());
+        b.CreateCondBr(b.CreateICmpSLT(next, hi), body, exit);
+        b.SetInsertPoint(exit);
+        if (d == first_reduce && s.reduce_rank > 0 && d > 0) store_reduced(offs);
+    }
+
+    llvm::Function* run(const std::string& symbol) {
+        auto* ptr = b.getPtrTy();
+        auto* ft = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr, i64, i64}, false);
+        fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, symbol, mod);
+        fn->addFnAttr(llvm::Attribute::NoUnwind);
+        fn->addFnAttr("prefer-vector-width", "512");
+        fn->addFnAttr("min-legal-vector-width", "512");
+        for (unsigned a = 0; a < 2; ++a) {
+            fn->addParamAttr(a, llvm::Attribute::NoAlias);
+            fn->addParamAttr(a, llvm::Attribute::ReadOnly);
+        }
+        auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
+        b.SetInsertPoint(entry);
+        setup_alias_scopes();
+        for (int o = 0; o < nout; ++o)
+            acc.push_back(s.outputs[o].reduced ? b.CreateAlloca(acc_type(s.outputs[o])) : nullptr);
+        prologue();
+        // full reduction (no kept loop): accumulate over this thread's range of loop 0
+        if (s.reduce_rank == s.rank) init_accumulators();
+        std::vector<Value*> offs(nload + nout, b.getInt64(0));
+        emit_loops(0, offs);
+        if (s.reduce_rank == s.rank) store_reduced(offs);
+        b.CreateRetVoid();
+        return fn;
+    }
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> render_kernel(const KernelSpec& spec, const std::string& symbol,
+                                            llvm::LLVMContext& ctx) {
+    auto mod = std::make_unique<llvm::Module>(symbol, ctx);
+    Renderer r(spec, ctx, mod.get());
+    r.run(symbol);
+    return mod;
+}
+
+} // namespace sj::cpu

@@ -1,0 +1,139 @@
+// Canonicalisation patterns: constant folding through the reference backend and identities.
+#include "Canonicalize.h"
+
+#include "../backend/reference/Reference.h"
+#include "../ops/OpDef.h"
+
+#include <symjax/Ops.h>
+
+namespace sj::compiler {
+namespace {
+
+Tensor T(const NodePtr& n) { return Tensor(n); }
+const NodePtr& in0(const NodePtr& n) { return n->input(0); }
+const NodePtr& in1(const NodePtr& n) { return n->input(1); }
+
+/// op(constants...) -> constant, evaluated by the reference kernels.
+NodePtr fold_constants(const NodePtr& n) {
+    if (has_trait(n->op(), kRandom) || n->is(Op::Broadcast) || n->num_inputs() == 0) return nullptr;
+    int64_t size = numel(n->shape());
+    if (size < 0 || size > kMaxFoldElements) return nullptr;
+    std::vector<Array> vals;
+    for (const auto& i : n->inputs()) {
+        if (!i->is(Op::Constant)) return nullptr;
+        vals.push_back(i->attr<ConstantAttrs>().value);
+    }
+    try {
+        return constant(ref::eval_node(*n, vals, 0)).node();
+    } catch (const InputError&) {
+        return nullptr; // e.g. an out-of-range index: leave it to fail at call time, as written
+    }
+}
+
+/// x * 1 -> x, 1 * x -> x (when the result has x's shape)
+NodePtr mul_one(const NodePtr& n) {
+    if (!n->is(Op::Mul)) return nullptr;
+    if (is_splat(*in1(n), 1.0) && in0(n)->shape() == n->shape()) return in0(n);
+    if (is_splat(*in0(n), 1.0) && in1(n)->shape() == n->shape()) return in1(n);
+    return nullptr;
+}
+
+/// x + 0 -> x, 0 + x -> x, x - 0 -> x, x / 1 -> x
+NodePtr add_zero(const NodePtr& n) {
+    if (n->is(Op::Add)) {
+        if (is_splat(*in1(n), 0.0) && in0(n)->shape() == n->shape()) return in0(n);
+        if (is_splat(*in0(n), 0.0) && in1(n)->shape() == n->shape()) return in1(n);
+    }
+    if ((n->is(Op::Sub) && is_splat(*in1(n), 0.0)) || (n->is(Op::Div) && is_splat(*in1(n), 1.0)))
+        if (in0(n)->shape() == n->shape()) return in0(n);
+    return nullptr;
+}
+
+/// neg(neg(x)) -> x
+NodePtr neg_neg(const NodePtr& n) {
+    if (n->is(Op::Neg) && in0(n)->is(Op::Neg)) return in0(in0(n));
+    return nullptr;
+}
+
+/// stop_gradient(x) -> x: after autodiff it is the identity
+NodePtr drop_stop_gradient(const NodePtr& n) { return n->is(Op::StopGradient) ? in0(n) : nullptr; }
+
+/// reshape(reshape(x)) -> reshape(x); reshape(x) to x's own static shape -> x
+NodePtr reshape_chain(const NodePtr& n) {
+    if (!n->is(Op::Reshape)) return nullptr;
+    if (is_static(n->shape()) && n->shape() == in0(n)->shape()) return in0(n);
+    if (in0(n)->is(Op::Reshape))
+        return Node::make(Op::Reshape, n->attrs(), {in0(in0(n))});
+    return nullptr;
+}
+
+/// permute(permute(x, p), q) -> permute(x, p[q]); identity permutation -> x
+NodePtr permute_chain(const NodePtr& n) {
+    if (!n->is(Op::Permute)) return nullptr;
+    const auto& q = n->attr<AxesAttrs>().axes;
+    bool id = true;
+    for (size_t i = 0; i < q.size(); ++i) id &= q[i] == int64_t(i);
+    if (id) return in0(n);
+    if (!in0(n)->is(Op::Permute)) return nullptr;
+    const auto& p = in0(n)->attr<AxesAttrs>().axes;
+    std::vector<int64_t> r(q.size());
+    for (size_t i = 0; i < q.size(); ++i) r[i] = p[q[i]];
+    return permute(T(in0(in0(n))), r).node();
+}
+
+/// broadcast(broadcast(x, s1, d1), s2, d2) -> broadcast(x, s2, d2[d1])
+NodePtr broadcast_chain(const NodePtr& n) {
+    if (!n->is(Op::Broadcast) || n->num_inputs() != 1) return nullptr;
+    const NodePtr& a = in0(n);
+    const auto& outer = n->attr<BroadcastAttrs>();
+    if (a->rank() == n->rank() && a->shape() == n->shape() && is_static(n->shape())) return a;
+    if (!a->is(Op::Broadcast) || a->num_inputs() != 1) return nullptr;
+    const auto& inner = a->attr<BroadcastAttrs>();
+    std::vector<int64_t> dims(inner.dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = outer.dims[inner.dims[i]];
+    Shape s = outer.shape;
+    for (size_t i = 0; i < s.size(); ++i)
+        if (s[i] == -1) s[i] = n->shape()[i];
+    if (!is_static(s)) return nullptr;
+    return Node::make(Op::Broadcast, BroadcastAttrs{s, dims}, {in0(a)});
+}
+
+/// cast(cast(x, wide), type(x)) -> x when the inner cast is lossless (f32 -> f64, i32 -> i64)
+NodePtr cast_roundtrip(const NodePtr& n) {
+    if (!n->is(Op::Cast) || !in0(n)->is(Op::Cast)) return nullptr;
+    const NodePtr& x = in0(in0(n));
+    DType a = x->dtype(), b = in0(n)->dtype();
+    bool lossless = (a == DType::F32 && b == DType::F64) || (a == DType::I32 && b == DType::I64) ||
+                    (a == DType::U8 && (b == DType::I32 || b == DType::I64 || b == DType::U32)) ||
+                    (a == DType::I32 && b == DType::F64);
+    if (lossless && n->dtype() == a) return x;
+    return nullptr;
+}
+
+/// unary(broadcast(x)) -> broadcast(unary(x)): do the work on the small tensor
+NodePtr sink_broadcast(const NodePtr& n) {
+    if (!has_trait(n->op(), kElementwise) || n->num_inputs() != 1) return nullptr;
+    const NodePtr& b = in0(n);
+    if (!b->is(Op::Broadcast) || b->num_inputs() != 1) return nullptr;
+    NodePtr u = Node::make(n->op(), n->attrs(), {in0(b)});
+    return Node::make(Op::Broadcast, b->attrs(), {u});
+}
+
+} // namespace
+
+const std::vector<Pattern>& canonicalize_patterns() {
+    static const std::vector<Pattern> p = {
+        {"fold_constants", fold_constants}, {"drop_stop_gradient", drop_stop_gradient},
+        {"mul_one", mul_one},               {"add_zero", add_zero},
+        {"neg_neg", neg_neg},               {"reshape_chain", reshape_chain},
+        {"permute_chain", permute_chain},   {"broadcast_chain", broadcast_chain},
+        {"cast_roundtrip", cast_roundtrip}, {"sink_broadcast", sink_broadcast},
+    };
+    return p;
+}
+
+std::vector<NodePtr> canonicalize(const std::vector<NodePtr>& roots, RewriteStats* stats) {
+    return rewrite(roots, canonicalize_patterns(), stats);
+}
+
+} // namespace sj::compiler

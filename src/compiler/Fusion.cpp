@@ -1,0 +1,419 @@
+// Fusion: producer-consumer grouping in reverse topological order, then sibling merging.
+#include "Fusion.h"
+
+#include <symjax/Attrs.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_set>
+
+namespace sj::compiler {
+
+size_t FusionPlan::kernels() const {
+    return std::count_if(groups.begin(), groups.end(),
+                         [](const Group& g) { return g.kind == Group::Kind::Kernel; });
+}
+size_t FusionPlan::library_calls() const {
+    return std::count_if(groups.begin(), groups.end(),
+                         [](const Group& g) { return g.kind == Group::Kind::Dot; });
+}
+
+namespace {
+
+enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Fallback };
+
+Kind classify(const Node& n) {
+    Op op = n.op();
+    if (has_trait(op, kLeaf)) return Kind::Leaf;
+    if (op == Op::Reshape) return Kind::View;
+    if (op == Op::DotGeneral) return is_float(n.dtype()) ? Kind::Dot : Kind::Fallback;
+    if (op == Op::ReduceSum || op == Op::ReduceProd || op == Op::ReduceMax || op == Op::ReduceMin ||
+        op == Op::ReduceAny || op == Op::ReduceAll)
+        return Kind::Reduce;
+    if (op == Op::Broadcast || op == Op::Permute || op == Op::Slice || op == Op::Flip)
+        return Kind::Movement;
+    if (has_trait(op, kElementwise)) {
+        // integer division by zero must raise an error: the reference kernel does that
+        if ((op == Op::Div || op == Op::Mod) && !is_float(n.dtype())) return Kind::Fallback;
+        return Kind::Elementwise;
+    }
+    return Kind::Fallback;
+}
+
+/// Input edges that carry values (broadcast's and philox's second input only give a shape).
+bool value_edge(const Node& n, size_t i) {
+    return !(i == 1 && (n.is(Op::Broadcast) || n.is(Op::PhiloxBits)));
+}
+
+const char* kind_name(Group::Kind k) {
+    switch (k) {
+    case Group::Kind::Kernel: return "kernel";
+    case Group::Kind::Dot: return "dot";
+    case Group::Kind::View: return "view";
+    case Group::Kind::Fallback: return "reference";
+    }
+    return "?";
+}
+
+struct Fuser {
+    std::vector<const Node*> order;
+    std::unordered_set<const Node*> root_set;
+    std::unordered_map<const Node*, std::vector<const Node*>> users;
+    std::unordered_map<const Node*, Kind> kind;
+    std::unordered_map<const Node*, bool> dup;
+    std::unordered_map<const Node*, int> group_of;
+    /// Elementwise nodes recomputed inside several kernels: the kernels that need them.
+    std::unordered_map<const Node*, std::set<int>> groupset;
+    bool inline_node(const Node* n) { return duplicable(n) || groupset.count(n); }
+    std::vector<Group> groups;
+    std::vector<size_t> group_size;
+    FusionPlan plan;
+
+    /// A movement op over a buffer: expanded inline into every consumer (address arithmetic).
+    bool duplicable(const Node* n) {
+        auto it = dup.find(n);
+        if (it != dup.end()) return it->second;
+        bool d = false;
+        bool fusible_users = true;
+        for (const Node* u : users[n]) {
+            Kind k = kind[u];
+            fusible_users &= k == Kind::Elementwise || k == Kind::Movement || k == Kind::Reduce;
+        }
+        if (kind[n] == Kind::Movement && !root_set.count(n) && fusible_users) {
+            const Node* in = n->input(0).get();
+            Kind k = kind[in];
+            d = k == Kind::Leaf || k == Kind::Reduce || k == Kind::View || k == Kind::Dot ||
+                k == Kind::Fallback || duplicable(in);
+        }
+        return dup[n] = d;
+    }
+
+    int new_group(Group::Kind k, const Node* root) {
+        Group g;
+        g.kind = k;
+        g.roots.push_back(root->shared_from_this());
+        groups.push_back(std::move(g));
+        group_size.push_back(1);
+        int id = static_cast<int>(groups.size()) - 1;
+        group_of[root] = id;
+        return id;
+    }
+
+    void assign() {
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            const Node* n = *it;
+            Kind k = kind[n];
+            if (k == Kind::Leaf || duplicable(n)) continue;
+            if (k == Kind::View) { new_group(Group::Kind::View, n); continue; }
+            if (k == Kind::Dot) { new_group(Group::Kind::Dot, n); continue; }
+            if (k == Kind::Fallback) { new_group(Group::Kind::Fallback, n); continue; }
+            if (k == Kind::Reduce || root_set.count(n)) {
+                new_group(Group::Kind::Kernel, n);
+                continue;
+            }
+            // an elementwise or movement node: join the one kernel group all its consumers are
+            // in; recompute it inside each of a few consumer kernels (cheaper than a round trip
+            // through memory); or materialise it
+            std::set<int> gs;
+            bool ok = !users[n].empty();
+            std::string why;
+            for (const Node* u : users[n]) {
+                Kind uk = kind[u];
+                if (!(uk == Kind::Elementwise || uk == Kind::Movement || uk == Kind::Reduce)) {
+                    ok = false;
+                    why = std::string("consumer ") + op_name(u->op()) + " is not fusible";
+                    break;
+                }
+                if (auto d = groupset.find(u); d != groupset.end()) {
+                    gs.insert(d->second.begin(), d->second.end());
+                    continue;
+                }
+                auto g = group_of.find(u);
+                if (g == group_of.end() || groups[g->second].kind != Group::Kind::Kernel) {
+                    ok = false;
+                    why = std::string("consumer ") + op_name(u->op()) + " is not in a kernel";
+                    break;
+                }
+                gs.insert(g->second);
+            }
+            if (ok && gs.size() > kMaxRecompute) {
+                ok = false;
+                why = "used by " + std::to_string(gs.size()) + " kernels";
+            }
+            for (int g : gs)
+                if (ok && group_size[g] >= kMaxKernelInsts) {
+                    ok = false;
+                    why = "kernel size cap reached";
+                }
+            if (ok && gs.size() == 1) {
+                group_of[n] = *gs.begin();
+                ++group_size[*gs.begin()];
+            } else if (ok) {
+                groupset[n] = gs;
+                for (int g : gs) ++group_size[g];
+                plan.decisions.push_back("recompute " + n->describe(1) + " in " + std::to_string(gs.size()) +
+                                         " kernels");
+            } else {
+                if (!users[n].empty())
+                    plan.decisions.push_back("materialise " + n->describe(1) + ": " + why);
+                new_group(Group::Kind::Kernel, n);
+            }
+        }
+    }
+
+    /// Iteration space and reduced axes of a kernel group (from its first root).
+    void set_space(Group& g) {
+        const Node* r = g.roots[0].get();
+        if (kind[r] == Kind::Reduce) {
+            g.space = r->input(0);
+            g.reduce_axes = r->attr<ReduceAttrs>().axes;
+        } else {
+            g.space = g.roots[0];
+        }
+    }
+
+    /// Groups in dependency order, with g's dependencies as group indices.
+    std::vector<std::set<int>> deps;
+    void compute_deps() {
+        deps.assign(groups.size(), {});
+        for (const Node* n : order) {
+            auto g = group_of.find(n);
+            if (g == group_of.end()) continue;
+            std::function<void(const Node*)> visit = [&](const Node* m) {
+                for (size_t i = 0; i < m->num_inputs(); ++i) {
+                    if (!value_edge(*m, i)) continue;
+                    const Node* x = m->input(i).get();
+                    auto h = group_of.find(x);
+                    if (h != group_of.end()) {
+                        if (h->second != g->second) deps[g->second].insert(h->second);
+                    } else if (inline_node(x)) {
+                        visit(x);
+                    }
+                }
+            };
+            visit(n);
+        }
+    }
+
+    bool depends(int a, int b) { // does group a (transitively) depend on group b?
+        std::vector<int> stack{a};
+        std::unordered_set<int> seen;
+        while (!stack.empty()) {
+            int x = stack.back();
+            stack.pop_back();
+            if (x == b) return true;
+            if (!seen.insert(x).second) continue;
+            for (int d : deps[x]) stack.push_back(d);
+        }
+        return false;
+    }
+
+    /// Merges kernel groups over the same static iteration space (multi-output kernels).
+    void merge_siblings() {
+        for (auto& g : groups)
+            if (g.kind == Group::Kind::Kernel) set_space(g);
+        compute_deps();
+        std::vector<int> alias(groups.size());
+        for (size_t i = 0; i < alias.size(); ++i) alias[i] = int(i);
+        for (size_t a = 0; a < groups.size(); ++a) {
+            Group& ga = groups[a];
+            if (ga.kind != Group::Kind::Kernel || alias[a] != int(a)) continue;
+            if (!is_static(ga.space->shape())) continue;
+            for (size_t b = a + 1; b < groups.size(); ++b) {
+                Group& gb = groups[b];
+                if (gb.kind != Group::Kind::Kernel || alias[b] != int(b)) continue;
+                if (gb.space->shape() != ga.space->shape()) continue;
+                bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
+                if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
+                if (group_size[a] + group_size[b] > kMaxKernelInsts) continue;
+                if (depends(int(a), int(b)) || depends(int(b), int(a))) {
+                    plan.decisions.push_back("not merged: " + gb.roots[0]->describe(1) + " and " +
+                                             ga.roots[0]->describe(1) + " depend on each other");
+                    continue;
+                }
+                // merge b into a; keep the reducing group's space first
+                if (!ra && rb) {
+                    ga.space = gb.space;
+                    ga.reduce_axes = gb.reduce_axes;
+                    std::swap(ga.roots, gb.roots);
+                }
+                for (auto& r : gb.roots) ga.roots.push_back(r);
+                gb.roots.clear();
+                for (auto& [n, g] : group_of)
+                    if (g == int(b)) g = int(a);
+                group_size[a] += group_size[b];
+                for (auto& d : deps) {
+                    if (d.erase(int(b))) d.insert(int(a));
+                }
+                for (int d : deps[b]) deps[a].insert(d);
+                deps[a].erase(int(a));
+                deps[b].clear();
+                alias[b] = int(a);
+                ra = ra || rb;
+            }
+        }
+        // drop merged-away groups, renumber, order by dependencies
+        std::vector<int> remap(groups.size(), -1);
+        std::vector<Group> kept;
+        for (size_t i = 0; i < groups.size(); ++i)
+            if (alias[i] == int(i)) {
+                remap[i] = int(kept.size());
+                kept.push_back(std::move(groups[i]));
+            }
+        std::vector<std::set<int>> kdeps(kept.size());
+        for (size_t i = 0; i < groups.size(); ++i)
+            if (remap[i] >= 0)
+                for (int d : deps[i]) kdeps[remap[i]].insert(remap[d]);
+        for (auto& [n, g] : group_of) g = remap[g];
+        // topological order of groups
+        std::vector<int> state(kept.size(), 0), topo;
+        std::vector<std::pair<int, std::vector<int>>> stack;
+        for (size_t s = 0; s < kept.size(); ++s) {
+            if (state[s]) continue;
+            stack.push_back({int(s), std::vector<int>(kdeps[s].begin(), kdeps[s].end())});
+            state[s] = 1;
+            while (!stack.empty()) {
+                auto& [x, todo] = stack.back();
+                if (!todo.empty()) {
+                    int d = todo.back();
+                    todo.pop_back();
+                    SJ_ASSERT(state[d] != 1) << "fusion produced a cycle between groups";
+                    if (!state[d]) {
+                        state[d] = 1;
+                        stack.push_back({d, std::vector<int>(kdeps[d].begin(), kdeps[d].end())});
+                    }
+                    continue;
+                }
+                state[x] = 2;
+                topo.push_back(x);
+                stack.pop_back();
+            }
+        }
+        std::vector<int> pos(kept.size());
+        for (size_t i = 0; i < topo.size(); ++i) pos[topo[i]] = int(i);
+        for (int t : topo) plan.groups.push_back(std::move(kept[t]));
+        for (auto& [n, g] : group_of) g = pos[g];
+    }
+
+    // ---- per-point expressions -------------------------------------------------------------
+    std::map<Chain, int> chain_ids;
+    int intern(const Chain& c) {
+        auto it = chain_ids.find(c);
+        if (it != chain_ids.end()) return it->second;
+        int id = static_cast<int>(plan.chains.size());
+        plan.chains.push_back(c);
+        chain_ids.emplace(c, id);
+        return id;
+    }
+
+    void build_group(int gi) {
+        Group& g = plan.groups[gi];
+        std::map<std::pair<const Node*, int>, int> memo;
+        std::map<std::pair<const Node*, int>, int> load_of;
+        std::function<int(const Node*, int)> build = [&](const Node* n, int chain) -> int {
+            auto key = std::make_pair(n, chain);
+            if (auto it = memo.find(key); it != memo.end()) return it->second;
+            KInst inst;
+            inst.dtype = n->dtype();
+            bool inline_expand = !has_trait(n->op(), kLeaf) &&
+                                 ((group_of.count(n) && group_of[n] == gi && kind[n] != Kind::Reduce) ||
+                                  inline_node(n));
+            if (n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1) {
+                inst.kind = KInst::Kind::Const;
+                inst.value = n->attr<ConstantAttrs>().value.at(0);
+            } else if (inline_expand && kind[n] == Kind::Movement) {
+                Chain c = plan.chains[chain];
+                c.emplace_back(n, 0);
+                int v = build(n->input(0).get(), intern(c));
+                memo[key] = v;
+                return v;
+            } else if (inline_expand) {
+                inst.kind = KInst::Kind::Op;
+                inst.op = n->op();
+                for (size_t i = 0; i < n->num_inputs(); ++i) {
+                    const Node* x = n->input(i).get();
+                    int c = chain;
+                    if (x->shape() != n->shape()) {
+                        Chain cc = plan.chains[chain];
+                        cc.emplace_back(n, int(i));
+                        c = intern(cc);
+                    }
+                    inst.args[i] = build(x, c);
+                }
+            } else {
+                auto lk = std::make_pair(n, chain);
+                auto it = load_of.find(lk);
+                if (it == load_of.end()) {
+                    it = load_of.emplace(lk, int(g.loads.size())).first;
+                    g.loads.push_back({n->shared_from_this(), chain});
+                }
+                inst.kind = KInst::Kind::Load;
+                inst.load = it->second;
+            }
+            g.insts.push_back(inst);
+            int id = static_cast<int>(g.insts.size()) - 1;
+            memo[key] = id;
+            return id;
+        };
+        for (const auto& r : g.roots) {
+            KOutput o;
+            o.dtype = r->dtype();
+            if (kind[r.get()] == Kind::Reduce) {
+                o.reduced = true;
+                o.reduce_op = r->op();
+                o.value = build(r->input(0).get(), 0);
+            } else {
+                o.value = build(r.get(), 0);
+            }
+            g.outputs.push_back(o);
+        }
+    }
+};
+
+} // namespace
+
+FusionPlan fuse(const std::vector<NodePtr>& roots) {
+    Fuser f;
+    f.plan.chains.push_back({});
+    f.chain_ids[{}] = 0;
+    std::vector<const Node*> rs;
+    for (const auto& r : roots) {
+        rs.push_back(r.get());
+        f.root_set.insert(r.get());
+    }
+    f.order = topo_order(rs);
+    for (const Node* n : f.order) {
+        f.kind[n] = classify(*n);
+        for (size_t i = 0; i < n->num_inputs(); ++i)
+            if (value_edge(*n, i)) f.users[n->input(i).get()].push_back(n);
+    }
+    for (auto& [n, us] : f.users) {
+        std::sort(us.begin(), us.end());
+        us.erase(std::unique(us.begin(), us.end()), us.end());
+    }
+    f.assign();
+    f.merge_siblings();
+    for (size_t g = 0; g < f.plan.groups.size(); ++g)
+        if (f.plan.groups[g].kind == Group::Kind::Kernel) f.build_group(int(g));
+    return std::move(f.plan);
+}
+
+std::string FusionPlan::str() const {
+    std::ostringstream os;
+    for (size_t i = 0; i < groups.size(); ++i) {
+        const Group& g = groups[i];
+        os << "group " << i << " (" << kind_name(g.kind) << "):";
+        for (const auto& r : g.roots) os << " " << r->describe(1) << " " << type_str(r->type());
+        if (g.kind == Group::Kind::Kernel)
+            os << "  [" << g.insts.size() << " insts, " << g.loads.size() << " loads, space "
+               << shape_str(g.space->shape()) << ", reduce " << shape_str(g.reduce_axes) << "]";
+        os << "\n";
+    }
+    for (const auto& d : decisions) os << "  " << d << "\n";
+    return os.str();
+}
+
+} // namespace sj::compiler

@@ -1,0 +1,56 @@
+// The loop-level kernel IR: one fused group as a per-point expression over a loop nest.
+#pragma once
+
+#include <symjax/Node.h>
+
+#include <string>
+#include <vector>
+
+namespace sj::compiler {
+
+/// The innermost-loop stride of a load or store, known when the kernel is compiled so that the
+/// inner loop vectorises; all other strides and sizes are runtime arguments.
+enum class KStride : uint8_t { Zero, One, Any };
+
+/// One SSA value of the per-point expression.
+struct KInst {
+    enum class Kind : uint8_t { Load, Const, Op };
+    Kind kind = Kind::Op;
+    Op op = Op::Add;         // for Kind::Op
+    DType dtype = DType::F32; // result dtype
+    int args[3] = {-1, -1, -1};
+    int load = -1;     // for Kind::Load: index into the kernel's loads
+    double value = 0;  // for Kind::Const
+};
+
+/// An output: `value` stored at every point (full) or combined over the reduction loops with
+/// `reduce_op` (ReduceSum/Prod/Max/Min/Any/All) and stored once per kept point.
+struct KOutput {
+    int value = -1;
+    bool reduced = false;
+    Op reduce_op = Op::ReduceSum;
+    DType dtype = DType::F32;
+};
+
+/// Everything that changes the generated code. Sizes, strides and offsets are runtime arguments:
+///   void kernel(void* const* bufs, const int64_t* params, int64_t begin, int64_t end)
+/// bufs: loads then outputs. params: sizes[rank], then per load and per output
+/// strides[rank] and an offset (elements). The outermost loop runs over [begin, end).
+/// The last `reduce_rank` loops are reduction loops.
+struct KernelSpec {
+    int rank = 0;
+    int reduce_rank = 0;
+    std::vector<DType> load_dtypes;
+    std::vector<KStride> load_inner;
+    std::vector<KStride> out_inner;
+    std::vector<KInst> insts;
+    std::vector<KOutput> outputs;
+
+    /// Canonical text of the spec: the in-memory and disk cache key, and the debug dump.
+    std::string str() const;
+    int num_params() const {
+        return rank + static_cast<int>(load_dtypes.size() + outputs.size()) * (rank + 1);
+    }
+};
+
+} // namespace sj::compiler

@@ -1,0 +1,226 @@
+// plan_kernel: affine index maps from movement chains, loop order, dim collapsing.
+#include "KernelPlan.h"
+
+#include <symjax/Attrs.h>
+
+#include <sstream>
+
+namespace sj::compiler {
+
+namespace {
+
+/// coords of the current node = off + A * idx (rows: node dims, cols: iteration dims)
+struct Affine {
+    std::vector<std::vector<int64_t>> a;
+    std::vector<int64_t> off;
+};
+
+Affine identity(size_t r) {
+    Affine m;
+    m.a.assign(r, std::vector<int64_t>(r, 0));
+    m.off.assign(r, 0);
+    for (size_t i = 0; i < r; ++i) m.a[i][i] = 1;
+    return m;
+}
+
+/// Maps the coordinates of node n (map m) to those of its input i.
+Affine step(const Affine& m, const Node& n, int i, const ShapeOf& shape_of) {
+    const Shape& in = shape_of(n.input(i).get());
+    const Shape& out = shape_of(&n);
+    size_t cols = m.a.empty() ? 0 : m.a[0].size();
+    Affine r;
+    r.a.assign(in.size(), std::vector<int64_t>(cols, 0));
+    r.off.assign(in.size(), 0);
+    auto copy_row = [&](size_t dst, size_t src, int64_t scale, int64_t add) {
+        for (size_t c = 0; c < cols; ++c) r.a[dst][c] = scale * m.a[src][c];
+        r.off[dst] = add + scale * m.off[src];
+    };
+    switch (n.op()) {
+    case Op::Permute: {
+        const auto& p = n.attr<AxesAttrs>().axes;
+        for (size_t k = 0; k < p.size(); ++k) copy_row(p[k], k, 1, 0);
+        return r;
+    }
+    case Op::Broadcast: {
+        const auto& d = n.attr<BroadcastAttrs>().dims;
+        for (size_t k = 0; k < in.size(); ++k)
+            if (in[k] != 1) copy_row(k, d[k], 1, 0);
+        return r;
+    }
+    case Op::Slice: {
+        const auto& s = n.attr<SliceAttrs>();
+        for (size_t k = 0; k < in.size(); ++k) {
+            auto b = slice_bounds(in[k], s.start[k], s.stop[k], s.step[k]);
+            copy_row(k, k, s.step[k], b.start);
+        }
+        return r;
+    }
+    case Op::Flip: {
+        std::vector<bool> f(in.size(), false);
+        for (int64_t a : n.attr<AxesAttrs>().axes) f[a] = true;
+        for (size_t k = 0; k < in.size(); ++k)
+            f[k] ? copy_row(k, k, -1, in[k] - 1) : copy_row(k, k, 1, 0);
+        return r;
+    }
+    default: {
+        // elementwise with NumPy broadcasting: right-aligned, size-1 dims read index 0
+        size_t lead = out.size() - in.size();
+        for (size_t k = 0; k < in.size(); ++k)
+            if (in[k] != 1) copy_row(k, k + lead, 1, 0);
+        return r;
+    }
+    }
+}
+
+} // namespace
+
+KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of) {
+    KernelLaunch L;
+    const Shape& space = shape_of(g.space.get());
+    size_t R = space.size();
+    std::vector<bool> red(R, false);
+    for (int64_t a : g.reduce_axes) red[a] = true;
+
+    // per-operand strides over the iteration dims, plus a base offset
+    struct Access {
+        std::vector<int64_t> stride;
+        int64_t offset = 0;
+    };
+    std::vector<Access> acc;
+    for (const auto& ld : g.loads) {
+        Affine m = identity(R);
+        const Node* cur = nullptr;
+        for (const auto& [node, input] : plan.chains[ld.chain]) {
+            m = step(m, *node, input, shape_of);
+            cur = node->input(input).get();
+        }
+        (void)cur;
+        auto rm = row_major_strides(shape_of(ld.buffer.get()));
+        Access a;
+        a.stride.assign(R, 0);
+        for (size_t j = 0; j < rm.size(); ++j) {
+            for (size_t c = 0; c < R; ++c) a.stride[c] += rm[j] * m.a[j][c];
+            a.offset += rm[j] * m.off[j];
+        }
+        acc.push_back(std::move(a));
+    }
+    for (size_t k = 0; k < g.outputs.size(); ++k) {
+        const Node* r = g.roots[k].get();
+        const Shape& os = shape_of(r);
+        L.out_shapes.push_back(os);
+        Access a;
+        a.stride.assign(R, 0);
+        if (!g.outputs[k].reduced) {
+            a.stride = row_major_strides(os);
+        } else {
+            // the output holds the kept dims (with 1s in place of reduced ones when keepdims)
+            auto rm = row_major_strides(os);
+            bool keep = r->attr<ReduceAttrs>().keepdims;
+            size_t j = 0;
+            for (size_t c = 0; c < R; ++c) {
+                if (red[c]) {
+                    if (keep) ++j;
+                    continue;
+                }
+                a.stride[c] = rm[j++];
+            }
+        }
+        acc.push_back(std::move(a));
+    }
+
+    // loop order: kept dims, then reduced dims
+    std::vector<size_t> loops;
+    for (size_t c = 0; c < R; ++c)
+        if (!red[c]) loops.push_back(c);
+    int nkept = static_cast<int>(loops.size());
+    for (size_t c = 0; c < R; ++c)
+        if (red[c]) loops.push_back(c);
+
+    struct Loop {
+        int64_t size;
+        bool reduce;
+        std::vector<int64_t> stride; // per operand
+    };
+    std::vector<Loop> ls;
+    for (size_t k = 0; k < loops.size(); ++k) {
+        Loop l{space[loops[k]], int(k) >= nkept, {}};
+        for (const auto& a : acc) l.stride.push_back(a.stride[loops[k]]);
+        if (l.size == 1) continue; // a size-1 loop does nothing
+        // collapse into the previous loop when contiguous for every operand
+        if (!ls.empty() && ls.back().reduce == l.reduce) {
+            bool ok = true;
+            for (size_t o = 0; o < acc.size() && ok; ++o) ok = ls.back().stride[o] == l.stride[o] * l.size;
+            if (ok) {
+                ls.back().size *= l.size;
+                ls.back().stride = l.stride;
+                continue;
+            }
+        }
+        ls.push_back(std::move(l));
+    }
+    if (ls.empty()) ls.push_back({1, false, std::vector<int64_t>(acc.size(), 0)});
+
+    KernelSpec& s = L.spec;
+    s.rank = static_cast<int>(ls.size());
+    s.reduce_rank = 0;
+    for (const auto& l : ls) s.reduce_rank += l.reduce;
+    auto classify = [](int64_t st) {
+        return st == 0 ? KStride::Zero : st == 1 ? KStride::One : KStride::Any;
+    };
+    for (size_t k = 0; k < g.loads.size(); ++k) {
+        s.load_dtypes.push_back(g.loads[k].buffer->dtype());
+        s.load_inner.push_back(classify(ls.back().stride[k]));
+    }
+    for (size_t k = 0; k < g.outputs.size(); ++k)
+        s.out_inner.push_back(classify(ls.back().stride[g.loads.size() + k]));
+    s.insts = g.insts;
+    s.outputs = g.outputs;
+
+    for (const auto& l : ls) L.params.push_back(l.size);
+    for (size_t o = 0; o < acc.size(); ++o) {
+        for (const auto& l : ls) L.params.push_back(l.stride[o]);
+        L.params.push_back(acc[o].offset);
+    }
+    L.outer = ls[0].size;
+    L.points = 1;
+    for (const auto& l : ls) L.points *= l.size;
+    for (int64_t d : space) L.points = d == 0 ? 0 : L.points;
+    L.split_reduce = ls[0].reduce;
+    return L;
+}
+
+std::string KernelSpec::str() const {
+    std::ostringstream os;
+    os << "kernel rank=" << rank << " reduce=" << reduce_rank << "\n";
+    auto stride_name = [](KStride k) { return k == KStride::Zero ? "0" : k == KStride::One ? "1" : "n"; };
+    for (size_t i = 0; i < load_dtypes.size(); ++i)
+        os << "  in" << i << ": " << dtype_name(load_dtypes[i]) << " inner=" << stride_name(load_inner[i]) << "\n";
+    for (size_t i = 0; i < insts.size(); ++i) {
+        const KInst& k = insts[i];
+        os << "  v" << i << " = ";
+        switch (k.kind) {
+        case KInst::Kind::Load: os << "load in" << k.load; break;
+        case KInst::Kind::Const: {
+            std::ostringstream v;
+            v.precision(17);
+            v << k.value;
+            os << "const " << v.str();
+            break;
+        }
+        case KInst::Kind::Op:
+            os << op_name(k.op) << "(";
+            for (int a = 0; a < 3 && k.args[a] >= 0; ++a) os << (a ? ", " : "") << "v" << k.args[a];
+            os << ")";
+            break;
+        }
+        os << " : " << dtype_name(k.dtype) << "\n";
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        const KOutput& o = outputs[i];
+        os << "  out" << i << " = " << (o.reduced ? op_name(o.reduce_op) : "store") << " v" << o.value
+           << " : " << dtype_name(o.dtype) << " inner=" << stride_name(out_inner[i]) << "\n";
+    }
+    return os.str();
+}
+
+} // namespace sj::compiler

@@ -1,0 +1,27 @@
+// Binding a fused group to concrete shapes: loop sizes, strides and the kernel spec to compile.
+#pragma once
+
+#include "Fusion.h"
+
+#include <functional>
+
+namespace sj::compiler {
+
+/// A kernel group bound to the shapes of one call: the spec (the code) and its runtime params.
+struct KernelLaunch {
+    KernelSpec spec;
+    std::vector<int64_t> params;   // see KernelSpec
+    std::vector<Shape> out_shapes; // one per output
+    int64_t outer = 0;             // trip count of loop 0 (what threads split)
+    int64_t points = 0;            // iteration points in total
+    bool split_reduce = false;     // loop 0 is a reduction loop: threads write partial results
+};
+
+using ShapeOf = std::function<const Shape&(const Node*)>;
+
+/// Computes the launch of kernel group `g` for the concrete shapes given by `shape_of`:
+/// composes the movement chains into affine strides, orders loops (kept dims, then reduced
+/// dims), collapses contiguous dims and classifies the inner strides.
+KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of);
+
+} // namespace sj::compiler

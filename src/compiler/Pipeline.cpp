@@ -1,0 +1,62 @@
+// The pass pipeline, as a table of contents.
+#include "Pipeline.h"
+
+#include "Canonicalize.h"
+#include "Specialize.h"
+#include "Stabilize.h"
+
+#include <symjax/Graph.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace sj::compiler {
+
+int debug_level() {
+    static int level = [] {
+        const char* e = std::getenv("SJ_DEBUG");
+        return e ? std::atoi(e) : 0;
+    }();
+    return level;
+}
+
+void dump_file(const std::string& name, const std::string& text) {
+    const char* dir = std::getenv("SJ_DUMP");
+    if (!dir || !*dir) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream(std::string(dir) + "/" + name) << text;
+}
+
+namespace {
+void after(const char* pass, const std::vector<NodePtr>& roots, int& step) {
+    if (debug_level() < 5 && !std::getenv("SJ_DUMP")) return;
+    std::vector<Tensor> ts;
+    for (const auto& r : roots) ts.emplace_back(r);
+    std::string text = to_text(ts);
+    if (debug_level() >= 5) std::fprintf(stderr, "[symjax] graph after %s:\n%s", pass, text.c_str());
+    dump_file(std::to_string(step++) + "_" + pass + ".txt", text);
+}
+} // namespace
+
+Compiled compile(const std::vector<NodePtr>& input) {
+    Compiled c;
+    int step = 0;
+    after("build", input, step);
+    c.roots = canonicalize(input, &c.rewrites);
+    after("canonicalize", c.roots, step);
+    c.roots = stabilize(c.roots, &c.rewrites);
+    after("stabilize", c.roots, step);
+    c.roots = canonicalize(c.roots, &c.rewrites);
+    c.roots = specialize(c.roots, &c.rewrites);
+    after("specialize", c.roots, step);
+    c.plan = fuse(c.roots);
+    std::string plan = c.plan.str();
+    if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());
+    dump_file(std::to_string(step++) + "_fusion.txt", plan);
+    return c;
+}
+
+} // namespace sj::compiler

@@ -1,0 +1,75 @@
+// The rewrite driver: post-order sweeps to a fixpoint, with per-pattern hit counters.
+#include "Rewrite.h"
+
+#include <symjax/Attrs.h>
+
+#include <unordered_map>
+
+namespace sj::compiler {
+
+bool splat_value(const Node& n, double* value) {
+    const Node* c = &n;
+    while (c->is(Op::Broadcast) && c->num_inputs() == 1) c = c->input(0).get();
+    if (!c->is(Op::Constant)) return false;
+    const Array& a = c->attr<ConstantAttrs>().value;
+    if (a.size() == 0) return false;
+    double v = a.at(0);
+    for (int64_t i = 1; i < a.size(); ++i)
+        if (!(a.at(i) == v)) return false;
+    *value = v;
+    return true;
+}
+
+std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vector<Pattern>& patterns,
+                             RewriteStats* stats, int max_sweeps) {
+    std::vector<NodePtr> cur = roots;
+    for (int sweep = 0; sweep < max_sweeps; ++sweep) {
+        if (stats) ++stats->sweeps;
+        bool changed = false;
+        std::unordered_map<const Node*, NodePtr> map;
+        std::vector<const Node*> rs;
+        for (const auto& r : cur) rs.push_back(r.get());
+        for (const Node* n : topo_order(rs)) {
+            NodePtr self = n->shared_from_this();
+            if (has_trait(n->op(), kLeaf)) {
+                map[n] = self;
+                continue;
+            }
+            std::vector<NodePtr> ins;
+            bool in_changed = false;
+            for (const auto& i : n->inputs()) {
+                const NodePtr& m = map.at(i.get());
+                in_changed |= m != i;
+                ins.push_back(m);
+            }
+            NodePtr v = in_changed ? Node::make(n->op(), n->attrs(), std::move(ins)) : self;
+            if (in_changed && !n->name().empty() && v->name().empty()) v->set_name(n->name());
+            for (int k = 0; k < 64; ++k) {
+                NodePtr r;
+                for (const auto& p : patterns) {
+                    r = p.apply(v);
+                    if (r) {
+                        if (stats) ++stats->hits[p.name];
+                        break;
+                    }
+                }
+                if (!r || r == v) break;
+                SJ_ASSERT(r->dtype() == v->dtype() && r->rank() == v->rank())
+                    << "rewrite changed the type of " << op_name(v->op()) << ": "
+                    << type_str(v->type()) << " -> " << type_str(r->type());
+                if (!v->name().empty() && r->name().empty()) r->set_name(v->name());
+                v = r;
+                if (has_trait(v->op(), kLeaf)) break;
+            }
+            changed |= v.get() != n;
+            map[n] = v;
+        }
+        std::vector<NodePtr> next;
+        for (const auto& r : cur) next.push_back(map.at(r.get()));
+        cur = std::move(next);
+        if (!changed) break;
+    }
+    return cur;
+}
+
+} // namespace sj::compiler
