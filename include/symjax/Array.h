@@ -29,6 +29,8 @@ public:
     template <class T> static Array scalar(T v);
     /// Every element equal to `v` (converted to dtype).
     static Array full(DType dtype, Shape shape, double v);
+    /// An array whose contents are unspecified (for kernels that write every element).
+    static Array uninitialized(DType dtype, Shape shape);
 
     DType dtype() const { return dtype_; }
     const Shape& shape() const { return shape_; }
@@ -36,6 +38,8 @@ public:
     int64_t size() const { return size_; }
     int64_t nbytes() const { return size_ * dtype_size(dtype_); }
     bool defined() const { return static_cast<bool>(buf_); }
+    /// True when no other Array shares this buffer.
+    bool unique() const { return buf_.use_count() == 1; }
 
     void* raw() { return buf_.get(); }
     const void* raw() const { return buf_.get(); }

@@ -3,17 +3,18 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 namespace sj {
 
 namespace {
-std::shared_ptr<unsigned char> alloc_zeroed(int64_t nbytes) {
+std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero) {
     size_t n = static_cast<size_t>((nbytes + 63) / 64 * 64);
     if (n == 0) n = 64;
     void* p = std::aligned_alloc(64, n);
     if (!p) throw std::bad_alloc();
-    std::memset(p, 0, n);
+    if (zero) std::memset(p, 0, n);
     return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), std::free);
 }
 } // namespace
@@ -23,7 +24,18 @@ Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape))
         SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(shape_)
                                      << " has a negative dim (arrays hold concrete values)";
     size_ = numel(shape_);
-    buf_ = alloc_zeroed(nbytes());
+    buf_ = alloc_bytes(nbytes(), true);
+}
+
+Array Array::uninitialized(DType dtype, Shape shape) {
+    Array a;
+    a.dtype_ = dtype;
+    a.shape_ = std::move(shape);
+    for (int64_t d : a.shape_)
+        SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(a.shape_) << " has a negative dim";
+    a.size_ = numel(a.shape_);
+    a.buf_ = alloc_bytes(a.nbytes(), false);
+    return a;
 }
 
 Array Array::from_buffer(DType dtype, Shape shape, const void* src) {
@@ -37,7 +49,14 @@ Array Array::full(DType dtype, Shape shape, double v) {
     dispatch(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* p = static_cast<T*>(a.raw());
-        T tv = dtype == DType::Bool ? T(v != 0) : static_cast<T>(v);
+        // saturating, NaN -> 0 (as the cast kernels): static_cast of an out-of-range double is UB
+        T tv;
+        if (dtype == DType::Bool) tv = T(v != 0);
+        else if constexpr (std::is_floating_point_v<T>) tv = static_cast<T>(v);
+        else if (std::isnan(v)) tv = T(0);
+        else if (v <= double(std::numeric_limits<T>::lowest())) tv = std::numeric_limits<T>::lowest();
+        else if (v >= double(std::numeric_limits<T>::max())) tv = std::numeric_limits<T>::max();
+        else tv = static_cast<T>(v);
         for (int64_t i = 0; i < a.size(); ++i) p[i] = tv;
     });
     return a;

@@ -40,6 +40,9 @@ struct GroupCall {
 
 struct CallPlan {
     std::vector<TensorType> types; // concrete type per slot
+    /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no
+    /// allocator round trips on the hot path).
+    mutable std::vector<Array> pool;
     std::vector<GroupCall> calls;  // per group
     int64_t intermediate_bytes = 0, peak_bytes = 0;
 };
@@ -122,6 +125,7 @@ public:
         auto it = plans_.find(sig);
         if (it == plans_.end()) it = plans_.emplace(sig, make_plan(inputs)).first;
         const CallPlan& plan = it->second;
+        if (plan.pool.size() != slot_nodes_.size()) plan.pool.resize(slot_nodes_.size());
 
         std::vector<Array> env(slot_nodes_.size());
         for (size_t s = 0; s < slot_nodes_.size(); ++s) {
@@ -204,7 +208,7 @@ private:
             else
                 for (size_t i = 0; i < g.roots[0]->num_inputs(); ++i) {
                     const Node* x = g.roots[0]->input(i).get();
-                    if (g.roots[0]->is(Op::Broadcast) && i == 1) continue;
+                    if (detail::shape_only_input(*g.roots[0], i)) continue;
                     if (slot_.count(x)) s.push_back(slot_.at(x));
                 }
             return s;
@@ -305,7 +309,7 @@ private:
         case Group::Kind::Dot: {
             const Node* r = g.roots[0].get();
             const TensorType& t = plan.types[gc.out_slots[0]];
-            Array out(t.dtype, t.shape);
+            Array out = buffer(plan, gc.out_slots[0], t);
             dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
                         r->attr<DotAttrs>(), out);
             env[gc.out_slots[0]] = std::move(out);
@@ -339,7 +343,7 @@ private:
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.types[gc.out_slots[k]];
             if (k == 0 && gc.inplace_var >= 0) outs.push_back(env[gc.inplace_var]);
-            else outs.emplace_back(t.dtype, t.shape);
+            else outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
         if (L.points == 0) {
             for (size_t k = 0; k < outs.size(); ++k)
@@ -379,6 +383,14 @@ private:
             }
         }
         for (size_t k = 0; k < gc.out_slots.size(); ++k) env[gc.out_slots[k]] = std::move(outs[k]);
+    }
+
+    /// The output buffer of a slot: last call's if nobody else holds it, else a new one.
+    static Array buffer(const CallPlan& plan, int slot, const TensorType& t) {
+        Array& p = plan.pool[slot];
+        if (!p.defined() || !p.unique() || p.shape() != t.shape || p.dtype() != t.dtype)
+            p = Array::uninitialized(t.dtype, t.shape);
+        return p;
     }
 
     static void fill_identity(Array& a, Op op) {

@@ -131,6 +131,7 @@ Value* emit_log1pf(llvm::IRBuilder<>& b, Value* x) {
     Value* r = b.CreateFSub(emit_logf(b, u), corr);
     r = b.CreateSelect(b.CreateFCmpOEQ(u, c(b, 1.0)), x, r);
     r = b.CreateSelect(b.CreateFCmpOEQ(u, c(b, INFINITY)), u, r);
+    r = b.CreateSelect(b.CreateFCmpOEQ(u, c(b, 0.0)), c(b, -INFINITY), r);
     return b.CreateSelect(isnan(b, x), x, r);
 }
 

@@ -1,0 +1,230 @@
+// symjax's side of the benchmarks: one JSON line per result (run by bench/run next to the peers).
+//
+//   symjax_bench elementwise_chain [--n N] [--case fwd|fwd_bwd]
+//   symjax_bench mlp_train [--batch B]          symjax_bench call_overhead
+//   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
+#include <symjax/symjax.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <sys/resource.h>
+#include <thread>
+
+using namespace sj;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::map<std::string, std::string> g_opt;
+std::string opt(const std::string& k, const std::string& def) {
+    auto it = g_opt.find(k);
+    return it == g_opt.end() ? def : it->second;
+}
+int threads() {
+    const char* t = std::getenv("SJ_NUM_THREADS");
+    return t ? std::atoi(t) : int(std::thread::hardware_concurrency());
+}
+double peak_rss_mb() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return double(u.ru_maxrss) / 1024.0;
+}
+
+/// Median seconds per call: warm-up, an inner loop of at least 0.3 s per sample, 7 samples.
+double measure(const std::function<void()>& fn, int warmup = 3, int repeats = 7, double min_s = 0.3) {
+    for (int i = 0; i < warmup; ++i) fn();
+    auto t = Clock::now();
+    fn();
+    double one = std::max(std::chrono::duration<double>(Clock::now() - t).count(), 1e-7);
+    int inner = std::max(1, int(std::ceil(min_s / one)));
+    std::vector<double> s;
+    for (int r = 0; r < repeats; ++r) {
+        t = Clock::now();
+        for (int i = 0; i < inner; ++i) fn();
+        s.push_back(std::chrono::duration<double>(Clock::now() - t).count() / inner);
+    }
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+}
+
+void emit(const std::string& bench, const std::string& cs, double value, const char* unit,
+          const std::string& extra = "") {
+    std::printf("{\"bench\": \"%s\", \"case\": \"%s\", \"impl\": \"symjax\", \"threads\": %d, "
+                "\"value\": %.6g, \"unit\": \"%s\", \"peak_rss_mb\": %.1f%s%s}\n",
+                bench.c_str(), cs.c_str(), threads(), value, unit, peak_rss_mb(), extra.empty() ? "" : ", ",
+                extra.c_str());
+    std::fflush(stdout);
+}
+
+Array randn(const Shape& s, uint64_t seed, double scale = 1.0) {
+    std::mt19937_64 g(seed);
+    std::normal_distribution<float> n(0.f, float(scale));
+    Array a(f32, s);
+    for (int64_t i = 0; i < a.size(); ++i) a.data<float>()[i] = n(g);
+    return a;
+}
+
+void elementwise_chain() {
+    int64_t n = std::stoll(opt("n", std::to_string(1 << 24)));
+    std::string cs = opt("case", "all");
+    Placeholder x({n}, f32, "x");
+    Placeholder a({}, f32, "a"), b({}, f32, "b");
+    Tensor y = sum(tanh(x * a + b) * sigmoid(x) + exp(-x * x));
+    Array xv = randn({n}, 0);
+    if (cs == "fwd" || cs == "all") {
+        Function f = function({x, a, b}, {y});
+        double s = measure([&] { f(xv, 0.7, -0.2); });
+        emit("elementwise_chain", "fwd", s * 1e3, "ms",
+             "\"n\": " + std::to_string(n) + ", \"kernels\": " + std::to_string(f.stats().kernels));
+    }
+    if (cs == "fwd_bwd" || cs == "all") {
+        auto g = gradients(y, {x, a, b});
+        Function f = function({x, a, b}, {y, g[0], g[1], g[2]});
+        double s = measure([&] { f(xv, 0.7, -0.2); });
+        emit("elementwise_chain", "fwd_bwd", s * 1e3, "ms",
+             "\"n\": " + std::to_string(n) + ", \"kernels\": " + std::to_string(f.stats().kernels));
+    }
+}
+
+struct Mlp {
+    Placeholder x{{-1, 784}, f32, "x"};
+    Placeholder y{{-1}, i32, "y"};
+    std::vector<Variable> params, vel;
+    Tensor loss;
+    Updates upd;
+    explicit Mlp(int hidden) {
+        int dims[] = {784, hidden, hidden, 10};
+        for (int l = 0; l < 3; ++l) {
+            double bound = 1.0 / std::sqrt(double(dims[l])); // PyTorch's nn.Linear default
+            std::mt19937_64 g(l + 1);
+            std::uniform_real_distribution<float> u(-float(bound), float(bound));
+            Array W(f32, {dims[l], dims[l + 1]}), B(f32, {dims[l + 1]});
+            for (int64_t i = 0; i < W.size(); ++i) W.data<float>()[i] = u(g);
+            for (int64_t i = 0; i < B.size(); ++i) B.data<float>()[i] = u(g);
+            params.emplace_back(W, "W" + std::to_string(l));
+            params.emplace_back(B, "b" + std::to_string(l));
+        }
+        Tensor h = x;
+        for (int l = 0; l < 3; ++l) {
+            h = matmul(h, params[2 * l]) + params[2 * l + 1];
+            if (l < 2) h = maximum(h, 0.0);
+        }
+        Tensor logp = log_softmax(h, 1);
+        loss = -mean(sum(one_hot(y, 10) * logp, {1}));
+        auto gs = gradients(loss, std::vector<Tensor>(params.begin(), params.end()));
+        for (size_t i = 0; i < params.size(); ++i) {
+            vel.emplace_back(Array(f32, params[i].shape()), "v" + std::to_string(i), false);
+            Tensor v = vel[i] * 0.9 + gs[i]; // torch.optim.SGD(momentum=0.9, dampening=0)
+            upd.add(vel[i], v);
+            upd.add(params[i], params[i] - 0.01 * v);
+        }
+    }
+};
+
+void mlp_train() {
+    int64_t batch = std::stoll(opt("batch", "128"));
+    int hidden = std::stoi(opt("hidden", "512"));
+    Mlp m(hidden);
+    Function step = function({m.x, m.y}, {m.loss}, m.upd);
+    Array xb = randn({batch, 784}, 7);
+    Array yb(i32, {batch});
+    for (int64_t i = 0; i < batch; ++i) yb.data<int32_t>()[i] = int32_t(i % 10);
+    double s = measure([&] { step(xb, yb); });
+    emit("mlp_train", "train", 1.0 / s, "steps/s",
+         "\"batch\": " + std::to_string(batch) + ", \"samples_per_s\": " + std::to_string(batch / s) +
+             ", \"kernels\": " + std::to_string(step.stats().kernels) +
+             ", \"library_calls\": " + std::to_string(step.stats().library_calls));
+    Tensor logits = [&] {
+        Tensor h = m.x;
+        for (int l = 0; l < 3; ++l) {
+            h = matmul(h, m.params[2 * l]) + m.params[2 * l + 1];
+            if (l < 2) h = maximum(h, 0.0);
+        }
+        return h;
+    }();
+    Function infer = function({m.x}, {logits});
+    double si = measure([&] { infer(xb); });
+    emit("mlp_train", "infer", 1.0 / si, "batches/s", "\"batch\": " + std::to_string(batch));
+}
+
+void call_overhead() {
+    Placeholder x({}, f32, "x");
+    Function f = function({x}, {x * 2.0 + 1.0});
+    Array v = Array::scalar(1.5f);
+    double s = measure([&] { f(v); }, 100, 7, 0.3);
+    emit("call_overhead", "scalar", s * 1e6, "us");
+}
+
+void compile_time() {
+    std::string phase = opt("phase", "cold");
+    auto t0 = Clock::now();
+    Mlp m(512);
+    Function step = function({m.x, m.y}, {m.loss}, m.upd);
+    Array xb = randn({128, 784}, 7);
+    Array yb(i32, {128});
+    step(xb, yb); // kernels are specialised on the first call's shapes
+    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    emit("compile_time", "mlp_train_" + phase, ms, "ms");
+}
+
+void mvn_logpdf() {
+    int64_t n = std::stoll(opt("n", "100000")), d = std::stoll(opt("d", "16"));
+    Placeholder x({n, d}, f32, "x");
+    Placeholder mu({d}, f32, "mu");
+    Placeholder L({d, d}, f32, "L");
+    // log N(x; mu, L L^T) = -1/2 |L^-1 (x - mu)|^2 - sum log diag L - d/2 log 2 pi
+    Tensor z = triangular_solve(L, transpose(x - mu), true, true);
+    Tensor diag = sum(L * eye(d, d, f32), {1});
+    Tensor logp = -0.5 * sum(z * z, {0}) - sum(log(diag)) - 0.5 * double(d) * std::log(2 * M_PI);
+    Tensor total = sum(logp);
+    auto g = gradients(total, {mu, L});
+    Array xv = randn({n, d}, 3), muv = randn({d}, 4, 0.1);
+    Array Lv(f32, {d, d});
+    std::mt19937_64 gen(5);
+    std::normal_distribution<float> nd(0, 0.1f);
+    for (int64_t i = 0; i < d; ++i)
+        for (int64_t j = 0; j <= i; ++j) Lv.data<float>()[i * d + j] = i == j ? 1.0f + std::fabs(nd(gen)) : nd(gen);
+    std::string cs = opt("case", "all");
+    if (cs == "fwd" || cs == "all") {
+        Function f = function({x, mu, L}, {logp});
+        emit("mvn_logpdf", "fwd", measure([&] { f(xv, muv, Lv); }) * 1e3, "ms");
+    }
+    if (cs == "fwd_grad" || cs == "all") {
+        Function f = function({x, mu, L}, {logp, g[0], g[1]});
+        emit("mvn_logpdf", "fwd_grad", measure([&] { f(xv, muv, Lv); }) * 1e3, "ms");
+    }
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf [--key value]...\n", argv[0]);
+        return 2;
+    }
+    for (int i = 2; i + 1 < argc; i += 2)
+        if (std::strncmp(argv[i], "--", 2) == 0) g_opt[argv[i] + 2] = argv[i + 1];
+    std::string b = argv[1];
+    try {
+        if (b == "elementwise_chain") elementwise_chain();
+        else if (b == "mlp_train") mlp_train();
+        else if (b == "call_overhead") call_overhead();
+        else if (b == "compile_time") compile_time();
+        else if (b == "mvn_logpdf") mvn_logpdf();
+        else {
+            std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
+            return 2;
+        }
+    } catch (const sj::Error& e) {
+        std::fprintf(stderr, "%s: %s\n", b.c_str(), e.what());
+        return 1;
+    }
+}
