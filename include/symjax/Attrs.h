@@ -55,7 +55,8 @@ struct ReduceAttrs {
     bool keepdims = false;
     SJ_FIELDS(axes, keepdims);
 };
-/// Reshape target: at most one -1, meaning "inferred from the size".
+/// Reshape target: at most one -1, meaning "inferred from the size". With a second input
+/// `like` (same rank as the target), every -1 instead takes like's dim at call time.
 struct ShapeAttrs {
     Shape shape;
     SJ_FIELDS(shape);

@@ -3,6 +3,7 @@
 
 #include <symjax/Tensor.h>
 
+#include <type_traits>
 #include <vector>
 
 namespace sj {
@@ -11,7 +12,12 @@ namespace sj {
 /// built as more graph by walking the graph in reverse and calling each op's gradient rule.
 /// `cost` must be a 0-d float tensor. A wrt that cost does not depend on gets zeros.
 std::vector<Tensor> gradients(const Tensor& cost, const std::vector<Tensor>& wrt);
-Tensor gradients(const Tensor& cost, const Tensor& wrt);
+/// The gradient with respect to one tensor. (A template so that `gradients(c, {x})` picks the
+/// list overload above and returns a list, rather than this one.)
+template <class T, class = std::enable_if_t<std::is_base_of_v<Tensor, T>>>
+Tensor gradients(const Tensor& cost, const T& wrt) {
+    return gradients(cost, std::vector<Tensor>{wrt})[0];
+}
 
 /// Vector-Jacobian product: sum_j cotangent_j * d outputs_j / d wrt (outputs of any shape;
 /// cotangents shaped like them).

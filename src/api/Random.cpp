@@ -114,7 +114,8 @@ Tensor erfinv(const Tensor& x) {
 double below(double v, DType dtype) {
     if (dtype == DType::F32) {
         float f = static_cast<float>(v);
-        if (static_cast<double>(f) >= v) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+        if (static_cast<double>(f) >= v)
+            f = std::nextafter(f, -std::numeric_limits<float>::infinity());
         return f;
     }
     return std::nextafter(v, -std::numeric_limits<double>::infinity());
@@ -157,7 +158,8 @@ Tensor truncated_normal_impl(const Target& t, double lo, double hi, DType dtype,
     SJ_CHECK(lo < hi && !std::isnan(lo) && !std::isnan(hi), InputError)
         << "random::" << t.op << ": need lo < hi, got lo = " << lo << ", hi = " << hi;
     // x = Phi^-1(u) with u uniform in (Phi(lo), Phi(hi)); Phi^-1(u) = sqrt(2) erfinv(2u - 1)
-    // and 2 Phi(x) - 1 = erf(x / sqrt(2)), so draw y = 2u - 1 uniform in (erf(lo/√2), erf(hi/√2)).
+    // and 2 Phi(x) - 1 = erf(x / sqrt(2)), so draw y = 2u - 1 uniform in
+    // (erf(lo / sqrt(2)), erf(hi / sqrt(2))).
     double a = std::erf(lo / M_SQRT2), b = std::erf(hi / M_SQRT2);
     Tensor v = open_unit_uniform(raw_bits(t, splitmix64(seed)), dtype);
     Tensor y = v * (b - a) + a;
@@ -178,7 +180,8 @@ uint64_t next_seed() { return splitmix64(g_seed_state.fetch_add(1)); }
 Tensor bits(const Shape& shape, std::optional<uint64_t> seed) {
     return raw_bits(static_target(shape, "bits"), splitmix64(seed_or_next(seed)));
 }
-Tensor uniform(const Shape& shape, double lo, double hi, DType dtype, std::optional<uint64_t> seed) {
+Tensor uniform(const Shape& shape, double lo, double hi, DType dtype,
+               std::optional<uint64_t> seed) {
     return uniform_impl(static_target(shape, "uniform"), lo, hi, dtype, seed_or_next(seed));
 }
 Tensor normal(const Shape& shape, double mean, double stddev, DType dtype,

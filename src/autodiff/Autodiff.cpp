@@ -82,7 +82,6 @@ std::vector<Tensor> gradients(const Tensor& cost, const std::vector<Tensor>& wrt
     return vjp({cost}, {scalar(1.0, cost.dtype())}, wrt);
 }
 
-Tensor gradients(const Tensor& cost, const Tensor& wrt) { return gradients(cost, std::vector<Tensor>{wrt})[0]; }
 
 Tensor jvp(const Tensor& output, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents) {
     SJ_CHECK(wrt.size() == tangents.size(), Error)

@@ -62,8 +62,11 @@ NodePtr drop_stop_gradient(const NodePtr& n) { return n->is(Op::StopGradient) ? 
 NodePtr reshape_chain(const NodePtr& n) {
     if (!n->is(Op::Reshape)) return nullptr;
     if (is_static(n->shape()) && n->shape() == in0(n)->shape()) return in0(n);
-    if (in0(n)->is(Op::Reshape))
-        return Node::make(Op::Reshape, n->attrs(), {in0(in0(n))});
+    if (in0(n)->is(Op::Reshape)) {
+        std::vector<NodePtr> ins{in0(in0(n))};
+        if (n->num_inputs() == 2) ins.push_back(n->input(1)); // keep the outer shape source
+        return Node::make(Op::Reshape, n->attrs(), std::move(ins));
+    }
     return nullptr;
 }
 

@@ -1,6 +1,8 @@
 // Fusion: producer-consumer grouping in reverse topological order, then sibling merging.
 #include "Fusion.h"
 
+#include "../ops/OpDef.h"
+
 #include <symjax/Attrs.h>
 
 #include <algorithm>
@@ -44,9 +46,7 @@ Kind classify(const Node& n) {
 }
 
 /// Input edges that carry values (broadcast's and philox's second input only give a shape).
-bool value_edge(const Node& n, size_t i) {
-    return !(i == 1 && (n.is(Op::Broadcast) || n.is(Op::PhiloxBits)));
-}
+bool value_edge(const Node& n, size_t i) { return !detail::shape_only_input(n, i); }
 
 const char* kind_name(Group::Kind k) {
     switch (k) {

@@ -158,6 +158,11 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
         }
         ls.push_back(std::move(l));
     }
+    // every reduced axis had size 1 (or there were none): keep one trip so accumulators are
+    // initialised, combined once and stored
+    bool any_reduce = false;
+    for (const auto& l : ls) any_reduce |= l.reduce;
+    if (!g.reduce_axes.empty() && !any_reduce) ls.push_back({1, true, std::vector<int64_t>(acc.size(), 0)});
     if (ls.empty()) ls.push_back({1, false, std::vector<int64_t>(acc.size(), 0)});
 
     KernelSpec& s = L.spec;

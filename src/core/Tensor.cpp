@@ -73,7 +73,8 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
             unknown += s.shape()[i] < 0;
         }
     if (unknown <= 1) return reshape(s, out);
-    return squeeze(s, drop);
+    // several unknown dims: summing over the dropped dims (size 1) removes them without sizes
+    return s.dtype() == DType::Bool ? any(s, drop) : sum(s, drop);
 }
 
 } // namespace sj

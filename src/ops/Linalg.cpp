@@ -178,19 +178,22 @@ TensorType infer_triangular_solve(const InferCtx& c) {
     int64_t n = as[r - 1] >= 0 ? as[r - 1] : as[r - 2];
     auto fail = [&](const std::string& why) {
         std::ostringstream os;
-        os << c.where() << ": A = " << c.name(0) << " has shape " << shape_str(as) << ", B = "
-           << c.name(1) << " has shape " << shape_str(bs) << "; " << why;
+        os << c.where() << ": the matrix " << c.name(0) << " has shape " << shape_str(as)
+           << ", the right-hand side " << c.name(1) << " has shape " << shape_str(bs) << "; "
+           << why;
         shape_fail(c, os.str());
     };
     if (bs.size() != r)
-        fail("expected B of rank " + std::to_string(r) + " (the same batch dims as A)");
+        fail("expected a right-hand side of rank " + std::to_string(r) +
+             " (the same batch dims as the matrix)");
     for (size_t i = 0; i + 2 < r; ++i)
         if (!dims_agree(as[i], bs[i]))
             fail("batch dim " + std::to_string(i) + " differs (" + std::to_string(as[i]) + " vs " +
                  std::to_string(bs[i]) + ")");
     size_t bdim = a.left_side ? r - 2 : r - 1;
     if (!dims_agree(n, bs[bdim]))
-        fail("dim " + std::to_string(bdim) + " of B must equal n = " + std::to_string(n) +
+        fail("dim " + std::to_string(bdim) + " of the right-hand side must equal n = " +
+             std::to_string(n) +
              (a.left_side ? " (left side: B is [..., n, k])" : " (right side: B is [..., k, n])"));
     Shape out = bs;
     for (size_t i = 0; i + 2 < r; ++i)
@@ -294,9 +297,11 @@ Tensor dot_general(const Tensor& a, const Tensor& b, const DotDims& dims) {
 // Note [matmul without broadcast nodes]
 // matmul never materialises a broadcast: a leading dim that both operands have becomes a
 // dot_general batch dim; a dim that one operand lacks, or has as a static 1 while the other's
-// is not 1, becomes a free dim of the other operand (the size-1 dim is squeezed away). A final
-// permute puts the dims in NumPy's order [batch..., m, n]. When a dim is -1 on one side and
-// known on the other, it is a batch dim and dot_general checks the sizes at call time.
+// is not a static 1 (it may be -1), becomes a free dim of the other operand (the size-1 dim is
+// squeezed away), which is right whatever size the other dim has at call time. A final permute
+// puts the dims in NumPy's order [batch..., m, n]. A dim that is -1 on one side and a known
+// size > 1 (or -1) on the other is a batch dim, and dot_general checks the sizes at call time.
+// Plain 2-d x 2-d is a single dot_general.
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
     auto [a, b] = promoted(a0, b0);
     int ra = a.rank(), rb = b.rank();
@@ -322,10 +327,10 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
         if (ia < 0) { kind[i] = BOnly; continue; }
         if (ib < 0) { kind[i] = AOnly; continue; }
         int64_t da = sa[ia], db = sb[ib];
-        if (da == 1 && db != 1 && db != -1) {
+        if (da == 1 && db != 1) {
             kind[i] = BOnly;
             squeeze_a.push_back(ia);
-        } else if (db == 1 && da != 1 && da != -1) {
+        } else if (db == 1 && da != 1) {
             kind[i] = AOnly;
             squeeze_b.push_back(ib);
         } else {

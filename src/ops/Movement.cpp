@@ -13,6 +13,20 @@ namespace {
 TensorType infer_reshape(const InferCtx& c) {
     const Shape& target = c.attr<ShapeAttrs>().shape;
     const Shape& s = c.in[0].shape;
+    if (c.in.size() == 2) { // -1 dims follow `like`
+        const Shape& like = c.in[1].shape;
+        SJ_CHECK(like.size() == target.size(), ShapeError)
+            << c.where() << ": shape source " << shape_str(like) << " has rank " << like.size()
+            << ", target " << shape_str(target) << " has rank " << target.size();
+        Shape out = target;
+        for (size_t i = 0; i < out.size(); ++i)
+            if (out[i] == -1) out[i] = like[i];
+        int64_t n = numel(s), m = numel(out);
+        SJ_CHECK(n < 0 || m < 0 || n == m, ShapeError)
+            << c.where() << ": cannot reshape " << shape_str(s) << " (" << n << " elements) into "
+            << shape_str(out) << " (" << m << " elements)";
+        return {c.in[0].dtype, out};
+    }
     int infer_at = -1;
     int64_t known = 1;
     for (size_t i = 0; i < target.size(); ++i) {
@@ -169,7 +183,9 @@ void register_grads(OpDef* t) {
     // reshape back to the input's shape (one unknown dim is inferred; more keep the input's
     // dims through the runtime shape of the input)
     t[int(Op::Reshape)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
-        d[0] = reshape(g, n.input(0)->shape());
+        const Shape& s = n.input(0)->shape();
+        if (std::count(s.begin(), s.end(), int64_t(-1)) <= 1) d[0] = reshape(g, s);
+        else d[0] = detail::make(Op::Reshape, {g, in(n, 0)}, ShapeAttrs{s}); // dims follow x
     };
     // inverse permutation
     t[int(Op::Permute)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {

@@ -61,6 +61,11 @@ void accumulate(Tensor& slot, const Tensor& g);
 } // namespace sj::detail
 
 namespace sj::detail {
+/// True when input i of n only provides a shape (broadcast's, reshape's and philox's `like`):
+/// its values are never read, so it need not be computed.
+inline bool shape_only_input(const Node& n, size_t i) {
+    return i == 1 && (n.is(Op::Broadcast) || n.is(Op::Reshape) || n.is(Op::PhiloxBits));
+}
 /// Builds (or finds) the node op(inputs) with attrs and returns its handle.
 Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});
 /// Sums g down to `shape` (the static shape of an input that was broadcast to g's shape):

@@ -74,14 +74,16 @@ void register_grads(OpDef* t) {
     t[int(Op::ReduceProd)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         const auto& a = n.attr<ReduceAttrs>();
         Tensor x = in(n, 0);
-        Tensor nz = ne(x, zeros_like(x));
-        Tensor safe = where(nz, x, ones_like(x));
+        Tensor z = zeros_like(x), one = ones_like(x);
+        Tensor nz = ne(x, z);
+        Tensor safe = where(nz, x, one);
+        Tensor y = expand_back(n, Tensor(n.shared_from_this())); // prod(x): 0 once a zero exists
         Tensor prod_nz = expand_back(n, prod(safe, a.axes, a.keepdims));
         Tensor zeros = expand_back(n, sum(cast(logical_not(nz), x.dtype()), a.axes, a.keepdims));
-        Tensor none_zero = prod_nz / safe;
-        Tensor one_zero = where(logical_not(nz), prod_nz, zeros_like(x));
-        Tensor z = zeros_like(x);
-        d[0] = expand_back(n, g) * where(eq(zeros, z), none_zero, where(eq(zeros, ones_like(x)), one_zero, z));
+        // the other zero when there are exactly two (0 in value, but differentiable in x)
+        Tensor zsum = expand_back(n, sum(where(nz, z, x), a.axes, a.keepdims));
+        Tensor others = where(eq(zeros, one), one, where(eq(zeros, full_like(x, 2.0)), zsum - x, z));
+        d[0] = expand_back(n, g) * where(nz, y / safe, prod_nz * others);
     };
     // d max / dx_i = [x_i == max] / (number of maxima)
     auto minmax = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {

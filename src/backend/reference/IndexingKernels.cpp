@@ -62,7 +62,11 @@ Array scatter_add_kernel(const KernelCtx& c) {
             int64_t j = checked_index(c, idx, k, len);
             for (int64_t o = 0; o < outer; ++o)
                 for (int64_t i = 0; i < inner; ++i)
-                    q[(o * len + j) * inner + i] = T(q[(o * len + j) * inner + i] + u[(o * m + k) * inner + i]);
+                {
+                    T& dst = q[(o * len + j) * inner + i];
+                    T src = u[(o * m + k) * inner + i];
+                    dst = x.dtype() == DType::Bool ? T(dst || src) : T(dst + src); // bool: NumPy's or
+                }
         }
     });
     return out;

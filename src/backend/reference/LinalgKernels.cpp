@@ -90,6 +90,11 @@ int64_t batch_count(const Shape& s) {
     return n;
 }
 
+/// "cholesky(M)", or "cholesky L" for a node the user named L.
+std::string where(const Node& n) {
+    return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
+}
+
 // A = L L^T, Cholesky-Banachiewicz, row by row, reading only the lower triangle of A
 Array cholesky_kernel(const KernelCtx& c) {
     const Array& x = c.in[0];
@@ -106,7 +111,7 @@ Array cholesky_kernel(const KernelCtx& c) {
                 for (int64_t k = 0; k < j; ++k) s -= l[i * n + k] * l[j * n + k];
                 if (i == j) {
                     SJ_CHECK(s > 0, InputError)
-                        << "cholesky(" << c.node.describe() << "): matrix " << b << " of "
+                        << where(c.node) << ": matrix " << b << " of "
                         << shape_str(x.shape()) << " is not positive definite (its leading minor "
                         << "of order " << i + 1 << " is not positive)";
                     l[i * n + i] = std::sqrt(s);

@@ -1,0 +1,845 @@
+// The op table: one row per primitive of Ops.def (and per composite), run by the op harness.
+#include "OpHarness.h"
+
+#include "ops/OpDef.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace sj::test {
+namespace {
+
+using Xs = const std::vector<Tensor>&;
+
+const std::vector<DType> kFloat = {DType::F32, DType::F64};
+const std::vector<DType> kInt = {DType::U8, DType::I32, DType::I64, DType::U32};
+const std::vector<DType> kNumeric = {DType::U8,  DType::I32, DType::I64,
+                                     DType::U32, DType::F32, DType::F64};
+const std::vector<DType> kAll = {DType::Bool, DType::U8,  DType::I32, DType::I64,
+                                 DType::U32,  DType::F32, DType::F64};
+const std::vector<DType> kBool = {DType::Bool};
+
+// 0-d, size 1, odd sizes, and size-0 dims.
+const std::vector<Shape> kUnaryShapes = {{}, {0}, {1}, {7}, {3, 5, 7}, {2, 0, 3}};
+// Equal shapes, size-1 broadcast dims on either side, rank extension, 0-d and size-0 dims.
+const std::vector<std::pair<Shape, Shape>> kBinaryShapes = {
+    {{}, {}},     {{7}, {7}},       {{3, 5, 7}, {3, 5, 7}}, {{3, 1, 7}, {5, 1}}, {{}, {2, 3}},
+    {{4, 1}, {}}, {{0, 3}, {1, 3}}, {{2, 0}, {2, 1}},       {{1}, {3, 1}}};
+
+In with_shape(In proto, Shape s) {
+    proto.shape = std::move(s);
+    return proto;
+}
+
+std::vector<Case> unary_cases(const In& proto) {
+    std::vector<Case> cs;
+    for (const auto& s : kUnaryShapes)
+        cs.push_back({{with_shape(proto, s)}});
+    return cs;
+}
+
+std::vector<Case> binary_cases(const In& a, const In& b) {
+    std::vector<Case> cs;
+    for (const auto& [sa, sb] : kBinaryShapes)
+        cs.push_back({{with_shape(a, sa), with_shape(b, sb)}});
+    return cs;
+}
+
+/// A case from inputs with the given generator.
+Case shapes(std::initializer_list<Shape> ss, Gen g = Gen::Any) {
+    Case c;
+    for (const auto& s : ss)
+        c.inputs.push_back(in(s, g));
+    return c;
+}
+std::vector<Case> each(std::initializer_list<Shape> ss, Gen g = Gen::Any) {
+    std::vector<Case> cs;
+    for (const auto& s : ss)
+        cs.push_back({{in(s, g)}});
+    return cs;
+}
+Case forward_only(Case c) {
+    c.grad = false;
+    return c;
+}
+Case static_only(Case c) {
+    c.dynamic = false;
+    return c;
+}
+const std::vector<DType> kSigned = {DType::I32, DType::I64, DType::F32, DType::F64};
+/// A case of negative values: only for the signed dtypes.
+Case signed_only(Case c) {
+    c.only = kSigned;
+    return c;
+}
+
+std::vector<OpRow> make_table() {
+    std::vector<OpRow> t;
+
+    // ---- elementwise unary, float only ----------------------------------------------------
+    struct Unary {
+        const char* name;
+        Tensor (*f)(const Tensor&);
+        In gen;
+        GradCheck grad;
+    };
+    const Unary float_unary[] = {
+        {"exp", exp, in_range({}, -3, 3), GradCheck::FiniteDiff},
+        {"expm1", expm1, in_range({}, -3, 3), GradCheck::FiniteDiff},
+        {"log", log, in({}, Gen::Positive), GradCheck::FiniteDiff},
+        {"log1p", log1p, in_range({}, -0.9, 3), GradCheck::FiniteDiff},
+        {"sqrt", sqrt, in({}, Gen::Positive), GradCheck::FiniteDiff},
+        {"rsqrt", rsqrt, in({}, Gen::Positive), GradCheck::FiniteDiff},
+        {"reciprocal", reciprocal, in({}, Gen::NonZero), GradCheck::FiniteDiff},
+        {"sin", sin, in({}), GradCheck::FiniteDiff},
+        {"cos", cos, in({}), GradCheck::FiniteDiff},
+        {"tan", tan, in_range({}, -1.2, 1.2), GradCheck::FiniteDiff}, // away from the poles
+        {"tanh", tanh, in({}), GradCheck::FiniteDiff},
+        {"erf", erf, in({}), GradCheck::FiniteDiff},
+        // piecewise constant: the gradient is zero away from the jumps (random inputs are)
+        {"floor", floor, in({}), GradCheck::FiniteDiff},
+        {"ceil", ceil, in({}), GradCheck::FiniteDiff},
+        {"round", round, in({}), GradCheck::FiniteDiff},
+        {"isnan", isnan, in({}), GradCheck::None},
+        {"isinf", isinf, in({}), GradCheck::None},
+    };
+    for (const auto& u : float_unary) {
+        auto f = u.f;
+        OpRow r{.name = u.name,
+                .op = u.name,
+                .build = [f](Xs x) { return f(x[0]); },
+                .cases = unary_cases(u.gen),
+                .dtypes = kFloat,
+                .grad = u.grad};
+        r.second_order = u.grad == GradCheck::FiniteDiff;
+        r.specials = true;
+        if (r.name == "round") // halves round to even
+            r.cases.push_back(forward_only(
+                {{in_values({9}, {-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.4999999, -3.5})}}));
+        t.push_back(std::move(r));
+    }
+
+    // ---- elementwise unary on every numeric dtype ------------------------------------------
+    t.push_back({.name = "neg",
+                 .op = "neg",
+                 .build = [](Xs x) { return neg(x[0]); },
+                 .cases = unary_cases(in({})),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+    t.push_back({.name = "abs",
+                 .op = "abs",
+                 .build = [](Xs x) { return abs(x[0]); },
+                 .cases = unary_cases(in({}, Gen::NonZero)),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+    {
+        OpRow r{.name = "sign",
+                .op = "sign",
+                .build = [](Xs x) { return sign(x[0]); },
+                .cases = unary_cases(in({}, Gen::NonZero)),
+                .dtypes = kNumeric,
+                .grad = GradCheck::FiniteDiff,
+                .second_order = true,
+                .specials = true};
+        r.cases.push_back(signed_only(forward_only({{in_values({4}, {0, -0.0, 2, -3})}})));
+        t.push_back(std::move(r));
+    }
+    t.push_back({.name = "logical_not",
+                 .op = "logical_not",
+                 .build = [](Xs x) { return logical_not(x[0]); },
+                 .cases = unary_cases(in({})),
+                 .dtypes = kBool});
+    t.push_back({.name = "stop_gradient",
+                 .op = "stop_gradient",
+                 .build = [](Xs x) { return stop_gradient(x[0]); },
+                 .cases = unary_cases(in({})),
+                 .dtypes = kAll,
+                 .grad = GradCheck::Zero,
+                 .specials = true});
+
+    // ---- cast: every source dtype to every target dtype -------------------------------------
+    for (DType to : kAll) {
+        OpRow r{.name = std::string("cast_to_") + dtype_name(to),
+                .op = "cast",
+                // negative and > 255 values exercise wrapping (ints) and saturation (floats)
+                .build = [to](Xs x) { return cast(x[0], to); },
+                .cases = unary_cases(in_range({}, -3.7, 300.5)),
+                .dtypes = kAll};
+        r.specials = true;
+        if (to == DType::F64) {
+            // f32 -> f64 passes the gradient through; the f64 cost resolves f32 steps exactly
+            r.grad = GradCheck::FiniteDiff;
+            r.grad_dtypes = {DType::F32};
+        }
+        t.push_back(std::move(r));
+    }
+
+    // ---- elementwise binary -----------------------------------------------------------------
+    struct Binary {
+        const char* name;
+        Tensor (*f)(const Tensor&, const Tensor&);
+        In a, b;
+        std::vector<DType> dtypes;
+        GradCheck grad;
+    };
+    const Binary binary[] = {
+        {"add", add, in({}), in({}), kNumeric, GradCheck::FiniteDiff},
+        {"sub", sub, in({}), in({}), kNumeric, GradCheck::FiniteDiff},
+        {"mul", mul, in({}), in({}), kNumeric, GradCheck::FiniteDiff},
+        {"div", div, in({}), in({}, Gen::NonZero), kNumeric, GradCheck::FiniteDiff},
+        {"pow", pow, in({}, Gen::Positive), in_range({}, -2, 2), kFloat, GradCheck::FiniteDiff},
+        {"max", maximum, in({}), in({}), kAll, GradCheck::FiniteDiff},
+        {"min", minimum, in({}), in({}), kAll, GradCheck::FiniteDiff},
+        {"mod", mod, in({}), in({}, Gen::NonZero), kNumeric, GradCheck::FiniteDiff},
+        {"atan2", atan2, in({}), in({}), kFloat, GradCheck::FiniteDiff},
+        {"eq", eq, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"ne", ne, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"lt", lt, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"le", le, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"gt", gt, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"ge", ge, in({}, Gen::Ties), in({}, Gen::Ties), kAll, GradCheck::None},
+        {"logical_and", logical_and, in({}), in({}), kBool, GradCheck::None},
+        {"logical_or", logical_or, in({}), in({}), kBool, GradCheck::None},
+        {"logical_xor", logical_xor, in({}), in({}), kBool, GradCheck::None},
+    };
+    for (const auto& b : binary) {
+        auto f = b.f;
+        OpRow r{.name = b.name,
+                .op = b.name,
+                .build = [f](Xs x) { return f(x[0], x[1]); },
+                .cases = binary_cases(b.a, b.b),
+                .dtypes = b.dtypes,
+                .grad = b.grad};
+        r.second_order = b.grad == GradCheck::FiniteDiff;
+        r.specials = b.dtypes != kBool;
+        if (r.name == "max" || r.name == "min") // ties: forward only (not differentiable there)
+            r.cases.push_back(forward_only(shapes({{3, 4}, {3, 4}}, Gen::Ties)));
+        t.push_back(std::move(r));
+    }
+    {
+        auto where_case = [](Shape c, Shape a, Shape b) {
+            return Case{{in_bool(std::move(c)), in(std::move(a)), in(std::move(b))}};
+        };
+        t.push_back({.name = "where",
+                     .op = "where",
+                     .build = [](Xs x) { return where(x[0], x[1], x[2]); },
+                     .cases = {where_case({3, 1}, {3, 4}, {4}), where_case({}, {2}, {}),
+                               where_case({2, 3}, {2, 3}, {2, 3}), where_case({0, 2}, {1, 2}, {2}),
+                               where_case({1}, {}, {5}), where_case({}, {}, {})},
+                     .dtypes = kAll,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .specials = true});
+    }
+
+    // ---- reductions -------------------------------------------------------------------------
+    std::vector<DType> sum_dtypes = kAll; // sum casts bool to i64 first
+    t.push_back({.name = "sum_axis1",
+                 .op = "reduce_sum",
+                 .build = [](Xs x) { return sum(x[0], {1}); },
+                 .cases = each({{3, 5, 7}, {2, 0, 3}, {4, 1}, {1, 6}}),
+                 .dtypes = sum_dtypes,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "sum_all",
+                 .op = "reduce_sum",
+                 .build = [](Xs x) { return sum(x[0]); },
+                 .cases = each({{}, {0}, {7}, {3, 5}}),
+                 .dtypes = sum_dtypes,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+    t.push_back({.name = "sum_keepdims",
+                 .op = "reduce_sum",
+                 .build =
+                     [](Xs x) {
+                         return sum(x[0], {0, -1}, true);
+                     },
+                 .cases = each({{3, 5, 7}, {0, 2, 3}, {2, 3, 0}}),
+                 .dtypes = sum_dtypes,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    {
+        // zeros exercise the three branches of the gradient (no zero, one zero, two or more);
+        // integer values stay small so products do not overflow
+        In z = in_range({}, -1.5, 1.5);
+        z.gen = Gen::WithZeros;
+        std::vector<Case> cs;
+        for (Shape s : std::vector<Shape>{{3, 5}, {4, 0}, {0, 3}, {5, 1}})
+            cs.push_back({{with_shape(z, s)}});
+        cs.push_back(signed_only({{in_values({3, 3}, {0, 2, 3, 0, 0, 1, 1, 2, -1})}}));
+        t.push_back({.name = "prod_axis1",
+                     .op = "reduce_prod",
+                     .build = [](Xs x) { return prod(x[0], {1}); },
+                     .cases = cs,
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+        std::vector<Case> all;
+        for (Shape s : std::vector<Shape>{{}, {6}, {0}, {2, 3}})
+            all.push_back({{with_shape(z, s)}});
+        t.push_back({.name = "prod_all",
+                     .op = "reduce_prod",
+                     .build = [](Xs x) { return prod(x[0]); },
+                     .cases = all,
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .specials = true});
+    }
+    for (bool is_max : {true, false}) {
+        std::string op = is_max ? "reduce_max" : "reduce_min";
+        std::string base = is_max ? "max" : "min";
+        auto f = is_max ? static_cast<Tensor (*)(const Tensor&, const Axes&, bool)>(max)
+                        : static_cast<Tensor (*)(const Tensor&, const Axes&, bool)>(min);
+        std::vector<Case> cs = each({{3, 5}, {4, 1}, {0, 3}, {2, 3, 4}}, Gen::Distinct);
+        cs.push_back(forward_only(shapes({{4, 6}}, Gen::Ties)));
+        t.push_back({.name = base + "_axis1",
+                     .op = op,
+                     .build = [f](Xs x) { return f(x[0], {1}, false); },
+                     .cases = cs,
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+        t.push_back({.name = base + "_all_keepdims",
+                     .op = op,
+                     .build = [f](Xs x) { return f(x[0], {}, true); },
+                     .cases = each({{}, {7}, {2, 3}}, Gen::Distinct),
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .specials = true});
+    }
+    t.push_back({.name = "any_axis1",
+                 .op = "reduce_any",
+                 .build = [](Xs x) { return any(x[0], {1}); },
+                 .cases = each({{3, 5}, {2, 0}, {0, 3}, {4, 1}}, Gen::Ties),
+                 .dtypes = kAll});
+    t.push_back({.name = "all_axis1",
+                 .op = "reduce_all",
+                 .build = [](Xs x) { return all(x[0], {1}); },
+                 .cases = each({{3, 5}, {2, 0}, {0, 3}, {4, 1}}, Gen::Ties),
+                 .dtypes = kAll});
+    t.push_back({.name = "any_all",
+                 .op = "reduce_any",
+                 .build = [](Xs x) { return any(x[0]); },
+                 .cases = each({{}, {0}, {7}, {2, 3}}, Gen::Ties),
+                 .dtypes = kAll,
+                 .specials = true});
+    t.push_back({.name = "all_all",
+                 .op = "reduce_all",
+                 .build = [](Xs x) { return all(x[0]); },
+                 .cases = each({{}, {0}, {7}, {2, 3}}, Gen::Ties),
+                 .dtypes = kAll,
+                 .specials = true});
+    for (bool is_max : {true, false}) {
+        std::string op = is_max ? "argmax" : "argmin";
+        auto f = is_max ? argmax : argmin;
+        std::vector<Case> cs = each({{3, 5}, {4, 1}, {0, 3}, {2, 3, 4}});
+        cs.push_back(shapes({{4, 6}}, Gen::Ties)); // ties: the first occurrence wins
+        t.push_back({.name = op + "_axis1",
+                     .op = op,
+                     .build = [f](Xs x) { return f(x[0], 1, false); },
+                     .cases = cs,
+                     .dtypes = kNumeric});
+        t.push_back({.name = op + "_axis0_keepdims",
+                     .op = op,
+                     .build = [f](Xs x) { return f(x[0], 0, true); },
+                     .cases = each({{5}, {3, 4}, {1}}, Gen::Ties),
+                     .dtypes = kNumeric,
+                     .specials = true}); // NaN: the first NaN wins, as NumPy
+    }
+    t.push_back({.name = "cumsum_axis1",
+                 .op = "cumsum",
+                 .build = [](Xs x) { return cumsum(x[0], 1); },
+                 .cases = each({{3, 5}, {2, 0}, {0, 3}, {2, 4, 3}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "cumsum_reverse",
+                 .op = "cumsum",
+                 .build = [](Xs x) { return cumsum(x[0], 0, true); },
+                 .cases = each({{7}, {3, 2}, {0}, {1}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+
+    // ---- movement ---------------------------------------------------------------------------
+    // dynamic_grad = false where the gradient rule needs static dims by design (it says so
+    // with a ShapeError at build time)
+    auto movement = [&](std::string name, std::string op, Builder b, std::vector<Case> cs,
+                        bool dynamic_grad = true) {
+        t.push_back({.name = std::move(name),
+                     .op = std::move(op),
+                     .build = std::move(b),
+                     .cases = std::move(cs),
+                     .dtypes = kAll,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .dynamic_grad = dynamic_grad});
+    };
+    movement(
+        "reshape", "reshape",
+        [](Xs x) {
+            return reshape(x[0], {5, -1});
+        },
+        each({{3, 5, 7}, {5}, {0, 5}, {10}, {5, 1, 1}}));
+    movement(
+        "permute", "permute",
+        [](Xs x) {
+            return transpose(x[0], {2, 0, 1});
+        },
+        each({{3, 5, 7}, {2, 0, 3}, {1, 4, 1}, {2, 3, 1}}));
+    movement(
+        "broadcast_to", "broadcast",
+        [](Xs x) {
+            return broadcast_to(x[0], {2, 3, 5});
+        },
+        each({{}, {1}, {5}, {3, 1}, {1, 5}, {2, 1, 1}, {1, 3, 5}}));
+    movement(
+        "broadcast_to_empty", "broadcast",
+        [](Xs x) {
+            return broadcast_to(x[0], {0, 3});
+        },
+        each({{3}, {1, 3}, {}, {1}}));
+    movement(
+        "slice_step", "slice",
+        [](Xs x) {
+            return slice(x[0], {1, 0, -5}, {Index::kEnd, 5, Index::kEnd}, {2, 2, 1});
+        },
+        each({{3, 5, 7}, {4, 6, 8}, {2, 0, 9}, {1, 1, 1}}), /*dynamic_grad=*/false);
+    movement(
+        "slice_negative", "slice", [](Xs x) { return slice_axis(x[0], -1, -4, -1); },
+        each({{7}, {3, 5}, {2, 2}, {0}}), /*dynamic_grad=*/false); // negative starts
+    movement(
+        "pad_lohi", "pad",
+        [](Xs x) {
+            return pad(x[0], {1, 0}, {2, 1}, 3.5);
+        },
+        each({{3, 4}, {0, 2}, {1, 1}, {2, 0}}));
+    movement(
+        "pad_interior", "pad",
+        [](Xs x) {
+            return pad(x[0], {0, 1}, {1, 0}, {1, 2}, 2.5);
+        },
+        each({{3, 4}, {1, 3}, {2, 0}, {0, 0}}));
+    movement(
+        "flip", "flip",
+        [](Xs x) {
+            return flip(x[0], {0, 2});
+        },
+        each({{3, 5, 7}, {2, 0, 3}, {1, 2, 1}, {4, 1, 2}}));
+    movement(
+        "concat_axis1", "concat",
+        [](Xs x) {
+            return concat({x[0], x[1], x[2]}, 1);
+        },
+        {shapes({{2, 3, 4}, {2, 0, 4}, {2, 1, 4}}), shapes({{1, 1}, {1, 2}, {1, 0}}),
+         shapes({{0, 2}, {0, 1}, {0, 3}})},
+        /*dynamic_grad=*/false); // the sizes along the axis
+    movement(
+        "concat_axis0", "concat",
+        [](Xs x) {
+            return concat({x[0], x[1]}, 0);
+        },
+        {shapes({{3}, {4}}), shapes({{0}, {2}}), shapes({{2, 2}, {1, 2}})},
+        /*dynamic_grad=*/false);
+
+    // ---- indexing ---------------------------------------------------------------------------
+    t.push_back({.name = "gather_axis0",
+                 .op = "gather",
+                 .build = [](Xs x) { return gather(x[0], x[1], 0); },
+                 .cases = {{{in({5, 3}), in_index({4}, 0, 5)}},
+                           {{in({5}), in_index({}, 0, 5)}},
+                           {{in({5, 3}), in_index({2, 2}, 0, 5, DType::I32)}},
+                           {{in({5, 3}), in_index({0}, 0, 5)}},
+                           {{in({1, 2}), in_index({3}, 0, 1, DType::U8)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "gather_axis1",
+                 .op = "gather",
+                 .build = [](Xs x) { return gather(x[0], x[1], 1); },
+                 .cases = {{{in({2, 4, 3}), in_index({3}, 0, 4)}},
+                           {{in({2, 4}), in_index({2, 2}, 0, 4, DType::U8)}},
+                           {{in({0, 4}), in_index({2}, 0, 4, DType::I32)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    // bool included: adding into a bool must stay a bool (NumPy: logical or)
+    t.push_back({.name = "scatter_add_axis0",
+                 .op = "scatter_add",
+                 .build = [](Xs x) { return scatter_add(x[0], x[1], x[2], 0); },
+                 .cases = {{{in({5, 3}), in_index({6}, 0, 5), in({6, 3})}},
+                           {{in({4}), in_index({}, 0, 4), in({})}},
+                           {{in({5, 3}), in_index({0}, 0, 5), in({0, 3})}},
+                           {{in({3, 2}), in_index({2, 2}, 0, 3, DType::I32), in({2, 2, 2})}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "scatter_add_axis1",
+                 .op = "scatter_add",
+                 .build = [](Xs x) { return scatter_add(x[0], x[1], x[2], 1); },
+                 .cases = {{{in({2, 4}), in_index({3}, 0, 4, DType::U8), in({2, 3})}},
+                           {{in({0, 4}), in_index({2}, 0, 4), in({0, 2})}}},
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    // start indices out of range are clamped so the window fits (XLA)
+    t.push_back({.name = "dynamic_slice",
+                 .op = "dynamic_slice",
+                 .build =
+                     [](Xs x) {
+                         return dynamic_slice(x[0], x[1], {2, 3});
+                     },
+                 .cases = {{{in({4, 5}), in_range({2}, -2, 6, DType::I64)}},
+                           {{in({2, 3}), in_range({2}, -1, 1, DType::I32)}},
+                           {{in({3, 7}), in_values({2}, {1, 10}, DType::I64)}},
+                           {{in({3, 3}), in_values({2}, {-7, 1}, DType::I32)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "dynamic_slice_empty",
+                 .op = "dynamic_slice",
+                 .build =
+                     [](Xs x) {
+                         return dynamic_slice(x[0], x[1], {0, 2});
+                     },
+                 .cases = {{{in({3, 4}), in_range({2}, -1, 5, DType::I64)}},
+                           {{in({0, 2}), in_values({2}, {0, 0}, DType::U8)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff});
+    t.push_back({.name = "dynamic_update_slice",
+                 .op = "dynamic_update_slice",
+                 .build = [](Xs x) { return dynamic_update_slice(x[0], x[1], x[2]); },
+                 .cases = {{{in({4, 5}), in({2, 3}), in_range({2}, -2, 6, DType::I64)}},
+                           {{in({3, 3}), in({3, 3}), in_range({2}, -1, 1, DType::I32)}},
+                           {{in({4, 5}), in({0, 2}), in_values({2}, {1, 1}, DType::I64)}},
+                           {{in({4}), in({1}), in_values({1}, {3}, DType::U8)}},
+                           {{in({}), in({}), in_values({0}, {}, DType::I64)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .dynamic_grad = false}); // the update's shape must be static
+    // out-of-range indices give a zero row
+    t.push_back({.name = "one_hot_f32",
+                 .op = "one_hot",
+                 .build = [](Xs x) { return one_hot(x[0], 4, DType::F32); },
+                 .cases = {{{in_range({6}, -1, 5)}},
+                           {{in_range({}, 0, 3)}},
+                           {{in_range({2, 3}, -1, 5)}},
+                           {{in_range({0}, 0, 3)}}},
+                 .dtypes = kInt});
+    t.push_back({.name = "one_hot_bool",
+                 .op = "one_hot",
+                 .build = [](Xs x) { return one_hot(x[0], 3, DType::Bool); },
+                 .cases = {{{in_range({5}, -1, 4)}}, {{in_range({2, 2}, 0, 2)}}},
+                 .dtypes = kInt});
+
+    // ---- library ----------------------------------------------------------------------------
+    auto dot = [&](std::string name, DotDims dims, std::vector<Case> cs) {
+        t.push_back({.name = std::move(name),
+                     .op = "dot_general",
+                     .build = [dims](Xs x) { return dot_general(x[0], x[1], dims); },
+                     .cases = std::move(cs),
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+    };
+    dot("dot_matmul", {{}, {}, {1}, {0}},
+        {shapes({{3, 4}, {4, 5}}), shapes({{1, 4}, {4, 1}}), shapes({{3, 0}, {0, 5}}),
+         shapes({{0, 4}, {4, 2}})});
+    dot("dot_batch", {{0}, {0}, {2}, {1}},
+        {shapes({{2, 3, 4}, {2, 4, 5}}), shapes({{0, 3, 4}, {0, 4, 2}}),
+         shapes({{1, 1, 3}, {1, 3, 2}})});
+    // contracting dims in opposite orders on the two sides: the gradient must permute back
+    dot("dot_multi_contract", {{}, {}, {1, 2}, {1, 0}},
+        {shapes({{2, 3, 4}, {4, 3, 5}}), shapes({{1, 2, 1}, {1, 2, 3}})});
+    dot("dot_outer", {{}, {}, {}, {}}, {shapes({{3}, {4}}), shapes({{}, {}}), shapes({{2}, {}})});
+    dot("dot_batch_middle", {{1}, {1}, {2}, {0}},
+        {shapes({{3, 2, 4}, {4, 2, 5}}), shapes({{1, 3, 2}, {2, 3, 1}})});
+
+    // ---- linear algebra ---------------------------------------------------------------------
+    std::vector<Case> spd = each({{3, 3}, {1, 1}, {2, 4, 4}, {0, 0}, {0, 3, 3}}, Gen::Spd);
+    t.push_back({.name = "cholesky",
+                 .op = "cholesky",
+                 .build = [](Xs x) { return cholesky(x[0]); },
+                 .cases = spd,
+                 .dtypes = kFloat,
+                 .dynamic = false}); // the matrix size must be known at build time
+    // the gradient is the symmetric one (A is symmetric by definition): differentiate through a
+    // symmetrised input so every element perturbation is a valid direction
+    t.push_back({.name = "cholesky_sym",
+                 .op = "cholesky",
+                 .build = [](Xs x) { return cholesky(0.5 * (x[0] + swap_last(x[0]))); },
+                 .cases = spd,
+                 .dtypes = kFloat,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .dynamic = false});
+    for (bool left : {true, false})
+        for (bool lower : {true, false})
+            for (bool trans : {false, true})
+                for (bool unit : {false, true}) {
+                    std::string name = std::string("trsolve_") + (left ? "L" : "R") +
+                                       (lower ? "lo" : "up") + (trans ? "T" : "N") +
+                                       (unit ? "u" : "d");
+                    auto bshape = [left](int64_t n, int64_t k) {
+                        return left ? Shape{n, k} : Shape{k, n};
+                    };
+                    auto batched = [left](int64_t b, int64_t n, int64_t k) {
+                        return left ? Shape{b, n, k} : Shape{b, k, n};
+                    };
+                    std::vector<Case> cs = {
+                        {{in({3, 3}, Gen::Triangular), in(bshape(3, 2))}},
+                        {{in({2, 3, 3}, Gen::Triangular), in(batched(2, 3, 2))}},
+                        {{in({1, 1}, Gen::Triangular), in(bshape(1, 4))}},
+                        {{in({3, 3}, Gen::Triangular), in(bshape(3, 0))}},
+                        {{in({0, 0}, Gen::Triangular), in(bshape(0, 2))}}};
+                    t.push_back({.name = name,
+                                 .op = "triangular_solve",
+                                 .build =
+                                     [=](Xs x) {
+                                         return triangular_solve(x[0], x[1], left, lower, trans,
+                                                                 unit);
+                                     },
+                                 .cases = cs,
+                                 .dtypes = kFloat,
+                                 .grad = GradCheck::FiniteDiff,
+                                 .second_order = true,
+                                 .dynamic_grad = false}); // the matrix size must be static
+                }
+
+    // ---- random: the input only gives the shape ----------------------------------------------
+    t.push_back({.name = "philox_bits",
+                 .op = "philox_bits",
+                 .build = [](Xs x) { return random::bits_like(x[0], 7); },
+                 .cases = each({{3, 5}, {0}, {}, {2, 3}, {7}}),
+                 .dtypes = {DType::U32}});
+
+    // ---- composites -------------------------------------------------------------------------
+    auto composite = [&](std::string name, Builder b, std::vector<Case> cs, std::vector<DType> dts,
+                         bool specials = false) {
+        std::string op = name.substr(0, name.find("__"));
+        t.push_back({.name = name,
+                     .op = op,
+                     .build = std::move(b),
+                     .cases = std::move(cs),
+                     .dtypes = std::move(dts),
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .specials = specials});
+    };
+    // large and infinite logits: the max shift keeps every result finite
+    Case big = forward_only({{in_values({2, 3}, {1000, 1000, -1000, -INFINITY, 0, 1})}});
+    {
+        std::vector<Case> cs = each({{3, 5}, {7}, {2, 1, 4}, {0, 3}, {4, 1}});
+        cs.push_back(big);
+        composite(
+            "softmax", [](Xs x) { return softmax(x[0], -1); }, cs, kFloat);
+        std::vector<Case> ls1 = each({{3, 5}, {2, 4, 1}, {0, 3}, {4, 1}, {2, 1, 4}});
+        ls1.push_back(forward_only({{in_values({3, 2}, {1000, 1000, -1000, -INFINITY, 0, 1})}}));
+        composite(
+            "log_softmax", [](Xs x) { return log_softmax(x[0], 1); }, ls1, kFloat);
+        std::vector<Case> ls = each({{3, 5}, {4, 1}, {0, 3}, {2, 3, 4}});
+        ls.push_back(forward_only(
+            {{in_values({4, 2}, {-INFINITY, -INFINITY, 0, -INFINITY, 1000, 1000, INFINITY, 1})}}));
+        composite(
+            "logsumexp", [](Xs x) { return logsumexp(x[0], {1}); }, ls, kFloat);
+        composite(
+            "logsumexp__all", [](Xs x) { return logsumexp(x[0]); }, each({{}, {7}, {2, 3}}), kFloat,
+            true);
+    }
+    {
+        // wide ranges exercise both branches of the stable formulas
+        std::vector<Case> cs = unary_cases(in_range({}, -8, 8));
+        cs.push_back(forward_only({{in_values({7}, {-1000, -40, -20, 0, 20, 40, 1000})}}));
+        composite(
+            "softplus", [](Xs x) { return softplus(x[0]); }, cs, kFloat, true);
+        composite(
+            "sigmoid", [](Xs x) { return sigmoid(x[0]); }, cs, kFloat, true);
+        composite(
+            "log_sigmoid", [](Xs x) { return log_sigmoid(x[0]); }, cs, kFloat, true);
+    }
+    composite(
+        "mean", [](Xs x) { return mean(x[0], {1}); }, each({{3, 5}, {2, 0}, {0, 3}, {4, 1}}), kAll);
+    composite(
+        "var", [](Xs x) { return var(x[0], {0}); }, each({{5, 3}, {1, 4}, {0, 2}, {3}}), kNumeric);
+    composite(
+        "var__ddof1", [](Xs x) { return var(x[0], {1}, true, 1); }, each({{3, 5}, {2, 1}, {4, 2}}),
+        kNumeric);
+    composite(
+        "clip", [](Xs x) { return clip(x[0], -1, 2); }, unary_cases(in({})), kNumeric, true);
+    composite(
+        "matmul", [](Xs x) { return matmul(x[0], x[1]); },
+        {shapes({{3, 4}, {4, 5}}), shapes({{4}, {4, 5}}), shapes({{3, 4}, {4}}), shapes({{4}, {4}}),
+         shapes({{2, 3, 4}, {4, 5}}),
+         // a static 1 against a -1 dim is a batch dim checked at call time (Note [matmul
+         // without broadcast nodes]): broadcasting it needs static shapes
+         static_only(shapes({{2, 1, 3, 4}, {5, 4, 2}})),
+         static_only(shapes({{1, 3, 4}, {2, 4, 5}})), shapes({{0, 3, 4}, {4, 2}}),
+         shapes({{3, 0}, {0, 2}})},
+        kNumeric);
+    composite(
+        "expand_dims", [](Xs x) { return expand_dims(x[0], -1); }, each({{}, {3}, {3, 0}, {2, 3}}),
+        kAll);
+    composite(
+        "squeeze", [](Xs x) { return squeeze(x[0]); },
+        each({{1, 3, 1}, {1}, {3}, {1, 0, 1}, {2, 1, 3}}), kAll);
+    composite(
+        "stack",
+        [](Xs x) {
+            return stack({x[0], x[1], x[2]}, -1);
+        },
+        {shapes({{2, 3}, {2, 3}, {2, 3}}), shapes({{}, {}, {}}), shapes({{0, 2}, {0, 2}, {0, 2}})},
+        kAll);
+    composite(
+        "flatten", [](Xs x) { return flatten(x[0], 1); },
+        each({{2, 3, 4}, {3, 1}, {0, 5, 2}, {4, 1, 1}}), kAll);
+    composite(
+        "subscripts",
+        [](Xs x) {
+            return x[0][{1, sl(0, Index::kEnd, 2)}];
+        },
+        each({{3, 5, 7}, {2, 4}, {3, 0}}), kAll);
+    // a negative index needs the dim's size at build time
+    composite(
+        "subscripts__negative",
+        [](Xs x) {
+            return x[0][{sl(), -1}];
+        },
+        {static_only(shapes({{2, 3}})), static_only(shapes({{4, 5, 1}})),
+         static_only(shapes({{0, 2}}))},
+        kAll);
+    return t;
+}
+
+/// Composite ops (src/api) the table may name besides the primitives of Ops.def.
+const std::set<std::string> kComposites = {"softmax", "log_softmax", "logsumexp",   "softplus",
+                                           "sigmoid", "log_sigmoid", "mean",        "var",
+                                           "clip",    "matmul",      "expand_dims", "squeeze",
+                                           "stack",   "flatten",     "subscripts"};
+
+} // namespace
+
+const std::vector<OpRow>& op_table() {
+    static const std::vector<OpRow> table = make_table();
+    return table;
+}
+
+namespace {
+
+std::vector<size_t> rows_where(bool (*pred)(const OpRow&)) {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < op_table().size(); ++i)
+        if (pred(op_table()[i]))
+            out.push_back(i);
+    return out;
+}
+
+std::string row_param_name(const ::testing::TestParamInfo<size_t>& info) {
+    return op_table()[info.param].name;
+}
+
+class OpForward : public ::testing::TestWithParam<size_t> {};
+class OpGradient : public ::testing::TestWithParam<size_t> {};
+class OpSecondOrder : public ::testing::TestWithParam<size_t> {};
+class OpGolden : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(OpForward, BackendsEvalAndDynamicShapesAgree) {
+    check_forward(op_table()[GetParam()]);
+}
+TEST_P(OpGradient, MatchesFiniteDifferences) {
+    check_gradients(op_table()[GetParam()]);
+}
+TEST_P(OpSecondOrder, HessianVectorProductMatchesFiniteDifferences) {
+    check_second_order(op_table()[GetParam()]);
+}
+TEST_P(OpGolden, MatchesNumPy) {
+    check_golden(op_table()[GetParam()]);
+}
+
+INSTANTIATE_TEST_SUITE_P(OpTable, OpForward,
+                         ::testing::ValuesIn(rows_where([](const OpRow&) { return true; })),
+                         row_param_name);
+INSTANTIATE_TEST_SUITE_P(OpTable, OpGradient, ::testing::ValuesIn(rows_where([](const OpRow& r) {
+                             return r.grad != GradCheck::None;
+                         })),
+                         row_param_name);
+INSTANTIATE_TEST_SUITE_P(OpTable, OpSecondOrder, ::testing::ValuesIn(rows_where([](const OpRow& r) {
+                             return r.second_order;
+                         })),
+                         row_param_name);
+INSTANTIATE_TEST_SUITE_P(OpTable, OpGolden,
+                         ::testing::ValuesIn(rows_where([](const OpRow&) { return true; })),
+                         row_param_name);
+
+// No op lands without its row: every non-leaf op of Ops.def is covered by at least one row.
+TEST(OpTableCoverage, EveryPrimitiveHasARow) {
+    std::set<std::string> covered, grad_checked;
+    for (const auto& r : op_table()) {
+        covered.insert(r.op);
+        if (r.grad != GradCheck::None)
+            grad_checked.insert(r.op);
+    }
+    for (int i = 0; i < kNumOps; ++i) {
+        Op op = Op(i);
+        if (has_trait(op, kLeaf))
+            continue;
+        EXPECT_TRUE(covered.count(op_name(op)))
+            << "op '" << op_name(op) << "' of Ops.def has no row in tests/ops/OpTableTest.cpp";
+        // an op with a gradient rule has a row that checks it
+        if (detail::op_def(op).grad)
+            EXPECT_TRUE(grad_checked.count(op_name(op)))
+                << "op '" << op_name(op) << "' has a gradient rule but no gradient-checked row";
+    }
+    TableCounts c = table_counts();
+    std::printf("[op-harness] rows: %zu, ops in the table: %zu, ops with gradient checks: %zu, "
+                "ops with second-order checks: %zu, (op, dtype) pairs: %zu, golden entries: %zu, "
+                "backends: %zu\n",
+                c.rows, c.ops, c.grad_ops, c.second_order_ops, c.op_dtype_pairs, c.golden_entries,
+                test_backends().size());
+}
+
+TEST(OpTableCoverage, RowsAreWellFormed) {
+    std::set<std::string> primitives, names;
+    for (int i = 0; i < kNumOps; ++i)
+        primitives.insert(op_name(Op(i)));
+    for (const auto& r : op_table()) {
+        EXPECT_TRUE(names.insert(r.name).second) << "row name '" << r.name << "' is repeated";
+        EXPECT_TRUE(primitives.count(r.op) || kComposites.count(r.op))
+            << "row '" << r.name << "' names op '" << r.op << "', neither a primitive nor a "
+            << "known composite";
+        EXPECT_FALSE(r.cases.empty()) << "row '" << r.name << "' has no cases";
+        EXPECT_FALSE(r.dtypes.empty()) << "row '" << r.name << "' has no dtypes";
+        if (r.grad != GradCheck::None) {
+            bool any_grad_case = false;
+            for (const auto& c : r.cases)
+                any_grad_case |= c.grad;
+            EXPECT_TRUE(any_grad_case) << "row '" << r.name << "' checks gradients on no case";
+        }
+    }
+    for (const auto& c : kComposites) {
+        bool found = false;
+        for (const auto& r : op_table())
+            found |= r.op == c;
+        EXPECT_TRUE(found) << "composite '" << c << "' has no row";
+    }
+}
+
+TEST(OpTableCoverage, GoldenFileMatchesTheTable) {
+    ASSERT_EQ(golden_load_error(), "");
+    for (const auto& name : golden_orphans())
+        ADD_FAILURE() << "golden.json has entries for row '" << name << "', not in the table";
+}
+
+} // namespace
+} // namespace sj::test

@@ -1,0 +1,688 @@
+#!/usr/bin/python3
+# Generates golden.json: expected forward values, computed with NumPy, for every row of the op
+# table.
+#
+# Run with Debian's Python (it has NumPy):  /usr/bin/python3 tests/ops/golden/gen_golden.py
+# Each entry names a row of tests/ops/OpTableTest.cpp (which fixes the op's attributes), gives
+# its inputs and the expected output. The C++ side builds the row on placeholders of those
+# shapes and dtypes and checks the reference backend (and any other) against the expected value.
+# Float results are computed in float64 from the (rounded) inputs and rounded once to the
+# output dtype; integer results are computed in int64 and wrapped to the output width.
+# Non-finite floats are written as the strings "nan", "inf" and "-inf" (JSON has no literal).
+import json
+import math
+import os
+import sys
+import warnings
+
+import numpy as np
+
+warnings.simplefilter("ignore")  # NumPy warns on empty means and 0/0; NaN is what we expect
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.json")
+MAX_BYTES = 200_000
+
+NP = {"bool": np.bool_, "u8": np.uint8, "i32": np.int32, "i64": np.int64, "u32": np.uint32,
+      "f32": np.float32, "f64": np.float64}
+NAME = {np.dtype(v): k for k, v in NP.items()}
+FLOATS = ("f32", "f64")
+INTS = ("u8", "i32", "i64", "u32")
+NUMERIC = INTS + FLOATS
+ALL = ("bool",) + NUMERIC
+SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e30, -1e-30, 3.0]
+
+rng = np.random.default_rng(20240611)
+ENTRIES = []
+
+
+# ---- inputs ----------------------------------------------------------------------------------
+
+def arr(values, dtype, shape=None):
+    a = np.array(values, dtype=np.float64)
+    if shape is not None:
+        a = a.reshape(shape)
+    return a.astype(NP[dtype]) if dtype != "bool" else (a != 0)
+
+
+def rand(shape, dtype, lo=-3.0, hi=3.0, kind="any"):
+    """Floats uniform in [lo, hi]; ints in a small range; bools 50/50."""
+    n = int(np.prod(shape, dtype=np.int64))
+    if dtype == "bool":
+        v = rng.integers(0, 2, n)
+    elif dtype in FLOATS:
+        v = rng.uniform(lo, hi, n)
+        if kind == "nonzero":
+            v = np.where(np.abs(v) < 0.5, np.sign(v + 1e-9) * 0.5 + v, v)
+    else:
+        unsigned = dtype in ("u8", "u32")
+        ilo = max(int(math.ceil(lo)), 0) if unsigned else int(math.ceil(lo))
+        v = rng.integers(ilo, int(math.floor(hi)) + 1, n)
+        if kind == "nonzero":
+            v = np.where(v == 0, 1, v)
+    return arr(v, dtype, shape)
+
+
+def specials(dtype, rot=0):
+    # input `rot` of an op visits the specials in another order (strides coprime with 12)
+    v = [SPECIALS[(i * (1, 5, 7, 11)[rot % 4] + 3 * rot) % 12] for i in range(12)]
+    return arr(v, dtype)
+
+
+def ties(shape, dtype):
+    pool = [-1, 0, 0.5, 1, 2] if dtype in FLOATS else [0, 1, 2]
+    return arr(rng.choice(pool, int(np.prod(shape, dtype=np.int64))), dtype, shape)
+
+
+# ---- helpers mirroring the library's documented semantics ------------------------------------
+
+def out_as(x, dtype):
+    """Casts a float64 / int64 result to the output dtype (ints wrap, as fixed-width C++)."""
+    x = np.asarray(x)
+    if dtype == "bool":
+        return x != 0
+    if dtype in FLOATS:
+        return x.astype(NP[dtype])
+    return x.astype(np.int64).astype(NP[dtype]) if x.dtype.kind != "u" else x.astype(NP[dtype])
+
+
+def wide(x):
+    """float64 for floats, int64 for ints and bools (exact for our small values)."""
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return x.astype(np.float64)
+    return x.astype(np.int64)
+
+
+def cast(x, to):
+    """Library cast: to bool is x != 0; float to int truncates, NaN -> 0, saturates; int to int
+    wraps; otherwise the C++ conversion."""
+    x = np.asarray(x)
+    if to == "bool":
+        return x != 0
+    if x.dtype.kind == "f" and to not in FLOATS:
+        info = np.iinfo(NP[to])
+        f = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf))
+        out = np.empty(x.shape, dtype=NP[to])
+        lo, hi = float(info.min), float(info.max)
+        for i, v in np.ndenumerate(f):
+            out[i] = info.min if v <= lo else info.max if v >= hi else int(v)
+        return out
+    if x.dtype.kind in "biu" and to not in FLOATS:
+        return x.astype(np.int64).astype(NP[to])
+    return x.astype(NP[to])
+
+
+def trunc_div(a, b):
+    a, b = wide(a), wide(b)
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+def erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x) if x.size else x.astype(np.float64)
+
+
+def pad_interior(x, lo, hi, interior, value):
+    shape = [l + h + n + max(n - 1, 0) * it for l, h, n, it in zip(lo, hi, x.shape, interior)]
+    out = np.full(shape, value, dtype=x.dtype)
+    idx = tuple(slice(l, l + max(n - 1, 0) * (it + 1) + 1 if n else l, it + 1)
+                for l, n, it in zip(lo, x.shape, interior))
+    out[idx] = x
+    return out
+
+
+def pad_value(v, dtype):
+    # Array::full: bool is v != 0; ints truncate (static_cast); floats keep v
+    if dtype == "bool":
+        return v != 0
+    return NP[dtype](int(v)) if dtype not in FLOATS else NP[dtype](v)
+
+
+def dot_general(a, b, lb, rb, lc, rc):
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    la = [None] * a.ndim
+    ra = [None] * b.ndim
+    for i, j in zip(lb, rb):
+        la[i] = ra[j] = next(letters)
+    for i, j in zip(lc, rc):
+        la[i] = ra[j] = next(letters)
+    for i in range(a.ndim):
+        la[i] = la[i] or next(letters)
+    for j in range(b.ndim):
+        ra[j] = ra[j] or next(letters)
+    out = [la[i] for i in lb]
+    out += [la[i] for i in range(a.ndim) if i not in lb and i not in lc]
+    out += [ra[j] for j in range(b.ndim) if j not in rb and j not in rc]
+    spec = "".join(la) + "," + "".join(ra) + "->" + "".join(out)
+    return np.einsum(spec, wide(a), wide(b))
+
+
+def cholesky(a):
+    a = a.astype(np.float64)
+    if a.size == 0:
+        return a
+    return np.linalg.cholesky(a)
+
+
+def tri_solve(a, b, left, lower, trans, unit):
+    """op(A) X = B (left) or X op(A) = B by forward/back substitution, reading one triangle."""
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    n = a.shape[-1]
+    mask = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
+    t = a * mask + (np.eye(n) if unit else a * np.eye(n))
+    m = np.swapaxes(t, -1, -2) if trans else t  # op(A)
+    if not left:  # X m = B  <=>  m^T X^T = B^T
+        m = np.swapaxes(m, -1, -2)
+        b = np.swapaxes(b, -1, -2)
+    m_lower = lower != (trans != (not left))
+    x = np.zeros_like(b)
+    order = range(n) if m_lower else range(n - 1, -1, -1)
+    for i in order:
+        acc = b[..., i, :].copy()
+        for j in range(n):
+            if (j < i) if m_lower else (j > i):
+                acc -= m[..., i, j][..., None] * x[..., j, :]
+        x[..., i, :] = acc / m[..., i, i][..., None]
+    if x.size and n:
+        check = m @ x
+        assert np.allclose(check, b, rtol=1e-9, atol=1e-9), "substitution self-check"
+    return np.swapaxes(x, -1, -2) if not left else x
+
+
+# ---- Philox4x32-10 (Salmon et al., SC'11) and SplitMix64, in Python integers -----------------
+
+M32 = 0xFFFFFFFF
+M64 = 0xFFFFFFFFFFFFFFFF
+
+
+def philox4x32_10(ctr, key):
+    c0, c1, c2, c3 = ctr
+    k0, k1 = key
+    for r in range(10):
+        if r:
+            k0 = (k0 + 0x9E3779B9) & M32
+            k1 = (k1 + 0xBB67AE85) & M32
+        p0 = 0xD2511F53 * c0
+        p1 = 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = (((p1 >> 32) ^ c1 ^ k0) & M32, p1 & M32,
+                          ((p0 >> 32) ^ c3 ^ k1) & M32, p0 & M32)
+    return [c0, c1, c2, c3]
+
+
+# Known-answer vectors of Random123 (kat_vectors): the Python implementation must match them.
+assert philox4x32_10([0, 0, 0, 0], [0, 0]) == [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+assert philox4x32_10([M32] * 4, [M32, M32]) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+assert philox4x32_10([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344],
+                     [0xA4093822, 0x299F31D0]) == [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return x ^ (x >> 31)
+
+
+def philox_bits(shape, seed, counter=0):
+    """random::bits(shape, seed): key = splitmix64(seed); element i is word i % 4 of the block
+    for counter {i / 4 (64 bits), call counter (64 bits)}."""
+    key = splitmix64(seed)
+    k = [key & M32, key >> 32]
+    n = int(np.prod(shape, dtype=np.int64))
+    out = []
+    for block in range((n + 3) // 4):
+        out += philox4x32_10([block & M32, block >> 32, counter & M32, counter >> 32], k)
+    return np.array(out[:n], dtype=np.uint32).reshape(shape)
+
+
+# ---- composites ------------------------------------------------------------------------------
+
+def logsumexp(x, axis, keepdims=False):
+    x = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        m = np.max(x, axis=axis, keepdims=True)
+        shift = np.where(np.isinf(m), 0.0, m)
+        s = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
+    return s if keepdims else np.squeeze(s, axis=axis)
+
+
+def softmax(x, axis):
+    x = x.astype(np.float64)
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def sigmoid(x):
+    x = x.astype(np.float64)
+    z = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + z), z / (1 + z))
+
+
+def softplus(x):
+    return np.logaddexp(0.0, x.astype(np.float64))
+
+
+def as_float(x):
+    return x if x.dtype.kind == "f" else x.astype(np.float32)
+
+
+# ---- entries ---------------------------------------------------------------------------------
+
+def add(row, inputs, expected):
+    inputs = [np.asarray(x) for x in inputs]
+    expected = np.asarray(expected)
+    dt = NAME[inputs[0].dtype] if inputs else NAME[expected.dtype]
+    ENTRIES.append((row, dt, inputs, expected))
+
+
+def each(row, fn, cases):
+    """cases: list of input lists; expected = fn(*inputs)."""
+    with np.errstate(all="ignore"):
+        for inputs in cases:
+            add(row, inputs, fn(*inputs))
+
+
+def fout(fn):
+    """An elementwise float op computed in float64, rounded to the first input's dtype."""
+    return lambda x, *r: out_as(fn(wide(x), *[wide(y) for y in r]), NAME[np.asarray(x).dtype])
+
+
+def gen_unary():
+    domain = {"exp": (-3, 3), "expm1": (-3, 3), "log": (0.5, 3), "log1p": (-0.9, 3),
+              "sqrt": (0.5, 3), "rsqrt": (0.5, 3), "reciprocal": (-3, 3), "sin": (-3, 3),
+              "cos": (-3, 3), "tan": (-1.2, 1.2), "tanh": (-3, 3), "erf": (-3, 3),
+              "floor": (-3, 3), "ceil": (-3, 3), "round": (-3, 3), "isnan": (-3, 3),
+              "isinf": (-3, 3)}
+    fns = {"exp": np.exp, "expm1": np.expm1, "log": np.log, "log1p": np.log1p, "sqrt": np.sqrt,
+           "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin,
+           "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "erf": erf, "floor": np.floor,
+           "ceil": np.ceil, "round": np.round}
+    for name, (lo, hi) in domain.items():
+        if name in ("isnan", "isinf"):
+            f = np.isnan if name == "isnan" else np.isinf
+        else:
+            f = fout(fns[name])
+        cases = [[rand((2, 3), dt, lo, hi)] for dt in FLOATS] + [[specials(dt)] for dt in FLOATS]
+        if name == "round":
+            cases.append([arr([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.4999999, -3.5], "f32")])
+            cases.append([arr([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999999999999994], "f64")])
+        each(name, f, cases)
+    wrap = lambda f: (lambda x: out_as(f(wide(x)), NAME[x.dtype]))
+    for name, f in (("neg", np.negative), ("abs", np.abs), ("sign", np.sign)):
+        cases = [[arr([0, 1, 2, 200, 255, 7], "u8")], [arr([0, 1, 7, 4294967295], "u32")],
+                 [arr([-5, 0, 3, -2147483647], "i32")], [arr([-5, 0, 3], "i64")],
+                 [rand((2, 3), "f32")], [rand((4,), "f64")], [specials("f32")]]
+        each(name, wrap(f), cases)
+    each("logical_not", np.logical_not, [[rand((6,), "bool")], [arr(1, "bool")]])
+    each("stop_gradient", lambda x: x, [[rand((4,), dt)] for dt in ALL] + [[specials("f64")]])
+    for to in ALL:
+        cases = [[arr([-3.7, -0.5, 0.5, 2.9, 255.5, 300.5, 2.5e9, -2.5e9], dt)] for dt in FLOATS]
+        cases += [[specials(dt)] for dt in FLOATS]
+        cases += [[arr([-3, 0, 1, 255, 256, 300, -129, 70000], dt)] for dt in ("i32", "i64")]
+        cases += [[arr([0, 1, 255, 7], "u8")], [arr([0, 1, 300, 4294967295], "u32")],
+                  [arr([0, 1, 1, 0], "bool")]]
+        each("cast_to_" + to, lambda x, to=to: cast(x, to), cases)
+
+
+def gen_binary():
+    def ew(f):
+        def g(a, b):
+            dt = NAME[a.dtype]
+            return out_as(f(wide(a), wide(b)), dt)
+        return g
+
+    def pairs(dts, a_kind="any", b_kind="any", a_lo=-3, a_hi=3, b_lo=-3, b_hi=3):
+        cases = []
+        for dt in dts:
+            if dt in ("u8", "u32") or dt == "bool":
+                lo_a, lo_b = 0, 0
+            else:
+                lo_a, lo_b = a_lo, b_lo
+            a = rand((3, 1), dt, lo_a, a_hi if dt in FLOATS else max(a_hi, 9), a_kind)
+            b = rand((1, 4), dt, lo_b, b_hi if dt in FLOATS else max(b_hi, 9), b_kind)
+            cases.append([a, b])
+        return cases
+
+    sp = [[specials(dt, 0), specials(dt, 1)] for dt in FLOATS]
+    u8_wrap = [[arr([200, 255, 3, 0], "u8"), arr([100, 2, 7, 1], "u8")]]
+    each("add", ew(np.add), pairs(NUMERIC) + sp + u8_wrap)
+    each("sub", ew(np.subtract), pairs(NUMERIC) + sp + u8_wrap)
+    each("mul", ew(np.multiply), pairs(NUMERIC) + sp + u8_wrap)
+    ints_div = [[arr([-7, 7, -7, 7, 0, 9], dt), arr([2, 2, -2, -2, 3, 4], dt)]
+                for dt in ("i32", "i64")]
+    each("div", lambda a, b: out_as(a.astype(np.float64) / b, NAME[a.dtype]) if a.dtype.kind == "f"
+         else out_as(trunc_div(a, b), NAME[a.dtype]),
+         pairs(NUMERIC, b_kind="nonzero") + sp + ints_div +
+         [[arr([200, 9], "u8"), arr([7, 2], "u8")]])
+    each("pow", ew(np.power), pairs(FLOATS, a_lo=0.5, b_lo=-2, b_hi=2) + sp)
+    for name, f in (("max", np.maximum), ("min", np.minimum)):
+        each(name, lambda a, b, f=f: f(a, b), pairs(ALL) + sp)
+    ints_mod = [[arr([-7, 7, -7, 7, 0, 9], dt), arr([2, 2, -2, -2, 3, 4], dt)]
+                for dt in ("i32", "i64")]
+    each("mod", ew(np.mod), pairs(NUMERIC, b_kind="nonzero") + sp + ints_mod +
+         [[arr([5.5, -5.5, 5.5, -5.5], "f64"), arr([2, 2, -2, -2], "f64")]])
+    each("atan2", ew(np.arctan2), pairs(FLOATS) + sp)
+    for name, f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                    ("gt", np.greater), ("ge", np.greater_equal)):
+        cases = [[ties((3, 1), dt), ties((1, 4), dt)] for dt in ALL] + sp
+        each(name, f, cases)
+    for name, f in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                    ("logical_xor", np.logical_xor)):
+        each(name, f, [[rand((3, 1), "bool"), rand((1, 4), "bool")]])
+    each("where", np.where,
+         [[rand((3, 1), "bool"), rand((3, 4), dt), rand((4,), dt)] for dt in ALL] +
+         [[rand((12,), "bool"), specials("f32", 0), specials("f32", 1)]])
+
+
+def gen_reduce():
+    def red(dts, shape, **kw):
+        return [[rand(shape, dt, **kw)] for dt in dts]
+
+    def s(x, axis=None, keepdims=False):
+        r = np.sum(wide(x), axis=axis, keepdims=keepdims)
+        return out_as(r, "i64" if x.dtype == np.bool_ else NAME[x.dtype])
+
+    sum_dts = ("bool", "u8", "i32", "f32", "f64")
+    big_u8 = [[arr(np.full((2, 3, 4), 200), "u8")]]  # wraps
+    each("sum_axis1", lambda x: s(x, 1),
+         red(sum_dts, (2, 3, 4)) + big_u8 + [[rand((2, 0, 3), "f32")]])
+    each("sum_all", lambda x: s(x), red(sum_dts, (7,)) + [[rand((), "i64")], [rand((0,), "f32")],
+                                                            [specials("f64")]])
+    each("sum_keepdims", lambda x: s(x, (0, 2), True),
+         red(sum_dts, (2, 3, 4)) + [[rand((0, 2, 3), "i32")]])
+
+    def p(x, axis=None):
+        return out_as(np.prod(wide(x), axis=axis), NAME[x.dtype])
+
+    zeros = [[arr([0, 2, 3, 0, 0, 1, 1, 2, -1], dt, (3, 3))] for dt in ("i32", "f32", "f64")]
+    each("prod_axis1", lambda x: p(x, 1),
+         [[rand((3, 4), dt, -2, 2)] for dt in NUMERIC] + zeros + [[rand((4, 0), "f32")]])
+    each("prod_all", p, [[rand((6,), dt, -2, 2)] for dt in ("u8", "i64", "f64")] +
+         [[rand((0,), "i32")], [specials("f32")]])
+    for base, f, af in (("max", np.max, np.argmax), ("min", np.min, np.argmin)):
+        nan_row = arr([[1, math.nan, 3], [2, 1, 0]], "f32")
+        each(base + "_axis1", lambda x, f=f: f(x, axis=1),
+             [[rand((3, 4), dt)] for dt in NUMERIC] +
+             [[nan_row], [arr([[250, 3], [0, 255]], "u8")]])
+        each(base + "_all_keepdims", lambda x, f=f: f(x, keepdims=True) if x.ndim else x,
+             [[rand((2, 3), dt)] for dt in ("u8", "i32", "f64")] +
+             [[rand((), "f32")], [specials("f32")]])
+        arg = "argmax" if base == "max" else "argmin"
+        each(arg + "_axis1", lambda x, af=af: af(x, axis=1),
+             [[ties((3, 5), dt)] for dt in NUMERIC] + [[nan_row]])
+        each(arg + "_axis0_keepdims", lambda x, af=af: np.expand_dims(af(x, axis=0), 0),
+             [[ties((5,), dt)] for dt in ("u8", "i64", "f32")] +
+             [[specials("f64")], [ties((3, 4), "i32")]])
+    tb = lambda x: x if x.dtype == np.bool_ else cast(x, "bool")
+    for name, f in (("any", np.any), ("all", np.all)):
+        cases = [[ties((3, 4), dt)] for dt in ALL] + [[rand((2, 0), "bool")],
+                                                      [specials("f32").reshape(3, 4)]]
+        each(name + "_axis1", lambda x, f=f: f(tb(x), axis=1), cases)
+        each(name + "_all", lambda x, f=f: f(tb(x)),
+             [[ties((7,), "bool")], [rand((0,), "i32")], [arr(0.0, "f32")], [specials("f64")]])
+
+    def cs(x, axis, reverse=False):
+        w = wide(x)
+        if reverse:
+            w = np.flip(w, axis)
+        r = np.cumsum(w, axis=axis)
+        if reverse:
+            r = np.flip(r, axis)
+        return out_as(r, NAME[x.dtype])
+
+    each("cumsum_axis1", lambda x: cs(x, 1),
+         [[rand((2, 4), dt)] for dt in NUMERIC] + [[arr([[200, 100, 7], [1, 2, 3]], "u8")]])
+    each("cumsum_reverse", lambda x: cs(x, 0, True),
+         [[rand((5,), dt)] for dt in ("i32", "f32", "f64")] +
+         [[rand((3, 2), "u32")], [specials("f64")]])
+
+
+def gen_movement():
+    def two(shape):
+        return [[rand(shape, "f32")], [rand(shape, "u8")], [rand(shape, "bool")]]
+
+    each("reshape", lambda x: x.reshape(5, -1), two((2, 5)) + [[rand((0, 5), "i64")]])
+    each("permute", lambda x: np.transpose(x, (2, 0, 1)), two((2, 3, 4)))
+    each("broadcast_to", lambda x: np.broadcast_to(x, (2, 3, 5)),
+         two((3, 1)) + [[rand((), "i32")], [rand((5,), "f64")]])
+    each("broadcast_to_empty", lambda x: np.broadcast_to(x, (0, 3)), two((3,)))
+    each("slice_step", lambda x: x[1::2, 0:5:2, -5:], two((2, 5, 6)) + [[rand((4, 6, 8), "i32")]])
+    each("slice_negative", lambda x: x[..., -4:-1], two((3, 5)) + [[rand((2,), "f64")]])
+    for dt in ("f32", "u8", "bool", "i32"):
+        x = rand((3, 4), dt)
+        add("pad_lohi", [x], np.pad(x, ((1, 2), (0, 1)), constant_values=pad_value(3.5, dt)))
+        y = rand((2, 3), dt)
+        add("pad_interior", [y], pad_interior(y, (0, 1), (1, 0), (1, 2), pad_value(2.5, dt)))
+    each("flip", lambda x: np.flip(x, (0, 2)), two((2, 3, 4)))
+    each("concat_axis1", lambda a, b, c: np.concatenate([a, b, c], 1),
+         [[rand((2, 3, 2), dt), rand((2, 0, 2), dt), rand((2, 1, 2), dt)]
+          for dt in ("f32", "bool", "i64")])
+    each("concat_axis0", lambda a, b: np.concatenate([a, b], 0),
+         [[rand((3,), dt), rand((4,), dt)] for dt in ("f64", "u8")])
+
+
+def gen_indexing():
+    def take(axis):
+        return lambda x, i: np.take(x, i.astype(np.int64), axis=axis)
+
+    each("gather_axis0", take(0),
+         [[rand((5, 3), "f32"), arr([4, 0, 4, 2], "i64")],
+          [rand((5, 3), "i32"), arr([[1, 0], [3, 3]], "i32")],
+          [rand((5,), "bool"), arr(2, "i64")],
+          [rand((4, 2), "u8"), arr([3, 1, 0], "u8")]])
+    each("gather_axis1", take(1),
+         [[rand((2, 4, 3), "f64"), arr([3, 0, 3], "i64")],
+          [rand((2, 4), "u32"), arr([[1, 2], [0, 0]], "u8")]])
+
+    def scatter(axis):
+        def f(x, i, u):
+            out = wide(x).copy()
+            ii = i.astype(np.int64).reshape(-1)
+            shape = x.shape[:axis] + (ii.size,) + x.shape[axis + 1:]
+            uu = np.moveaxis(wide(u).reshape(shape), axis, 0)
+            o = np.moveaxis(out, axis, 0)
+            for k, j in enumerate(ii):
+                o[j] += uu[k]
+            if x.dtype == np.bool_:  # adding into a bool is a logical or
+                return out != 0
+            return out_as(out, NAME[x.dtype])
+        return f
+
+    idx = arr([1, 3, 1, 0, 1, 4], "i64")
+    each("scatter_add_axis0", scatter(0),
+         [[rand((5, 3), dt), idx, rand((6, 3), dt)] for dt in ("f32", "i32", "bool")] +
+         [[arr(np.full((5, 2), 250), "u8"), idx, arr(np.full((6, 2), 3), "u8")],
+          [rand((3, 2), "f64"), arr([[2, 2], [0, 2]], "i32"), rand((2, 2, 2), "f64")]])
+    each("scatter_add_axis1", scatter(1),
+         [[rand((2, 4), "f64"), arr([3, 0, 3], "u8"), rand((2, 3), "f64")],
+          [rand((2, 4), "i64"), arr([1, 1], "i64"), rand((2, 2), "i64")]])
+
+    def clamp(starts, shape, sizes):
+        return [min(max(int(s), 0), n - k) for s, n, k in zip(starts, shape, sizes)]
+
+    def dslice(sizes):
+        def f(x, s):
+            st = clamp(s, x.shape, sizes)
+            return x[tuple(slice(a, a + k) for a, k in zip(st, sizes))]
+        return f
+
+    each("dynamic_slice", dslice((2, 3)),
+         [[rand((4, 5), "f32"), arr([3, -1], "i64")], [rand((3, 7), "i32"), arr([1, 10], "i64")],
+          [rand((4, 5), "bool"), arr([0, 2], "i32")]])
+    each("dynamic_slice_empty", dslice((0, 2)), [[rand((3, 4), "f64"), arr([2, 3], "i64")]])
+
+    def dus(x, u, s):
+        st = clamp(s, x.shape, u.shape)
+        out = x.copy()
+        out[tuple(slice(a, a + k) for a, k in zip(st, u.shape))] = u
+        return out
+
+    each("dynamic_update_slice", dus,
+         [[rand((4, 5), "f32"), rand((2, 3), "f32"), arr([5, -2], "i64")],
+          [rand((4, 5), "u8"), rand((2, 3), "u8"), arr([1, 1], "i32")],
+          [rand((4,), "bool"), rand((1,), "bool"), arr([3], "u8")]])
+    for depth, out, name in ((4, np.float32, "one_hot_f32"), (3, np.bool_, "one_hot_bool")):
+        each(name, lambda i, depth=depth, out=out:
+             (wide(i)[..., None] == np.arange(depth)).astype(out),
+             [[arr([-1, 0, 3, 4, 2], "i32")], [arr([[0, 1], [2, 5]], "u8")], [arr(1, "i64")],
+              [arr([2, 0], "u32")]])
+
+
+def gen_linalg():
+    def dot(lb, rb, lc, rc):
+        return lambda a, b: out_as(dot_general(a, b, lb, rb, lc, rc), NAME[a.dtype])
+
+    def pairs(sa, sb, dts=("f32", "f64", "i32", "u8")):
+        return [[rand(sa, dt), rand(sb, dt)] for dt in dts]
+
+    each("dot_matmul", dot((), (), (1,), (0,)),
+         pairs((3, 4), (4, 2)) + pairs((2, 0), (0, 3), ("f32",)))
+    each("dot_batch", dot((0,), (0,), (2,), (1,)), pairs((2, 3, 2), (2, 2, 2)))
+    each("dot_multi_contract", dot((), (), (1, 2), (1, 0)), pairs((2, 3, 2), (2, 3, 2)))
+    each("dot_outer", dot((), (), (), ()), pairs((3,), (2,)) + pairs((), (), ("i64",)))
+    each("dot_batch_middle", dot((1,), (1,), (2,), (0,)), pairs((3, 2, 2), (2, 2, 1)))
+
+    def spd(shape, dt):
+        m = rng.uniform(-1, 1, shape)
+        n = shape[-1]
+        a = m @ np.swapaxes(m, -1, -2) + n * np.eye(n)
+        return a.astype(NP[dt])
+
+    cases = [[spd((3, 3), "f64")], [spd((2, 3, 3), "f32")], [spd((1, 1), "f64")]]
+    each("cholesky", lambda a: out_as(cholesky(a), NAME[a.dtype]), cases)
+
+    def skew(a):  # adds an antisymmetric part, removed by the row's symmetrisation
+        k = rng.uniform(-0.3, 0.3, a.shape)
+        return (a + k - np.swapaxes(k, -1, -2)).astype(a.dtype)
+
+    sym = lambda a: 0.5 * (a.astype(np.float64) + np.swapaxes(a.astype(np.float64), -1, -2))
+    each("cholesky_sym", lambda a: out_as(cholesky(sym(a)), NAME[a.dtype]),
+         [[skew(c[0])] for c in cases[:2]])
+
+    def triangular(shape, dt):
+        a = rng.uniform(-0.5, 0.5, shape)
+        n = shape[-1]
+        d = rng.uniform(2, 3, shape[:-1]) * rng.choice([-1, 1], shape[:-1])
+        a = a * (1 - np.eye(n)) + np.eye(n) * d[..., None]
+        return a.astype(NP[dt])
+
+    for left in (True, False):
+        for lower in (True, False):
+            for trans in (False, True):
+                for unit in (False, True):
+                    name = "trsolve_%s%s%s%s" % ("L" if left else "R", "lo" if lower else "up",
+                                                 "T" if trans else "N", "u" if unit else "d")
+                    f = lambda a, b, l=left, lo=lower, t=trans, u=unit: out_as(
+                        tri_solve(a, b, l, lo, t, u), NAME[b.dtype])
+                    bs = (3, 2) if left else (2, 3)
+                    bb = (2, 3, 2) if left else (2, 2, 3)
+                    each(name, f, [[triangular((3, 3), "f64"), rand(bs, "f64")],
+                                   [triangular((2, 3, 3), "f32"), rand(bb, "f32")]])
+
+
+def gen_random():
+    # bits_like(x, seed = 7): x only gives the shape
+    for shape in ((3, 5), (2, 3), (7,), ()):
+        add("philox_bits", [np.zeros(shape, np.uint32)], philox_bits(shape, 7))
+
+
+def gen_composites():
+    f = lambda g: (lambda x: out_as(g(x), NAME[x.dtype]))
+    big = lambda dt, shape: arr([1000, 1000, -1000, -math.inf, 0, 1], dt, shape)
+    each("softmax", f(lambda x: softmax(x, -1)),
+         [[rand((3, 4), dt)] for dt in FLOATS] + [[big("f32", (2, 3))]])
+    each("log_softmax", f(lambda x: x.astype(np.float64) - logsumexp(x, 1, True)),
+         [[rand((3, 4), dt)] for dt in FLOATS] + [[big("f64", (3, 2))]])
+    each("logsumexp", f(lambda x: logsumexp(x, 1)),
+         [[rand((3, 4), dt)] for dt in FLOATS] +
+         [[arr([-math.inf, -math.inf, 0, -math.inf, 1000, 1000, math.inf, 1], "f32", (4, 2))]])
+    each("logsumexp__all", f(lambda x: logsumexp(x, None)),
+         [[rand((2, 3), "f64")], [rand((), "f32")], [specials("f32")],
+          [arr([-math.inf, -math.inf], "f64")], [arr([math.inf, -math.inf, 1], "f64")]])
+    wide_vals = lambda dt: arr([-1000, -40, -20, 0, 20, 40, 1000], dt)
+    for name, g in (("softplus", softplus), ("sigmoid", sigmoid),
+                    ("log_sigmoid", lambda x: -softplus(-x.astype(np.float64)))):
+        each(name, f(g), [[rand((2, 3), dt, -8, 8)] for dt in FLOATS] +
+             [[wide_vals(dt)] for dt in FLOATS] + [[specials("f32")]])
+    mean = lambda x: out_as(np.mean(wide(as_float(x)), axis=1), NAME[as_float(x).dtype])
+    each("mean", mean, [[rand((3, 4), dt)] for dt in ("bool", "u8", "i32", "f32", "f64")] +
+         [[rand((2, 0), "f32")]])
+    var = lambda ddof, keep, axis: (lambda x: out_as(
+        np.var(wide(as_float(x)), axis=axis, ddof=ddof, keepdims=keep), NAME[as_float(x).dtype]))
+    each("var", var(0, False, 0), [[rand((5, 3), dt)] for dt in ("u8", "i32", "f32", "f64")] +
+         [[rand((0, 2), "f64")]])
+    each("var__ddof1", var(1, True, 1), [[rand((3, 5), dt)] for dt in ("i64", "f64")] +
+         [[rand((2, 1), "f32")]])
+    clip = lambda x: out_as(np.minimum(np.maximum(wide(x), -1), 2), NAME[x.dtype])
+    each("clip", clip, [[arr([0, 1, 2, 3, 255], "u8")], [arr([0, 1, 2, 3, 4294967295], "u32")],
+                        [arr([-3, -1, 0, 2, 5], "i32")], [rand((2, 3), "f64")], [specials("f32")]])
+    mm = lambda a, b: out_as(np.matmul(wide(a), wide(b)), NAME[a.dtype])
+    each("matmul", mm,
+         [[rand((3, 4), "f64"), rand((4, 2), "f64")], [rand((4,), "f32"), rand((4, 2), "f32")],
+          [rand((3, 4), "i32"), rand((4,), "i32")], [rand((4,), "f64"), rand((4,), "f64")],
+          [rand((2, 1, 2, 3), "f32"), rand((3, 3, 2), "f32")],
+          [rand((1, 2, 3), "u8"), rand((2, 3, 2), "u8")]])
+    each("expand_dims", lambda x: np.expand_dims(x, -1),
+         [[rand((2, 3), "f32")], [rand((), "bool")]])
+    each("squeeze", np.squeeze,
+         [[rand((1, 3, 1), "i32")], [rand((1,), "f64")], [rand((2, 1, 3), "bool")]])
+    each("stack", lambda a, b, c: np.stack([a, b, c], -1),
+         [[rand((2, 3), "f32"), rand((2, 3), "f32"), rand((2, 3), "f32")],
+          [rand((), "u8"), rand((), "u8"), rand((), "u8")]])
+    each("flatten", lambda x: x.reshape(x.shape[:1] + (-1,)),
+         [[rand((2, 3, 4), "f64")], [rand((3, 1), "bool")], [rand((4, 1, 1), "i32")]])
+    each("subscripts", lambda x: x[1, ::2], [[rand((3, 5, 2), "f32")], [rand((2, 4), "i64")]])
+    each("subscripts__negative", lambda x: x[:, -1],
+         [[rand((2, 3), "f64")], [rand((4, 5, 1), "u8")]])
+
+
+# ---- output ----------------------------------------------------------------------------------
+
+def number(v, dt):
+    if dt in FLOATS:
+        v = float(v)
+        if math.isnan(v):
+            return '"nan"'
+        if math.isinf(v):
+            return '"inf"' if v > 0 else '"-inf"'
+        if dt == "f32":
+            return str(np.float32(v))  # the shortest repr that round-trips the float32
+        return repr(v)
+    return str(int(v))
+
+
+def tensor(a):
+    a = np.asarray(a)
+    dt = NAME[a.dtype]
+    data = ",".join(number(v, dt) for v in a.reshape(-1))
+    shape = json.dumps(list(a.shape), separators=(",", ":"))
+    return '{"dtype":"%s","shape":%s,"data":[%s]}' % (dt, shape, data)
+
+
+def main():
+    gen_unary()
+    gen_binary()
+    gen_reduce()
+    gen_movement()
+    gen_indexing()
+    gen_linalg()
+    gen_random()
+    gen_composites()
+    lines = []
+    for row, dt, inputs, expected in ENTRIES:
+        lines.append('{"row":"%s","dtype":"%s","inputs":[%s],"expected":%s}' % (
+            row, dt, ",".join(tensor(x) for x in inputs), tensor(expected)))
+    text = '{"generator":"tests/ops/golden/gen_golden.py","numpy":"%s","cases":[\n%s\n]}\n' % (
+        np.__version__, ",\n".join(lines))
+    json.loads(text.replace('"nan"', "0"))  # well-formed
+    if len(text) > MAX_BYTES:
+        sys.exit("golden.json would be %d bytes (limit %d): shrink the cases"
+                 % (len(text), MAX_BYTES))
+    with open(OUT, "w") as f:
+        f.write(text)
+    print("wrote %s: %d entries, %d bytes" % (OUT, len(ENTRIES), len(text)))
+
+
+if __name__ == "__main__":
+    main()
