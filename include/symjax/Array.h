@@ -40,6 +40,10 @@ public:
     bool defined() const { return static_cast<bool>(buf_); }
     /// True when no other Array shares this buffer.
     bool unique() const { return buf_.use_count() == 1; }
+    /// Number of Arrays sharing this buffer.
+    long use_count() const { return buf_.use_count(); }
+    /// True when both share one buffer.
+    bool shares_buffer(const Array& o) const { return buf_ && buf_ == o.buf_; }
 
     void* raw() { return buf_.get(); }
     const void* raw() const { return buf_.get(); }

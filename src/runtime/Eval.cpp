@@ -24,7 +24,9 @@ Array Tensor::eval(const Givens& givens) const {
         vals.push_back(s.value);
     }
     auto exe = detail::make_reference_executable(p, {});
-    return exe->run({}, vals, 0).outputs[0];
+    Array out = exe->run({}, vals, 0).outputs[0];
+    // a leaf's value (a constant or a variable) must not be handed out by reference
+    return has_trait(t.node()->op(), kLeaf) ? out.clone() : out;
 }
 
 } // namespace sj

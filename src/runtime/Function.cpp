@@ -204,6 +204,22 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
             << shape_str(s.shape) << " produced a value of shape " << r.new_values[k].type_str()
             << " with these inputs; no variable was changed";
     }
+    // An output that is a leaf's value or shares a buffer with an input or a variable is copied,
+    // so the caller's writes cannot reach the graph's state (constants are shared by all graphs).
+    for (size_t k = 0; k < r.outputs.size(); ++k) {
+        bool shared = has_trait(p.outputs[k]->op(), kLeaf);
+        for (const auto& a : in) shared |= r.outputs[k].shares_buffer(a);
+        for (const auto& a : vals) shared |= r.outputs[k].shares_buffer(a);
+        if (shared) r.outputs[k] = r.outputs[k].clone();
+    }
+    // A new value that is also one of the caller's arrays (an input or a returned output) is
+    // copied, so later writes on either side cannot reach the other.
+    for (auto& nv : r.new_values) {
+        bool shared = false;
+        for (const auto& a : in) shared |= nv.shares_buffer(a);
+        for (const auto& a : r.outputs) shared |= nv.shares_buffer(a);
+        if (shared) nv = nv.clone();
+    }
     for (size_t k = 0; k < p.updates.size(); ++k) {
         auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
         std::lock_guard<std::mutex> vl(s.mu);

@@ -15,6 +15,7 @@ struct VariableTable {
     std::mutex mu;
     std::unordered_map<std::string, std::weak_ptr<detail::VariableState>> by_name;
     std::vector<std::weak_ptr<detail::VariableState>> order;
+    std::unordered_map<std::string, int> next_suffix;
 
     static VariableTable& get() {
         static auto* t = new VariableTable;
@@ -24,10 +25,11 @@ struct VariableTable {
     std::string add(const std::shared_ptr<detail::VariableState>& s, const std::string& name) {
         std::lock_guard<std::mutex> lock(mu);
         std::string n = name;
-        for (int k = 1;; ++k) {
+        int& k = next_suffix[name]; // continue where the last clash left off: linear, not quadratic
+        for (;;) {
             auto it = by_name.find(n);
             if (it == by_name.end() || it->second.expired()) break;
-            n = name + "_" + std::to_string(k);
+            n = name + "_" + std::to_string(++k);
         }
         by_name[n] = s;
         order.push_back(s);

@@ -191,9 +191,21 @@ private:
                 std::vector<TensorType> in;
                 for (const auto& i : n->inputs()) in.push_back(types.at(i.get()));
                 detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
-                types[n] = detail::op_def(n->op()).infer(ctx);
+                try {
+                    types[n] = detail::op_def(n->op()).infer(ctx);
+                } catch (const ShapeError& e) {
+                    throw InputError(e.what()); // at call time a shape clash comes from the inputs
+                }
             }
             }
+        }
+        // an update whose value does not fit its variable fails now, before any kernel runs
+        for (size_t k = 0; k < p_.updates.size(); ++k) {
+            const Node* v = p_.variables[p_.updates[k].first].get();
+            const TensorType& t = types.at(c_.roots[p_.outputs.size() + k].get());
+            SJ_CHECK(t.shape == v->shape(), InputError)
+                << "the update of variable '" << v->name() << "' " << type_str(v->type())
+                << " produced a value of shape " << type_str(t) << " with these inputs; no variable was changed";
         }
         plan.types.resize(slot_nodes_.size());
         for (size_t s = 0; s < slot_nodes_.size(); ++s) plan.types[s] = types.at(slot_nodes_[s]);
@@ -342,7 +354,7 @@ private:
         std::vector<Array> outs;
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.types[gc.out_slots[k]];
-            if (k == 0 && gc.inplace_var >= 0) outs.push_back(env[gc.inplace_var]);
+            if (k == 0 && gc.inplace_var >= 0 && exclusively_ours(plan, env, gc)) outs.push_back(env[gc.inplace_var]);
             else outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
         if (L.points == 0) {
@@ -383,6 +395,16 @@ private:
             }
         }
         for (size_t k = 0; k < gc.out_slots.size(); ++k) env[gc.out_slots[k]] = std::move(outs[k]);
+    }
+
+    /// The variable's buffer is held only by its state, the call's snapshot and our environment
+    /// (and our buffer pool): nobody outside can see an in-place write.
+    static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, const GroupCall& gc) {
+        const Array& v = env[gc.inplace_var];
+        long holders = v.use_count();
+        for (const auto& p : plan.pool)
+            if (p.shares_buffer(v)) --holders;
+        return holders <= 3;
     }
 
     /// The output buffer of a slot: last call's if nobody else holds it, else a new one.

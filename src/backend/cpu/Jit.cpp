@@ -71,7 +71,7 @@ struct Jit {
         jit->getMainJITDylib().addGenerator(std::move(*gen));
         std::ostringstream k;
         k << "schema=" << kSchemaVersion << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
-          << " cpu=" << cpu << " features=" << features << " opt=O3\n";
+          << " cpu=" << cpu << " features=" << features << " opt=O3 codegen=" << SJ_CODEGEN_HASH << "\n";
         key_prefix = k.str();
     }
 

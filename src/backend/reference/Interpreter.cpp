@@ -38,7 +38,11 @@ TensorType concrete_type(const Node& node, const std::vector<Array>& in) {
     types.reserve(in.size());
     for (const auto& a : in) types.push_back({a.dtype(), a.shape()});
     detail::InferCtx ctx{node.op(), node.attrs(), types, &node.inputs(), true};
-    return detail::op_def(node.op()).infer(ctx);
+    try {
+        return detail::op_def(node.op()).infer(ctx);
+    } catch (const ShapeError& e) {
+        throw InputError(e.what()); // at call time a shape clash comes from the inputs given
+    }
 }
 
 Array eval_node(const Node& node, const std::vector<Array>& in, uint64_t counter) {

@@ -1,0 +1,27 @@
+// Dropout: inverted scaling in training, identity in evaluation.
+#include "NnUtil.h"
+
+#include <symjax/Ops.h>
+#include <symjax/Random.h>
+#include <symjax/nn/Layers.h>
+
+namespace sj::nn {
+
+Dropout::Dropout(double p, std::optional<uint64_t> seed)
+    : p_(p), seed_(seed), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
+    SJ_CHECK(p >= 0 && p < 1, InputError)
+        << "nn::Dropout: the drop probability must lie in [0, 1), got " << p;
+}
+
+Tensor Dropout::forward(const Tensor &x, Mode mode) const {
+    if (mode == Mode::eval || p_ == 0)
+        return x;
+    SJ_CHECK(is_float(x.dtype()), TypeError)
+        << "nn::Dropout: input " << x.name() << " " << x.type_str() << " must be f32 or f64";
+    uint64_t k = calls_->fetch_add(1);
+    uint64_t seed = seed_ ? detail::mix_seed(*seed_, k) : random::next_seed();
+    Tensor keep = random::bernoulli_like(x, 1.0 - p_, seed);
+    return where(keep, x * (1.0 / (1.0 - p_)), 0.0);
+}
+
+} // namespace sj::nn

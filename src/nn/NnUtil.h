@@ -1,0 +1,23 @@
+// Helpers shared by the nn sources: unique scope names and variables created at a full name.
+#pragma once
+
+#include <symjax/Variable.h>
+
+#include <string>
+
+namespace sj::nn::detail {
+
+/// `kind` qualified by the current scope, or kind_1, kind_2, ... when a live variable already
+/// lives under that path.
+std::string unique_scope(const std::string &kind);
+
+/// A variable whose full name is `full_name` when the current scope is a prefix of it (the usual
+/// case: modules and optimizers create their variables in the scope they were built in); else the
+/// name is nested under the current scope as every Variable's is.
+Variable make_variable(const std::string &full_name, const Array &init, bool trainable);
+Variable make_variable(const std::string &full_name, const Tensor &init, bool trainable);
+
+/// SplitMix64: mixes a seed and an index into a new seed.
+uint64_t mix_seed(uint64_t seed, uint64_t index);
+
+} // namespace sj::nn::detail

@@ -1,0 +1,72 @@
+// Normalisation layers: LayerNorm and BatchNorm (whose running statistics are state updates).
+#include <symjax/Ops.h>
+#include <symjax/nn/Layers.h>
+
+namespace sj::nn {
+
+// ---- LayerNorm ----------------------------------------------------------------------------------
+LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : dim_(dim), eps_(eps) {
+    SJ_CHECK(dim > 0, ShapeError) << "nn::LayerNorm: dim must be positive, got " << dim;
+    open_scope("layer_norm");
+    gamma_ = add_variable("gamma", Array::full(dtype, {dim}, 1.0));
+    beta_ = add_variable("beta", Array(dtype, {dim}));
+}
+
+Tensor LayerNorm::forward(const Tensor &x, Mode) const {
+    SJ_CHECK(x.rank() >= 1 && (x.dim(-1) == dim_ || x.dim(-1) == -1), ShapeError)
+        << "nn::LayerNorm '" << scope() << "': input " << x.name() << " " << x.type_str()
+        << " must end with a dim of " << dim_;
+    Tensor mu = mean(x, {-1}, true);
+    Tensor v = var(x, {-1}, true);
+    return (x - mu) * rsqrt(v + eps_) * gamma_ + beta_;
+}
+
+// ---- BatchNorm ----------------------------------------------------------------------------------
+BatchNorm::BatchNorm(int64_t features, double momentum, double eps, DType dtype)
+    : features_(features), momentum_(momentum), eps_(eps) {
+    SJ_CHECK(features > 0, ShapeError)
+        << "nn::BatchNorm: features must be positive, got " << features;
+    SJ_CHECK(momentum >= 0 && momentum <= 1, InputError)
+        << "nn::BatchNorm: momentum must lie in [0, 1], got " << momentum;
+    open_scope("batch_norm");
+    gamma_ = add_variable("gamma", Array::full(dtype, {features}, 1.0));
+    beta_ = add_variable("beta", Array(dtype, {features}));
+    mean_ = add_variable("running_mean", Array(dtype, {features}), false);
+    var_ = add_variable("running_var", Array::full(dtype, {features}, 1.0), false);
+}
+
+Tensor BatchNorm::forward(const Tensor &x, Mode mode) const {
+    SJ_CHECK(x.rank() >= 2 && (x.dim(1) == features_ || x.dim(1) == -1), ShapeError)
+        << "nn::BatchNorm '" << scope() << "': input " << x.name() << " " << x.type_str()
+        << " must be [N, " << features_ << ", ...]";
+    // parameters [F] broadcast against axis 1: [F, 1, ..., 1]
+    Shape pshape(x.rank() - 1, 1);
+    pshape[0] = features_;
+    auto per_feature = [&](const Tensor &p) { return x.rank() == 2 ? p : reshape(p, pshape); };
+    Tensor g = per_feature(gamma_), b = per_feature(beta_);
+    if (mode == Mode::eval)
+        return (x - per_feature(mean_)) * rsqrt(per_feature(var_) + eps_) * g + b;
+
+    Axes axes{0};
+    for (int a = 2; a < x.rank(); ++a)
+        axes.push_back(a);
+    Tensor mu = mean(x, axes, true);
+    Tensor v = var(x, axes, true);
+    Tensor y = (x - mu) * rsqrt(v + eps_) * g + b;
+
+    // running statistics; the running variance is unbiased: n / (n - 1) times the batch's
+    int64_t n_static = 1;
+    for (int64_t a : axes)
+        n_static = (x.dim(a) < 0 || n_static < 0) ? -1 : n_static * x.dim(a);
+    Tensor n = n_static >= 0 ? scalar_like(double(n_static), v)
+                             : sum(ones_like(x), axes, false)[0]; // counted at call time
+    Tensor batch_mean = stop_gradient(reshape(mu, {features_}));
+    Tensor batch_var = stop_gradient(reshape(v, {features_}) * (n / maximum(n - 1.0, 1.0)));
+    DType dt = mean_.dtype();
+    Tensor new_mean = momentum_ * mean_ + cast(batch_mean, dt) * (1.0 - momentum_);
+    Tensor new_var = momentum_ * var_ + cast(batch_var, dt) * (1.0 - momentum_);
+    attach_state_updates(y, Updates{{mean_, new_mean}, {var_, new_var}});
+    return y;
+}
+
+} // namespace sj::nn
