@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>
@@ -277,7 +278,8 @@ Array decode_all(const std::vector<Item>& items, int channels, int threads) {
 
 bool is_image_name(const fs::path& p) {
     std::string e = p.extension().string();
-    std::transform(e.begin(), e.end(), e.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    std::transform(e.begin(), e.end(), e.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     return e == ".png" || e == ".jpg" || e == ".jpeg";
 }
 

@@ -207,8 +207,9 @@ struct Epoch::State {
             // Per-sample draws keyed by (seed, epoch, dataset index).
             uint64_t key = splitmix64(splitmix64(o.seed) ^ static_cast<uint64_t>(epoch));
             key = splitmix64(key ^ static_cast<uint64_t>(idx));
-            const int64_t dy = pad ? static_cast<int64_t>(splitmix64(key + 1) % (2 * pad + 1)) : pad;
-            const int64_t dx = pad ? static_cast<int64_t>(splitmix64(key + 2) % (2 * pad + 1)) : pad;
+            const uint64_t span = 2 * static_cast<uint64_t>(pad) + 1;
+            const int64_t dy = static_cast<int64_t>(splitmix64(key + 1) % span);
+            const int64_t dx = static_cast<int64_t>(splitmix64(key + 2) % span);
             const bool flip = o.augment.horizontal_flip && (splitmix64(key + 3) >> 63);
             const uint8_t* src = img + idx * sample;
             float* dst = x + k * sample;

@@ -58,7 +58,8 @@ void write_bytes(const std::string& path, const Bytes& b) {
 /// A safetensors file by hand: header length, header text, data.
 Bytes st_file(const std::string& header, const Bytes& data) {
     Bytes b;
-    for (int i = 0; i < 8; ++i) b.push_back(static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i)));
+    for (int i = 0; i < 8; ++i)
+        b.push_back(static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i)));
     b.insert(b.end(), header.begin(), header.end());
     b.insert(b.end(), data.begin(), data.end());
     return b;
@@ -140,7 +141,8 @@ TEST(Checkpoint, FileLayoutIsSafetensors) {
 
     // A file as the reference (Python) implementation writes it reads back.
     std::string header = R"({"__metadata__":{"format":"pt"},"x":{"dtype":"F32","shape":[2],)"
-                         R"("data_offsets":[0,8]},"y":{"dtype":"U8","shape":[],"data_offsets":[8,9]}})";
+                         R"("data_offsets":[0,8]},"y":{"dtype":"U8","shape":[],)"
+                         R"("data_offsets":[8,9]}})";
     header.append((8 - (8 + header.size()) % 8) % 8, ' ');
     Bytes d = f32_bytes({0.5f, -4.f});
     d.push_back(200);
@@ -172,6 +174,9 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
     };
     std::string gap_h = "{" + a_ok + R"(,"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}})";
     std::string bool_h = "{" + a_ok + R"(,"c":{"dtype":"BOOL","shape":[2],"data_offsets":[8,10]}})";
+    Bytes bool_data = f32_bytes({1, 2});
+    bool_data.push_back(1);
+    bool_data.push_back(2);
     std::vector<Case> cases = {
         {"short", {1, 2, 3, 4}, {"byte 0:", "too short"}},
         {"huge", huge, {"byte 0:", "exceeds the file size"}},
@@ -206,14 +211,17 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
         {"gap", st_file(gap_h, f32_bytes({1, 2, 3, 4})), {data_at(gap_h, 8), "gap of 4 bytes"}},
         {"trailing", st_file(good, f32_bytes({1, 2, 3, 4})),
          {data_at(good, 12), "4 bytes after the last tensor"}},
-        {"dup", st_file(dup, d12), {"duplicate header entry 'a'", "byte " + std::to_string(9 + a_ok.size() + 1) + ":"}},
-        {"field", st_file(hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"), d12),
+        {"dup",
+         st_file(dup, d12),
+         {"duplicate header entry 'a'", "byte " + std::to_string(9 + a_ok.size() + 1) + ":"}},
+        {"field",
+         st_file(hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"), d12),
          {"unknown field 'x'"}},
-        {"meta", st_file(R"({"__metadata__":{"k":1},)" + a_ok.substr(0) + "," + b_ok + "}", d12),
+        {"meta", st_file(R"({"__metadata__":{"k":1},)" + a_ok + "," + b_ok + "}", d12),
          {"__metadata__ value of 'k' is not a string"}},
         {"noname", st_file(hdr(R"("":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), d12),
          {"empty tensor name"}},
-        {"bool", st_file(bool_h, [&] { Bytes x = f32_bytes({1, 2}); x.push_back(1); x.push_back(2); return x; }()),
+        {"bool", st_file(bool_h, bool_data),
          {data_at(bool_h, 9), "BOOL byte 2 is not 0 or 1"}},
     };
     write_bytes(t / "good.st", st_file(good, d12));

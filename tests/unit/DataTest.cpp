@@ -116,7 +116,8 @@ Bytes smooth(int h, int w, int c, int seed) {
     for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x)
             for (int k = 0; k < c; ++k)
-                p[(y * w + x) * c + k] = static_cast<uint8_t>(40 + seed * 10 + y * 3 + x * 2 + k * 30);
+                p[(y * w + x) * c + k] =
+                    static_cast<uint8_t>(40 + seed * 10 + y * 3 + x * 2 + k * 30);
     return p;
 }
 
@@ -527,7 +528,8 @@ TEST(DataImage, RejectsCorruptPng) {
     const uint32_t len = rd_be32(good, idat);
     for (uint32_t i = 2; i < len; ++i) inner[idat + 8 + i] = 0xff;
     uint32_t crc = static_cast<uint32_t>(crc32(0, inner.data() + idat + 4, len + 4));
-    for (int k = 0; k < 4; ++k) inner[idat + 8 + len + k] = static_cast<uint8_t>(crc >> (24 - 8 * k));
+    for (int k = 0; k < 4; ++k)
+        inner[idat + 8 + len + k] = static_cast<uint8_t>(crc >> (24 - 8 * k));
     write_bytes(t / "zlib.png", inner);
     msg = io_error([&] { read_image(t / "zlib.png"); });
     EXPECT_CONTAINS(msg, t / "zlib.png");
@@ -622,7 +624,8 @@ Dataset synthetic(int64_t n, int64_t c = 1, int64_t h = 4, int64_t w = 4) {
     ds.images = Array(DType::U8, {n, c, h, w});
     ds.labels = Array(DType::I32, {n});
     auto* p = ds.images.data<uint8_t>();
-    for (int64_t i = 0; i < ds.images.size(); ++i) p[i] = static_cast<uint8_t>((i * 37 + i / 7) % 251);
+    for (int64_t i = 0; i < ds.images.size(); ++i)
+        p[i] = static_cast<uint8_t>((i * 37 + i / 7) % 251);
     for (int64_t i = 0; i < n; ++i) ds.labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
     for (int k = 0; k < 10; ++k) ds.classes.push_back("c" + std::to_string(k));
     return ds;
