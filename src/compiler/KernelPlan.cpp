@@ -89,12 +89,7 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     std::vector<Access> acc;
     for (const auto& ld : g.loads) {
         Affine m = identity(R);
-        const Node* cur = nullptr;
-        for (const auto& [node, input] : plan.chains[ld.chain]) {
-            m = step(m, *node, input, shape_of);
-            cur = node->input(input).get();
-        }
-        (void)cur;
+        for (const auto& [node, input] : plan.chains[ld.chain]) m = step(m, *node, input, shape_of);
         auto rm = row_major_strides(shape_of(ld.buffer.get()));
         Access a;
         a.stride.assign(R, 0);

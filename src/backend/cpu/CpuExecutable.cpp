@@ -64,7 +64,6 @@ public:
         std::vector<const Node*> rs;
         for (const auto& r : c_.roots) rs.push_back(r.get());
         order_ = topo_order(rs);
-        for (size_t i = 0; i < order_.size(); ++i) index_[order_[i]] = i;
         auto add_slot = [&](const Node* n) {
             if (!slot_.count(n)) {
                 slot_[n] = int(slot_nodes_.size());
@@ -297,13 +296,8 @@ private:
                 if (c_.roots[o].get() == var) return -1; // returned to the user
             for (int u = 0; u < int(p_.updates.size()); ++u)
                 if (c_.roots[n_out + u].get() == var) return -1; // another variable takes its value
-            bool read = false;
-            for (const auto& l : g.loads) {
-                if (l.buffer.get() != var) continue;
-                if (l.chain != 0) return -1; // read at another point than written
-                read = true;
-            }
-            (void)read;
+            for (const auto& l : g.loads)
+                if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
             if (var->shape() != g.roots[0]->shape()) return -1;
             return vs;
         }
@@ -487,7 +481,6 @@ private:
     FunctionOptions opts_;
     compiler::Compiled c_;
     std::vector<const Node*> order_;
-    std::unordered_map<const Node*, size_t> index_;
     std::unordered_map<const Node*, int> slot_, input_of_, var_of_;
     std::vector<const Node*> slot_nodes_;
     std::map<std::string, CallPlan> plans_;

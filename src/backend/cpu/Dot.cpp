@@ -82,7 +82,6 @@ double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
 }
 
 void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out) {
-    size_t nb = d.lhs_batch.size();
     auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
     auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
     int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
@@ -115,7 +114,6 @@ void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
         if (is_identity(pbt)) tb = true;
         else Bm = permuted(rhs, pb);
     }
-    (void)nb;
     int64_t lda = ta ? M : K, ldb = tb ? K : N;
     for (int64_t b = 0; b < B; ++b) {
         if (out.dtype() == DType::F32) {
