@@ -89,7 +89,10 @@ Value* emit_tanhf(llvm::IRBuilder<>& b, Value* x) {
     Value* z = b.CreateFMul(x, x);
     Value* p = horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
                              1.33314422036E-1, -3.33332819422E-1});
-    Value* small = fma(b, b.CreateFMul(p, z), x, x);
+    // |small| <= |x| with x's sign (odd function); copysign also keeps tanh(-0) = -0, which the
+    // fma alone turns into +0 (-0 * p z + -0 rounds to +0)
+    Value* small = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
+                                     {fma(b, b.CreateFMul(p, z), x, x), x});
     Value* e = emit_expf(b, b.CreateFAdd(ax, ax));
     Value* big = b.CreateFSub(c(b, 1.0), b.CreateFDiv(c(b, 2.0), b.CreateFAdd(e, c(b, 1.0))));
     big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {big, x});
