@@ -172,8 +172,8 @@ bool write_entry(const std::string& dir, const std::string& path, const std::str
         f.write(reinterpret_cast<const char*>(&olen), 8);
         f.write(reinterpret_cast<const char*>(&sum), 8);
         f.write(obj.data(), std::streamsize(obj.size()));
+        f.close(); // flushes: a failed final write must not rename a partial file into place
         if (!f) {
-            f.close();
             std::remove(tmp.c_str());
             return false;
         }
