@@ -14,6 +14,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 using namespace sj;
 namespace cc = sj::compiler;
@@ -439,7 +440,9 @@ TEST(Fusion, RefusalsAreExplained) {
     expect_cpu_matches_reference({x}, dep, {random_array(f64, {4, 6}, 23)});
 }
 
-// An expression longer than kMaxKernelInsts is split into several kernels.
+// An expression longer than kMaxKernelInsts is split into several kernels, and a kernel holds
+// each scalar constant once (they used to be repeated per use, one per consumer's broadcast
+// chain, which doubled the kernels past the cap).
 TEST(Fusion, KernelSizeCapSplitsLongExpressions) {
     Placeholder x({5, 7}, f64, "x");
     Tensor y = x;
@@ -447,6 +450,17 @@ TEST(Fusion, KernelSizeCapSplitsLongExpressions) {
     cc::Compiled c = compile({y});
     EXPECT_GE(c.plan.kernels(), 2u) << c.plan.str();
     EXPECT_TRUE(has_decision(c.plan, "kernel size cap reached")) << c.plan.str();
+    for (const auto& g : c.plan.groups) {
+        std::set<double> consts;
+        size_t ops = 0, repeated = 0;
+        for (const auto& k : g.insts) {
+            if (k.kind == cc::KInst::Kind::Const) repeated += !consts.insert(k.value).second;
+            ops += k.kind == cc::KInst::Kind::Op;
+        }
+        EXPECT_EQ(repeated, 0u) << "scalar constants repeated in one kernel";
+        EXPECT_LE(ops, cc::kMaxKernelInsts) << c.plan.str();
+        EXPECT_LE(g.insts.size(), cc::kMaxKernelInsts + consts.size() + g.loads.size()) << c.plan.str();
+    }
     expect_cpu_matches_reference({x}, {y}, {random_array(f64, {5, 7}, 24)});
 }
 
