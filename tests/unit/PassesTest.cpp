@@ -171,8 +171,7 @@ TEST(Canonicalize, AlgebraicIdentities) {
 }
 
 // Identities that would change the shape or the value are not applied:
-//   x[3] * ones[2, 3] broadcasts (stays a mul); 0 - x is -x, not x; x * 1 on ints is fine but
-//   x + (-0.0) keeps -0.0 + -0.0 = -0.0 (x is returned as is).
+//   x[3] * ones[2, 3] broadcasts (stays a mul of shape [2, 3]); 0 - x is -x, not x.
 TEST(Canonicalize, IdentitiesKeepShapeAndValue) {
     Placeholder x({3}, f32, "x");
     Tensor a = x * ones({2, 3});
