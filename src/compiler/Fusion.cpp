@@ -314,6 +314,9 @@ struct Fuser {
         std::map<std::pair<const Node*, int>, int> memo;
         std::map<std::pair<const Node*, int>, int> load_of;
         std::function<int(const Node*, int)> build = [&](const Node* n, int chain) -> int {
+            // a scalar constant is the same at every point: one inst whatever the index map
+            // (each consumer's broadcast makes its own chain)
+            if (n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1) chain = 0;
             auto key = std::make_pair(n, chain);
             if (auto it = memo.find(key); it != memo.end()) return it->second;
             KInst inst;

@@ -42,6 +42,7 @@ struct Jit {
     std::unique_ptr<llvm::TargetMachine> tm;
     std::string cpu, features, key_prefix;
     std::unordered_map<std::string, KernelFn> memory;
+    KernelCacheStats stats; // guarded by mu
 
     static Jit& get() {
         static Jit* j = new Jit; // never destroyed: kernels may run during static teardown
@@ -125,9 +126,11 @@ std::string hex(uint64_t v) {
     return b;
 }
 
-/// Reads a cache entry; returns "" when absent, foreign (another key) or corrupt.
-std::string read_entry(const std::string& path, const std::string& key) {
+/// Reads a cache entry; returns "" when absent, foreign (another key) or corrupt (setting
+/// *present when a file was there).
+std::string read_entry(const std::string& path, const std::string& key, bool* present) {
     std::ifstream f(path, std::ios::binary);
+    *present = static_cast<bool>(f);
     if (!f) return "";
     std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     size_t need = sizeof kMagic + 4 + 8 + 8 + 8;
@@ -149,16 +152,17 @@ std::string read_entry(const std::string& path, const std::string& key) {
 }
 
 /// Writes a cache entry atomically: a unique temporary file in the same directory, then rename.
-void write_entry(const std::string& dir, const std::string& path, const std::string& key,
+/// Returns whether the entry was written.
+bool write_entry(const std::string& dir, const std::string& path, const std::string& key,
                  const std::string& obj) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) return; // the cache is an optimisation: an unwritable directory is not an error
+    if (ec) return false; // the cache is an optimisation: an unwritable directory is not an error
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
                       hex(reinterpret_cast<uintptr_t>(&obj) ^ checksum(obj));
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) return;
+        if (!f) return false;
         uint32_t schema = kSchemaVersion;
         uint64_t klen = key.size(), olen = obj.size(), sum = checksum(obj);
         f.write(kMagic, sizeof kMagic);
@@ -168,13 +172,15 @@ void write_entry(const std::string& dir, const std::string& path, const std::str
         f.write(reinterpret_cast<const char*>(&olen), 8);
         f.write(reinterpret_cast<const char*>(&sum), 8);
         f.write(obj.data(), std::streamsize(obj.size()));
+        f.close(); // flushes: a failed final write must not rename a partial file into place
         if (!f) {
-            f.close();
             std::remove(tmp.c_str());
-            return;
+            return false;
         }
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) std::remove(tmp.c_str());
+    if (std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+    std::remove(tmp.c_str());
+    return false;
 }
 
 } // namespace
@@ -197,6 +203,7 @@ KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info) {
     std::string key = j.key_prefix + spec.str();
     std::lock_guard<std::mutex> lock(j.mu);
     if (auto it = j.memory.find(key); it != j.memory.end()) {
+        ++j.stats.memory_hits;
         if (info) *info = {true, false, 0};
         return it->second;
     }
@@ -204,11 +211,16 @@ KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info) {
     std::string sym = "sjk_" + hex(h);
     std::string dir = cache_dir();
     std::string path = dir.empty() ? "" : dir + "/" + hex(h) + ".sjk";
-    std::string obj = path.empty() ? "" : read_entry(path, key);
+    bool present = false;
+    std::string obj = path.empty() ? "" : read_entry(path, key, &present);
     bool disk_hit = !obj.empty();
-    if (!disk_hit) {
+    if (disk_hit) {
+        ++j.stats.disk_hits;
+    } else {
+        j.stats.disk_rejects += present;
         obj = j.compile_object(spec, sym);
-        if (!path.empty()) write_entry(dir, path, key, obj);
+        ++j.stats.compiles;
+        if (!path.empty()) j.stats.disk_writes += write_entry(dir, path, key, obj);
     }
     auto err = j.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, sym));
     SJ_CHECK(!err, Error) << "cpu backend: cannot load kernel " << sym << ": " << llvm::toString(std::move(err));
@@ -222,6 +234,12 @@ KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info) {
         info->ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
     return fn;
+}
+
+KernelCacheStats kernel_cache_stats() {
+    Jit& j = Jit::get();
+    std::lock_guard<std::mutex> lock(j.mu);
+    return j.stats;
 }
 
 std::string kernel_llvm_ir(const compiler::KernelSpec& spec) {

@@ -4,6 +4,7 @@
 
 #include "../../compiler/KernelIR.h"
 
+#include <cstdint>
 #include <string>
 
 namespace sj::cpu {
@@ -20,6 +21,16 @@ struct CompileInfo {
 /// The machine code for `spec`: from the in-memory cache, else the disk cache, else compiled
 /// with LLVM (ORC LLJIT) for the host CPU and stored in both caches. Thread-safe.
 KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info = nullptr);
+
+/// What the kernel caches did since the process started (for tests and debugging).
+struct KernelCacheStats {
+    int64_t memory_hits = 0;  // kernels found in this process's cache
+    int64_t disk_hits = 0;    // loaded from a valid disk entry
+    int64_t disk_rejects = 0; // disk entries present but invalid (corrupt, truncated, foreign key)
+    int64_t compiles = 0;     // compiled with LLVM
+    int64_t disk_writes = 0;  // entries written (renamed into place)
+};
+KernelCacheStats kernel_cache_stats();
 
 /// The LLVM IR (after optimisation) that get_kernel would compile for `spec` (for SJ_DEBUG/dumps).
 std::string kernel_llvm_ir(const compiler::KernelSpec& spec);

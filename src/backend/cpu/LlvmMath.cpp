@@ -1,4 +1,4 @@
-// f32 exp/log/tanh/erf/expm1/log1p as straight-line LLVM IR (Cephes and Eigen polynomials).
+// f32 exp/log/tanh/erf/expm1/log1p as straight-line LLVM IR (Cephes polynomials; erf fitted here).
 #include "LlvmMath.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -89,7 +89,10 @@ Value* emit_tanhf(llvm::IRBuilder<>& b, Value* x) {
     Value* z = b.CreateFMul(x, x);
     Value* p = horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
                              1.33314422036E-1, -3.33332819422E-1});
-    Value* small = fma(b, b.CreateFMul(p, z), x, x);
+    // |small| <= |x| with x's sign (odd function); copysign also keeps tanh(-0) = -0, which the
+    // fma alone turns into +0 (-0 * p z + -0 rounds to +0)
+    Value* small = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
+                                     {fma(b, b.CreateFMul(p, z), x, x), x});
     Value* e = emit_expf(b, b.CreateFAdd(ax, ax));
     Value* big = b.CreateFSub(c(b, 1.0), b.CreateFDiv(c(b, 2.0), b.CreateFAdd(e, c(b, 1.0))));
     big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {big, x});
@@ -98,18 +101,30 @@ Value* emit_tanhf(llvm::IRBuilder<>& b, Value* x) {
 }
 
 Value* emit_erff(llvm::IRBuilder<>& b, Value* x) {
-    // Rational approximation on [-4, 4] (as in Eigen/XLA for float); erf(+-inf) = +-1.
-    Value* xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {b.getFloatTy()},
-                                  {b.CreateIntrinsic(llvm::Intrinsic::minnum, {b.getFloatTy()}, {x, c(b, 4.0)}),
-                                   c(b, -4.0)});
-    Value* x2 = b.CreateFMul(xc, xc);
-    Value* p = horner(b, x2, {-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
-                              -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
-                              -1.60960333262415e-02});
-    p = b.CreateFMul(p, xc);
-    Value* q = horner(b, x2, {-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                              -7.37332916720468e-03, -1.42647390514189e-02});
-    Value* r = b.CreateFDiv(p, q);
+    // Two branches, both computed and selected (vectorisable):
+    // |x| < 1: erf(x) = x + x P(x^2), P a degree-6 fit of (erf(x) - x)/x on x^2 in [0, 1]
+    //   (error 1.2e-9); the fma rounds once, and keeps tiny and denormal x exact in scaling.
+    // 1 <= |x| < 4: erf = 1 - erfc(a), a = |x|, erfc(a) = exp(-a^2) G(1/a) / a, G(t) = a e^(a^2)
+    //   erfc(a) a degree-9 fit in t - 5/8 over t in [1/4, 1] (error 2.7e-9). erfc <= 0.16 there, so
+    //   its relative error (exp's included) shrinks at least five-fold in the result.
+    // |x| >= 4: erf rounds to +-1 in f32. Measured <= 1.3 ulp (TranscendentalAccuracyTest).
+    // Coefficients: mpmath.chebyfit of the functions above at 40 digits.
+    Value* a = fabs(b, x);
+    Value* z = b.CreateFMul(x, x);
+    Value* p = horner(b, z, {7.8758750626854883e-5, -8.0168642871658695e-4, 5.189087423433974e-3,
+                             -2.6854212010626412e-2, 1.1283594715160218e-1, -3.7612626666720331e-1,
+                             1.2837916584835095e-1});
+    Value* small = fma(b, x, p, x);
+    Value* t = b.CreateFDiv(c(b, 1.0), a);
+    Value* g = horner(b, b.CreateFSub(t, c(b, 0.625)),
+                      {-4.7822627023530587e-2, 5.4921685076242254e-2, -2.4603800060566103e-2,
+                       -1.1232849122343979e-2, 4.9612142239670402e-2, -7.7983364361834357e-2,
+                       7.2101930576209976e-2, -1.2954869588571061e-3, -1.7158565139179804e-1,
+                       4.8952479028933696e-1});
+    Value* erfc = b.CreateFMul(emit_expf(b, b.CreateFNeg(z)), b.CreateFMul(g, t));
+    Value* big = b.CreateSelect(b.CreateFCmpOGE(a, c(b, 4.0)), c(b, 1.0), b.CreateFSub(c(b, 1.0), erfc));
+    big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {big, x});
+    Value* r = b.CreateSelect(b.CreateFCmpOLT(a, c(b, 1.0)), small, big);
     return b.CreateSelect(isnan(b, x), x, r);
 }
 

@@ -1,0 +1,364 @@
+// The cpu backend's disk kernel cache (src/backend/cpu/Jit.cpp): entries written on a cold
+// compile and loaded by another process, corrupt entries detected and replaced, concurrent
+// processes sharing one cache directory.
+//
+// Loading from disk needs a process whose in-memory cache is empty, so these tests run the test
+// binary itself as child processes (the disabled test KernelCacheChild.DISABLED_Run, selected
+// with --gtest_filter) with SJ_CACHE_DIR pointing at a fresh temporary directory. Each child
+// compiles the same two-kernel function, checks its results against the reference backend and
+// writes the counters of sj::cpu::kernel_cache_stats() to the file named by SJ_KC_OUT.
+#include <gtest/gtest.h>
+#include <symjax/symjax.h>
+
+#include "backend/cpu/Jit.h"
+
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <random>
+#include <spawn.h>
+#include <sstream>
+#include <string>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+extern char** environ;
+
+using namespace sj;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The function every child compiles: a reduction kernel over [8, 37] and an elementwise kernel
+/// over [5, 3] (different iteration spaces: two kernels, two cache entries).
+struct TwoKernels {
+    Placeholder x{{8, 37}, f32, "x"};
+    Placeholder w{{5, 3}, f32, "w"};
+    std::vector<Tensor> outs{sum(tanh(x * 1.5 + 0.25) * exp(-x), {1}), erf(w) * 3.0 - log1p(w * w)};
+    std::vector<Array> args() const {
+        std::mt19937 g(7);
+        std::uniform_real_distribution<float> u(-2, 2);
+        std::vector<float> xv(8 * 37), wv(15);
+        for (auto& v : xv) v = u(g);
+        for (auto& v : wv) v = u(g);
+        return {Array(xv, {8, 37}), Array(wv, {5, 3})};
+    }
+};
+constexpr int kKernels = 2;
+
+/// Sets an environment variable for the lifetime of the guard, then restores it.
+class EnvGuard {
+public:
+    EnvGuard(const char* name, const std::string& value) : name_(name) {
+        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+        ::setenv(name, value.c_str(), 1);
+    }
+    ~EnvGuard() { had_ ? ::setenv(name_, old_.c_str(), 1) : ::unsetenv(name_); }
+
+private:
+    const char* name_;
+    std::string old_;
+    bool had_ = false;
+};
+
+struct ChildResult {
+    int status = -1; // exit status (0: the child's test passed)
+    std::map<std::string, int64_t> counters;
+    std::string log;
+};
+
+std::string slurp(const fs::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void spit(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::binary | std::ios::trunc) << s; }
+
+/// Starts the test binary as a child running KernelCacheChild.DISABLED_Run with the cache in
+/// `cache`; its counters go to `out`, its output to `out`.log.
+/// `max_file_bytes` > 0 limits the size of every file the child writes (RLIMIT_FSIZE).
+pid_t spawn_child(const fs::path& cache, const fs::path& out, int64_t max_file_bytes = 0) {
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+        std::string s = *e;
+        if (s.rfind("SJ_CACHE_DIR=", 0) && s.rfind("SJ_KC_", 0) && s.rfind("SJ_NUM_THREADS=", 0) &&
+            s.rfind("GTEST_", 0))
+            env_s.push_back(s);
+    }
+    env_s.push_back("SJ_CACHE_DIR=" + cache.string());
+    env_s.push_back("SJ_KC_OUT=" + out.string());
+    env_s.push_back("SJ_NUM_THREADS=1");
+    if (max_file_bytes > 0) env_s.push_back("SJ_KC_FSIZE=" + std::to_string(max_file_bytes));
+    std::vector<std::string> arg_s = {"/proc/self/exe", "--gtest_filter=KernelCacheChild.DISABLED_Run",
+                                      "--gtest_also_run_disabled_tests"};
+    std::vector<char*> argv, envp;
+    for (auto& a : arg_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env_s) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    std::string log = out.string() + ".log";
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? pid : -1;
+}
+
+ChildResult wait_child(pid_t pid, const fs::path& out) {
+    ChildResult r;
+    int st = 0;
+    if (pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st)) r.status = WEXITSTATUS(st);
+    std::istringstream in(slurp(out));
+    std::string k;
+    int64_t v;
+    while (in >> k >> v) r.counters[k] = v;
+    r.log = slurp(out.string() + ".log");
+    return r;
+}
+
+ChildResult run_child(const fs::path& cache, const fs::path& out) { return wait_child(spawn_child(cache, out), out); }
+
+/// The cache entries (*.sjk) of a directory, by file name.
+std::map<std::string, std::string> entries(const fs::path& dir) {
+    std::map<std::string, std::string> m;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".sjk") m[e.path().filename().string()] = slurp(e.path());
+    return m;
+}
+
+/// Everything in a directory that is not a cache entry (temporaries left behind, ...).
+std::vector<std::string> strays(const fs::path& dir) {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(dir))
+        if (e.path().extension() != ".sjk") v.push_back(e.path().filename().string());
+    return v;
+}
+
+class KernelCache : public ::testing::Test {
+protected:
+    void SetUp() override {
+        std::string tmpl = (fs::temp_directory_path() / "sj_kcache_XXXXXX").string();
+        ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+        root_ = tmpl;
+        cache_ = root_ / "cache";
+        fs::create_directories(root_ / "out");
+    }
+    void TearDown() override {
+        std::error_code ec;
+        fs::remove_all(root_, ec);
+    }
+    /// Runs one child and checks that it passed; `what` names the run in messages.
+    ChildResult child(const std::string& what) {
+        fs::path out = root_ / "out" / (what + std::to_string(n_++));
+        ChildResult r = run_child(cache_, out);
+        EXPECT_EQ(r.status, 0) << what << ": the child failed:\n" << r.log;
+        EXPECT_EQ(r.counters["ok"], 1) << what << ":\n" << r.log;
+        return r;
+    }
+    fs::path root_, cache_;
+    int n_ = 0;
+};
+
+/// Offset of the object code in an entry: magic(8) schema(4) klen(8) key olen(8) sum(8).
+size_t object_offset(const std::string& e) {
+    uint64_t klen;
+    std::memcpy(&klen, e.data() + 12, 8);
+    return 20 + klen + 16;
+}
+
+} // namespace
+
+// The child process body (run only by the tests below, through --gtest_filter).
+TEST(KernelCacheChild, DISABLED_Run) {
+    const char* out = std::getenv("SJ_KC_OUT");
+    if (!out) GTEST_SKIP() << "run by KernelCache tests only";
+    if (const char* fsize = std::getenv("SJ_KC_FSIZE")) { // a full disk, as far as writes go
+        std::signal(SIGXFSZ, SIG_IGN);                    // writes past the limit fail (EFBIG)
+        rlim_t n = std::strtoull(fsize, nullptr, 10);
+        struct rlimit lim = {n, n};
+        ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+    }
+    TwoKernels k;
+    FunctionOptions cpu, ref;
+    cpu.backend = "cpu";
+    ref.backend = "reference";
+    Function f = function({k.x, k.w}, k.outs, {}, cpu);
+    Function g = function({k.x, k.w}, k.outs, {}, ref);
+    auto args = k.args();
+    auto a = f(args[0], args[1]);
+    auto b = g(args[0], args[1]);
+    bool ok = f.stats().kernels == size_t(kKernels);
+    for (size_t i = 0; i < a.size(); ++i)
+        for (int64_t j = 0; j < a[i].size(); ++j) {
+            // f32 polynomials vs the reference's correctly rounded values: a few ulp, summed over
+            // 37 terms of magnitude <= e^2 (tolerance far below any wrong-kernel error)
+            double d = std::fabs(a[i].at(j) - b[i].at(j));
+            bool close = d <= 1e-5 * (1 + std::fabs(b[i].at(j)));
+            EXPECT_TRUE(close) << "output " << i << "[" << j << "]: " << a[i].at(j) << " vs " << b[i].at(j);
+            ok = ok && close;
+        }
+    auto s = cpu::kernel_cache_stats();
+    std::ofstream o(out);
+    o << "ok " << int(ok) << "\ncompiles " << s.compiles << "\ndisk_hits " << s.disk_hits << "\ndisk_rejects "
+      << s.disk_rejects << "\ndisk_writes " << s.disk_writes << "\n";
+}
+
+TEST_F(KernelCache, ColdCompileWritesEntriesAnotherProcessLoadsThem) {
+    ChildResult cold = child("cold");
+    EXPECT_EQ(cold.counters["compiles"], kKernels);
+    EXPECT_EQ(cold.counters["disk_hits"], 0);
+    EXPECT_EQ(cold.counters["disk_writes"], kKernels);
+    EXPECT_EQ(entries(cache_).size(), size_t(kKernels));
+    EXPECT_TRUE(strays(cache_).empty()) << strays(cache_)[0];
+
+    ChildResult warm = child("warm");
+    EXPECT_EQ(warm.counters["compiles"], 0) << "a second process recompiled instead of loading";
+    EXPECT_EQ(warm.counters["disk_hits"], kKernels);
+    EXPECT_EQ(warm.counters["disk_rejects"], 0);
+    EXPECT_EQ(warm.counters["disk_writes"], 0);
+}
+
+TEST_F(KernelCache, CorruptEntriesAreDetectedRebuiltAndReplaced) {
+    child("populate");
+    const auto good = entries(cache_);
+    ASSERT_EQ(good.size(), size_t(kKernels));
+    std::vector<std::string> names;
+    for (const auto& [n, e] : good) names.push_back(n);
+
+    auto flip = [](std::string e, size_t at) {
+        e[at] = char(e[at] ^ 0x10);
+        return e;
+    };
+    struct Kind {
+        const char* name;
+        std::function<std::string(const std::string&)> make;
+    };
+    std::mt19937 g(3);
+    std::vector<Kind> kinds = {
+        {"truncated", [](const std::string& e) { return e.substr(0, e.size() / 2); }},
+        {"empty", [](const std::string&) { return std::string(); }},
+        {"object bit flip", [&](const std::string& e) { return flip(e, (object_offset(e) + e.size()) / 2); }},
+        {"checksum bit flip", [&](const std::string& e) { return flip(e, object_offset(e) - 3); }},
+        {"key bit flip", [&](const std::string& e) { return flip(e, 20 + 5); }},
+        {"magic bit flip", [&](const std::string& e) { return flip(e, 1); }},
+        {"garbage", [&](const std::string& e) {
+             std::string s(e.size(), '\0');
+             for (auto& ch : s) ch = char(g());
+             return s;
+         }},
+        {"trailing bytes", [](const std::string& e) { return e + "junk"; }},
+    };
+    // two kinds per child run (one per entry), then the wrong-key case: the two entries swapped,
+    // each a valid entry of the other kernel
+    for (size_t k = 0; k <= kinds.size(); k += 2) {
+        std::string what;
+        if (k < kinds.size()) {
+            for (int i = 0; i < kKernels; ++i) {
+                const Kind& kind = kinds[(k + i) % kinds.size()];
+                spit(cache_ / names[i], kind.make(good.at(names[i])));
+                what += std::string(i ? " + " : "") + kind.name;
+            }
+        } else {
+            spit(cache_ / names[0], good.at(names[1]));
+            spit(cache_ / names[1], good.at(names[0]));
+            what = "wrong key (entries swapped)";
+        }
+        ChildResult r = child("corrupt");
+        EXPECT_EQ(r.counters["disk_rejects"], kKernels) << what << " not detected";
+        EXPECT_EQ(r.counters["disk_hits"], 0) << what;
+        EXPECT_EQ(r.counters["compiles"], kKernels) << what;
+        EXPECT_EQ(r.counters["disk_writes"], kKernels) << what;
+        // the rebuilt entries replace the bad ones: byte for byte the entries of the first run
+        // (code generation is deterministic)
+        auto now = entries(cache_);
+        EXPECT_EQ(now.size(), size_t(kKernels)) << what;
+        for (const auto& n : names) EXPECT_TRUE(now[n] == good.at(n)) << what << ": " << n << " not rebuilt";
+        EXPECT_TRUE(strays(cache_).empty()) << what;
+    }
+    ChildResult warm = child("after");
+    EXPECT_EQ(warm.counters["disk_hits"], kKernels);
+    EXPECT_EQ(warm.counters["disk_rejects"], 0);
+}
+
+TEST_F(KernelCache, ConcurrentProcessesShareOneEmptyDirectory) {
+    constexpr int kChildren = 6;
+    std::vector<pid_t> pids;
+    std::vector<fs::path> outs;
+    for (int i = 0; i < kChildren; ++i) {
+        outs.push_back(root_ / "out" / ("racer" + std::to_string(i)));
+        pids.push_back(spawn_child(cache_, outs.back()));
+        ASSERT_GT(pids.back(), 0);
+    }
+    int64_t compiles = 0;
+    for (int i = 0; i < kChildren; ++i) {
+        ChildResult r = wait_child(pids[i], outs[i]);
+        EXPECT_EQ(r.status, 0) << "child " << i << ":\n" << r.log;
+        EXPECT_EQ(r.counters["ok"], 1) << "child " << i << ":\n" << r.log;
+        EXPECT_EQ(r.counters["disk_rejects"], 0) << "child " << i << " read a partial entry";
+        EXPECT_EQ(r.counters["compiles"] + r.counters["disk_hits"], kKernels);
+        compiles += r.counters["compiles"];
+    }
+    std::printf("[ cache    ] %d concurrent children compiled %lld kernels in all\n", kChildren,
+                static_cast<long long>(compiles));
+    EXPECT_EQ(entries(cache_).size(), size_t(kKernels));
+    auto s = strays(cache_);
+    EXPECT_TRUE(s.empty()) << "left behind: " << s[0];
+    ChildResult warm = child("after");
+    EXPECT_EQ(warm.counters["disk_hits"], kKernels) << "the cache did not end up valid";
+    EXPECT_EQ(warm.counters["disk_rejects"], 0);
+}
+
+// A write that fails (disk full, quota) must leave no entry: the child may write at most 256
+// bytes per file, less than any entry (the key alone is longer), so every entry write fails, and
+// the cache directory must stay empty (no truncated entry renamed into place, no temporaries).
+TEST_F(KernelCache, FailedWritesLeaveNoPartialEntries) {
+    fs::path out = root_ / "out" / "full";
+    ChildResult r = wait_child(spawn_child(cache_, out, 256), out);
+    EXPECT_EQ(r.status, 0) << r.log;
+    EXPECT_EQ(r.counters["ok"], 1) << r.log;
+    EXPECT_EQ(r.counters["compiles"], kKernels);
+    EXPECT_EQ(r.counters["disk_writes"], 0);
+    std::vector<std::string> left;
+    if (fs::exists(cache_))
+        for (const auto& e : fs::directory_iterator(cache_)) left.push_back(e.path().filename().string());
+    EXPECT_TRUE(left.empty()) << "left behind: " << left[0] << " (" << fs::file_size(cache_ / left[0]) << " bytes)";
+}
+
+// In this process: SJ_CACHE_DIR=off writes nothing, and an unusable directory is no error. (The
+// constants make kernels no other test compiles, so they miss the in-memory cache.)
+TEST_F(KernelCache, DisabledOrUnwritableCacheStillCompiles) {
+    Placeholder x({6, 5}, f32, "x");
+    auto check = [&](double c) {
+        Tensor y = exp(x * c) + c;
+        Array v = Array::full(f32, {6, 5}, 0.5);
+        FunctionOptions o;
+        o.backend = "cpu";
+        auto before = cpu::kernel_cache_stats();
+        Array got = function({x}, {y}, {}, o)(v)[0];
+        auto after = cpu::kernel_cache_stats();
+        EXPECT_EQ(after.compiles - before.compiles, 1);
+        EXPECT_EQ(after.disk_writes - before.disk_writes, 0);
+        for (int64_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got.at(i), std::exp(0.5 * c) + c, 1e-5 * (1 + c));
+    };
+    {
+        EnvGuard e("SJ_CACHE_DIR", "off");
+        EXPECT_EQ(cpu::cache_dir(), "");
+        check(1.0 / 3.0 + 1e-9);
+    }
+    {
+        spit(root_ / "a_file", "x");
+        EnvGuard e("SJ_CACHE_DIR", (root_ / "a_file" / "cache").string()); // under a regular file
+        check(2.0 / 3.0 + 1e-9);
+    }
+}

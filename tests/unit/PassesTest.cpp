@@ -1,0 +1,483 @@
+// Graph in / graph out tests of the compiler passes (src/compiler): each builds a small graph,
+// runs one pass, checks the structure of the result (op counts, the rewritten node, fusion groups
+// and the reasons of fusion refusals) and that the value is unchanged, on the reference
+// interpreter (rewrites) or the cpu backend against it (fusion).
+#include <gtest/gtest.h>
+#include <symjax/symjax.h>
+
+#include "compiler/Canonicalize.h"
+#include "compiler/Fusion.h"
+#include "compiler/Pipeline.h"
+#include "compiler/Specialize.h"
+#include "compiler/Stabilize.h"
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+
+using namespace sj;
+namespace cc = sj::compiler;
+
+namespace {
+
+using PassFn = std::vector<NodePtr> (*)(const std::vector<NodePtr>&, cc::RewriteStats*);
+
+struct Rewritten {
+    std::vector<Tensor> outs;
+    cc::RewriteStats stats;
+    const Tensor& operator[](size_t i) const { return outs[i]; }
+};
+
+Rewritten run(PassFn pass, const std::vector<Tensor>& outs) {
+    std::vector<NodePtr> roots;
+    for (const auto& t : outs) roots.push_back(t.node());
+    Rewritten r;
+    for (const auto& n : pass(roots, &r.stats)) r.outs.emplace_back(n);
+    return r;
+}
+
+/// Non-leaf op counts of the graph under outs.
+std::map<Op, int> ops(const std::vector<Tensor>& outs) {
+    std::vector<const Node*> rs;
+    for (const auto& t : outs) rs.push_back(t.node().get());
+    std::map<Op, int> m;
+    for (const Node* n : topo_order(rs))
+        if (!has_trait(n->op(), kLeaf)) ++m[n->op()];
+    return m;
+}
+int count(const std::vector<Tensor>& outs, Op op) { return ops(outs)[op]; }
+int count(const Tensor& t, Op op) { return count(std::vector<Tensor>{t}, op); }
+int non_leaf(const Tensor& t) {
+    int n = 0;
+    for (const auto& [op, k] : ops({t})) n += k;
+    return n;
+}
+
+FunctionOptions on(const char* backend) {
+    FunctionOptions o;
+    o.backend = backend;
+    return o;
+}
+
+Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
+    std::mt19937_64 g(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    Array a(DType::F64, s);
+    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
+    return a.astype(t);
+}
+
+std::vector<Array> eval_on(const char* backend, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                           const std::vector<Array>& args) {
+    std::vector<Function::Arg> a(args.begin(), args.end());
+    return function(ins, outs, {}, on(backend)).call(a);
+}
+
+void expect_close(const Array& got, const Array& want, double rtol, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    for (int64_t i = 0; i < got.size(); ++i) {
+        double a = got.at(i), b = want.at(i);
+        if (a == b) continue; // also infinities
+        if (std::isnan(b)) {
+            EXPECT_TRUE(std::isnan(a)) << what << " at " << i;
+            continue;
+        }
+        EXPECT_LE(std::fabs(a - b), rtol * std::fabs(b)) << what << " at " << i << ": " << a << " vs " << b;
+    }
+}
+
+/// The rewritten graph computes what the original did, on the reference interpreter. rtol 0
+/// for rewrites that keep every rounding (identities, folding, movement); otherwise the caller
+/// gives the few-ulp difference of the new formula.
+void expect_same_value(const std::vector<Tensor>& ins, const std::vector<Tensor>& before,
+                       const std::vector<Tensor>& after, const std::vector<Array>& args, double rtol = 0) {
+    auto a = eval_on("reference", ins, before, args);
+    auto b = eval_on("reference", ins, after, args);
+    for (size_t i = 0; i < a.size(); ++i) expect_close(b[i], a[i], rtol, "output " + std::to_string(i));
+}
+
+bool has_decision(const cc::FusionPlan& p, const std::string& text) {
+    for (const auto& d : p.decisions)
+        if (d.find(text) != std::string::npos) return true;
+    return false;
+}
+
+cc::Compiled compile(const std::vector<Tensor>& outs) {
+    std::vector<NodePtr> roots;
+    for (const auto& t : outs) roots.push_back(t.node());
+    return cc::compile(roots);
+}
+
+/// The cpu backend (fused) against the reference interpreter; f64 graphs without
+/// transcendentals round identically in both, so the tolerance is a few ulp of f64.
+void expect_cpu_matches_reference(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                                  const std::vector<Array>& args, double rtol = 1e-13) {
+    auto c = eval_on("cpu", ins, outs, args);
+    auto r = eval_on("reference", ins, outs, args);
+    for (size_t i = 0; i < c.size(); ++i) expect_close(c[i], r[i], rtol, "output " + std::to_string(i));
+}
+
+} // namespace
+
+// ---- canonicalize -------------------------------------------------------------------------
+
+//   add(x, mul(add([1,2,3], 2), [4,5,6]))  ->  add(x, [12, 20, 30])
+TEST(Canonicalize, FoldsConstantSubgraphs) {
+    Placeholder x({3}, f64, "x");
+    Tensor c = (constant(Array(std::vector<double>{1, 2, 3})) + 2.0) * constant(Array(std::vector<double>{4, 5, 6}));
+    Tensor y = x + c;
+    Rewritten r = run(cc::canonicalize, {y});
+    EXPECT_EQ(ops(r.outs), (std::map<Op, int>{{Op::Add, 1}})) << to_text(r.outs);
+    const Node& k = *r[0].node()->input(1);
+    ASSERT_TRUE(k.is(Op::Constant)) << to_text(r.outs);
+    EXPECT_EQ(k.attr<ConstantAttrs>().value.to_vector<double>(), (std::vector<double>{12, 20, 30}));
+    EXPECT_EQ(r.stats.hits["fold_constants"], 2);
+    expect_same_value({x}, {y}, r.outs, {random_array(f64, {3}, 1)});
+}
+
+// Folding stops at kMaxFoldElements (a huge constant is not materialised), and a scalar
+// broadcast stays a broadcast of a scalar.
+TEST(Canonicalize, FoldingIsCappedAndKeepsScalarBroadcasts) {
+    Array big(DType::F32, {cc::kMaxFoldElements + 1}), fits(DType::F32, {cc::kMaxFoldElements});
+    Tensor over = exp(constant(big)), at = exp(constant(fits));
+    Rewritten r = run(cc::canonicalize, {over, at});
+    EXPECT_EQ(count(r[0], Op::Exp), 1) << "a constant above the cap was folded";
+    EXPECT_TRUE(r[1].node()->is(Op::Constant)) << "a constant at the cap was not folded";
+
+    Placeholder x({4, 5}, f32, "x");
+    Tensor y = x * (full({4, 5}, 2.0) + 1.0);
+    Rewritten s = run(cc::canonicalize, {y});
+    // (add(broadcast(2), 1) itself is not folded: fold_constants skips broadcasts and no pattern
+    // sinks a broadcast below a binary op; the kernel adds per element)
+    std::vector<const Node*> rs{s[0].node().get()};
+    for (const Node* n : topo_order(rs))
+        if (n->is(Op::Constant)) EXPECT_EQ(n->attr<ConstantAttrs>().value.size(), 1) << to_text(s.outs);
+    expect_same_value({x}, {y}, s.outs, {random_array(f32, {4, 5}, 2)});
+}
+
+//   x*1, 1*x, x+0, 0+x, x-0, x/1, neg(neg(x)), stop_gradient(x)  ->  x
+TEST(Canonicalize, AlgebraicIdentities) {
+    Placeholder x({2, 3}, f32, "x");
+    std::vector<Tensor> ys = {x * 1.0, 1.0 * x, x + 0.0, 0.0 + x, x - 0.0, x / 1.0, -(-x), stop_gradient(x),
+                              ((x * 1.0 + 0.0) * ones({2, 3}) - 0.0) / 1.0};
+    Rewritten r = run(cc::canonicalize, ys);
+    for (size_t i = 0; i < ys.size(); ++i) EXPECT_TRUE(r[i].same(x)) << i << ": " << to_text({r[i]});
+    EXPECT_EQ(r.stats.hits["mul_one"], 3); // the last x * 1.0 is the first one (hash-consed)
+    EXPECT_EQ(r.stats.hits["add_zero"], 7);
+    EXPECT_EQ(r.stats.hits["neg_neg"], 1);
+    EXPECT_EQ(r.stats.hits["drop_stop_gradient"], 1);
+}
+
+// Identities that would change the shape or the value are not applied:
+//   x[3] * ones[2, 3] broadcasts (stays a mul of shape [2, 3]); 0 - x is -x, not x.
+TEST(Canonicalize, IdentitiesKeepShapeAndValue) {
+    Placeholder x({3}, f32, "x");
+    Tensor a = x * ones({2, 3});
+    Tensor b = 0.0 - x;
+    Rewritten r = run(cc::canonicalize, {a, b});
+    EXPECT_EQ(r[0].shape(), (Shape{2, 3}));
+    EXPECT_FALSE(r[1].same(x));
+    expect_same_value({x}, {a, b}, r.outs, {random_array(f32, {3}, 3)});
+}
+
+//   reshape(reshape(x, [6, 4]), [2, 12])   ->  reshape(x, [2, 12])
+//   reshape(x, shape(x))                   ->  x
+//   permute(permute(x, [1,2,0]), [1,0,2])  ->  permute(x, [2,1,0])
+//   permute(permute(x, [1,2,0]), [2,0,1])  ->  x
+//   broadcast(broadcast(v, [4,3]), [2,4,3]) -> broadcast(v, [2,4,3])
+TEST(Canonicalize, MovementChainsCollapse) {
+    Placeholder x({2, 3, 4}, f32, "x");
+    Placeholder v({3}, f32, "v");
+    std::vector<Tensor> ys = {reshape(reshape(x, {6, 4}), {2, 12}), reshape(reshape(x, {24}), {2, 3, 4}),
+                              permute(permute(x, {1, 2, 0}), {1, 0, 2}), permute(permute(x, {1, 2, 0}), {2, 0, 1}),
+                              broadcast_to(broadcast_to(v, {4, 3}), {2, 4, 3})};
+    Rewritten r = run(cc::canonicalize, ys);
+    EXPECT_EQ(count(r[0], Op::Reshape), 1);
+    EXPECT_TRUE(r[0].node()->input(0)->is(Op::Placeholder));
+    EXPECT_TRUE(r[1].same(x)) << to_text({r[1]});
+    ASSERT_TRUE(r[2].node()->is(Op::Permute));
+    EXPECT_TRUE(r[2].node()->input(0)->is(Op::Placeholder));
+    EXPECT_EQ(r[2].node()->attr<AxesAttrs>().axes, (std::vector<int64_t>{2, 1, 0}));
+    EXPECT_TRUE(r[3].same(x)) << to_text({r[3]});
+    EXPECT_EQ(count(r[4], Op::Broadcast), 1);
+    EXPECT_TRUE(r[4].node()->input(0)->is(Op::Placeholder));
+    // movement is exact: distinct values must land in the same places
+    expect_same_value({x, v}, ys, r.outs, {random_array(f32, {2, 3, 4}, 4), random_array(f32, {3}, 5)});
+}
+
+//   cast(cast(x: f32, f64), f32) -> x, but cast(cast(y: f64, f32), f64) is lossy and stays
+TEST(Canonicalize, OnlyLosslessCastRoundTripsVanish) {
+    Placeholder x({5}, f32, "x");
+    Placeholder y({5}, f64, "y");
+    Tensor a = cast(cast(x, f64), f32), b = cast(cast(y, f32), f64);
+    Rewritten r = run(cc::canonicalize, {a, b});
+    EXPECT_TRUE(r[0].same(x));
+    EXPECT_EQ(count(r[1], Op::Cast), 2);
+    Array yv = Array(std::vector<double>{0.1, 1.0 / 3, 1e-50, 1e300, -2.5});
+    expect_same_value({x, y}, {a, b}, r.outs, {random_array(f32, {5}, 6), yv});
+    EXPECT_NE(eval_on("reference", {y}, {r[1]}, {yv})[0].at(0), 0.1); // the round trip does round
+}
+
+//   exp(broadcast(s, [1000]))  ->  broadcast(exp(s), [1000])   (one exp instead of 1000)
+TEST(Canonicalize, BroadcastSinksBelowUnaryOps) {
+    Placeholder s({}, f32, "s");
+    Tensor y = tanh(exp(broadcast_to(s, {1000})));
+    Rewritten r = run(cc::canonicalize, {y});
+    ASSERT_TRUE(r[0].node()->is(Op::Broadcast)) << to_text(r.outs);
+    EXPECT_TRUE(r[0].node()->input(0)->is(Op::Tanh));
+    EXPECT_EQ(r.stats.hits["sink_broadcast"], 2);
+    expect_same_value({s}, {y}, r.outs, {Array::scalar(0.3f)});
+}
+
+// ---- stabilize (f64 graphs: the rewritten formula differs by a few ulp of f64) -------------
+
+constexpr double kFormulaTol = 1e-14; // a few f64 ulp: a different but equivalent formula
+
+//   log(1 + x), log(x + 1)  ->  log1p(x)
+TEST(Stabilize, LogOnePlusXBecomesLog1p) {
+    Placeholder x({6}, f64, "x");
+    Tensor a = log(1.0 + x), b = log(x + 1.0);
+    Rewritten r = run(cc::stabilize, {a, b});
+    EXPECT_EQ(ops(r.outs), (std::map<Op, int>{{Op::Log1p, 1}})) << to_text(r.outs);
+    EXPECT_EQ(r.stats.hits["log1p_form"], 2);
+    expect_same_value({x}, {a, b}, r.outs, {random_array(f64, {6}, 7, -0.5, 2)}, kFormulaTol);
+    // and it is the accurate one where 1 + x rounds: log1p(1e-20) = 1e-20, log(1 + 1e-20) = 0
+    Array tiny = Array(std::vector<double>{1e-20, -1e-18, 1e-10, 3e-17, 0, 1});
+    Array got = eval_on("reference", {x}, {r[0]}, {tiny})[0];
+    for (int64_t i = 0; i < tiny.size(); ++i)
+        EXPECT_NEAR(got.at(i), double(std::log1p((long double)tiny.at(i))), 1e-16 * std::fabs(got.at(i)));
+}
+
+//   exp(x) - 1  ->  expm1(x)
+TEST(Stabilize, ExpMinusOneBecomesExpm1) {
+    Placeholder x({6}, f64, "x");
+    Tensor y = exp(x) - 1.0;
+    Rewritten r = run(cc::stabilize, {y});
+    EXPECT_EQ(ops(r.outs), (std::map<Op, int>{{Op::Expm1, 1}})) << to_text(r.outs);
+    expect_same_value({x}, {y}, r.outs, {random_array(f64, {6}, 8)}, kFormulaTol);
+    Array got = eval_on("reference", {x}, r.outs, {Array(std::vector<double>{1e-20, 1e-12, 0, 0, 0, 0})})[0];
+    EXPECT_EQ(got.at(0), 1e-20); // exp(1e-20) - 1 would be 0
+}
+
+//   log(softmax(x)) = log(exp(x - m) / sum(exp(x - m)))  ->  (x - m) - log(sum(exp(x - m)))
+TEST(Stabilize, LogOfSoftmaxBecomesLogSoftmax) {
+    Placeholder x({2, 3}, f64, "x");
+    Tensor y = log(softmax(x, 1));
+    Rewritten r = run(cc::stabilize, run(cc::canonicalize, {y}).outs);
+    EXPECT_EQ(count(r.outs, Op::Div), 0) << to_text(r.outs);
+    EXPECT_EQ(r.stats.hits["log_softmax_form"], 1);
+    expect_same_value({x}, {y}, r.outs, {random_array(f64, {2, 3}, 9)}, kFormulaTol);
+    // logits 1000 apart: softmax underflows to 0 and its log to -inf; the rewrite stays finite
+    Array xv(std::vector<double>{1000, 0, -1000, 3, 2, 1}, {2, 3});
+    Array got = eval_on("reference", {x}, r.outs, {xv})[0];
+    for (int i = 0; i < 2; ++i) {
+        long double m = xv.at(3 * i), s = 0;
+        for (int j = 0; j < 3; ++j) s += std::exp((long double)xv.at(3 * i + j) - m);
+        for (int j = 0; j < 3; ++j)
+            EXPECT_NEAR(got.at(3 * i + j), double(xv.at(3 * i + j) - m - std::log(s)), 1e-12);
+    }
+    // and in a cross-entropy with one-hot labels
+    Placeholder lab({2, 3}, f64, "labels");
+    Tensor ce = -sum(lab * log(softmax(x, 1)), {1});
+    Rewritten rc = run(cc::stabilize, run(cc::canonicalize, {ce}).outs);
+    Array onehot(std::vector<double>{0, 0, 1, 1, 0, 0}, {2, 3});
+    Array cev = eval_on("reference", {x, lab}, rc.outs, {xv, onehot})[0];
+    EXPECT_NEAR(cev.at(0), 2000.0, 1e-9);
+    EXPECT_NEAR(cev.at(1), double(-3 + 3 + std::log(1 + std::exp(-1.0L) + std::exp(-2.0L))), 1e-12);
+}
+
+//   log(sum(exp(x), axes))  ->  m + log(sum(exp(x - m), axes)),  m = max(x, axes)
+TEST(Stabilize, LogSumExpIsShiftedByTheMax) {
+    Placeholder x({2, 2}, f64, "x");
+    Tensor y = log(sum(exp(x), {1}));
+    Rewritten r = run(cc::stabilize, {y});
+    EXPECT_EQ(count(r.outs, Op::ReduceMax), 1) << to_text(r.outs);
+    expect_same_value({x}, {y}, r.outs, {random_array(f64, {2, 2}, 10)}, kFormulaTol);
+    Array got = eval_on("reference", {x}, r.outs, {Array(std::vector<double>{1000, 1000, -1000, -1000}, {2, 2})})[0];
+    EXPECT_NEAR(got.at(0), 1000 + std::log(2.0), 1e-12);
+    EXPECT_NEAR(got.at(1), -1000 + std::log(2.0), 1e-12);
+    // the composite logsumexp is already shifted: left alone
+    Tensor l = logsumexp(x, {1});
+    Rewritten c = run(cc::canonicalize, {l});
+    Rewritten s = run(cc::stabilize, c.outs);
+    EXPECT_TRUE(s[0].same(c[0])) << to_text(s.outs);
+}
+
+//   log1p(exp(x)), log(1 + exp(x))  ->  max(x, 0) + log1p(exp(-|x|))
+TEST(Stabilize, SoftplusForms) {
+    Placeholder x({4}, f64, "x");
+    Tensor a = log1p(exp(x)), b = log(1.0 + exp(x));
+    Rewritten r = run(cc::stabilize, {a, b});
+    EXPECT_TRUE(r[0].same(r[1])) << to_text(r.outs);
+    EXPECT_TRUE(r[0].same(softplus(x)));
+    Array xv(std::vector<double>{-800, -3, 0.5, 800});
+    Array got = eval_on("reference", {x}, {r[0]}, {xv})[0];
+    for (int i = 0; i < 4; ++i) {
+        long double v = xv.at(i);
+        double want = double(v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v)));
+        EXPECT_NEAR(got.at(i), want, 1e-15 * std::fabs(want)) << "x = " << xv.at(i);
+    }
+    // the stable form is left alone
+    Rewritten s = run(cc::stabilize, {softplus(x)});
+    EXPECT_EQ(s.stats.hits["softplus_form"], 0);
+}
+
+// ---- specialize ---------------------------------------------------------------------------
+
+//   pow(x, 1) -> x; 2 -> x*x; 3 -> x*x*x; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> reciprocal; 2.5 stays
+TEST(Specialize, PowBySmallConstants) {
+    Placeholder x({7}, f64, "x");
+    struct Row {
+        double c;
+        std::map<Op, int> want;
+    };
+    std::vector<Row> rows = {{1, {}},
+                             {2, {{Op::Mul, 1}}},
+                             {3, {{Op::Mul, 2}}},
+                             {0.5, {{Op::Sqrt, 1}}},
+                             {-0.5, {{Op::Rsqrt, 1}}},
+                             {-1, {{Op::Reciprocal, 1}}},
+                             {2.5, {{Op::Pow, 1}}}};
+    Array xv = random_array(f64, {7}, 11, 0.1, 3);
+    for (const auto& row : rows) {
+        Tensor y = pow(x, row.c);
+        Rewritten r = run(cc::specialize, {y});
+        EXPECT_EQ(ops(r.outs), row.want) << "pow(x, " << row.c << "): " << to_text(r.outs);
+        expect_same_value({x}, {y}, r.outs, {xv}, kFormulaTol);
+    }
+}
+
+//   dot_general(permute(a, [1, 0]), b)  ->  dot_general(a, b) contracting a's dim 0 (no copy)
+TEST(Specialize, TransposeFoldsIntoDotGeneral) {
+    Placeholder a({5, 3}, f64, "a"), b({5, 4}, f64, "b"), c({3, 4}, f64, "c");
+    Tensor y = matmul(transpose(a), b); // [3, 4]
+    Tensor z = matmul(b, transpose(transpose(transpose(c)))); // [5, 3]
+    Rewritten r = run(cc::specialize, run(cc::canonicalize, {y, z}).outs);
+    EXPECT_EQ(count(r.outs, Op::Permute), 0) << to_text(r.outs);
+    ASSERT_TRUE(r[0].node()->is(Op::DotGeneral));
+    EXPECT_EQ(r[0].node()->attr<DotAttrs>().lhs_contract, (std::vector<int64_t>{0}));
+    EXPECT_EQ(r[1].node()->attr<DotAttrs>().rhs_contract, (std::vector<int64_t>{1}));
+    expect_same_value({a, b, c}, {y, z}, r.outs,
+                      {random_array(f64, {5, 3}, 12), random_array(f64, {5, 4}, 13), random_array(f64, {3, 4}, 14)});
+}
+
+// A permutation that reorders the free dims would change the result's dim order: kept.
+TEST(Specialize, TransposeThatReordersFreeDimsStays) {
+    Placeholder a({3, 2, 4}, f64, "a"), b({4, 5}, f64, "b");
+    Tensor y = dot_general(permute(a, {1, 0, 2}), b, {{}, {}, {2}, {0}}); // [2, 3, 5]
+    Rewritten r = run(cc::specialize, {y});
+    EXPECT_EQ(count(r.outs, Op::Permute), 1) << to_text(r.outs);
+    EXPECT_EQ(r.stats.hits["fold_transpose_into_dot"], 0);
+    expect_same_value({a, b}, {y}, r.outs, {random_array(f64, {3, 2, 4}, 15), random_array(f64, {4, 5}, 16)});
+}
+
+// ---- fusion (the whole pipeline; values on the cpu backend against the reference) -----------
+
+// A reduction absorbs its producers and a sibling over the same iteration space joins it:
+//   sum(exp(x) * 2, axis 1) and tanh(x) + x  ->  one kernel with two outputs
+TEST(Fusion, ReductionAbsorbsProducersAndMergesSiblings) {
+    Placeholder x({8, 16}, f64, "x");
+    std::vector<Tensor> outs = {sum(exp(x) * 2.0, {1}), tanh(x) + x};
+    cc::Compiled c = compile(outs);
+    ASSERT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+    const cc::Group& g = c.plan.groups[0];
+    EXPECT_EQ(g.roots.size(), 2u);
+    EXPECT_EQ(g.reduce_axes, (std::vector<int64_t>{1}));
+    EXPECT_EQ(g.loads.size(), 1u) << "x is loaded once for both outputs";
+    expect_cpu_matches_reference({x}, outs, {random_array(f64, {8, 16}, 17)}, 1e-14);
+}
+
+// An elementwise value read by several kernels is recomputed in each (up to kMaxRecompute),
+// then materialised once it is needed by more.
+TEST(Fusion, RecomputeUpToTheCapThenMaterialise) {
+    Placeholder x({6, 10}, f64, "x");
+    Tensor t = x * x + 1.0;
+    // different reduction axes over the same space: separate kernels
+    std::vector<Tensor> few = {sum(t, {0}), max(t, {1}), min(t)};
+    cc::Compiled c = compile(few);
+    EXPECT_EQ(c.plan.kernels(), 3u) << c.plan.str();
+    EXPECT_TRUE(has_decision(c.plan, "recompute")) << c.plan.str();
+    for (const auto& g : c.plan.groups)
+        for (const auto& r : g.roots) EXPECT_FALSE(r->is(Op::Add)) << "t was materialised:\n" << c.plan.str();
+    expect_cpu_matches_reference({x}, few, {random_array(f64, {6, 10}, 18)});
+
+    Placeholder v({10}, f64, "v");
+    std::vector<Tensor> many = {sum(t, {0}), max(t, {1}), min(t), sum(t * v, {1}), max(t * v, {0}), sum(t)};
+    cc::Compiled m = compile(many);
+    EXPECT_TRUE(has_decision(m.plan, "used by")) << m.plan.str();
+    bool materialised = false;
+    for (const auto& g : m.plan.groups)
+        for (const auto& r : g.roots) materialised |= r->is(Op::Add);
+    EXPECT_TRUE(materialised) << m.plan.str();
+    expect_cpu_matches_reference({x, v}, many, {random_array(f64, {6, 10}, 19), random_array(f64, {10}, 20)});
+}
+
+// Refusals name their reason: a consumer that is not a kernel (concat runs its reference kernel,
+// dot_general is a GEMM call), and siblings that depend on each other.
+TEST(Fusion, RefusalsAreExplained) {
+    Placeholder x({4, 6}, f64, "x"), w({6, 3}, f64, "w");
+    Tensor e = exp(x);
+    std::vector<Tensor> outs = {concat({e, e}, 0), tanh(matmul(tanh(x), w)) + 1.0};
+    cc::Compiled c = compile(outs);
+    EXPECT_TRUE(has_decision(c.plan, "consumer concat is not fusible")) << c.plan.str();
+    EXPECT_TRUE(has_decision(c.plan, "consumer dot_general is not fusible")) << c.plan.str();
+    EXPECT_EQ(c.plan.library_calls(), 1u);
+    int fallbacks = 0;
+    for (const auto& g : c.plan.groups) fallbacks += g.kind == cc::Group::Kind::Fallback;
+    EXPECT_EQ(fallbacks, 1) << c.plan.str();
+    expect_cpu_matches_reference({x, w}, outs, {random_array(f64, {4, 6}, 21), random_array(f64, {6, 3}, 22)},
+                                 1e-12);
+
+    // y needs s, the full sum over the same space: one kernel cannot produce both
+    Tensor s = sum(x);
+    std::vector<Tensor> dep = {s, x * s};
+    cc::Compiled d = compile(dep);
+    EXPECT_EQ(d.plan.kernels(), 2u) << d.plan.str();
+    EXPECT_TRUE(has_decision(d.plan, "depend on each other")) << d.plan.str();
+    expect_cpu_matches_reference({x}, dep, {random_array(f64, {4, 6}, 23)});
+}
+
+// An expression longer than kMaxKernelInsts is split into several kernels, and a kernel holds
+// each scalar constant once (they used to be repeated per use, one per consumer's broadcast
+// chain, which doubled the kernels past the cap).
+TEST(Fusion, KernelSizeCapSplitsLongExpressions) {
+    Placeholder x({5, 7}, f64, "x");
+    Tensor y = x;
+    for (int i = 0; i < 700; ++i) y = y * 0.999 + double(i % 7) * 1e-3;
+    cc::Compiled c = compile({y});
+    EXPECT_GE(c.plan.kernels(), 2u) << c.plan.str();
+    EXPECT_TRUE(has_decision(c.plan, "kernel size cap reached")) << c.plan.str();
+    for (const auto& g : c.plan.groups) {
+        std::set<double> consts;
+        size_t ops = 0, repeated = 0;
+        for (const auto& k : g.insts) {
+            if (k.kind == cc::KInst::Kind::Const) repeated += !consts.insert(k.value).second;
+            ops += k.kind == cc::KInst::Kind::Op;
+        }
+        EXPECT_EQ(repeated, 0u) << "scalar constants repeated in one kernel";
+        EXPECT_LE(ops, cc::kMaxKernelInsts) << c.plan.str();
+        EXPECT_LE(g.insts.size(), cc::kMaxKernelInsts + consts.size() + g.loads.size()) << c.plan.str();
+    }
+    expect_cpu_matches_reference({x}, {y}, {random_array(f64, {5, 7}, 24)});
+}
+
+// Movement ops over a buffer are address arithmetic inside the consumer (no copies); a reshape
+// of a computed value is a view of its buffer.
+TEST(Fusion, MovementIsAddressArithmeticAndReshapeAView) {
+    Placeholder x({6, 6}, f64, "x");
+    Tensor y = transpose(x) + flip(x, {0}) * x[{sl(), sl(2, 3)}];
+    Tensor z = reshape(exp(x), {4, 9});
+    cc::Compiled c = compile({y, z});
+    ASSERT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+    int views = 0;
+    for (const auto& g : c.plan.groups) {
+        views += g.kind == cc::Group::Kind::View;
+        if (g.kind != cc::Group::Kind::Kernel) continue;
+        EXPECT_EQ(g.loads.size(), 4u) << "x through four index maps:\n" << c.plan.str();
+        for (const auto& l : g.loads) EXPECT_TRUE(l.buffer->is(Op::Placeholder));
+    }
+    EXPECT_EQ(views, 1) << c.plan.str();
+    expect_cpu_matches_reference({x}, {y, z}, {random_array(f64, {6, 6}, 25)});
+}
