@@ -16,7 +16,9 @@
 
 #include <symjax/Array.h>
 #include <symjax/Autodiff.h>
+#include <symjax/Checkpoint.h>
 #include <symjax/DType.h>
+#include <symjax/Data.h>
 #include <symjax/Error.h>
 #include <symjax/Function.h>
 #include <symjax/Graph.h>

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# End-to-end checks of the sj-train demo on a slice of Fashion-MNIST (Debian's
+# dataset-fashion-mnist): outputs on disk, resume reproducing the uninterrupted run byte for byte,
+# and clear errors for bad usage. Usage: sj_train_test.sh path/to/sj-train
+set -u
+BIN=$1
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+SMALL=(--limit 1024 --test-limit 500 --batch 64 --epochs 2 --no-plot --progress lines)
+
+# 1. A short run writes per-epoch metrics and a checkpoint, and learns something.
+"$BIN" "${SMALL[@]}" --out "$T/a" >"$T/a.log" 2>&1 || { cat "$T/a.log"; fail "plain run exited $?"; }
+cat "$T/a.log"
+[ -s "$T/a/checkpoint.safetensors" ] || fail "no checkpoint"
+[ "$(wc -l <"$T/a/metrics.csv")" = 3 ] || fail "metrics.csv should have a header and 2 rows"
+head -1 "$T/a/metrics.csv" | grep -q '^epoch,train_loss,train_acc,test_loss,test_acc' || fail "csv header"
+grep -q 'batch .*/16 .*loss .*img/s .*ETA' "$T/a.log" || fail "no progress lines"
+# 1024 images x 2 epochs is enough to beat chance (10%) by far: Fashion-MNIST MLPs reach ~75%.
+acc=$(tail -1 "$T/a/metrics.csv" | cut -d, -f5)
+awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "test accuracy $acc after 2 small epochs"
+
+# 2. Stop after epoch 1, resume: the final checkpoint equals the uninterrupted run's, byte for
+#    byte (same data order, same dropout masks, same optimizer state).
+"$BIN" "${SMALL[@]}" --out "$T/b" --stop-after 1 >"$T/b1.log" 2>&1 || { cat "$T/b1.log"; fail "stop-after run"; }
+grep -q 'stopped after epoch 1' "$T/b1.log" || fail "stop-after message"
+[ "$(wc -l <"$T/b/metrics.csv")" = 2 ] || fail "after epoch 1, metrics.csv should have 1 row"
+"$BIN" "${SMALL[@]}" --out "$T/b" --resume >"$T/b2.log" 2>&1 || { cat "$T/b2.log"; fail "resume run"; }
+grep -q 'resumed from .* after epoch 1' "$T/b2.log" || fail "resume message"
+grep -q 'epoch  1/2' "$T/b2.log" && fail "resume re-ran epoch 1"
+cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "resumed run differs from the uninterrupted one"
+[ "$(cut -d, -f1-5 "$T/a/metrics.csv")" = "$(cut -d, -f1-5 "$T/b/metrics.csv")" ] || fail "metrics differ after resume"
+
+# 3. Bad usage: clear messages, no crash, distinct exit codes.
+"$BIN" --model nope >"$T/e1.log" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "model must be mlp or cnn" "$T/e1.log" || fail "bad --model: rc $rc"
+"$BIN" --epochs x >"$T/e2.log" 2>&1; rc=$?
+[ $rc = 2 ] && grep -q "epochs expects a number" "$T/e2.log" || fail "bad --epochs: rc $rc"
+"$BIN" --resume --out "$T/none" --limit 64 >"$T/e3.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "no checkpoint to resume from" "$T/e3.log" || fail "resume without checkpoint: rc $rc"
+"$BIN" --data "$T/missing" --out "$T/c" >"$T/e4.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "dataset-fashion-mnist" "$T/e4.log" || fail "missing data: rc $rc"
+"$BIN" "${SMALL[@]}" --out "$T/b" --resume --batch 32 >"$T/e5.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "trained with batch 64" "$T/e5.log" || fail "resume with other settings: rc $rc"
+
+# 4. The plot, when gnuplot is there (installed by tools/install-deps.sh).
+if command -v gnuplot >/dev/null; then
+  "$BIN" --limit 256 --test-limit 100 --epochs 1 --progress lines --out "$T/p" >"$T/p.log" 2>&1 || fail "plot run"
+  [ "$(head -c 4 "$T/p/metrics.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "metrics.png is not a PNG"
+fi
+echo "sj_train_test: OK"
