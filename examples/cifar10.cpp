@@ -178,10 +178,20 @@ int run(const Options& o) {
         const auto t = Clock::now();
         double l = 0, c = 0;
         int64_t n = 0;
+        int64_t done = 0, next_report = 1;
         for (data::Batch& b : train_loader.epoch(epoch - 1)) {
             std::vector<Array> r = train_step(b.x, b.y);
             const int64_t bn = b.y.shape()[0];
             l += r[0].item<double>() * bn, c += r[1].item<double>(), n += bn;
+            if (++done * 5 >= next_report * steps_per_epoch && done < steps_per_epoch) {
+                ++next_report; // a progress line every fifth of an epoch
+                const double el = seconds_since(t);
+                std::printf("  epoch %lld: %lld/%lld batches, loss %.4f, acc %.2f%%, %.0f img/s, ETA %.0f s\n",
+                            static_cast<long long>(epoch), static_cast<long long>(done),
+                            static_cast<long long>(steps_per_epoch), l / n, 100 * c / n, n / el,
+                            el * (steps_per_epoch - done) / done);
+                std::fflush(stdout);
+            }
         }
         const double secs = seconds_since(t);
         double tl = 0, tc = 0;
