@@ -246,6 +246,68 @@ TEST(ConvCpu, ConvAndPoolAreLibraryCallsNotKernels) {
     EXPECT_EQ(fd.stats().library_calls, 0u);
 }
 
+TEST(ConvCpu, BlockedLayoutsMatchTheReference) {
+    // channel counts that are multiples of 16 run oneDNN's direct kernels on nChw16c layouts with
+    // reorders (Note [Conv layouts]); the op table's small channel counts take the plain path
+    struct Config {
+        Shape x, w;
+        Axes strides;
+        Padding padding;
+        Axes dilation;
+        int64_t groups;
+    };
+    std::vector<Config> configs = {
+        {{2, 32, 9, 8}, {16, 32, 3, 3}, {}, 1, {}, 1},
+        {{2, 32, 11, 10}, {32, 16, 3, 2}, {2}, {{2, 1}, {1, 0}}, {2, 1}, 2},
+        {{2, 32, 9, 9}, {32, 1, 3, 3}, {2}, "SAME", {}, 32}, // depthwise
+        {{2, 16, 20}, {32, 16, 5}, {2}, 2, {}, 1},
+        {{1, 16, 5, 6, 5}, {16, 16, 3, 3, 3}, {}, 1, {}, 1},
+        {{2, 3, 12, 12}, {16, 3, 5, 5}, {2}, 2, {}, 1}, // first layer: plain source
+    };
+    for (size_t k = 0; k < configs.size(); ++k) {
+        const Config& c = configs[k];
+        Placeholder x(c.x, f32, "x");
+        Placeholder w(c.w, f32, "w");
+        Tensor y = conv(x, w, c.strides, c.padding, c.dilation, c.groups);
+        Array r = random_array(f32, y.shape(), 50 + k);
+        std::vector<Tensor> outs{y};
+        for (const Tensor& g : gradients(sum(y * constant(r)), {x, w})) outs.push_back(g);
+        Array xv = random_array(f32, c.x, 60 + k), wv = random_array(f32, c.w, 70 + k);
+        std::vector<Array> ref = function({x, w}, outs, {}, on("reference"))(xv, wv);
+        std::vector<Array> got = function({x, w}, outs, {}, on("cpu"))(xv, wv);
+        for (size_t o = 0; o < outs.size(); ++o) {
+            double scale = 0;
+            for (int64_t i = 0; i < ref[o].size(); ++i) scale = std::max(scale, std::fabs(ref[o].at(i)));
+            // f32 sums of up to ~1000 terms in oneDNN's order against the reference's double sum:
+            // errors ~sqrt(n) 2^-24 times the partial sums, below 2e-6 of the largest output
+            for (int64_t i = 0; i < ref[o].size(); ++i)
+                ASSERT_NEAR(got[o].at(i), ref[o].at(i), 2e-5 * scale)
+                    << "config " << k << " output " << o << " at " << i;
+        }
+    }
+}
+
+TEST(ConvCpu, WidePoolsMatchTheReference) {
+    // 32 channels take oneDNN's jit pooling (the table's few channels take its simple one)
+    Placeholder x({2, 32, 9, 8}, f32, "x");
+    Array xv = random_array(f32, {2, 32, 9, 8}, 81); // continuous values: no ties
+    std::vector<Tensor> ys{max_pool2d(x, {3, 3}, {2, 2}, 1), avg_pool2d(x, {3, 2}, {2, 1}, 1, true),
+                           avg_pool2d(x, {3, 3}, {2, 2}, "SAME", false)};
+    for (size_t k = 0; k < ys.size(); ++k) {
+        // the cotangent is an input: a constant one would fold avg_pool_backward at compile time
+        Placeholder r(ys[k].shape(), f32, "r");
+        Array rv = random_array(f32, ys[k].shape(), 90 + k);
+        std::vector<Tensor> outs{ys[k], gradients(sum(ys[k] * r), {x})[0]};
+        std::vector<Array> ref = function({x, r}, outs, {}, on("reference"))(xv, rv);
+        std::vector<Array> got = function({x, r}, outs, {}, on("cpu"))(xv, rv);
+        for (size_t o = 0; o < 2; ++o)
+            for (int64_t i = 0; i < ref[o].size(); ++i)
+                // maxima are exact; averages and summed gradients round a few times in f32
+                ASSERT_NEAR(got[o].at(i), ref[o].at(i), 1e-6 * (1 + std::fabs(ref[o].at(i))))
+                    << "pool " << k << " output " << o << " at " << i;
+    }
+}
+
 TEST(ConvCpu, PrimitivesAreCachedAcrossFunctions) {
     Placeholder x({2, 3, 10, 10}, f32, "x");
     Tensor y = conv2d(x, ones({5, 3, 3, 3}), {2}, "SAME");
