@@ -107,6 +107,32 @@ struct DotAttrs {
     std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
     SJ_FIELDS(lhs_batch, rhs_batch, lhs_contract, rhs_contract);
 };
+/// conv, conv_backward_data and conv_backward_filter: the forward convolution's geometry, one
+/// entry per spatial dim (pads >= 0, strides and dilation >= 1). Per dim the forward output has
+/// floor((in + pad_lo + pad_hi - (k - 1) * dilation - 1) / stride) + 1 elements. `groups` splits
+/// the channels (groups == C: depthwise). `result_spatial` is the spatial size of a backward op's
+/// result (backward_data: the forward's input; backward_filter: the filter), which the geometry
+/// does not fix when stride > 1 (a -1 entry takes the dim of the op's `like` input at call
+/// time); it is empty for conv.
+struct ConvAttrs {
+    std::vector<int64_t> strides, pad_lo, pad_hi, dilation;
+    int64_t groups = 1;
+    Shape result_spatial;
+    SJ_FIELDS(strides, pad_lo, pad_hi, dilation, groups, result_spatial);
+};
+enum class PoolKind : uint8_t { Max, Avg };
+/// pool, max_pool_backward and avg_pool_backward: window, strides and pads per spatial dim (pads
+/// smaller than the window, so every window holds an element of the input). Average pooling
+/// divides by the window size (count_include_pad) or by the number of input elements in the
+/// window. `result_spatial`: avg_pool_backward's result (the forward's input; -1 entries follow
+/// its `like` input at call time); else empty.
+struct PoolAttrs {
+    PoolKind kind = PoolKind::Max;
+    std::vector<int64_t> window, strides, pad_lo, pad_hi;
+    bool count_include_pad = true;
+    Shape result_spatial;
+    SJ_FIELDS(kind, window, strides, pad_lo, pad_hi, count_include_pad, result_spatial);
+};
 /// Solves op(A) X = B (left_side) or X op(A) = B, A triangular; op(A) = A or A^T.
 struct TriangularSolveAttrs {
     bool left_side = true, lower = true, transpose_a = false, unit_diagonal = false;
@@ -123,7 +149,7 @@ struct PhiloxAttrs {
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs, AxisAttrs,
                            DynamicSliceAttrs, OneHotAttrs, DotAttrs, TriangularSolveAttrs,
-                           PhiloxAttrs>;
+                           PhiloxAttrs, ConvAttrs, PoolAttrs>;
 
 bool attrs_equal(const Attrs& a, const Attrs& b);
 uint64_t attrs_hash(const Attrs& a);

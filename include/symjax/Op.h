@@ -19,6 +19,7 @@ enum OpTrait : uint32_t {
     kRandom = 1u << 9,
     kPure = 1u << 10,
     kTranscendental = 1u << 11,
+    kWindow = 1u << 12, // sliding-window ops (conv, pool and their backward ops): library calls
 };
 
 enum class Op : uint16_t {

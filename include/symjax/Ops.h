@@ -3,7 +3,10 @@
 
 #include <symjax/Tensor.h>
 
+#include <initializer_list>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace sj {
@@ -169,6 +172,98 @@ Tensor cholesky(const Tensor& a);
 /// Solves op(A) X = B (left_side) or X op(A) = B, with A triangular [..., n, n].
 Tensor triangular_solve(const Tensor& a, const Tensor& b, bool left_side = true, bool lower = true,
                         bool transpose_a = false, bool unit_diagonal = false);
+
+// ---- convolution and pooling ---------------------------------------------------------------
+// Layout: inputs [N, C, spatial...] (NCW, NCHW, NCDHW, ...), filters [O, C / groups, k...] (OIHW).
+// Any number >= 1 of spatial dims; `strides`, `dilation` and `window` take one value per spatial
+// dim, or a single value for all of them (empty: 1, or for pools the window).
+
+/// The padding of the spatial dims of a convolution or a pooling window:
+///   "VALID"            no padding;
+///   "SAME"             out = ceil(in / stride) per dim: the total pad
+///                      max((ceil(in / s) - 1) * s + (k - 1) * d + 1 - in, 0) is split with the
+///                      smaller half before (TF, JAX); needs the input's spatial dims at build time;
+///   {{lo, hi}, ...}    explicit pads, one (lo, hi) pair per spatial dim (or one pair for all);
+///   p                  (p, p) on every spatial dim (PyTorch's padding=p).
+class Padding {
+public:
+    enum class Mode : uint8_t { Valid, Same, Explicit };
+    Padding(const char* mode);                              // NOLINT: implicit by design
+    Padding(const std::string& mode);                       // NOLINT
+    Padding(int p);                                         // NOLINT
+    Padding(int64_t p);                                     // NOLINT
+    Padding(std::initializer_list<std::pair<int64_t, int64_t>> pads); // NOLINT
+    Padding(std::vector<std::pair<int64_t, int64_t>> pads);           // NOLINT
+    Mode mode() const { return mode_; }
+    const std::vector<std::pair<int64_t, int64_t>>& pairs() const { return pairs_; }
+    /// The explicit (lo, hi) pads for inputs of spatial size `in` and windows of size `window`
+    /// (with `strides` and `dilation`, all of in.size() entries). `where` starts error messages.
+    std::pair<Axes, Axes> resolve(const Shape& in, const Shape& window, const Axes& strides,
+                                  const Axes& dilation, const std::string& where) const;
+    /// "VALID", "SAME" or "[(1, 1), (0, 2)]".
+    std::string str() const;
+
+private:
+    Mode mode_ = Mode::Valid;
+    std::vector<std::pair<int64_t, int64_t>> pairs_;
+};
+
+/// N-d convolution (cross-correlation, as in every deep-learning library): x [N, C, in...],
+/// w [O, C / groups, k...] -> [N, O, out...], out = floor((in + lo + hi - (k - 1) * dilation - 1)
+/// / stride) + 1. groups = C with O = m * C is a depthwise convolution.
+Tensor conv(const Tensor& x, const Tensor& w, const Axes& strides = {},
+            const Padding& padding = "VALID", const Axes& dilation = {}, int64_t groups = 1);
+/// conv on x [N, C, W] (and w [O, C / groups, k]).
+Tensor conv1d(const Tensor& x, const Tensor& w, const Axes& strides = {},
+              const Padding& padding = "VALID", const Axes& dilation = {}, int64_t groups = 1);
+/// conv on x [N, C, H, W] (and w [O, C / groups, kh, kw]).
+Tensor conv2d(const Tensor& x, const Tensor& w, const Axes& strides = {},
+              const Padding& padding = "VALID", const Axes& dilation = {}, int64_t groups = 1);
+/// Transposed convolution (PyTorch's conv_transpose; "deconvolution"): the gradient of
+/// conv(., w) with respect to its input. x [N, C, in...], w [C, O / groups, k...] (the forward
+/// conv's filter, PyTorch's conv_transpose layout) -> [N, O, out...] with
+/// out = (in - 1) * stride - lo - hi + (k - 1) * dilation + 1 + output_padding, where (lo, hi) are
+/// the forward conv's pads; "SAME" gives out = in * stride. output_padding (< stride or
+/// < dilation) picks among the sizes the forward conv maps to `in`.
+Tensor conv_transpose(const Tensor& x, const Tensor& w, const Axes& strides = {},
+                      const Padding& padding = "VALID", const Axes& dilation = {},
+                      int64_t groups = 1, const Axes& output_padding = {});
+/// Max over each window of x [N, C, in...]; pads are never selected. strides default to the
+/// window (PyTorch's default).
+Tensor max_pool(const Tensor& x, const Axes& window, const Axes& strides = {},
+                const Padding& padding = "VALID");
+/// Mean over each window; count_include_pad: divide by the window size, else by the number of
+/// elements of x in the window (TF's SAME average pooling).
+Tensor avg_pool(const Tensor& x, const Axes& window, const Axes& strides = {},
+                const Padding& padding = "VALID", bool count_include_pad = true);
+/// max_pool / avg_pool on [N, C, W] and [N, C, H, W] inputs.
+Tensor max_pool1d(const Tensor& x, const Axes& window, const Axes& strides = {},
+                  const Padding& padding = "VALID");
+Tensor max_pool2d(const Tensor& x, const Axes& window, const Axes& strides = {},
+                  const Padding& padding = "VALID");
+Tensor avg_pool1d(const Tensor& x, const Axes& window, const Axes& strides = {},
+                  const Padding& padding = "VALID", bool count_include_pad = true);
+Tensor avg_pool2d(const Tensor& x, const Axes& window, const Axes& strides = {},
+                  const Padding& padding = "VALID", bool count_include_pad = true);
+
+// The backward primitives (what gradients build; a backend runs them as library calls). Each
+// takes the forward op's arguments; `src_spatial` / `kernel_spatial` are the spatial dims of
+// the forward's input / filter, which the geometry alone does not fix when stride > 1.
+/// d conv(x, w) / dx applied to dy: [N, O, out...] -> [N, C, src_spatial...].
+Tensor conv_backward_data(const Tensor& dy, const Tensor& w, const Shape& src_spatial,
+                          const Axes& strides = {}, const Padding& padding = "VALID",
+                          const Axes& dilation = {}, int64_t groups = 1);
+/// d conv(x, w) / dw applied to dy: -> [O, C / groups, kernel_spatial...].
+Tensor conv_backward_filter(const Tensor& x, const Tensor& dy, const Shape& kernel_spatial,
+                            const Axes& strides = {}, const Padding& padding = "VALID",
+                            const Axes& dilation = {}, int64_t groups = 1);
+/// d max_pool(x) / dx applied to dy: dy goes to the first maximum of each window of x.
+Tensor max_pool_backward(const Tensor& x, const Tensor& dy, const Axes& window,
+                         const Axes& strides = {}, const Padding& padding = "VALID");
+/// d avg_pool(x) / dx applied to dy: -> [N, C, src_spatial...].
+Tensor avg_pool_backward(const Tensor& dy, const Shape& src_spatial, const Axes& window,
+                         const Axes& strides = {}, const Padding& padding = "VALID",
+                         bool count_include_pad = true);
 
 // ---- operators -----------------------------------------------------------------------------
 Tensor operator-(const Tensor& x);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <symjax/nn/Activations.h>
+#include <symjax/nn/Conv.h>
 #include <symjax/nn/Init.h>
 #include <symjax/nn/Layers.h>
 #include <symjax/nn/Losses.h>

@@ -20,18 +20,28 @@ size_t FusionPlan::kernels() const {
 }
 size_t FusionPlan::library_calls() const {
     return std::count_if(groups.begin(), groups.end(),
-                         [](const Group& g) { return g.kind == Group::Kind::Dot; });
+                         [](const Group& g) {
+                             return g.kind == Group::Kind::Dot || g.kind == Group::Kind::Window;
+                         });
 }
 
 namespace {
 
-enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Fallback };
+enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Window, Fallback };
+
+/// Sliding-window ops a library runs: f32 with 1 to 3 spatial dims (oneDNN's and cuDNN's
+/// range); others take their reference kernel.
+bool library_window(const Node& n) {
+    size_t nsp = n.shape().size() - 2;
+    return n.dtype() == DType::F32 && nsp >= 1 && nsp <= 3;
+}
 
 Kind classify(const Node& n) {
     Op op = n.op();
     if (has_trait(op, kLeaf)) return Kind::Leaf;
     if (op == Op::Reshape) return Kind::View;
     if (op == Op::DotGeneral) return is_float(n.dtype()) ? Kind::Dot : Kind::Fallback;
+    if (has_trait(op, kWindow)) return library_window(n) ? Kind::Window : Kind::Fallback;
     if (op == Op::ReduceSum || op == Op::ReduceProd || op == Op::ReduceMax || op == Op::ReduceMin ||
         op == Op::ReduceAny || op == Op::ReduceAll)
         return Kind::Reduce;
@@ -52,6 +62,7 @@ const char* kind_name(Group::Kind k) {
     switch (k) {
     case Group::Kind::Kernel: return "kernel";
     case Group::Kind::Dot: return "dot";
+    case Group::Kind::Window: return "window";
     case Group::Kind::View: return "view";
     case Group::Kind::Fallback: return "reference";
     }
@@ -86,7 +97,7 @@ struct Fuser {
             const Node* in = n->input(0).get();
             Kind k = kind[in];
             d = k == Kind::Leaf || k == Kind::Reduce || k == Kind::View || k == Kind::Dot ||
-                k == Kind::Fallback || duplicable(in);
+                k == Kind::Window || k == Kind::Fallback || duplicable(in);
         }
         return dup[n] = d;
     }
@@ -109,6 +120,7 @@ struct Fuser {
             if (k == Kind::Leaf || duplicable(n)) continue;
             if (k == Kind::View) { new_group(Group::Kind::View, n); continue; }
             if (k == Kind::Dot) { new_group(Group::Kind::Dot, n); continue; }
+            if (k == Kind::Window) { new_group(Group::Kind::Window, n); continue; }
             if (k == Kind::Fallback) { new_group(Group::Kind::Fallback, n); continue; }
             if (k == Kind::Reduce || root_set.count(n)) {
                 new_group(Group::Kind::Kernel, n);

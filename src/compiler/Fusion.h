@@ -21,7 +21,10 @@ struct LoadSite {
 };
 
 struct Group {
-    enum class Kind : uint8_t { Kernel, Dot, View, Fallback };
+    /// Kernel: a generated kernel; Dot: a GEMM library call; Window: a convolution or pooling
+    /// library call (forward or backward); View: a reshape of a buffer; Fallback: the reference
+    /// kernel of one op.
+    enum class Kind : uint8_t { Kernel, Dot, Window, View, Fallback };
     Kind kind = Kind::Kernel;
     /// The values this group materialises (outputs of the kernel, or the single op's node).
     std::vector<NodePtr> roots;

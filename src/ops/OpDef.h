@@ -51,6 +51,7 @@ void register_reduce_ops(OpDef* table);
 void register_movement_ops(OpDef* table);
 void register_indexing_ops(OpDef* table);
 void register_linalg_ops(OpDef* table);
+void register_conv_ops(OpDef* table);
 void register_random_ops(OpDef* table);
 
 /// Shorthand for rules: the node's input i as a Tensor.
@@ -61,10 +62,13 @@ void accumulate(Tensor& slot, const Tensor& g);
 } // namespace sj::detail
 
 namespace sj::detail {
-/// True when input i of n only provides a shape (broadcast's, reshape's and philox's `like`):
-/// its values are never read, so it need not be computed.
+/// True when input i of n only provides a shape (the `like` input of broadcast, reshape, philox
+/// and the conv/pool backward ops): its values are never read, so it need not be computed.
 inline bool shape_only_input(const Node& n, size_t i) {
-    return i == 1 && (n.is(Op::Broadcast) || n.is(Op::Reshape) || n.is(Op::PhiloxBits));
+    if (i == 1)
+        return n.is(Op::Broadcast) || n.is(Op::Reshape) || n.is(Op::PhiloxBits) ||
+               n.is(Op::AvgPoolBackward);
+    return i == 2 && (n.is(Op::ConvBackwardData) || n.is(Op::ConvBackwardFilter));
 }
 /// Builds (or finds) the node op(inputs) with attrs and returns its handle.
 Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});

@@ -301,3 +301,69 @@ TEST(Errors, RandomShapeMustBeKnown) {
     EXPECT_THAT(msg, AllOf(HasSubstr("normal"), HasSubstr("_like")));
     EXPECT_THROW((void)random::uniform({3}, 0, 1, i32), TypeError);
 }
+
+// ---- convolution and pooling ----------------------------------------------------------------
+
+TEST(Errors, ConvChannelsNameOpShapesAndTensors) {
+    Placeholder x({-1, 3, 32, 32}, f32, "images");
+    Variable w(Array(f32, {16, 4, 3, 3}), "kernel");
+    std::string msg = message_of<ShapeError>([&] { (void)conv2d(x, w); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv(images, kernel)"), HasSubstr("[-1, 3, 32, 32]"),
+                           HasSubstr("[16, 4, 3, 3]"), HasSubstr("3 channels")));
+    // groups must split the filters' output channels too
+    Placeholder x4({-1, 4, 8, 8}, f32, "x4");
+    Variable dw(Array(f32, {6, 1, 3, 3}), "dw");
+    msg = message_of<ShapeError>([&] { (void)conv2d(x4, dw, {}, 1, {}, 4); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv(x4, dw)"), HasSubstr("6 output channels"),
+                           HasSubstr("4 groups")));
+}
+
+TEST(Errors, ConvWindowLargerThanThePaddedInput) {
+    Placeholder x({1, 1, 4, 4}, f32, "small");
+    Variable w(Array(f32, {1, 1, 5, 3}), "big");
+    std::string msg = message_of<ShapeError>([&] { (void)conv2d(x, w); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv(small, big)"), HasSubstr("spatial dim 0"),
+                           HasSubstr("larger than the padded input")));
+    EXPECT_NO_THROW((void)conv2d(x, w, {}, 1)); // padding makes it fit
+    msg = message_of<ShapeError>([&] { (void)max_pool2d(x, {5, 2}); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("pool(small)"), HasSubstr("does not fit")));
+}
+
+TEST(Errors, ConvAndPoolArguments) {
+    Placeholder x({2, 3, 8, 8}, f32, "x");
+    Variable w(Array(f32, {4, 3, 3, 3}), "w");
+    std::string msg = message_of<ShapeError>([&] { (void)conv2d(x[0], w); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv2d"), HasSubstr("[N, C, H, W]"), HasSubstr("f32[3, 8, 8]")));
+    msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {}, {{1, 1}, {1, 1}, {1, 1}}); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv(x, w)"), HasSubstr("3 (lo, hi) pairs for 2 spatial dims")));
+    msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {1, 2, 3}); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("strides [1, 2, 3]"), HasSubstr("one value per spatial dim")));
+    msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {}, -1); });
+    EXPECT_THAT(msg, HasSubstr("negative pad"));
+    msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {0}); });
+    EXPECT_THAT(msg, HasSubstr("must be >= 1"));
+    msg = message_of<Error>([&] { (void)conv2d(x, w, {}, "FULL"); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("unknown mode"), HasSubstr("FULL")));
+    Placeholder dyn({-1, 3, -1, -1}, f32, "dyn");
+    msg = message_of<ShapeError>([&] { (void)conv2d(dyn, w, {}, "SAME"); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv(dyn, w)"), HasSubstr("SAME padding needs")));
+    Placeholder ints({2, 3, 8, 8}, i32, "ints");
+    msg = message_of<TypeError>([&] { (void)max_pool2d(ints, {2, 2}); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("ints"), HasSubstr("float tensor"), HasSubstr("i32")));
+    msg = message_of<ShapeError>([&] { (void)max_pool2d(x, {2, 2}, {}, 2); });
+    EXPECT_THAT(msg, HasSubstr("smaller than the window"));
+    msg = message_of<ShapeError>([&] { (void)conv_transpose(x, w, {2}, 1, {}, 1, {2}); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("conv_transpose(x, w)"), HasSubstr("output_padding")));
+}
+
+TEST(Errors, ConvShapeClashAtCallTimeIsAnInputError) {
+    Placeholder x({-1, -1, -1, -1}, f32, "frames");
+    Variable w(Array(f32, {4, 3, 5, 5}), "filters");
+    Function f = function({x}, {conv2d(x, w)});
+    std::string msg = message_of<InputError>([&] { f(Array(f32, {1, 3, 3, 8})); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("frames"), HasSubstr("filters"),
+                           HasSubstr("larger than the padded input")));
+    msg = message_of<InputError>([&] { f(Array(f32, {1, 2, 8, 8})); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("[1, 2, 8, 8]"), HasSubstr("2 channels")));
+    EXPECT_EQ(f(Array(f32, {2, 3, 6, 7}))[0].shape(), (Shape{2, 4, 2, 3}));
+}

@@ -43,7 +43,11 @@ cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "resumed
 "$BIN" "${SMALL[@]}" --out "$T/b" --resume --batch 32 >"$T/e5.log" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "trained with batch 64" "$T/e5.log" || fail "resume with other settings: rc $rc"
 
-# 4. The plot, when gnuplot is there (installed by tools/install-deps.sh).
+# 4. The CNN model trains too (a smoke run: 512 images, one epoch).
+"$BIN" --model cnn --limit 512 --test-limit 200 --epochs 1 --no-plot --progress lines --out "$T/cnn" >"$T/cnn.log" 2>&1 || { cat "$T/cnn.log"; fail "cnn run"; }
+grep -q "model cnn" "$T/cnn.log" && [ -s "$T/cnn/checkpoint.safetensors" ] || fail "cnn run outputs"
+
+# 5. The plot, when gnuplot is there (installed by tools/install-deps.sh).
 if command -v gnuplot >/dev/null; then
   "$BIN" --limit 256 --test-limit 100 --epochs 1 --progress lines --out "$T/p" >"$T/p.log" 2>&1 || fail "plot run"
   [ "$(head -c 4 "$T/p/metrics.png" | od -An -c | tr -d ' ')" = '211PNG' ] || fail "metrics.png is not a PNG"

@@ -618,6 +618,139 @@ std::vector<OpRow> make_table() {
                                  .dynamic_grad = false}); // the matrix size must be static
                 }
 
+    // ---- convolution and pooling -------------------------------------------------------------
+    // f32 tolerance for the library backends: oneDNN sums the up to ~100 products of |values|
+    // <= 9 of an output in f32, blocked in another order than the reference's double sum; the
+    // rounding error grows like sqrt(n) 2^-24 times the partial sums (|partial| <~ 30), ~1e-5
+    // absolute, a few 1e-7 relative: atol 1e-4 and rtol 1e-5 leave a margin of ten.
+    const Tol conv_tol{1e-4, 1e-5};
+    auto window = [&](std::string name, std::string op, Builder b, std::vector<Case> cs) {
+        t.push_back({.name = std::move(name),
+                     .op = std::move(op),
+                     .build = std::move(b),
+                     .cases = std::move(cs),
+                     .dtypes = kFloat,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .tol_f32 = conv_tol});
+    };
+    // conv: (x, w) per case; SAME padding needs static spatial dims (static_only)
+    window("conv1d", "conv", [](Xs x) { return conv1d(x[0], x[1]); },
+           {shapes({{2, 3, 7}, {4, 3, 3}}), shapes({{1, 2, 5}, {3, 2, 1}}),
+            shapes({{0, 2, 4}, {3, 2, 2}}), shapes({{2, 0, 4}, {3, 0, 2}})});
+    window("conv1d_stride2_pad", "conv",
+           [](Xs x) { return conv1d(x[0], x[1], {2}, {{1, 2}}); },
+           {shapes({{2, 3, 8}, {4, 3, 3}}), shapes({{1, 2, 9}, {2, 2, 4}}),
+            shapes({{1, 1, 4}, {1, 1, 2}})});
+    window("conv1d_dilation2", "conv", [](Xs x) { return conv1d(x[0], x[1], {}, 2, {2}); },
+           {shapes({{2, 2, 9}, {3, 2, 3}}), shapes({{1, 3, 6}, {2, 3, 2}})});
+    window("conv2d", "conv", [](Xs x) { return conv2d(x[0], x[1]); },
+           {shapes({{2, 3, 5, 6}, {4, 3, 3, 2}}), shapes({{1, 1, 3, 3}, {2, 1, 3, 3}}),
+            shapes({{3, 2, 4, 4}, {1, 2, 1, 1}})});
+    window("conv2d_same_stride2", "conv",
+           [](Xs x) { return conv2d(x[0], x[1], {2, 2}, "SAME"); },
+           {static_only(shapes({{2, 3, 7, 6}, {4, 3, 3, 3}})),
+            static_only(shapes({{1, 2, 5, 5}, {3, 2, 2, 2}})),
+            static_only(shapes({{1, 2, 4, 4}, {2, 2, 1, 1}}))});
+    window("conv2d_groups2", "conv", [](Xs x) { return conv2d(x[0], x[1], {}, 1, {}, 2); },
+           {shapes({{2, 4, 5, 5}, {6, 2, 3, 3}}), shapes({{1, 4, 3, 4}, {2, 2, 2, 3}})});
+    // depthwise with channel multiplier 2, asymmetric pads and stride 2
+    window("conv2d_depthwise", "conv",
+           [](Xs x) { return conv2d(x[0], x[1], {2}, {{1, 0}, {0, 1}}, {}, 3); },
+           {shapes({{2, 3, 6, 6}, {6, 1, 3, 3}}), shapes({{1, 3, 5, 4}, {6, 1, 2, 2}})});
+    window("conv2d_dilation2", "conv",
+           [](Xs x) { return conv2d(x[0], x[1], {2, 1}, {{2, 1}, {1, 2}}, {2, 2}); },
+           {shapes({{1, 2, 7, 7}, {3, 2, 3, 3}}), shapes({{2, 1, 5, 6}, {2, 1, 2, 3}})});
+    window("conv3d", "conv", [](Xs x) { return conv(x[0], x[1]); },
+           {shapes({{1, 2, 4, 4, 3}, {2, 2, 2, 2, 2}}), shapes({{2, 1, 3, 3, 3}, {1, 1, 3, 1, 2}})});
+    // four spatial dims: no library takes it, the reference kernel runs on every backend
+    window("conv4d", "conv", [](Xs x) { return conv(x[0], x[1], {1, 2, 1, 1}, 1); },
+           {shapes({{1, 2, 3, 3, 2, 3}, {2, 2, 2, 2, 1, 2}})});
+    // the backward ops on their own: (dy, w) and (x, dy)
+    window("conv_backward_data1d", "conv_backward_data",
+           [](Xs x) { return conv_backward_data(x[0], x[1], {8}, {2}, {{1, 2}}); },
+           {shapes({{2, 4, 5}, {4, 3, 3}}), shapes({{1, 2, 5}, {2, 1, 3}})});
+    window("conv_backward_data2d_groups2", "conv_backward_data",
+           [](Xs x) {
+               return conv_backward_data(x[0], x[1], {7, 6}, {2, 2}, {{1, 1}, {0, 1}}, {1, 2}, 2);
+           },
+           {shapes({{2, 4, 4, 3}, {4, 2, 3, 2}}), shapes({{1, 2, 4, 3}, {2, 1, 3, 2}})});
+    window("conv_backward_filter1d", "conv_backward_filter",
+           [](Xs x) { return conv_backward_filter(x[0], x[1], {3}, {2}, {{1, 2}}); },
+           {shapes({{2, 3, 8}, {2, 4, 5}}), shapes({{1, 2, 8}, {1, 1, 5}})});
+    window("conv_backward_filter2d_depthwise", "conv_backward_filter",
+           [](Xs x) {
+               return conv_backward_filter(x[0], x[1], {2, 3}, {1, 2}, {{0, 1}, {1, 1}}, {2, 1}, 3);
+           },
+           {shapes({{2, 3, 5, 6}, {2, 6, 4, 3}}), shapes({{1, 3, 4, 4}, {1, 3, 3, 2}})});
+    // conv_transpose is conv_backward_data with the output size from the padding; its output size
+    // needs static spatial dims
+    window("conv_transpose2d", "conv_backward_data",
+           [](Xs x) { return conv_transpose(x[0], x[1], {2, 2}, 1, {}, 1, {1, 0}); },
+           {static_only(shapes({{2, 3, 3, 4}, {3, 2, 3, 3}})),
+            static_only(shapes({{1, 2, 2, 2}, {2, 4, 3, 3}}))});
+    window("conv_transpose2d_groups2_dilation2", "conv_backward_data",
+           [](Xs x) { return conv_transpose(x[0], x[1], {1, 2}, {{1, 0}, {0, 1}}, {2, 1}, 2); },
+           {static_only(shapes({{2, 4, 3, 3}, {4, 3, 2, 3}}))});
+    window("conv_transpose1d_same", "conv_backward_data",
+           [](Xs x) { return conv_transpose(x[0], x[1], {2}, "SAME"); },
+           {static_only(shapes({{2, 3, 4}, {3, 2, 3}})), static_only(shapes({{1, 1, 3}, {1, 2, 4}}))});
+    // pooling; max pooling on distinct values (a tie is a kink: no finite differences there)
+    auto distinct = [](std::initializer_list<Shape> ss) { return shapes(ss, Gen::Distinct); };
+    window("max_pool1d_overlap", "pool", [](Xs x) { return max_pool1d(x[0], {3}, {2}); },
+           {distinct({{2, 3, 7}}), distinct({{1, 1, 4}}), distinct({{0, 2, 5}})});
+    window("max_pool2d", "pool", [](Xs x) { return max_pool2d(x[0], {2, 2}); },
+           {distinct({{2, 3, 4, 6}}), distinct({{1, 2, 5, 5}})});
+    window("max_pool2d_overlap_pad", "pool",
+           [](Xs x) { return max_pool2d(x[0], {3, 3}, {1, 2}, {{1, 1}, {2, 0}}); },
+           {distinct({{2, 2, 5, 6}}), distinct({{1, 1, 3, 3}})});
+    window("max_pool2d_same", "pool", [](Xs x) { return max_pool2d(x[0], {3}, {2}, "SAME"); },
+           {static_only(distinct({{1, 2, 5, 6}}))});
+    window("max_pool3d", "pool", [](Xs x) { return max_pool(x[0], {2, 1, 2}, {1, 1, 2}); },
+           {distinct({{1, 2, 3, 3, 4}})});
+    window("max_pool4d", "pool", [](Xs x) { return max_pool(x[0], {2, 2, 1, 2}, {1}); },
+           {distinct({{1, 1, 3, 2, 2, 3}})});
+    window("avg_pool2d_include_pad", "pool",
+           [](Xs x) { return avg_pool2d(x[0], {3, 2}, {2, 1}, 1, true); },
+           {shapes({{2, 3, 5, 4}}), shapes({{1, 1, 3, 2}})});
+    window("avg_pool2d_exclude_pad", "pool",
+           [](Xs x) { return avg_pool2d(x[0], {3, 2}, {2, 1}, 1, false); },
+           {shapes({{2, 3, 5, 4}}), shapes({{1, 1, 3, 2}})});
+    window("avg_pool1d_same_exclude_pad", "pool",
+           [](Xs x) { return avg_pool1d(x[0], {3}, {2}, "SAME", false); },
+           {static_only(shapes({{2, 3, 7}})), static_only(shapes({{1, 2, 2}}))});
+    window("avg_pool3d", "pool", [](Xs x) { return avg_pool(x[0], {2}); },
+           {shapes({{1, 2, 4, 4, 4}}), shapes({{0, 1, 2, 2, 2}})});
+    // the backward ops on their own: (x, dy) and (dy); the gradient of max_pool_backward in dy
+    // (the argmax selection) needs static spatial dims
+    t.push_back({.name = "max_pool_backward2d",
+                 .op = "max_pool_backward",
+                 .build =
+                     [](Xs x) {
+                         return max_pool_backward(x[0], x[1], {3, 3}, {1, 2}, {{1, 1}, {2, 0}});
+                     },
+                 .cases = {{{in({2, 2, 5, 6}, Gen::Distinct), in({2, 2, 5, 3})}},
+                           {{in({1, 1, 3, 3}, Gen::Distinct), in({1, 1, 3, 2})}}},
+                 .dtypes = kFloat,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .dynamic_grad = false,
+                 .tol_f32 = conv_tol});
+    t.push_back({.name = "max_pool_backward1d",
+                 .op = "max_pool_backward",
+                 .build = [](Xs x) { return max_pool_backward(x[0], x[1], {3}, {2}); },
+                 .cases = {{{in({2, 3, 7}, Gen::Distinct), in({2, 3, 3})}}},
+                 .dtypes = kFloat,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .dynamic_grad = false,
+                 .tol_f32 = conv_tol});
+    for (bool include : {true, false})
+        window(include ? "avg_pool_backward2d_include_pad" : "avg_pool_backward2d_exclude_pad",
+               "avg_pool_backward",
+               [include](Xs x) { return avg_pool_backward(x[0], {5, 4}, {3, 2}, {2, 1}, 1, include); },
+               {shapes({{2, 3, 3, 5}}), shapes({{1, 1, 3, 5}})});
+
     // ---- random: the input only gives the shape ----------------------------------------------
     t.push_back({.name = "philox_bits",
                  .op = "philox_bits",

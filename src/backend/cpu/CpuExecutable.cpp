@@ -5,6 +5,7 @@
 #include "../../ops/OpDef.h"
 #include "../../runtime/Backend.h"
 #include "../reference/Reference.h"
+#include "Conv.h"
 #include "Dot.h"
 #include "Jit.h"
 #include "ThreadPool.h"
@@ -33,6 +34,8 @@ struct GroupCall {
     std::vector<int> in_slots;     // loads / operands
     std::vector<int> out_slots;    // roots
     int inplace_var = -1;          // output 0 written into this variable slot's buffer
+    /// window groups: oneDNN's primitive for these shapes (null: the reference kernel runs)
+    std::shared_ptr<const WindowPrimitive> window;
     std::vector<int> free_after;   // slots whose last reader is this group
     int64_t bytes = 0;
     double flops = 0;
@@ -103,10 +106,11 @@ public:
             const Profile& p = prof_[i];
             if (!p.calls) continue;
             const Group& g = c_.plan.groups[i];
-            const char* kind = g.kind == Group::Kind::Kernel ? "kernel"
-                               : g.kind == Group::Kind::Dot  ? "gemm"
-                               : g.kind == Group::Kind::View ? "view"
-                                                             : "reference";
+            const char* kind = g.kind == Group::Kind::Kernel   ? "kernel"
+                               : g.kind == Group::Kind::Dot    ? "gemm"
+                               : g.kind == Group::Kind::Window ? "window"
+                               : g.kind == Group::Kind::View   ? "view"
+                                                               : "reference";
             double s = p.ms / 1e3;
             std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
                           p.ms / double(p.calls), static_cast<long long>(p.calls), s > 0 ? p.bytes / s / 1e9 : 0.0,
@@ -268,6 +272,12 @@ private:
             } else if (g.kind == Group::Kind::Dot) {
                 const Node* r = g.roots[0].get();
                 gc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
+            } else if (g.kind == Group::Kind::Window) {
+                const Node* r = g.roots[0].get();
+                std::vector<TensorType> in;
+                for (const auto& x : r->inputs()) in.push_back(types.at(x.get()));
+                gc.window = window_primitive(*r, in, types.at(r));
+                gc.flops = window_flops(*r, in, types.at(r));
             }
             for (int s : gc.in_slots)
                 if (last[s] == int(gi) && !keep[s] && !has_trait(slot_nodes_[s]->op(), kLeaf)) {
@@ -321,18 +331,43 @@ private:
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
+        case Group::Kind::Window: {
+            const Node* r = g.roots[0].get();
+            if (!gc.window) { // oneDNN declined these shapes (or an operand is empty)
+                std::vector<Array> ins = fallback_inputs(*r, env);
+                env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+                return;
+            }
+            const TensorType& t = plan.types[gc.out_slots[0]];
+            Array out = buffer(plan, gc.out_slots[0], t);
+            std::vector<const Array*> ins;
+            for (size_t i = 0; i < r->num_inputs(); ++i) {
+                auto it = slot_.find(r->input(i).get());
+                ins.push_back(it != slot_.end() ? &env[it->second] : nullptr);
+            }
+            run_window(*gc.window, ins, out);
+            env[gc.out_slots[0]] = std::move(out);
+            return;
+        }
         case Group::Kind::Fallback: {
             const Node* r = g.roots[0].get();
-            std::vector<Array> ins;
-            for (const auto& i : r->inputs()) {
-                auto it = slot_.find(i.get());
-                ins.push_back(it != slot_.end() ? env[it->second] : Array());
-            }
+            std::vector<Array> ins = fallback_inputs(*r, env);
             env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
             return;
         }
         case Group::Kind::Kernel: run_kernel(g, gc, plan, env); return;
         }
+    }
+
+    /// The input values of a reference kernel (empty arrays for inputs that only give a shape and
+    /// are not materialised).
+    std::vector<Array> fallback_inputs(const Node& r, const std::vector<Array>& env) const {
+        std::vector<Array> ins;
+        for (const auto& i : r.inputs()) {
+            auto it = slot_.find(i.get());
+            ins.push_back(it != slot_.end() ? env[it->second] : Array());
+        }
+        return ins;
     }
 
     /// A reference kernel on the plan's (already checked) concrete output type. Inputs that only

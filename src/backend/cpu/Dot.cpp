@@ -5,7 +5,7 @@
 // tests and gradient checks) takes a simple cache-blocked loop.
 #include "Dot.h"
 
-#include <dnnl.h>
+#include "Dnnl.h"
 
 #include <cstring>
 #include <numeric>
@@ -115,6 +115,7 @@ void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
         else Bm = permuted(rhs, pb);
     }
     int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    if (out.dtype() == DType::F32) match_dnnl_threads();
     for (int64_t b = 0; b < B; ++b) {
         if (out.dtype() == DType::F32) {
             const float* a = static_cast<const float*>(A.raw()) + b * M * K;

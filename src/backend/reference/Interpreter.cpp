@@ -19,6 +19,7 @@ struct KernelTable {
         register_movement_kernels(rows);
         register_indexing_kernels(rows);
         register_linalg_kernels(rows);
+        register_conv_kernels(rows);
         register_random_kernels(rows);
         for (int i = 0; i < kNumOps; ++i)
             SJ_ASSERT(rows[i] || has_trait(Op(i), kLeaf))

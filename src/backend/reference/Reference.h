@@ -32,6 +32,7 @@ void register_reduce_kernels(Kernel* table);
 void register_movement_kernels(Kernel* table);
 void register_indexing_kernels(Kernel* table);
 void register_linalg_kernels(Kernel* table);
+void register_conv_kernels(Kernel* table);
 void register_random_kernels(Kernel* table);
 
 /// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.

@@ -637,6 +637,176 @@ def gen_composites():
          [[rand((2, 3), "f64")], [rand((4, 5, 1), "u8")]])
 
 
+# ---- convolution and pooling (N-d, layout [N, C, spatial...]) ---------------------------------
+# Written from the definitions (einsum over window offsets on zero-padded inputs), not from the
+# library's loops. Attributes are those of the rows in OpTableTest.cpp (pads already resolved).
+
+def window_slices(kk, dil, strides, out):
+    return tuple(slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, s, o in zip(kk, dil, strides, out))
+
+
+def conv_out(insp, k, strides, lo, hi, dil):
+    return [(i + l + h - (kk - 1) * d - 1) // s + 1 for i, kk, s, l, h, d in zip(insp, k, strides, lo, hi, dil)]
+
+
+def np_conv(x, w, strides, lo, hi, dil, groups):
+    x, w = wide(x), wide(w)
+    O, I, k = w.shape[0], w.shape[1], w.shape[2:]
+    out = conv_out(x.shape[2:], k, strides, lo, hi, dil)
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(lo, hi)))
+    y = np.zeros((x.shape[0], O) + tuple(out))
+    og = O // groups
+    for kk in np.ndindex(*k):
+        patch = xp[(slice(None), slice(None)) + window_slices(kk, dil, strides, out)]
+        for g in range(groups):
+            wg = w[(slice(g * og, (g + 1) * og), slice(None)) + kk]
+            y[:, g * og:(g + 1) * og] += np.einsum("ni...,oi->no...", patch[:, g * I:(g + 1) * I], wg)
+    return y
+
+
+def np_conv_backward_data(dy, w, src, strides, lo, hi, dil, groups):
+    dy, w = wide(dy), wide(w)
+    O, I, k = w.shape[0], w.shape[1], w.shape[2:]
+    out = dy.shape[2:]
+    dxp = np.zeros((dy.shape[0], I * groups) + tuple(s + l + h for s, l, h in zip(src, lo, hi)))
+    og = O // groups
+    for kk in np.ndindex(*k):
+        sl = (slice(None), slice(None)) + window_slices(kk, dil, strides, out)
+        for g in range(groups):
+            wg = w[(slice(g * og, (g + 1) * og), slice(None)) + kk]
+            dxp[:, g * I:(g + 1) * I][sl] += np.einsum(
+                "no...,oi->ni...", dy[:, g * og:(g + 1) * og], wg)
+    return dxp[(slice(None), slice(None)) + tuple(slice(l, l + s) for l, s in zip(lo, src))]
+
+
+def np_conv_backward_filter(x, dy, k, strides, lo, hi, dil, groups):
+    x, dy = wide(x), wide(dy)
+    O, out = dy.shape[1], dy.shape[2:]
+    I = x.shape[1] // groups
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(lo, hi)))
+    dw = np.zeros((O, I) + tuple(k))
+    og = O // groups
+    for kk in np.ndindex(*k):
+        patch = xp[(slice(None), slice(None)) + window_slices(kk, dil, strides, out)]
+        for g in range(groups):
+            dg = dy[:, g * og:(g + 1) * og].reshape(dy.shape[0], og, -1)
+            pg = patch[:, g * I:(g + 1) * I].reshape(x.shape[0], I, -1)
+            dw[(slice(g * og, (g + 1) * og), slice(None)) + kk] = np.einsum("nop,nip->oi", dg, pg)
+    return dw
+
+
+def pool_patches(x, window, strides, lo, hi, fill):
+    """[K, N, C, out...]: the window offsets of the padded x stacked on a leading axis."""
+    x = wide(x)
+    ones = [1] * len(window)
+    out = conv_out(x.shape[2:], window, strides, lo, hi, ones)
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(lo, hi)), constant_values=fill)
+    return np.stack([xp[(slice(None), slice(None)) + window_slices(kk, ones, strides, out)]
+                     for kk in np.ndindex(*window)]), out
+
+
+def np_max_pool(x, window, strides, lo, hi):
+    return pool_patches(x, window, strides, lo, hi, -np.inf)[0].max(axis=0)
+
+
+def avg_divisor(shape, window, strides, lo, hi, count_include_pad):
+    if count_include_pad:
+        return float(np.prod(window))
+    return pool_patches(np.ones(shape), window, strides, lo, hi, 0.0)[0].sum(axis=0)
+
+
+def np_avg_pool(x, window, strides, lo, hi, cip):
+    p = pool_patches(x, window, strides, lo, hi, 0.0)[0]
+    return p.sum(axis=0) / avg_divisor(np.shape(x), window, strides, lo, hi, cip)
+
+
+def scatter_windows(shape, window, strides, lo, hi, per_offset):
+    """The adjoint of pool_patches: per_offset(index of the offset) -> [N, C, out...] values."""
+    ones = [1] * len(window)
+    out = conv_out(shape[2:], window, strides, lo, hi, ones)
+    dxp = np.zeros(tuple(shape[:2]) + tuple(s + l + h for s, l, h in zip(shape[2:], lo, hi)))
+    for j, kk in enumerate(np.ndindex(*window)):
+        dxp[(slice(None), slice(None)) + window_slices(kk, ones, strides, out)] += per_offset(j)
+    return dxp[(slice(None), slice(None)) + tuple(slice(l, l + s) for l, s in zip(lo, shape[2:]))]
+
+
+def np_max_pool_backward(x, dy, window, strides, lo, hi):
+    p, _ = pool_patches(x, window, strides, lo, hi, -np.inf)
+    first = p.argmax(axis=0)  # the first maximum
+    return scatter_windows(np.shape(x), window, strides, lo, hi,
+                           lambda j: np.where(first == j, wide(dy), 0.0))
+
+
+def np_avg_pool_backward(dy, src, window, strides, lo, hi, cip):
+    shape = tuple(np.shape(dy)[:2]) + tuple(src)
+    g = wide(dy) / avg_divisor(shape, window, strides, lo, hi, cip)
+    return scatter_windows(shape, window, strides, lo, hi, lambda j: g)
+
+
+def gen_conv():
+    f = lambda fn: (lambda *xs: out_as(fn(*xs), NAME[xs[0].dtype]))
+    def cases(*shapes_list, dts=("f32",)):
+        return [[rand(s, dt) for s in shapes] for shapes in shapes_list for dt in dts]
+    def distinct(shape, dt):
+        n = int(np.prod(shape))
+        return arr((rng.permutation(n) - n // 2) * 0.37 + rng.uniform(0, 0.05, n), dt, shape)
+
+    conv = lambda st, lo, hi, dl, g: f(lambda x, w: np_conv(x, w, st, lo, hi, dl, g))
+    each("conv1d", conv([1], [0], [0], [1], 1), cases(((2, 2, 5), (3, 2, 2)), dts=("f32", "f64")))
+    each("conv1d_stride2_pad", conv([2], [1], [2], [1], 1), cases(((1, 2, 8), (2, 2, 3))))
+    each("conv1d_dilation2", conv([1], [2], [2], [2], 1), cases(((1, 2, 6), (2, 2, 3))))
+    each("conv2d", conv([1, 1], [0, 0], [0, 0], [1, 1], 1), cases(((1, 2, 4, 3), (2, 2, 2, 2))))
+    # SAME, stride 2 on 5 x 4 with a 3 x 3 filter: out 3 x 2, total pads 2 and 1
+    each("conv2d_same_stride2", conv([2, 2], [1, 0], [1, 1], [1, 1], 1),
+         cases(((1, 2, 5, 4), (2, 2, 3, 3))))
+    each("conv2d_groups2", conv([1, 1], [1, 1], [1, 1], [1, 1], 2), cases(((1, 4, 3, 3), (2, 2, 2, 2))))
+    each("conv2d_depthwise", conv([2, 2], [1, 0], [0, 1], [1, 1], 3), cases(((1, 3, 4, 4), (6, 1, 2, 2))))
+    each("conv2d_dilation2", conv([2, 1], [2, 1], [1, 2], [2, 2], 1), cases(((1, 1, 5, 5), (2, 1, 2, 2))))
+    each("conv3d", conv([1, 1, 1], [0] * 3, [0] * 3, [1] * 3, 1), cases(((1, 1, 3, 3, 2), (2, 1, 2, 2, 2))))
+    each("conv4d", conv([1, 2, 1, 1], [1] * 4, [1] * 4, [1] * 4, 1),
+         cases(((1, 1, 2, 2, 1, 2), (1, 1, 2, 2, 1, 2))))
+
+    bd = lambda src, st, lo, hi, dl, g: f(lambda dy, w: np_conv_backward_data(dy, w, src, st, lo, hi, dl, g))
+    each("conv_backward_data1d", bd([8], [2], [1], [2], [1], 1), cases(((1, 2, 5), (2, 1, 3)), dts=("f32", "f64")))
+    each("conv_backward_data2d_groups2", bd([7, 6], [2, 2], [1, 0], [1, 1], [1, 2], 2),
+         cases(((1, 2, 4, 3), (2, 1, 3, 2))))
+    bf = lambda k, st, lo, hi, dl, g: f(lambda x, dy: np_conv_backward_filter(x, dy, k, st, lo, hi, dl, g))
+    each("conv_backward_filter1d", bf([3], [2], [1], [2], [1], 1), cases(((1, 2, 8), (1, 1, 5)), dts=("f32", "f64")))
+    each("conv_backward_filter2d_depthwise", bf([2, 3], [1, 2], [0, 1], [1, 1], [2, 1], 3),
+         cases(((1, 3, 4, 4), (1, 3, 3, 2))))
+    # conv_transpose: out = (in - 1) s - lo - hi + (k - 1) d + 1 + output_padding
+    each("conv_transpose2d", bd([4, 3], [2, 2], [1, 1], [1, 1], [1, 1], 1),  # in 2 x 2, k 3, op (1, 0)
+         cases(((1, 2, 2, 2), (2, 1, 3, 3))))
+    each("conv_transpose2d_groups2_dilation2", bd([4, 6], [1, 2], [1, 0], [0, 1], [2, 1], 2),
+         cases(((1, 2, 3, 3), (2, 1, 2, 3))))
+    each("conv_transpose1d_same", bd([6], [2], [1], [1], [1], 1), cases(((1, 1, 3), (1, 2, 4))))
+
+    mp = lambda wd, st, lo, hi: lambda x: out_as(np_max_pool(x, wd, st, lo, hi), NAME[x.dtype])
+    each("max_pool1d_overlap", mp([3], [2], [0], [0]), [[distinct((1, 2, 7), "f32")], [distinct((1, 1, 5), "f64")]])
+    each("max_pool2d", mp([2, 2], [2, 2], [0, 0], [0, 0]), [[distinct((1, 2, 4, 4), "f32")]])
+    each("max_pool2d_overlap_pad", mp([3, 3], [1, 2], [1, 2], [1, 0]), [[distinct((1, 1, 3, 4), "f32")]])
+    # SAME, window 3, stride 2 on 5 x 6: out 3 x 3, pads (1, 1) and (0, 1)
+    each("max_pool2d_same", mp([3, 3], [2, 2], [1, 0], [1, 1]), [[distinct((1, 1, 5, 6), "f32")]])
+    each("max_pool3d", mp([2, 1, 2], [1, 1, 2], [0] * 3, [0] * 3), [[distinct((1, 1, 3, 2, 4), "f32")]])
+    each("max_pool4d", mp([2, 2, 1, 2], [1] * 4, [0] * 4, [0] * 4), [[distinct((1, 1, 2, 3, 1, 2), "f32")]])
+    ap = lambda wd, st, lo, hi, cip: lambda x: out_as(np_avg_pool(x, wd, st, lo, hi, cip), NAME[x.dtype])
+    each("avg_pool2d_include_pad", ap([3, 2], [2, 1], [1, 1], [1, 1], True), cases(((1, 1, 3, 2),), dts=("f32", "f64")))
+    each("avg_pool2d_exclude_pad", ap([3, 2], [2, 1], [1, 1], [1, 1], False), cases(((1, 1, 3, 2),), dts=("f32", "f64")))
+    # SAME, window 3, stride 2 on 7: out 4, total pad 2
+    each("avg_pool1d_same_exclude_pad", ap([3], [2], [1], [1], False), cases(((1, 2, 7),)))
+    each("avg_pool3d", ap([2] * 3, [2] * 3, [0] * 3, [0] * 3, True), cases(((1, 1, 2, 4, 2),)))
+
+    mpb = lambda wd, st, lo, hi: lambda x, dy: out_as(np_max_pool_backward(x, dy, wd, st, lo, hi), NAME[x.dtype])
+    each("max_pool_backward2d", mpb([3, 3], [1, 2], [1, 2], [1, 0]),
+         [[distinct((1, 1, 3, 3), "f32"), rand((1, 1, 3, 2), "f32")]])
+    each("max_pool_backward1d", mpb([3], [2], [0], [0]),
+         [[distinct((1, 2, 7), "f64"), rand((1, 2, 3), "f64")]])
+    apb = lambda src, wd, st, lo, hi, cip: lambda dy: out_as(
+        np_avg_pool_backward(dy, src, wd, st, lo, hi, cip), NAME[dy.dtype])
+    each("avg_pool_backward2d_include_pad", apb([5, 4], [3, 2], [2, 1], [1, 1], [1, 1], True), cases(((1, 1, 3, 5),)))
+    each("avg_pool_backward2d_exclude_pad", apb([5, 4], [3, 2], [2, 1], [1, 1], [1, 1], False), cases(((1, 1, 3, 5),)))
+
+
 # ---- output ----------------------------------------------------------------------------------
 
 def number(v, dt):
@@ -669,6 +839,7 @@ def main():
     gen_linalg()
     gen_random()
     gen_composites()
+    gen_conv()  # last: the random draws of the entries above stay as they were
     lines = []
     for row, dt, inputs, expected in ENTRIES:
         lines.append('{"row":"%s","dtype":"%s","inputs":[%s],"expected":%s}' % (

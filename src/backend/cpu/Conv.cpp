@@ -1,0 +1,476 @@
+// Convolution and pooling through oneDNN: primitives built once per (op, shapes, attrs), kept in
+// a process-wide LRU cache, run on our row-major buffers (reordered to the primitive's preferred
+// layout where that is faster; Note [Conv layouts]).
+#include "Conv.h"
+
+#include "../../compiler/Pipeline.h"
+#include "Dnnl.h"
+
+#include <symjax/Attrs.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+namespace sj::cpu {
+
+// Note [Conv layouts]
+// Our arrays are row-major NC(D)HW / OI(D)HW. oneDNN's direct convolutions want blocked layouts
+// (nChw16c activations, OIhw16i16o-like weights on AVX-512); on plain layouts it falls back to
+// im2col + GEMM. So a convolution asks for nChw16c activations (where C is a multiple of 16; a
+// first layer's 3 channels stay plain, which oneDNN's direct kernels read) and lets oneDNN pick
+// the weights' layout, and every call reorders to and from them: the reorders are memory bound
+// (~1 ms for 8 MB) next to a compute-bound convolution. Measured on one thread (min of 15-20
+// calls; the 2-core machine was shared, so ranges), N=32, C=64->64, 32x32, 3x3, pad 1, 2.4 GFLOP:
+//   blocked + reorders      fwd 19-27 ms   bwd_data 15-31 ms   bwd_filter 15-28 ms
+//   oneDNN's own choice     fwd 27-32 ms   bwd_data 33 ms      bwd_filter 33 ms  (nhwc brgconv)
+//   plain (GEMM)            fwd 39-51 ms   bwd_data 66-71 ms   bwd_filter 57-85 ms
+//   reference kernel        fwd 1548 ms    bwd_data 1677 ms    bwd_filter 1236 ms
+// and N=128, C=32->32: blocked 27/26/28 ms against plain 50-63/77-86/84-109 ms; first layer
+// C=3->32: blocked 0.6/1.1-1.5/0.5 ms against plain 1.0/1.3-1.5/2.8 ms. A configuration no fast
+// implementation takes in blocked layouts (e.g. 8 channels per group) uses the plain ones.
+// Pooling is memory bound and oneDNN pools plain layouts directly, so pools stay plain.
+//
+// Note [Max-pool workspace]
+// oneDNN's max-pooling backward needs the forward's workspace (the argmax of each window). Our
+// graph keeps max_pool_backward(x, dy) a pure function of x and dy, so its primitive runs the
+// forward pass with a workspace first, then the backward: one extra read of x (pooling is cheap
+// next to the convolutions around it), and no state shared between two ops of the graph, so
+// either op can be rewritten, recomputed or cached on its own.
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+memory::dims dims_of(const Shape& s) { return memory::dims(s.begin(), s.end()); }
+
+memory::desc plain(const Shape& s) {
+    return memory::desc(dims_of(s), dt::f32, dims_of(row_major_strides(s)));
+}
+
+memory::desc any(const Shape& s) {
+    return memory::desc(dims_of(s), dt::f32, memory::format_tag::any);
+}
+
+/// Conv weights [O, I, k...] as oneDNN takes them: [G, O / G, I, k...] when grouped (the same
+/// row-major bytes).
+Shape weights_shape(const Shape& w, int64_t groups) {
+    if (groups == 1) return w;
+    Shape s{groups, w[0] / groups};
+    s.insert(s.end(), w.begin() + 1, w.end());
+    return s;
+}
+
+memory::dims minus_one(const std::vector<int64_t>& v) {
+    memory::dims d;
+    for (int64_t x : v) d.push_back(x - 1); // oneDNN counts dilation from 0
+    return d;
+}
+
+} // namespace
+
+/// One argument of a primitive: where its buffer comes from, the plain layout of our buffer and
+/// the layout the primitive wants; when they differ the call reorders through a temporary.
+struct WindowArg {
+    int id;      // DNNL_ARG_*
+    int operand; // index of the op's input, or -1 for the output
+    memory::desc user, prim;
+    dnnl::reorder reorder; // user -> prim (inputs) or prim -> user (the output); empty if equal
+};
+
+struct WindowPrimitive {
+    dnnl::primitive main;
+    std::vector<WindowArg> args;
+    memory::desc scratch, workspace;
+    // max-pool backward: the forward pass that computes the workspace (Note [Max-pool workspace])
+    dnnl::primitive forward;
+    memory::desc forward_src, forward_dst, forward_scratch;
+    std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
+    size_t temp_bytes = 0; // the temporaries of one call
+};
+
+namespace {
+
+dnnl::primitive_attr user_scratchpad() {
+    // each call brings its scratchpad: primitives can then run from several threads at once
+    dnnl::primitive_attr a;
+    a.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+}
+
+void add_arg(WindowPrimitive& p, int id, int operand, const memory::desc& user,
+             const memory::desc& prim) {
+    WindowArg a{id, operand, user, prim, {}};
+    if (!(user == prim)) {
+        const auto& e = dnnl_engine();
+        a.reorder = operand >= 0 ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim))
+                                 : dnnl::reorder(dnnl::reorder::primitive_desc(e, prim, e, user));
+    }
+    p.args.push_back(std::move(a));
+}
+
+/// The layouts a convolution primitive is asked for (Note [Conv layouts]).
+enum class Layout : uint8_t { Blocked, Plain };
+
+/// An activation [N, C, spatial...]: nC(d)hw16c when blocked and C fills 16-channel blocks (the
+/// first layer's 3 channels stay plain: oneDNN has direct kernels for a plain source), else ours.
+memory::desc activation(const Shape& s, Layout l) {
+    if (l == Layout::Plain || s[1] % 16 != 0) return plain(s);
+    using tag = memory::format_tag;
+    tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+    return memory::desc(dims_of(s), dt::f32, t);
+}
+
+struct ConvDescs {
+    memory::desc src, weights, dst;                // what the primitives are asked for
+    memory::desc src_user, weights_user, dst_user; // our buffers
+    memory::dims strides, dilates, lo, hi;
+};
+
+ConvDescs conv_descs(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
+                     Layout l) {
+    Shape ws = weights_shape(w, a.groups);
+    ConvDescs d;
+    d.src_user = plain(x);
+    d.weights_user = plain(ws);
+    d.dst_user = plain(y);
+    d.src = activation(x, l);
+    d.weights = l == Layout::Blocked ? any(ws) : d.weights_user;
+    d.dst = activation(y, l);
+    d.strides = dims_of(a.strides);
+    d.dilates = minus_one(a.dilation);
+    d.lo = dims_of(a.pad_lo);
+    d.hi = dims_of(a.pad_hi);
+    return d;
+}
+
+/// The primitive descriptor make(layout) of the first layout oneDNN has a fast implementation
+/// for: blocked, else plain (a reference implementation is taken only as the last resort).
+template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plain)) {
+    try {
+        auto pd = make(Layout::Blocked);
+        if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) return pd;
+    } catch (const dnnl::error&) {
+        // no implementation takes these layouts (e.g. 8 channels per group): try ours
+    }
+    return make(Layout::Plain);
+}
+
+dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
+                                                          const dnnl::primitive_attr& attr) {
+    dnnl::convolution_forward::desc desc(pk, dnnl::algorithm::convolution_direct, d.src, d.weights,
+                                         d.dst, d.strides, d.dilates, d.lo, d.hi);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
+}
+
+std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<TensorType>& in,
+                                           const TensorType& out) {
+    const auto& a = n.attr<ConvAttrs>();
+    auto p = std::make_shared<WindowPrimitive>();
+    dnnl::primitive_attr attr = user_scratchpad();
+    switch (n.op()) {
+    case Op::Conv: {
+        const Shape &x = in[0].shape, &w = in[1].shape, &y = out.shape;
+        auto pd = first_fast([&](Layout l) {
+            return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
+                                   attr);
+        });
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        p->main = dnnl::convolution_forward(pd);
+        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
+        add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
+        add_arg(*p, DNNL_ARG_DST, -1, d.dst_user, pd.dst_desc());
+        p->scratch = pd.scratchpad_desc();
+        p->impl = pd.impl_info_str();
+        break;
+    }
+    case Op::ConvBackwardData: { // (dy, w) -> dx
+        const Shape &x = out.shape, &w = in[1].shape, &y = in[0].shape;
+        auto pd = first_fast([&](Layout l) {
+            ConvDescs d = conv_descs(x, w, y, a, l);
+            auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+            dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
+                                                       d.weights, d.dst, d.strides, d.dilates,
+                                                       d.lo, d.hi);
+            return dnnl::convolution_backward_data::primitive_desc(desc, attr, dnnl_engine(), hint);
+        });
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        p->main = dnnl::convolution_backward_data(pd);
+        add_arg(*p, DNNL_ARG_DIFF_DST, 0, d.dst_user, pd.diff_dst_desc());
+        add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
+        add_arg(*p, DNNL_ARG_DIFF_SRC, -1, d.src_user, pd.diff_src_desc());
+        p->scratch = pd.scratchpad_desc();
+        p->impl = pd.impl_info_str();
+        break;
+    }
+    case Op::ConvBackwardFilter: { // (x, dy) -> dw
+        const Shape &x = in[0].shape, &w = out.shape, &y = in[1].shape;
+        auto pd = first_fast([&](Layout l) {
+            ConvDescs d = conv_descs(x, w, y, a, l);
+            auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+            dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct,
+                                                          d.src, d.weights, d.dst, d.strides,
+                                                          d.dilates, d.lo, d.hi);
+            return dnnl::convolution_backward_weights::primitive_desc(desc, attr, dnnl_engine(),
+                                                                      hint);
+        });
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        p->main = dnnl::convolution_backward_weights(pd);
+        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
+        add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, pd.diff_dst_desc());
+        add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user, pd.diff_weights_desc());
+        p->scratch = pd.scratchpad_desc();
+        p->impl = pd.impl_info_str();
+        break;
+    }
+    default: SJ_ASSERT(false) << "make_conv on " << op_name(n.op());
+    }
+    return p;
+}
+
+dnnl::algorithm pool_algorithm(const PoolAttrs& a) {
+    if (a.kind == PoolKind::Max) return dnnl::algorithm::pooling_max;
+    return a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                               : dnnl::algorithm::pooling_avg_exclude_padding;
+}
+
+dnnl::pooling_forward::primitive_desc pool_forward_pd(const PoolAttrs& a, const Shape& x,
+                                                      const Shape& y, dnnl::prop_kind pk,
+                                                      const dnnl::primitive_attr& attr) {
+    dnnl::pooling_forward::desc desc(pk, pool_algorithm(a), plain(x), plain(y), dims_of(a.strides),
+                                     dims_of(a.window), dims_of(a.pad_lo), dims_of(a.pad_hi));
+    return dnnl::pooling_forward::primitive_desc(desc, attr, dnnl_engine());
+}
+
+std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const std::vector<TensorType>& in,
+                                           const TensorType& out) {
+    const auto& a = n.attr<PoolAttrs>();
+    auto p = std::make_shared<WindowPrimitive>();
+    dnnl::primitive_attr attr = user_scratchpad();
+    if (n.is(Op::Pool)) {
+        auto pd = pool_forward_pd(a, in[0].shape, out.shape, dnnl::prop_kind::forward_inference,
+                                  attr);
+        p->main = dnnl::pooling_forward(pd);
+        add_arg(*p, DNNL_ARG_SRC, 0, plain(in[0].shape), pd.src_desc());
+        add_arg(*p, DNNL_ARG_DST, -1, plain(out.shape), pd.dst_desc());
+        p->scratch = pd.scratchpad_desc();
+        p->impl = pd.impl_info_str();
+        return p;
+    }
+    // max: (x, dy) -> dx; avg: (dy[, like]) -> dx
+    bool max = n.is(Op::MaxPoolBackward);
+    const Shape& dy = in[max ? 1 : 0].shape;
+    auto fwd = pool_forward_pd(a, out.shape, dy, dnnl::prop_kind::forward_training, attr);
+    dnnl::pooling_backward::desc desc(pool_algorithm(a), plain(out.shape), plain(dy),
+                                      dims_of(a.strides), dims_of(a.window), dims_of(a.pad_lo),
+                                      dims_of(a.pad_hi));
+    dnnl::pooling_backward::primitive_desc pd(desc, attr, dnnl_engine(), fwd);
+    p->main = dnnl::pooling_backward(pd);
+    add_arg(*p, DNNL_ARG_DIFF_DST, max ? 1 : 0, plain(dy), pd.diff_dst_desc());
+    add_arg(*p, DNNL_ARG_DIFF_SRC, -1, plain(out.shape), pd.diff_src_desc());
+    p->scratch = pd.scratchpad_desc();
+    p->impl = pd.impl_info_str();
+    if (max) {
+        p->forward = dnnl::pooling_forward(fwd);
+        p->forward_src = fwd.src_desc();
+        p->forward_dst = fwd.dst_desc();
+        p->forward_scratch = fwd.scratchpad_desc();
+        p->workspace = fwd.workspace_desc();
+    }
+    return p;
+}
+
+// ---- temporaries ----------------------------------------------------------------------------
+
+size_t aligned(size_t bytes) { return (bytes + 63) & ~size_t(63); }
+
+/// The bytes of the temporaries one call needs: operands in the primitive's layout, the
+/// scratchpad, and for max-pool backward the forward's output and workspace.
+size_t temp_bytes(const WindowPrimitive& p) {
+    size_t n = aligned(p.scratch.get_size());
+    for (const auto& a : p.args)
+        if (a.reorder) n += aligned(a.prim.get_size());
+    if (p.forward)
+        n += aligned(p.workspace.get_size()) + aligned(p.forward_dst.get_size()) +
+             aligned(p.forward_scratch.get_size());
+    return n;
+}
+
+/// Per-thread memory for the temporaries of a call, grown to the largest call and kept: fresh
+/// allocations of this size would fault in new pages on every call (a few ms for a 32 x 64 x
+/// 32 x 32 layer). A thread runs one call at a time.
+class Arena {
+public:
+    char* reserve(size_t bytes) {
+        if (bytes > cap_) {
+            data_.reset(static_cast<char*>(std::aligned_alloc(64, aligned(bytes))));
+            SJ_CHECK(data_, Error) << "out of memory: " << bytes << " bytes for a oneDNN call";
+            cap_ = aligned(bytes);
+        }
+        next_ = data_.get();
+        return next_;
+    }
+    /// A 64-byte aligned piece for `md` (after reserve() of the call's total).
+    memory take(const memory::desc& md) {
+        char* p = next_;
+        next_ += aligned(md.get_size());
+        return memory(md, dnnl_engine(), p);
+    }
+
+private:
+    struct Free {
+        void operator()(char* p) const { std::free(p); }
+    };
+    std::unique_ptr<char, Free> data_;
+    size_t cap_ = 0;
+    char* next_ = nullptr;
+};
+
+// ---- the cache -----------------------------------------------------------------------------------
+
+/// Most primitives kept; the least recently used goes first (a network has a few dozen).
+constexpr size_t kCacheCapacity = 256;
+
+struct Cache {
+    std::mutex mu;
+    using Entry = std::pair<std::string, std::shared_ptr<const WindowPrimitive>>;
+    std::list<Entry> lru; // most recent first
+    std::unordered_map<std::string, std::list<Entry>::iterator> index;
+    WindowCacheStats stats;
+};
+
+Cache& cache() {
+    static Cache* c = new Cache; // never destroyed: primitives may be used during exit
+    return *c;
+}
+
+std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out) {
+    std::string k = op_name(n.op());
+    for (const auto& t : in) k += type_str(t);
+    k += "->" + type_str(out) + "|" + attrs_str(n.attrs());
+    return k;
+}
+
+} // namespace
+
+std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
+                                                        const std::vector<TensorType>& in,
+                                                        const TensorType& out) {
+    std::string key = cache_key(n, in, out);
+    Cache& c = cache();
+    {
+        std::lock_guard<std::mutex> lock(c.mu);
+        if (auto it = c.index.find(key); it != c.index.end()) {
+            c.lru.splice(c.lru.begin(), c.lru, it->second);
+            ++c.stats.hits;
+            return it->second->second;
+        }
+        ++c.stats.misses;
+    }
+    std::shared_ptr<const WindowPrimitive> p;
+    bool empty = numel(out.shape) == 0;
+    for (size_t i = 0; i < in.size(); ++i) empty = empty || numel(in[i].shape) == 0;
+    if (!empty) { // an empty operand gives zeros or nothing: run_window's caller handles it
+        // oneDNN plans its work split for the thread count at creation: make it the one the
+        // calls will run with
+        match_dnnl_threads();
+        try {
+            bool conv = n.is(Op::Conv) || n.is(Op::ConvBackwardData) ||
+                        n.is(Op::ConvBackwardFilter);
+            std::shared_ptr<WindowPrimitive> made = conv ? make_conv(n, in, out)
+                                                         : make_pool(n, in, out);
+            made->temp_bytes = temp_bytes(*made);
+            p = std::move(made);
+        } catch (const dnnl::error& e) {
+            if (compiler::debug_level() >= 1)
+                std::fprintf(stderr, "[symjax] oneDNN declined %s: %s (reference kernel)\n",
+                             key.c_str(), e.message);
+            p = nullptr;
+        }
+    }
+    if (p && compiler::debug_level() >= 3)
+        std::fprintf(stderr, "[symjax] %s: oneDNN %s\n", op_name(n.op()), p->impl.c_str());
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (auto it = c.index.find(key); it != c.index.end()) return it->second->second; // raced
+    c.lru.emplace_front(key, p);
+    c.index[key] = c.lru.begin();
+    if (c.lru.size() > kCacheCapacity) {
+        c.index.erase(c.lru.back().first);
+        c.lru.pop_back();
+    }
+    c.stats.entries = c.lru.size();
+    return p;
+}
+
+WindowCacheStats window_cache_stats() {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    return c.stats;
+}
+
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+    match_dnnl_threads();
+    const auto& e = dnnl_engine();
+    thread_local Arena arena;
+    arena.reserve(p.temp_bytes);
+    dnnl::stream s(e);
+    std::unordered_map<int, memory> args;
+    std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
+    memory out_user;
+    for (const WindowArg& a : p.args) {
+        void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
+        memory user(a.user, e, ptr);
+        if (!a.reorder) {
+            args[a.id] = user;
+            continue;
+        }
+        memory tmp = arena.take(a.prim);
+        if (a.operand >= 0) {
+            dnnl::reorder(a.reorder).execute(s, user, tmp);
+        } else {
+            out_user = user;
+            results.emplace_back(&a, tmp);
+        }
+        args[a.id] = tmp;
+    }
+    if (p.scratch.get_size()) args[DNNL_ARG_SCRATCHPAD] = arena.take(p.scratch);
+    if (p.forward) { // max-pool backward: recompute the workspace (Note [Max-pool workspace])
+        memory ws = arena.take(p.workspace);
+        std::unordered_map<int, memory> fargs{
+            {DNNL_ARG_SRC, memory(p.forward_src, e, const_cast<void*>(in[0]->raw()))},
+            {DNNL_ARG_DST, arena.take(p.forward_dst)},
+            {DNNL_ARG_WORKSPACE, ws}};
+        if (p.forward_scratch.get_size())
+            fargs[DNNL_ARG_SCRATCHPAD] = arena.take(p.forward_scratch);
+        p.forward.execute(s, fargs);
+        args[DNNL_ARG_WORKSPACE] = ws;
+    }
+    p.main.execute(s, args);
+    for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
+    s.wait();
+}
+
+double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out) {
+    // a convolution multiplies each element of y [N, O, out...] with the (C / groups) K filter
+    // entries of its output channel, in every direction
+    auto per_output = [](const Shape& w) {
+        return w[0] > 0 ? double(numel(w)) / double(w[0]) : 0.0;
+    };
+    switch (n.op()) {
+    case Op::Conv: return 2.0 * double(numel(out.shape)) * per_output(in[1].shape);
+    case Op::ConvBackwardData: return 2.0 * double(numel(in[0].shape)) * per_output(in[1].shape);
+    case Op::ConvBackwardFilter: return 2.0 * double(numel(in[1].shape)) * per_output(out.shape);
+    case Op::Pool: return double(numel(out.shape)) * double(numel(n.attr<PoolAttrs>().window));
+    case Op::MaxPoolBackward:
+    case Op::AvgPoolBackward:
+        return double(numel(in[n.is(Op::MaxPoolBackward) ? 1 : 0].shape)) *
+               double(numel(n.attr<PoolAttrs>().window));
+    default: return 0;
+    }
+}
+
+} // namespace sj::cpu

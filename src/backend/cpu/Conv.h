@@ -1,0 +1,36 @@
+// Convolution and pooling (forward and backward) on the CPU through oneDNN.
+#pragma once
+
+#include <symjax/Array.h>
+#include <symjax/Node.h>
+
+#include <memory>
+#include <vector>
+
+namespace sj::cpu {
+
+/// A oneDNN primitive (with its reorders and workspace pass) for one window op at fixed shapes.
+struct WindowPrimitive;
+
+/// The primitive for window op `n` (conv, conv_backward_data/filter, pool, max/avg_pool_backward;
+/// f32, 1 to 3 spatial dims) with these concrete input types (the op's inputs in order, `like`
+/// included) and output type. Built once per (op, shapes, attrs) and kept in a process-wide
+/// LRU cache. Null when oneDNN declines the configuration: the caller runs the reference kernel.
+std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
+                                                        const std::vector<TensorType>& in,
+                                                        const TensorType& out);
+
+/// Runs the primitive on the op's input values (`in` as for window_primitive; a shape-only
+/// input may be empty) into `out`, allocated by the caller with the output type.
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out);
+
+/// Estimated floating-point operations of the op (multiply-adds count 2).
+double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out);
+
+/// Primitives in the cache, and how many lookups found theirs (for tests).
+struct WindowCacheStats {
+    size_t entries = 0, hits = 0, misses = 0;
+};
+WindowCacheStats window_cache_stats();
+
+} // namespace sj::cpu

@@ -1,0 +1,749 @@
+// Convolution and pooling ops (conv, its backward data/filter ops, pool and its backward ops):
+// type rules, gradient rules, Padding and the user-facing builders.
+#include "OpDef.h"
+
+#include <symjax/Ops.h>
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <sstream>
+#include <tuple>
+
+namespace sj {
+namespace detail {
+namespace {
+
+// Note [Conv and pool backward ops]
+// The backward ops are primitives (not convolutions of flipped, dilated operands as in XLA) so a
+// library runs them directly: oneDNN's convolution backward-data/weights and pooling backward.
+// They carry the forward op's attributes, plus `result_spatial`: the spatial size of their
+// result, which the forward geometry does not fix when stride > 1 (inputs of several sizes map
+// to one output size). When that size is unknown at build time (-1 dims), the gradient rule
+// passes the forward's input as a last, shape-only `like` input whose dims fill the -1 entries at
+// call time (as reshape's `like`), so gradients build on fully dynamic shapes too.
+// Every op here is linear in each input, and each backward op is the adjoint of a forward one:
+//   <conv(x, w), dy> = <x, conv_backward_data(dy, w)> = <w, conv_backward_filter(x, dy)>
+//   <avg_pool(x), dy> = <x, avg_pool_backward(dy)>
+//   <max_pool'(x) v, dy> = <v, max_pool_backward(x, dy)>   (max_pool' is the selection at x)
+// so their gradients are again ops of this family, and autodiff goes to any order.
+
+/// Throws ShapeError at build time and InputError at call time (the shapes were bound by the
+/// caller's values then, so the mistake is in the values passed).
+[[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg) {
+    if (c.at_runtime) SJ_THROW(InputError) << msg;
+    SJ_THROW(ShapeError) << msg;
+}
+
+bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == -1; }
+int64_t known_or(int64_t a, int64_t b) { return a >= 0 ? a : b; }
+
+Shape spatial(const Shape& s) { return Shape(s.begin() + std::min<size_t>(2, s.size()), s.end()); }
+
+void check_float(const InferCtx& c, size_t i) {
+    SJ_CHECK(is_float(c.in[i].dtype), TypeError)
+        << c.where() << ": " << c.name(i) << " must be a float tensor (f32 or f64), got "
+        << dtype_name(c.in[i].dtype);
+}
+
+void check_same_dtype(const InferCtx& c, size_t i, size_t j) {
+    SJ_CHECK(c.in[i].dtype == c.in[j].dtype, TypeError)
+        << c.where() << ": dtypes " << dtype_name(c.in[i].dtype) << " and "
+        << dtype_name(c.in[j].dtype) << " differ";
+}
+
+/// Input i has the layout [N, C, spatial...] with `nsp` spatial dims (nsp = 0: any >= 1).
+void check_layout(const InferCtx& c, size_t i, size_t nsp, const char* layout) {
+    const Shape& s = c.in[i].shape;
+    bool ok = nsp ? s.size() == nsp + 2 : s.size() >= 3;
+    if (!ok) {
+        std::ostringstream os;
+        os << c.where() << ": " << c.name(i) << " must have the layout " << layout;
+        if (nsp) os << " with " << nsp << " spatial dims (rank " << nsp + 2 << ")";
+        else os << " (rank >= 3)";
+        os << ", got shape " << shape_str(s);
+        shape_fail(c, os.str());
+    }
+}
+
+void check_sizes(const InferCtx& c, const char* what, const Axes& v, size_t nsp, int64_t min) {
+    SJ_CHECK(v.size() == nsp, ShapeError)
+        << c.where() << ": " << what << " " << shape_str(v) << " must have one entry per spatial "
+        << "dim (" << nsp << ")";
+    for (int64_t e : v)
+        SJ_CHECK(e >= min, ShapeError)
+            << c.where() << ": " << what << " " << shape_str(v) << " must be >= " << min;
+}
+
+/// The like input's spatial dims fill the -1 entries of result_spatial.
+Shape result_spatial(const InferCtx& c, const Shape& rs, size_t like, size_t nsp) {
+    Shape out = rs;
+    if (c.in.size() <= like) {
+        SJ_CHECK(is_static(rs), ShapeError)
+            << c.where() << ": result spatial dims " << shape_str(rs)
+            << " must be known, or given at call time by a `like` input";
+        return out;
+    }
+    const Shape& ls = c.in[like].shape;
+    SJ_CHECK(ls.size() == nsp + 2, ShapeError)
+        << c.where() << ": the shape source " << c.name(like) << " (shape " << shape_str(ls)
+        << ") must have " << nsp << " spatial dims";
+    for (size_t i = 0; i < nsp; ++i)
+        if (out[i] < 0) out[i] = ls[2 + i];
+    return out;
+}
+
+// ---- convolution geometry ----------------------------------------------------------------------
+
+void check_conv_attrs(const InferCtx& c, const ConvAttrs& a, size_t nsp, bool backward) {
+    check_sizes(c, "strides", a.strides, nsp, 1);
+    check_sizes(c, "dilation", a.dilation, nsp, 1);
+    check_sizes(c, "pads (lo)", a.pad_lo, nsp, 0);
+    check_sizes(c, "pads (hi)", a.pad_hi, nsp, 0);
+    SJ_CHECK(a.groups >= 1, ShapeError)
+        << c.where() << ": feature_group_count (groups) must be >= 1, got " << a.groups;
+    if (backward) check_sizes(c, "result spatial dims", a.result_spatial, nsp, -1);
+}
+
+/// The forward output size along spatial dim i for input size `in` and filter size `k`, or -1
+/// when either is unknown. Throws when the dilated filter exceeds the padded input.
+int64_t conv_out(const InferCtx& c, const ConvAttrs& a, size_t i, int64_t in, int64_t k) {
+    if (in < 0 || k < 0) return -1;
+    if (k == 0) {
+        std::ostringstream os;
+        os << c.where() << ": the filter has size 0 along spatial dim " << i;
+        shape_fail(c, os.str());
+    }
+    int64_t padded = in + a.pad_lo[i] + a.pad_hi[i], extent = (k - 1) * a.dilation[i] + 1;
+    if (padded < extent) {
+        std::ostringstream os;
+        os << c.where() << ": along spatial dim " << i << " the filter (size " << k
+           << ", dilation " << a.dilation[i] << ": extent " << extent
+           << ") is larger than the padded input (" << in << " + " << a.pad_lo[i] << " + "
+           << a.pad_hi[i] << " = " << padded << ")";
+        shape_fail(c, os.str());
+    }
+    return (padded - extent) / a.strides[i] + 1;
+}
+
+/// The channel count C of the input matches the filters' C / groups.
+void check_channels(const InferCtx& c, int64_t ch, size_t ch_from, int64_t per_group,
+                    size_t w_from, int64_t groups) {
+    if (ch < 0 || per_group < 0 || ch == per_group * groups) return;
+    std::ostringstream os;
+    os << c.where() << ": " << c.name(ch_from) << " (shape " << shape_str(c.in[ch_from].shape)
+       << ") has " << ch << " channels but the filters " << c.name(w_from) << " (shape "
+       << shape_str(c.in[w_from].shape) << ") take " << per_group << " per group x " << groups
+       << " groups = " << per_group * groups;
+    shape_fail(c, os.str());
+}
+
+void check_filters_split(const InferCtx& c, int64_t o, size_t from, int64_t groups) {
+    if (o < 0 || o % groups == 0) return;
+    std::ostringstream os;
+    os << c.where() << ": the " << o << " output channels of " << c.name(from) << " (shape "
+       << shape_str(c.in[from].shape) << ") do not split into " << groups << " groups";
+    shape_fail(c, os.str());
+}
+
+/// dy's spatial dims equal the forward output computed from the input and filter sizes.
+void check_dy_spatial(const InferCtx& c, size_t dy, const Shape& want, const std::string& from) {
+    const Shape& s = c.in[dy].shape;
+    for (size_t i = 0; i < want.size(); ++i)
+        if (!dims_agree(s[2 + i], want[i])) {
+            std::ostringstream os;
+            os << c.where() << ": " << c.name(dy) << " has shape " << shape_str(s)
+               << " but the forward op on " << from << " gives spatial dims " << shape_str(want);
+            shape_fail(c, os.str());
+        }
+}
+
+TensorType infer_conv(const InferCtx& c) {
+    const auto& a = c.attr<ConvAttrs>();
+    check_same_dtype(c, 0, 1);
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, C, spatial...]");
+    const Shape& xs = c.in[0].shape;
+    size_t nsp = xs.size() - 2;
+    check_layout(c, 1, nsp, "[O, C / groups, k...]");
+    const Shape& ws = c.in[1].shape;
+    check_conv_attrs(c, a, nsp, false);
+    check_channels(c, xs[1], 0, ws[1], 1, a.groups);
+    check_filters_split(c, ws[0], 1, a.groups);
+    Shape out{xs[0], ws[0]};
+    for (size_t i = 0; i < nsp; ++i) out.push_back(conv_out(c, a, i, xs[2 + i], ws[2 + i]));
+    return {c.in[0].dtype, out};
+}
+
+// conv_backward_data(dy [N, O, out...], w [O, C / groups, k...][, like]) -> [N, C, src...]
+TensorType infer_conv_backward_data(const InferCtx& c) {
+    const auto& a = c.attr<ConvAttrs>();
+    SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
+        << c.where() << ": takes (dy, w) and an optional shape source";
+    check_same_dtype(c, 0, 1);
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, O, spatial...]");
+    const Shape& ds = c.in[0].shape;
+    size_t nsp = ds.size() - 2;
+    check_layout(c, 1, nsp, "[O, C / groups, k...]");
+    const Shape& ws = c.in[1].shape;
+    check_conv_attrs(c, a, nsp, true);
+    if (!dims_agree(ds[1], ws[0])) {
+        std::ostringstream os;
+        os << c.where() << ": " << c.name(0) << " (shape " << shape_str(ds) << ") has " << ds[1]
+           << " channels but the filters " << c.name(1) << " (shape " << shape_str(ws)
+           << ") have " << ws[0] << " outputs";
+        shape_fail(c, os.str());
+    }
+    check_filters_split(c, known_or(ws[0], ds[1]), 1, a.groups);
+    Shape src = result_spatial(c, a.result_spatial, 2, nsp);
+    Shape want;
+    for (size_t i = 0; i < nsp; ++i) want.push_back(conv_out(c, a, i, src[i], ws[2 + i]));
+    check_dy_spatial(c, 0, want, "an input of spatial dims " + shape_str(src));
+    Shape out{ds[0], ws[1] >= 0 ? ws[1] * a.groups : -1};
+    out.insert(out.end(), src.begin(), src.end());
+    return {c.in[0].dtype, out};
+}
+
+// conv_backward_filter(x [N, C, in...], dy [N, O, out...][, like]) -> [O, C / groups, k...]
+TensorType infer_conv_backward_filter(const InferCtx& c) {
+    const auto& a = c.attr<ConvAttrs>();
+    SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
+        << c.where() << ": takes (x, dy) and an optional shape source";
+    check_same_dtype(c, 0, 1);
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, C, spatial...]");
+    const Shape& xs = c.in[0].shape;
+    size_t nsp = xs.size() - 2;
+    check_layout(c, 1, nsp, "[N, O, spatial...]");
+    const Shape& ds = c.in[1].shape;
+    check_conv_attrs(c, a, nsp, true);
+    if (!dims_agree(xs[0], ds[0])) {
+        std::ostringstream os;
+        os << c.where() << ": batch sizes differ: " << c.name(0) << " has shape "
+           << shape_str(xs) << ", " << c.name(1) << " has shape " << shape_str(ds);
+        shape_fail(c, os.str());
+    }
+    if (xs[1] >= 0 && xs[1] % a.groups != 0) {
+        std::ostringstream os;
+        os << c.where() << ": the " << xs[1] << " channels of " << c.name(0) << " (shape "
+           << shape_str(xs) << ") do not split into " << a.groups << " groups";
+        shape_fail(c, os.str());
+    }
+    check_filters_split(c, ds[1], 1, a.groups);
+    Shape k = result_spatial(c, a.result_spatial, 2, nsp);
+    for (size_t i = 0; i < nsp; ++i)
+        SJ_CHECK(k[i] != 0, ShapeError) << c.where() << ": filter spatial dims " << shape_str(k)
+                                        << " must be >= 1";
+    Shape want;
+    for (size_t i = 0; i < nsp; ++i) want.push_back(conv_out(c, a, i, xs[2 + i], k[i]));
+    check_dy_spatial(c, 1, want, c.name(0) + " with filters of spatial dims " + shape_str(k));
+    Shape out{ds[1], xs[1] >= 0 ? xs[1] / a.groups : -1};
+    out.insert(out.end(), k.begin(), k.end());
+    return {c.in[0].dtype, out};
+}
+
+// ---- pooling geometry --------------------------------------------------------------------------
+
+void check_pool_attrs(const InferCtx& c, const PoolAttrs& a, size_t nsp) {
+    check_sizes(c, "window", a.window, nsp, 1);
+    check_sizes(c, "strides", a.strides, nsp, 1);
+    check_sizes(c, "pads (lo)", a.pad_lo, nsp, 0);
+    check_sizes(c, "pads (hi)", a.pad_hi, nsp, 0);
+    for (size_t i = 0; i < nsp; ++i)
+        SJ_CHECK(a.pad_lo[i] < a.window[i] && a.pad_hi[i] < a.window[i], ShapeError)
+            << c.where() << ": pads (" << shape_str(a.pad_lo) << ", " << shape_str(a.pad_hi)
+            << ") must be smaller than the window " << shape_str(a.window)
+            << " (a window of padding only has no value)";
+}
+
+/// The pooled spatial dims of an input of spatial dims `in` (-1 where unknown).
+Shape pool_out(const InferCtx& c, const PoolAttrs& a, const Shape& in, const std::string& from) {
+    Shape out;
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i] < 0) {
+            out.push_back(-1);
+            continue;
+        }
+        int64_t padded = in[i] + a.pad_lo[i] + a.pad_hi[i];
+        if (in[i] == 0 || padded < a.window[i]) {
+            std::ostringstream os;
+            os << c.where() << ": along spatial dim " << i << " the window " << a.window[i]
+               << " does not fit in " << from << " (size " << in[i] << " padded to " << padded
+               << ")";
+            shape_fail(c, os.str());
+        }
+        out.push_back((padded - a.window[i]) / a.strides[i] + 1);
+    }
+    return out;
+}
+
+TensorType infer_pool(const InferCtx& c) {
+    const auto& a = c.attr<PoolAttrs>();
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, C, spatial...]");
+    const Shape& xs = c.in[0].shape;
+    check_pool_attrs(c, a, xs.size() - 2);
+    Shape out{xs[0], xs[1]};
+    Shape sp = pool_out(c, a, spatial(xs), c.name(0));
+    out.insert(out.end(), sp.begin(), sp.end());
+    return {c.in[0].dtype, out};
+}
+
+/// dy has the shape of the pooled input: batch and channels of `src`, spatial dims `want`.
+void check_pooled(const InferCtx& c, size_t dy, int64_t n, int64_t ch, const Shape& want,
+                  const std::string& from) {
+    const Shape& s = c.in[dy].shape;
+    bool ok = dims_agree(s[0], n) && dims_agree(s[1], ch);
+    for (size_t i = 0; i < want.size(); ++i) ok = ok && dims_agree(s[2 + i], want[i]);
+    if (ok) return;
+    std::ostringstream os;
+    os << c.where() << ": " << c.name(dy) << " has shape " << shape_str(s) << " but pooling "
+       << from << " gives [" << n << ", " << ch;
+    for (int64_t d : want) os << ", " << d;
+    os << "]";
+    shape_fail(c, os.str());
+}
+
+// max_pool_backward(x [N, C, in...], dy [N, C, out...]) -> [N, C, in...]
+TensorType infer_max_pool_backward(const InferCtx& c) {
+    const auto& a = c.attr<PoolAttrs>();
+    SJ_ASSERT(a.kind == PoolKind::Max) << c.where() << ": attrs of kind avg";
+    check_same_dtype(c, 0, 1);
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, C, spatial...]");
+    const Shape& xs = c.in[0].shape;
+    size_t nsp = xs.size() - 2;
+    check_layout(c, 1, nsp, "[N, C, spatial...]");
+    check_pool_attrs(c, a, nsp);
+    check_pooled(c, 1, xs[0], xs[1], pool_out(c, a, spatial(xs), c.name(0)), c.name(0));
+    const Shape& ds = c.in[1].shape;
+    Shape out = xs;
+    out[0] = known_or(xs[0], ds[0]);
+    out[1] = known_or(xs[1], ds[1]);
+    return {c.in[0].dtype, out};
+}
+
+// avg_pool_backward(dy [N, C, out...][, like]) -> [N, C, src...]
+TensorType infer_avg_pool_backward(const InferCtx& c) {
+    const auto& a = c.attr<PoolAttrs>();
+    SJ_ASSERT(a.kind == PoolKind::Avg) << c.where() << ": attrs of kind max";
+    SJ_CHECK(c.in.size() == 1 || c.in.size() == 2, ShapeError)
+        << c.where() << ": takes dy and an optional shape source";
+    check_float(c, 0);
+    check_layout(c, 0, 0, "[N, C, spatial...]");
+    const Shape& ds = c.in[0].shape;
+    size_t nsp = ds.size() - 2;
+    check_pool_attrs(c, a, nsp);
+    check_sizes(c, "result spatial dims", a.result_spatial, nsp, -1);
+    Shape src = result_spatial(c, a.result_spatial, 1, nsp);
+    std::string from = "an input of spatial dims " + shape_str(src);
+    check_pooled(c, 0, ds[0], ds[1], pool_out(c, a, src, from), from);
+    Shape out{ds[0], ds[1]};
+    out.insert(out.end(), src.begin(), src.end());
+    return {c.in[0].dtype, out};
+}
+
+// ---- gradients ---------------------------------------------------------------------------------
+
+/// A backward op whose result has the spatial dims of `src`: static dims go in the attrs, and
+/// when some are unknown `src` rides along as the shape-only `like` input (Note [Conv and pool
+/// backward ops]).
+template <class A>
+Tensor backward_op(Op op, std::vector<Tensor> inputs, A attrs, const Tensor& src) {
+    attrs.result_spatial = spatial(src.shape());
+    if (!is_static(attrs.result_spatial)) inputs.push_back(src);
+    return make(op, inputs, std::move(attrs));
+}
+
+/// max_pool'(x) v: for each window of x, the value of v at the window's first maximum (as
+/// max_pool_backward routes dy there). Composite: the window offsets become a leading stack axis
+/// of strided slices of the padded x (pads -inf: never selected) and v, argmax picks the offset.
+/// Needs the spatial dims of x at build time (the slices' bounds).
+Tensor max_pool_select(const Tensor& x, const Tensor& v, const PoolAttrs& a) {
+    Shape sp = spatial(x.shape());
+    SJ_CHECK(is_static(sp), ShapeError)
+        << "second-order gradient of max_pool: the spatial dims of " << x.name() << " "
+        << x.type_str() << " must be known when the graph is built";
+    size_t nsp = sp.size();
+    Axes lo{0, 0}, hi{0, 0};
+    lo.insert(lo.end(), a.pad_lo.begin(), a.pad_lo.end());
+    hi.insert(hi.end(), a.pad_hi.begin(), a.pad_hi.end());
+    Tensor xp = pad(x, lo, hi, -std::numeric_limits<double>::infinity());
+    Tensor vp = pad(v, lo, hi, 0.0);
+    Shape out;
+    for (size_t i = 0; i < nsp; ++i)
+        out.push_back((sp[i] + a.pad_lo[i] + a.pad_hi[i] - a.window[i]) / a.strides[i] + 1);
+    std::vector<Tensor> xs, vs;
+    Axes k(nsp, 0); // window offset, row-major odometer (argmax's first maximum follows it)
+    for (;;) {
+        Axes start{0, 0}, stop{Index::kEnd, Index::kEnd}, step{1, 1};
+        for (size_t i = 0; i < nsp; ++i) {
+            start.push_back(k[i]);
+            stop.push_back(k[i] + (out[i] - 1) * a.strides[i] + 1);
+            step.push_back(a.strides[i]);
+        }
+        xs.push_back(slice(xp, start, stop, step));
+        vs.push_back(slice(vp, start, stop, step));
+        size_t d = nsp;
+        while (d > 0 && ++k[d - 1] == a.window[d - 1]) k[--d] = 0;
+        if (d == 0) break;
+    }
+    int64_t r = x.rank();
+    Tensor pick = one_hot(argmax(stack(xs, r), r), int64_t(xs.size()), v.dtype());
+    return sum(pick * stack(vs, r), {r});
+}
+
+void register_grads(OpDef* t) {
+    // conv is bilinear: dx = conv_backward_data(g, w), dw = conv_backward_filter(x, g)
+    t[int(Op::Conv)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<ConvAttrs>();
+        Tensor x = in(n, 0), w = in(n, 1);
+        d[0] = backward_op(Op::ConvBackwardData, {g, w}, a, x);
+        d[1] = backward_op(Op::ConvBackwardFilter, {x, g}, a, w);
+    };
+    // dx = bwd_data(dy, w) is the adjoint of conv(., w): d/ddy = conv(g, w); and
+    // <g, bwd_data(dy, w)> = <conv(g, w), dy> gives d/dw = conv_backward_filter(g, dy)
+    t[int(Op::ConvBackwardData)].grad = [](const Node& n, const Tensor& g,
+                                           std::vector<Tensor>& d) {
+        ConvAttrs a = n.attr<ConvAttrs>();
+        a.result_spatial.clear();
+        Tensor dy = in(n, 0), w = in(n, 1);
+        d[0] = make(Op::Conv, {g, w}, a);
+        d[1] = backward_op(Op::ConvBackwardFilter, {g, dy}, a, w);
+    };
+    // <G, bwd_filter(x, dy)> = <conv(x, G), dy>: d/dx = conv_backward_data(dy, G),
+    // d/ddy = conv(x, G)
+    t[int(Op::ConvBackwardFilter)].grad = [](const Node& n, const Tensor& g,
+                                             std::vector<Tensor>& d) {
+        ConvAttrs a = n.attr<ConvAttrs>();
+        Tensor x = in(n, 0), dy = in(n, 1);
+        d[0] = backward_op(Op::ConvBackwardData, {dy, g}, a, x);
+        a.result_spatial.clear();
+        d[1] = make(Op::Conv, {x, g}, a);
+    };
+    // max: g goes to each window's first maximum; avg: g / divisor spread over the window
+    t[int(Op::Pool)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<PoolAttrs>();
+        Tensor x = in(n, 0);
+        if (a.kind == PoolKind::Max) d[0] = make(Op::MaxPoolBackward, {x, g}, a);
+        else d[0] = backward_op(Op::AvgPoolBackward, {g}, a, x);
+    };
+    // linear in dy with adjoint max_pool'(x); piecewise constant in x (no gradient)
+    t[int(Op::MaxPoolBackward)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        d[1] = max_pool_select(in(n, 0), g, n.attr<PoolAttrs>());
+    };
+    // the adjoint of avg_pool: d/ddy = avg_pool(g)
+    t[int(Op::AvgPoolBackward)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        PoolAttrs a = n.attr<PoolAttrs>();
+        a.result_spatial.clear();
+        d[0] = make(Op::Pool, {g}, a);
+    };
+}
+
+} // namespace
+
+void register_conv_ops(OpDef* t) {
+    t[int(Op::Conv)].infer = infer_conv;
+    t[int(Op::ConvBackwardData)].infer = infer_conv_backward_data;
+    t[int(Op::ConvBackwardFilter)].infer = infer_conv_backward_filter;
+    t[int(Op::Pool)].infer = infer_pool;
+    t[int(Op::MaxPoolBackward)].infer = infer_max_pool_backward;
+    t[int(Op::AvgPoolBackward)].infer = infer_avg_pool_backward;
+    register_grads(t);
+}
+
+} // namespace detail
+
+// ---- Padding ----------------------------------------------------------------------------------
+
+Padding::Padding(const char* mode) : Padding(std::string(mode ? mode : "")) {}
+
+Padding::Padding(const std::string& mode) {
+    std::string m = mode;
+    for (auto& ch : m) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    if (m == "VALID") mode_ = Mode::Valid;
+    else if (m == "SAME") mode_ = Mode::Same;
+    else
+        SJ_THROW(Error) << "padding: unknown mode \"" << mode << "\" (expected \"VALID\", \"SAME\", "
+                        << "explicit (lo, hi) pairs or an integer)";
+}
+
+Padding::Padding(int p) : Padding(int64_t(p)) {}
+Padding::Padding(int64_t p) : mode_(Mode::Explicit), pairs_{{p, p}} {}
+Padding::Padding(std::initializer_list<std::pair<int64_t, int64_t>> pads)
+    : Padding(std::vector<std::pair<int64_t, int64_t>>(pads)) {}
+Padding::Padding(std::vector<std::pair<int64_t, int64_t>> pads)
+    : mode_(Mode::Explicit), pairs_(std::move(pads)) {}
+
+std::string Padding::str() const {
+    if (mode_ == Mode::Valid) return "VALID";
+    if (mode_ == Mode::Same) return "SAME";
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < pairs_.size(); ++i)
+        os << (i ? ", " : "") << "(" << pairs_[i].first << ", " << pairs_[i].second << ")";
+    os << "]";
+    return os.str();
+}
+
+std::pair<Axes, Axes> Padding::resolve(const Shape& in, const Shape& window, const Axes& strides,
+                                       const Axes& dilation, const std::string& where) const {
+    size_t n = in.size();
+    Axes lo(n, 0), hi(n, 0);
+    switch (mode_) {
+    case Mode::Valid: break;
+    case Mode::Explicit:
+        SJ_CHECK(pairs_.size() == n || pairs_.size() == 1, ShapeError)
+            << where << ": padding " << str() << " has " << pairs_.size()
+            << " (lo, hi) pairs for " << n << " spatial dims";
+        for (size_t i = 0; i < n; ++i) {
+            auto [l, h] = pairs_[pairs_.size() == 1 ? 0 : i];
+            SJ_CHECK(l >= 0 && h >= 0, ShapeError)
+                << where << ": padding " << str() << " has a negative pad";
+            lo[i] = l;
+            hi[i] = h;
+        }
+        break;
+    case Mode::Same:
+        for (size_t i = 0; i < n; ++i) {
+            SJ_CHECK(in[i] >= 0 && window[i] >= 0, ShapeError)
+                << where << ": SAME padding needs the input's spatial dims " << shape_str(in)
+                << " and the window " << shape_str(window)
+                << " known when the graph is built (pass explicit pads instead)";
+            int64_t s = strides[i], out = (in[i] + s - 1) / s;
+            int64_t total = std::max<int64_t>((out - 1) * s + (window[i] - 1) * dilation[i] + 1 - in[i], 0);
+            lo[i] = total / 2;
+            hi[i] = total - lo[i];
+        }
+        break;
+    }
+    return {lo, hi};
+}
+
+// ---- builders ---------------------------------------------------------------------------------
+
+using detail::make;
+
+namespace {
+
+Shape spatial_dims(const Tensor& t) { return detail::spatial(t.shape()); }
+
+/// One value per spatial dim from a user's list: empty -> `fill`, one value -> repeated.
+Axes per_dim(const Axes& v, size_t nsp, const Axes& fill, const char* what,
+             const std::string& where) {
+    if (v.empty()) return fill;
+    if (v.size() == 1) return Axes(nsp, v[0]);
+    SJ_CHECK(v.size() == nsp, ShapeError)
+        << where << ": " << what << " " << shape_str(v) << " must have one value per spatial dim ("
+        << nsp << ") or a single value";
+    return v;
+}
+
+std::string where2(const char* op, const Tensor& a, const Tensor& b) {
+    return std::string(op) + "(" + a.name() + ", " + b.name() + ")";
+}
+
+/// Casts a and b to their common dtype.
+std::pair<Tensor, Tensor> promoted(const Tensor& a, const Tensor& b) {
+    SJ_CHECK(a.defined() && b.defined(), Error) << "convolution op on an undefined Tensor";
+    if (a.dtype() == b.dtype()) return {a, b};
+    DType t = promote(a.dtype(), b.dtype());
+    return {cast(a, t), cast(b, t)};
+}
+
+/// Checks that x has the layout [N, C, spatial...] (of `rank` when given) and returns the number
+/// of spatial dims.
+size_t spatial_rank(const Tensor& x, const std::string& where, const char* layout, int rank = 0) {
+    SJ_CHECK(x.defined(), Error) << where << ": undefined Tensor";
+    bool ok = rank ? x.rank() == rank : x.rank() >= 3;
+    SJ_CHECK(ok, ShapeError) << where << ": " << x.name() << " must have the layout " << layout
+                             << ", got " << x.type_str();
+    return size_t(x.rank() - 2);
+}
+
+struct ConvArgs {
+    Axes strides, dilation;
+    int64_t groups;
+};
+
+ConvArgs conv_args(size_t nsp, const Axes& strides, const Axes& dilation, int64_t groups,
+                   const std::string& where) {
+    ConvArgs a{per_dim(strides, nsp, Axes(nsp, 1), "strides", where),
+               per_dim(dilation, nsp, Axes(nsp, 1), "dilation", where), groups};
+    for (size_t i = 0; i < nsp; ++i)
+        SJ_CHECK(a.strides[i] >= 1 && a.dilation[i] >= 1, ShapeError)
+            << where << ": strides " << shape_str(a.strides) << " and dilation "
+            << shape_str(a.dilation) << " must be >= 1";
+    SJ_CHECK(groups >= 1, ShapeError) << where << ": groups must be >= 1, got " << groups;
+    return a;
+}
+
+Tensor pool_impl(PoolKind kind, const char* op, const Tensor& x, const Axes& window,
+                 const Axes& strides, const Padding& padding, bool count_include_pad, int rank) {
+    std::string where = std::string(op) + "(" + (x.defined() ? x.name() : "?") + ")";
+    size_t nsp = spatial_rank(x, where, rank == 3   ? "[N, C, W]"
+                                        : rank == 4 ? "[N, C, H, W]"
+                                                    : "[N, C, spatial...]",
+                              rank);
+    SJ_CHECK(!window.empty(), ShapeError) << where << ": the window is empty";
+    Axes win = per_dim(window, nsp, {}, "window", where);
+    Axes st = per_dim(strides, nsp, win, "strides", where);
+    auto [lo, hi] = padding.resolve(spatial_dims(x), win, st, Axes(nsp, 1), where);
+    // the divisor choice means nothing to max pooling: one attribute value keeps one node
+    bool cip = kind == PoolKind::Max || count_include_pad;
+    return make(Op::Pool, {x}, PoolAttrs{kind, win, st, lo, hi, cip, {}});
+}
+
+} // namespace
+
+Tensor conv(const Tensor& x0, const Tensor& w0, const Axes& strides, const Padding& padding,
+            const Axes& dilation, int64_t groups) {
+    auto [x, w] = promoted(x0, w0);
+    std::string where = where2("conv", x, w);
+    size_t nsp = spatial_rank(x, where, "[N, C, spatial...]");
+    SJ_CHECK(w.rank() == x.rank(), ShapeError)
+        << where << ": the filters " << w.name() << " " << w.type_str() << " must have the "
+        << "layout [O, C / groups, k...] with " << nsp << " spatial dims, as " << x.name() << " "
+        << x.type_str();
+    ConvArgs a = conv_args(nsp, strides, dilation, groups, where);
+    auto [lo, hi] = padding.resolve(spatial_dims(x), spatial_dims(w), a.strides, a.dilation, where);
+    return make(Op::Conv, {x, w}, ConvAttrs{a.strides, lo, hi, a.dilation, groups, {}});
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& w, const Axes& strides, const Padding& padding,
+              const Axes& dilation, int64_t groups) {
+    spatial_rank(x, "conv1d(" + x.name() + ", " + w.name() + ")", "[N, C, W]", 3);
+    return conv(x, w, strides, padding, dilation, groups);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Axes& strides, const Padding& padding,
+              const Axes& dilation, int64_t groups) {
+    spatial_rank(x, "conv2d(" + x.name() + ", " + w.name() + ")", "[N, C, H, W]", 4);
+    return conv(x, w, strides, padding, dilation, groups);
+}
+
+Tensor conv_transpose(const Tensor& x0, const Tensor& w0, const Axes& strides,
+                      const Padding& padding, const Axes& dilation, int64_t groups,
+                      const Axes& output_padding) {
+    auto [x, w] = promoted(x0, w0);
+    std::string where = where2("conv_transpose", x, w);
+    size_t nsp = spatial_rank(x, where, "[N, C, spatial...]");
+    SJ_CHECK(w.rank() == x.rank(), ShapeError)
+        << where << ": the filters " << w.name() << " " << w.type_str() << " must have the "
+        << "layout [C, O / groups, k...] with " << nsp << " spatial dims, as " << x.name() << " "
+        << x.type_str();
+    ConvArgs a = conv_args(nsp, strides, dilation, groups, where);
+    Axes op = per_dim(output_padding, nsp, Axes(nsp, 0), "output_padding", where);
+    Shape in = spatial_dims(x), k = spatial_dims(w);
+    SJ_CHECK(is_static(in) && is_static(k), ShapeError)
+        << where << ": the spatial dims of " << x.name() << " " << x.type_str() << " and "
+        << w.name() << " " << w.type_str()
+        << " must be known when the graph is built (they fix the output size)";
+    for (size_t i = 0; i < nsp; ++i)
+        SJ_CHECK(op[i] >= 0 && op[i] < std::max(a.strides[i], a.dilation[i]), ShapeError)
+            << where << ": output_padding " << shape_str(op)
+            << " must be >= 0 and smaller than the stride or the dilation";
+    Shape out(nsp);
+    Axes lo, hi;
+    if (padding.mode() == Padding::Mode::Same) {
+        // the adjoint of a SAME conv on an input of in * stride elements
+        for (size_t i = 0; i < nsp; ++i) {
+            SJ_CHECK(op[i] == 0, ShapeError)
+                << where << ": SAME padding fixes the output size (in * stride): output_padding "
+                << shape_str(op) << " must be 0";
+            out[i] = in[i] * a.strides[i];
+        }
+        std::tie(lo, hi) = padding.resolve(out, k, a.strides, a.dilation, where);
+    } else {
+        std::tie(lo, hi) = padding.resolve(in, k, a.strides, a.dilation, where);
+        for (size_t i = 0; i < nsp; ++i) {
+            out[i] = (in[i] - 1) * a.strides[i] - lo[i] - hi[i] + (k[i] - 1) * a.dilation[i] + 1 +
+                     op[i];
+            SJ_CHECK(out[i] >= 0, ShapeError)
+                << where << ": padding " << padding.str() << " leaves no output along spatial dim "
+                << i << " (input " << in[i] << ", filter " << k[i] << ")";
+        }
+    }
+    return make(Op::ConvBackwardData, {x, w}, ConvAttrs{a.strides, lo, hi, a.dilation, groups, out});
+}
+
+Tensor conv_backward_data(const Tensor& dy, const Tensor& w, const Shape& src_spatial,
+                          const Axes& strides, const Padding& padding, const Axes& dilation,
+                          int64_t groups) {
+    std::string where = where2("conv_backward_data", dy, w);
+    size_t nsp = spatial_rank(dy, where, "[N, O, spatial...]");
+    SJ_CHECK(src_spatial.size() == nsp && is_static(src_spatial), ShapeError)
+        << where << ": src_spatial " << shape_str(src_spatial) << " must give the " << nsp
+        << " spatial dims of the forward input";
+    SJ_CHECK(w.rank() == dy.rank(), ShapeError)
+        << where << ": the filters " << w.name() << " " << w.type_str() << " must have rank "
+        << dy.rank();
+    ConvArgs a = conv_args(nsp, strides, dilation, groups, where);
+    auto [lo, hi] = padding.resolve(src_spatial, spatial_dims(w), a.strides, a.dilation, where);
+    return make(Op::ConvBackwardData, {dy, w},
+                ConvAttrs{a.strides, lo, hi, a.dilation, groups, src_spatial});
+}
+
+Tensor conv_backward_filter(const Tensor& x, const Tensor& dy, const Shape& kernel_spatial,
+                            const Axes& strides, const Padding& padding, const Axes& dilation,
+                            int64_t groups) {
+    std::string where = where2("conv_backward_filter", x, dy);
+    size_t nsp = spatial_rank(x, where, "[N, C, spatial...]");
+    SJ_CHECK(kernel_spatial.size() == nsp && is_static(kernel_spatial), ShapeError)
+        << where << ": kernel_spatial " << shape_str(kernel_spatial) << " must give the " << nsp
+        << " spatial dims of the filters";
+    ConvArgs a = conv_args(nsp, strides, dilation, groups, where);
+    auto [lo, hi] = padding.resolve(spatial_dims(x), kernel_spatial, a.strides, a.dilation, where);
+    return make(Op::ConvBackwardFilter, {x, dy},
+                ConvAttrs{a.strides, lo, hi, a.dilation, groups, kernel_spatial});
+}
+
+Tensor max_pool(const Tensor& x, const Axes& window, const Axes& strides, const Padding& padding) {
+    return pool_impl(PoolKind::Max, "max_pool", x, window, strides, padding, true, 0);
+}
+Tensor avg_pool(const Tensor& x, const Axes& window, const Axes& strides, const Padding& padding,
+                bool count_include_pad) {
+    return pool_impl(PoolKind::Avg, "avg_pool", x, window, strides, padding, count_include_pad, 0);
+}
+Tensor max_pool1d(const Tensor& x, const Axes& window, const Axes& strides,
+                  const Padding& padding) {
+    return pool_impl(PoolKind::Max, "max_pool1d", x, window, strides, padding, true, 3);
+}
+Tensor max_pool2d(const Tensor& x, const Axes& window, const Axes& strides,
+                  const Padding& padding) {
+    return pool_impl(PoolKind::Max, "max_pool2d", x, window, strides, padding, true, 4);
+}
+Tensor avg_pool1d(const Tensor& x, const Axes& window, const Axes& strides, const Padding& padding,
+                  bool count_include_pad) {
+    return pool_impl(PoolKind::Avg, "avg_pool1d", x, window, strides, padding, count_include_pad,
+                     3);
+}
+Tensor avg_pool2d(const Tensor& x, const Axes& window, const Axes& strides, const Padding& padding,
+                  bool count_include_pad) {
+    return pool_impl(PoolKind::Avg, "avg_pool2d", x, window, strides, padding, count_include_pad,
+                     4);
+}
+
+Tensor max_pool_backward(const Tensor& x, const Tensor& dy, const Axes& window,
+                         const Axes& strides, const Padding& padding) {
+    Tensor p = max_pool(x, window, strides, padding); // resolves the attrs; never computed
+    return make(Op::MaxPoolBackward, {x, dy}, p.node()->attr<PoolAttrs>());
+}
+
+Tensor avg_pool_backward(const Tensor& dy, const Shape& src_spatial, const Axes& window,
+                         const Axes& strides, const Padding& padding, bool count_include_pad) {
+    std::string where = "avg_pool_backward(" + (dy.defined() ? dy.name() : "?") + ")";
+    size_t nsp = spatial_rank(dy, where, "[N, C, spatial...]");
+    SJ_CHECK(src_spatial.size() == nsp && is_static(src_spatial), ShapeError)
+        << where << ": src_spatial " << shape_str(src_spatial) << " must give the " << nsp
+        << " spatial dims of the forward input";
+    SJ_CHECK(!window.empty(), ShapeError) << where << ": the window is empty";
+    Axes win = per_dim(window, nsp, {}, "window", where);
+    Axes st = per_dim(strides, nsp, win, "strides", where);
+    auto [lo, hi] = padding.resolve(src_spatial, win, st, Axes(nsp, 1), where);
+    return make(Op::AvgPoolBackward, {dy},
+                PoolAttrs{PoolKind::Avg, win, st, lo, hi, count_include_pad, src_spatial});
+}
+
+} // namespace sj

@@ -1,0 +1,361 @@
+// Convolution and pooling: padding resolution, output shapes, adjoint identities, gradients on
+// dynamic shapes, and the cpu backend's oneDNN path (library calls, primitive cache, threads).
+#include "backend/cpu/Conv.h"
+#include "backend/cpu/ThreadPool.h"
+#include "ops/OpHarness.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <symjax/symjax.h>
+
+#include <cmath>
+#include <random>
+
+using namespace sj;
+
+namespace {
+
+Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
+    std::mt19937_64 g(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    Array a(DType::F64, s);
+    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
+    return a.astype(t);
+}
+
+FunctionOptions on(const char* backend) {
+    FunctionOptions o;
+    o.backend = backend;
+    return o;
+}
+
+const ConvAttrs& conv_attrs(const Tensor& t) { return t.node()->attr<ConvAttrs>(); }
+const PoolAttrs& pool_attrs(const Tensor& t) { return t.node()->attr<PoolAttrs>(); }
+
+double dot(const Array& a, const Array& b) {
+    double s = 0;
+    for (int64_t i = 0; i < a.size(); ++i) s += a.at(i) * b.at(i);
+    return s;
+}
+
+} // namespace
+
+// ---- padding and shapes ---------------------------------------------------------------------
+
+TEST(Conv, SamePaddingFollowsTensorFlow) {
+    // out = ceil(in / s); total = max((out - 1) s + (k - 1) d + 1 - in, 0), lo = total / 2
+    Placeholder x({2, 3, 5, 6}, f32, "x");
+    Tensor y = conv2d(x, zeros({4, 3, 3, 3}), {2, 2}, "SAME");
+    EXPECT_EQ(y.shape(), (Shape{2, 4, 3, 3}));
+    EXPECT_EQ(conv_attrs(y).pad_lo, (Axes{1, 0})); // 5: total 2 -> (1, 1); 6: total 1 -> (0, 1)
+    EXPECT_EQ(conv_attrs(y).pad_hi, (Axes{1, 1}));
+    // dilation 2, stride 1: total (k - 1) d = 4
+    Tensor z = conv1d(Placeholder({1, 1, 7}, f32, "x"), zeros({1, 1, 3}), {}, "same", {2});
+    EXPECT_EQ(z.shape(), (Shape{1, 1, 7}));
+    EXPECT_EQ(conv_attrs(z).pad_lo, (Axes{2}));
+    EXPECT_EQ(conv_attrs(z).pad_hi, (Axes{2}));
+    // stride larger than the window: no padding needed
+    Tensor p = max_pool1d(Placeholder({1, 1, 9}, f32, "x"), {2}, {3}, "SAME");
+    EXPECT_EQ(p.shape(), (Shape{1, 1, 3}));
+    EXPECT_EQ(pool_attrs(p).pad_lo, (Axes{0}));
+    EXPECT_EQ(pool_attrs(p).pad_hi, (Axes{0}));
+}
+
+TEST(Conv, ExplicitPaddingForms) {
+    Placeholder x({1, 2, 6, 6}, f32, "x");
+    Tensor w = zeros({3, 2, 3, 3});
+    EXPECT_EQ(conv_attrs(conv2d(x, w, {}, 1)).pad_lo, (Axes{1, 1}));
+    EXPECT_EQ(conv_attrs(conv2d(x, w, {}, 0)).pad_hi, (Axes{0, 0}));
+    Tensor a = conv2d(x, w, {}, {{1, 2}, {0, 3}});
+    EXPECT_EQ(conv_attrs(a).pad_lo, (Axes{1, 0}));
+    EXPECT_EQ(conv_attrs(a).pad_hi, (Axes{2, 3}));
+    EXPECT_EQ(a.shape(), (Shape{1, 3, 7, 7}));
+    Tensor b = conv2d(x, w, {}, {{2, 1}}); // one pair for every spatial dim
+    EXPECT_EQ(conv_attrs(b).pad_lo, (Axes{2, 2}));
+    EXPECT_EQ(conv_attrs(b).pad_hi, (Axes{1, 1}));
+    EXPECT_EQ(Padding({{1, 2}, {0, 3}}).str(), "[(1, 2), (0, 3)]");
+    EXPECT_EQ(Padding("valid").mode(), Padding::Mode::Valid);
+}
+
+TEST(Conv, OutputShapesWithStridesDilationGroupsAndUnknownDims) {
+    Placeholder x({-1, 4, 9, -1}, f32, "x");
+    Tensor y = conv2d(x, zeros({6, 2, 3, 2}), {2, 1}, {{1, 0}, {0, 0}}, {2, 1}, 2);
+    // h: (9 + 1 - 5) / 2 + 1 = 3; w unknown until call time
+    EXPECT_EQ(y.shape(), (Shape{-1, 6, 3, -1}));
+    Function f = function({x}, {y});
+    EXPECT_EQ(f(Array(f32, {5, 4, 9, 7}))[0].shape(), (Shape{5, 6, 3, 6}));
+    // depthwise: groups == C, one filter per channel
+    Tensor d = conv2d(Placeholder({2, 3, 8, 8}, f32, "x"), zeros({3, 1, 3, 3}), {2}, "SAME", {}, 3);
+    EXPECT_EQ(d.shape(), (Shape{2, 3, 4, 4}));
+    // pools default their strides to the window
+    EXPECT_EQ(max_pool2d(Placeholder({2, 3, 8, 7}, f32, "x"), {2, 2}).shape(), (Shape{2, 3, 4, 3}));
+    EXPECT_EQ(avg_pool(Placeholder({2, 3, 8, 8, 8}, f32, "x"), {2}).shape(), (Shape{2, 3, 4, 4, 4}));
+}
+
+TEST(Conv, ConvTransposeOutputSizes) {
+    Placeholder x({2, 4, 5, 5}, f32, "x");
+    Tensor w = zeros({4, 3, 3, 3}); // [C_in, C_out / groups, k...], PyTorch's layout
+    // (in - 1) s - 2 p + (k - 1) d + 1 + output_padding
+    EXPECT_EQ(conv_transpose(x, w, {2}, 1).shape(), (Shape{2, 3, 9, 9}));
+    EXPECT_EQ(conv_transpose(x, w, {2}, 1, {}, 1, {1}).shape(), (Shape{2, 3, 10, 10}));
+    EXPECT_EQ(conv_transpose(x, w, {2}, "VALID").shape(), (Shape{2, 3, 11, 11}));
+    EXPECT_EQ(conv_transpose(x, w, {2}, "SAME").shape(), (Shape{2, 3, 10, 10})); // in * stride
+    EXPECT_EQ(conv_transpose(x, zeros({4, 2, 3, 3}), {1}, 1, {}, 2).shape(), (Shape{2, 4, 5, 5}));
+}
+
+// ---- the defining identities, on the reference backend -----------------------------------------
+
+TEST(Conv, BackwardOpsAreAdjointsOfTheForwardOps) {
+    // <conv(x, w), dy> = <x, conv_backward_data(dy, w)> = <w, conv_backward_filter(x, dy)>
+    Array xv = random_array(f64, {2, 4, 7, 6}, 1), wv = random_array(f64, {6, 2, 3, 2}, 2);
+    Tensor y = conv2d(constant(xv), constant(wv), {2, 1}, {{1, 0}, {0, 1}}, {1, 2}, 2);
+    Array dyv = random_array(f64, y.shape(), 3);
+    double lhs = dot(y.eval(), dyv);
+    Tensor dx = conv_backward_data(constant(dyv), constant(wv), {7, 6}, {2, 1}, {{1, 0}, {0, 1}},
+                                   {1, 2}, 2);
+    Tensor dw = conv_backward_filter(constant(xv), constant(dyv), {3, 2}, {2, 1}, {{1, 0}, {0, 1}},
+                                     {1, 2}, 2);
+    // sums of ~100 products of size ~4 in different orders: 1e-12 relative
+    EXPECT_NEAR(dot(xv, dx.eval()), lhs, 1e-12 * std::fabs(lhs) + 1e-12);
+    EXPECT_NEAR(dot(wv, dw.eval()), lhs, 1e-12 * std::fabs(lhs) + 1e-12);
+    // conv_transpose(., w) is the adjoint of conv(., w) with the same geometry
+    Array zv = random_array(f64, {2, 6, 4, 6}, 4), tv = random_array(f64, {2, 4, 8, 6}, 5);
+    Array wt = random_array(f64, {6, 2, 3, 3}, 6);
+    Tensor ct = conv_transpose(constant(zv), constant(wt), {2, 1}, 1, {}, 2, {1, 0});
+    ASSERT_EQ(ct.shape(), (Shape{2, 4, 8, 6}));
+    Tensor c = conv2d(constant(tv), constant(wt), {2, 1}, 1, {}, 2);
+    double a = dot(ct.eval(), tv), b = dot(zv, c.eval());
+    EXPECT_NEAR(a, b, 1e-12 * std::fabs(b) + 1e-12);
+    // avg_pool_backward is the adjoint of avg_pool
+    Array pv = random_array(f64, {2, 3, 5, 4}, 7);
+    for (bool include : {true, false}) {
+        Tensor p = avg_pool2d(constant(pv), {3, 2}, {2, 1}, 1, include);
+        Array gv = random_array(f64, p.shape(), 8);
+        Tensor pb = avg_pool_backward(constant(gv), {5, 4}, {3, 2}, {2, 1}, 1, include);
+        EXPECT_NEAR(dot(p.eval(), gv), dot(pv, pb.eval()), 1e-12);
+    }
+}
+
+TEST(Conv, MaxPoolRoutesTheGradientToTheFirstMaximum) {
+    // windows of 2 with stride 1 overlap: the middle 3 is the maximum of both windows
+    Array xv(std::vector<double>{1, 3, 2, 3}, {1, 1, 4});
+    Placeholder x({1, 1, 4}, f64, "x");
+    Tensor y = max_pool1d(x, {2}, {1});
+    Tensor g = gradients(sum(y * constant(Array(std::vector<double>{1, 10, 100}, {1, 1, 3}))), {x})[0];
+    for (const char* b : {"reference", "cpu"}) {
+        std::vector<Array> r = function({x}, {y, g}, {}, on(b))(xv);
+        EXPECT_EQ(r[0].at(0), 3);
+        EXPECT_EQ(r[0].at(2), 3);
+        // windows [1, 3], [3, 2], [2, 3]: the first two pick index 1, the last index 3
+        EXPECT_EQ(r[1].at(1), 11) << b;
+        EXPECT_EQ(r[1].at(3), 100) << b;
+        EXPECT_EQ(r[1].at(0), 0) << b;
+    }
+}
+
+// ---- gradients on unknown spatial dims ----------------------------------------------------------
+
+TEST(Conv, GradientsBuildOnUnknownSpatialDims) {
+    // the backward ops take the forward input as a shape-only `like` input when the graph does
+    // not know its spatial dims (Note [Conv and pool backward ops])
+    Placeholder x({-1, 2, -1, -1}, f64, "x");
+    Placeholder w({3, 2, -1, -1}, f64, "w");
+    Tensor y = avg_pool2d(tanh(conv2d(x, w, {2, 1}, {{1, 1}, {0, 1}})), {2, 2}, {1, 1}, 1, false);
+    Tensor m = max_pool2d(y, {2, 2}, {1, 1});
+    std::vector<Tensor> g = gradients(sum(m * m), {x, w});
+    Array xv = random_array(f64, {2, 2, 7, 6}, 11), wv = random_array(f64, {3, 2, 3, 2}, 12);
+    // the same graph on static placeholders
+    Placeholder xs({2, 2, 7, 6}, f64, "xs");
+    Placeholder ws({3, 2, 3, 2}, f64, "ws");
+    Tensor ys = avg_pool2d(tanh(conv2d(xs, ws, {2, 1}, {{1, 1}, {0, 1}})), {2, 2}, {1, 1}, 1, false);
+    Tensor ms = max_pool2d(ys, {2, 2}, {1, 1});
+    std::vector<Tensor> gs = gradients(sum(ms * ms), {xs, ws});
+    for (const char* b : {"reference", "cpu"}) {
+        std::vector<Array> dyn = function({x, w}, g, {}, on(b))(xv, wv);
+        std::vector<Array> st = function({xs, ws}, gs, {}, on(b))(xv, wv);
+        for (size_t k = 0; k < 2; ++k) {
+            ASSERT_EQ(dyn[k].shape(), st[k].shape());
+            for (int64_t i = 0; i < st[k].size(); ++i) EXPECT_EQ(dyn[k].at(i), st[k].at(i)) << b;
+        }
+    }
+}
+
+TEST(Conv, SmallCnnGradientMatchesFiniteDifferences) {
+    // conv -> tanh -> max pool -> conv (stride 2, SAME) -> avg pool -> sum of squares, in f64
+    Placeholder x({2, 3, 8, 8}, f64, "x");
+    Placeholder w1({4, 3, 3, 3}, f64, "w1");
+    Placeholder w2({6, 2, 3, 3}, f64, "w2");
+    auto net = [&](const Tensor& a, const Tensor& b) {
+        Tensor h = max_pool2d(tanh(conv2d(x, a, {}, 1)), {2, 2});
+        Tensor z = conv2d(h, b, {2}, "SAME", {}, 2);
+        Tensor p = avg_pool2d(z, {2, 2});
+        return sum(p * p);
+    };
+    Tensor cost = net(w1, w2);
+    std::vector<Tensor> g = gradients(cost, {w1, w2});
+    Array xv = random_array(f64, {2, 3, 8, 8}, 21);
+    std::vector<Array> wv{random_array(f64, {4, 3, 3, 3}, 22, -0.5, 0.5),
+                          random_array(f64, {6, 2, 3, 3}, 23, -0.5, 0.5)};
+    Function fc = function({x, w1, w2}, {cost}, {}, on("reference"));
+    std::vector<Array> an = function({x, w1, w2}, g, {}, on("reference"))(xv, wv[0], wv[1]);
+    for (size_t k = 0; k < 2; ++k)
+        for (int64_t i = 0; i < wv[k].size(); i += 7) {
+            std::vector<Array> p{wv[0].clone(), wv[1].clone()}, m{wv[0].clone(), wv[1].clone()};
+            const double h = 1e-6;
+            p[k].data<double>()[i] += h;
+            m[k].data<double>()[i] -= h;
+            double fd = (fc(xv, p[0], p[1])[0].at(0) - fc(xv, m[0], m[1])[0].at(0)) / (2 * h);
+            // central differences in f64: truncation ~h^2, rounding ~1e-16 |cost| / h
+            EXPECT_NEAR(an[k].at(i), fd, 1e-6 * (1 + std::fabs(fd))) << "w" << k + 1 << "[" << i << "]";
+        }
+    // the cpu backend (oneDNN in f32) agrees with the reference in f32
+    Placeholder xf({2, 3, 8, 8}, f32, "x");
+    Placeholder w1f({4, 3, 3, 3}, f32, "w1");
+    Placeholder w2f({6, 2, 3, 3}, f32, "w2");
+    Tensor hf = max_pool2d(tanh(conv2d(xf, w1f, {}, 1)), {2, 2});
+    Tensor pf = avg_pool2d(conv2d(hf, w2f, {2}, "SAME", {}, 2), {2, 2});
+    std::vector<Tensor> gf = gradients(sum(pf * pf), {xf, w1f, w2f});
+    std::vector<Array> args{xv.astype(f32), wv[0].astype(f32), wv[1].astype(f32)};
+    std::vector<Array> rr = function({xf, w1f, w2f}, gf, {}, on("reference"))(args[0], args[1], args[2]);
+    std::vector<Array> rc = function({xf, w1f, w2f}, gf, {}, on("cpu"))(args[0], args[1], args[2]);
+    for (size_t k = 0; k < rr.size(); ++k)
+        for (int64_t i = 0; i < rr[k].size(); ++i)
+            // f32 sums of a few hundred terms through two layers: 1e-4 absolute and relative
+            EXPECT_NEAR(rc[k].at(i), rr[k].at(i), 1e-4 * (1 + std::fabs(rr[k].at(i)))) << k << " " << i;
+}
+
+// ---- the cpu backend ------------------------------------------------------------------------------
+
+TEST(ConvCpu, ConvAndPoolAreLibraryCallsNotKernels) {
+    Placeholder x({-1, 3, 16, 16}, f32, "x");
+    Variable w(random_array(f32, {8, 3, 3, 3}, 31), "w");
+    Tensor y = max_pool2d(maximum(conv2d(x, w, {}, 1), 0.0), {2, 2});
+    Tensor loss = sum(y * y);
+    std::vector<Tensor> g = gradients(loss, {w});
+    Function f = function({x}, {loss, g[0]});
+    f(random_array(f32, {4, 3, 16, 16}, 32));
+    // forward: conv, max_pool; backward: max_pool_backward, conv_backward_filter
+    EXPECT_EQ(f.stats().library_calls, 4u);
+    std::string plan = f.dump();
+    EXPECT_NE(plan.find("(window): conv("), std::string::npos) << plan;
+    EXPECT_NE(plan.find("(window): max_pool_backward("), std::string::npos) << plan;
+    // f64 runs the reference kernels: no library calls
+    Placeholder xd({2, 3, 8, 8}, f64, "x");
+    Function fd = function({xd}, {conv2d(xd, zeros({2, 3, 3, 3}, f64))});
+    fd(Array(f64, {2, 3, 8, 8}));
+    EXPECT_EQ(fd.stats().library_calls, 0u);
+}
+
+TEST(ConvCpu, BlockedLayoutsMatchTheReference) {
+    // channel counts that are multiples of 16 run oneDNN's direct kernels on nChw16c layouts with
+    // reorders (Note [Conv layouts]); the op table's small channel counts take the plain path
+    struct Config {
+        Shape x, w;
+        Axes strides;
+        Padding padding;
+        Axes dilation;
+        int64_t groups;
+    };
+    std::vector<Config> configs = {
+        {{2, 32, 9, 8}, {16, 32, 3, 3}, {}, 1, {}, 1},
+        {{2, 32, 11, 10}, {32, 16, 3, 2}, {2}, {{2, 1}, {1, 0}}, {2, 1}, 2},
+        {{2, 32, 9, 9}, {32, 1, 3, 3}, {2}, "SAME", {}, 32}, // depthwise
+        {{2, 16, 20}, {32, 16, 5}, {2}, 2, {}, 1},
+        {{1, 16, 5, 6, 5}, {16, 16, 3, 3, 3}, {}, 1, {}, 1},
+        {{2, 3, 12, 12}, {16, 3, 5, 5}, {2}, 2, {}, 1}, // first layer: plain source
+    };
+    for (size_t k = 0; k < configs.size(); ++k) {
+        const Config& c = configs[k];
+        Placeholder x(c.x, f32, "x");
+        Placeholder w(c.w, f32, "w");
+        Tensor y = conv(x, w, c.strides, c.padding, c.dilation, c.groups);
+        Array r = random_array(f32, y.shape(), 50 + k);
+        std::vector<Tensor> outs{y};
+        for (const Tensor& g : gradients(sum(y * constant(r)), {x, w})) outs.push_back(g);
+        Array xv = random_array(f32, c.x, 60 + k), wv = random_array(f32, c.w, 70 + k);
+        std::vector<Array> ref = function({x, w}, outs, {}, on("reference"))(xv, wv);
+        std::vector<Array> got = function({x, w}, outs, {}, on("cpu"))(xv, wv);
+        for (size_t o = 0; o < outs.size(); ++o) {
+            double scale = 0;
+            for (int64_t i = 0; i < ref[o].size(); ++i) scale = std::max(scale, std::fabs(ref[o].at(i)));
+            // f32 sums of up to ~1000 terms in oneDNN's order against the reference's double sum:
+            // errors ~sqrt(n) 2^-24 times the partial sums, below 2e-6 of the largest output
+            for (int64_t i = 0; i < ref[o].size(); ++i)
+                ASSERT_NEAR(got[o].at(i), ref[o].at(i), 2e-5 * scale)
+                    << "config " << k << " output " << o << " at " << i;
+        }
+    }
+}
+
+TEST(ConvCpu, WidePoolsMatchTheReference) {
+    // 32 channels take oneDNN's jit pooling (the table's few channels take its simple one)
+    Placeholder x({2, 32, 9, 8}, f32, "x");
+    Array xv = random_array(f32, {2, 32, 9, 8}, 81); // continuous values: no ties
+    std::vector<Tensor> ys{max_pool2d(x, {3, 3}, {2, 2}, 1), avg_pool2d(x, {3, 2}, {2, 1}, 1, true),
+                           avg_pool2d(x, {3, 3}, {2, 2}, "SAME", false)};
+    for (size_t k = 0; k < ys.size(); ++k) {
+        // the cotangent is an input: a constant one would fold avg_pool_backward at compile time
+        Placeholder r(ys[k].shape(), f32, "r");
+        Array rv = random_array(f32, ys[k].shape(), 90 + k);
+        std::vector<Tensor> outs{ys[k], gradients(sum(ys[k] * r), {x})[0]};
+        std::vector<Array> ref = function({x, r}, outs, {}, on("reference"))(xv, rv);
+        std::vector<Array> got = function({x, r}, outs, {}, on("cpu"))(xv, rv);
+        for (size_t o = 0; o < 2; ++o)
+            for (int64_t i = 0; i < ref[o].size(); ++i)
+                // maxima are exact; averages and summed gradients round a few times in f32
+                ASSERT_NEAR(got[o].at(i), ref[o].at(i), 1e-6 * (1 + std::fabs(ref[o].at(i))))
+                    << "pool " << k << " output " << o << " at " << i;
+    }
+}
+
+TEST(ConvCpu, PrimitivesAreCachedAcrossFunctions) {
+    Placeholder x({2, 3, 10, 10}, f32, "x");
+    Tensor y = conv2d(x, ones({5, 3, 3, 3}), {2}, "SAME");
+    Array xv = random_array(f32, {2, 3, 10, 10}, 41);
+    function({x}, {y})(xv);
+    auto before = cpu::window_cache_stats();
+    Function again = function({x}, {y * 2.0}); // another function, the same conv
+    again(xv);
+    again(xv); // calls of one plan do not look the primitive up again
+    auto after = cpu::window_cache_stats();
+    EXPECT_EQ(after.misses, before.misses);
+    EXPECT_EQ(after.hits, before.hits + 1);
+}
+
+TEST(ConvCpu, OneDnnTakesEveryTableConfiguration) {
+    // a declined configuration would silently run the reference kernel: make sure the f32 rows
+    // with 1 to 3 spatial dims all reach oneDNN
+    size_t checked = 0;
+    for (const auto& row : test::op_table()) {
+        bool window_op = false;
+        for (int i = 0; i < kNumOps; ++i)
+            window_op |= has_trait(Op(i), kWindow) && row.op == op_name(Op(i));
+        if (!window_op) continue;
+        for (const auto& c : row.cases) {
+            std::vector<Tensor> phs;
+            for (const auto& spec : c.inputs) phs.push_back(Placeholder(spec.shape, f32, "x"));
+            Tensor out = row.build(phs);
+            const Node& n = *out.node();
+            ASSERT_TRUE(has_trait(n.op(), kWindow)) << row.name;
+            if (n.rank() > 5 || numel(n.shape()) == 0) continue;
+            std::vector<TensorType> in;
+            bool empty = false;
+            for (const auto& i : n.inputs()) {
+                in.push_back(i->type());
+                empty |= numel(i->shape()) == 0;
+            }
+            if (empty) continue;
+            EXPECT_TRUE(cpu::window_primitive(n, in, n.type()) != nullptr)
+                << row.name << " " << test::shapes_str(c);
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 40u);
+}
+
+TEST(ConvCpu, OneDnnUsesThePoolsThreadCount) {
+    // a library call sets OpenMP's count for the calling thread to the pool's
+    Placeholder x({1, 2, 6, 6}, f32, "x");
+    function({x}, {conv2d(x, ones({2, 2, 3, 3}))})(Array(f32, {1, 2, 6, 6}));
+    EXPECT_EQ(omp_get_max_threads(), cpu::ThreadPool::get().threads());
+}
