@@ -60,7 +60,7 @@ struct Layer {
     float slope = 0;
 };
 
-std::vector<Layer> network(const std::string &arch) {
+std::vector<Layer> network(const std::string& arch) {
     std::vector<Layer> n;
     if (arch == "brief") {
         for (int64_t c : {32, 32, 0, 64, 64, 0}) {
@@ -91,14 +91,14 @@ std::vector<Layer> network(const std::string &arch) {
 /// Builds the primitives of one training step (forward_training and the backward primitives) or
 /// one inference forward (forward_inference) and returns them as timed entries.
 class Builder {
-  public:
-    Builder(dnnl::engine &eng, dnnl::stream &s, bool train) : eng_(eng), s_(s), train_(train) {}
+public:
+    Builder(dnnl::engine& eng, dnnl::stream& s, bool train) : eng_(eng), s_(s), train_(train) {}
 
-    std::vector<Entry> build(const std::vector<Layer> &net, int64_t batch) {
+    std::vector<Entry> build(const std::vector<Layer>& net, int64_t batch) {
         int64_t c = 3, h = 32, w = 32;
         memory::desc cur({batch, c, h, w}, dt::f32, tag::nchw); // the input batch, plain
         int conv = 0, bn = 0, act = 0, pool = 0;
-        for (const Layer &l : net) {
+        for (const Layer& l : net) {
             switch (l.kind) {
             case Layer::Conv:
                 cur =
@@ -129,9 +129,9 @@ class Builder {
         return std::move(entries_);
     }
 
-  private:
-    dnnl::engine &eng_;
-    dnnl::stream &s_;
+private:
+    dnnl::engine& eng_;
+    dnnl::stream& s_;
     bool train_;
     std::vector<Entry> entries_;
     std::mt19937 gen_{1};
@@ -141,24 +141,24 @@ class Builder {
     }
 
     /// A buffer of `d`, filled with values in [lo, hi] (no denormals, no NaN in batch norm).
-    memory mem(const memory::desc &d, float lo = -1, float hi = 1) {
+    memory mem(const memory::desc& d, float lo = -1, float hi = 1) {
         memory m(d, eng_);
         std::uniform_real_distribution<float> u(lo, hi);
-        auto *p = static_cast<float *>(m.get_data_handle());
+        auto* p = static_cast<float*>(m.get_data_handle());
         for (size_t i = 0; i < d.get_size() / sizeof(float); ++i)
             p[i] = u(gen_);
         return m;
     }
 
     template <class P, class PD>
-    void add(const std::string &name, const PD &pd, std::unordered_map<int, memory> args) {
+    void add(const std::string& name, const PD& pd, std::unordered_map<int, memory> args) {
         P prim(pd);
         entries_.push_back(
             {name, pd.impl_info_str(), [this, prim, args]() mutable { prim.execute(s_, args); }});
     }
 
     /// Times a reorder from -> to when the layouts differ (a framework would have to run it).
-    void reorder_if(const std::string &name, const memory::desc &from, const memory::desc &to) {
+    void reorder_if(const std::string& name, const memory::desc& from, const memory::desc& to) {
         if (from == to)
             return;
         memory a = mem(from), b = mem(to);
@@ -166,9 +166,9 @@ class Builder {
         add<dnnl::reorder>("reorder." + name, pd, {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, b}});
     }
 
-    memory::desc conv_layer(const std::string &n, const memory::desc &src_in,
-                            const memory::dims &dst_dims, bool first) {
-        const memory::dims &sd = src_in.dims();
+    memory::desc conv_layer(const std::string& n, const memory::desc& src_in,
+                            const memory::dims& dst_dims, bool first) {
+        const memory::dims& sd = src_in.dims();
         memory::desc src_any(sd, dt::f32, tag::any), dst_any(dst_dims, dt::f32, tag::any);
         memory::desc w_any({dst_dims[1], sd[1], 3, 3}, dt::f32, tag::any);
         const memory::dims strides{1, 1}, pad{1, 1};
@@ -208,7 +208,7 @@ class Builder {
         return f.dst_desc();
     }
 
-    void batch_norm(const std::string &n, const memory::desc &d) {
+    void batch_norm(const std::string& n, const memory::desc& d) {
         using nf = dnnl::normalization_flags;
         const float eps = 1e-5f;
         const memory::desc cd({d.dims()[1]}, dt::f32, tag::a);
@@ -252,7 +252,7 @@ class Builder {
                                                  {DNNL_ARG_DIFF_SHIFT, mem(cd)}});
     }
 
-    void activation(const std::string &n, const memory::desc &d, float slope) {
+    void activation(const std::string& n, const memory::desc& d, float slope) {
         memory x = mem(d), y = mem(d);
         dnnl::eltwise_forward::primitive_desc f({fwd(), algorithm::eltwise_relu, d, slope, 0.f},
                                                 eng_);
@@ -266,8 +266,8 @@ class Builder {
             {{DNNL_ARG_SRC, x}, {DNNL_ARG_DIFF_DST, mem(d)}, {DNNL_ARG_DIFF_SRC, mem(d)}});
     }
 
-    memory::desc pooling(const std::string &n, algorithm a, const memory::desc &src,
-                         const memory::dims &dst_dims, int64_t k) {
+    memory::desc pooling(const std::string& n, algorithm a, const memory::desc& src,
+                         const memory::dims& dst_dims, int64_t k) {
         const memory::desc dst_any(dst_dims, dt::f32, tag::any);
         const memory::dims kernel{k, k}, pad{0, 0};
         dnnl::pooling_forward::primitive_desc f({fwd(), a, src, dst_any, kernel, kernel, pad, pad},
@@ -290,7 +290,7 @@ class Builder {
         return f.dst_desc();
     }
 
-    void dense(const std::string &n, const memory::desc &src, int64_t batch, int64_t out) {
+    void dense(const std::string& n, const memory::desc& src, int64_t batch, int64_t out) {
         memory::dims wd = src.dims();
         wd[0] = out;
         const memory::desc w_any(wd, dt::f32, tag::any), b_d({out}, dt::f32, tag::a),
@@ -324,7 +324,7 @@ class Builder {
 
 /// Median seconds of fn over `repeats` samples of at least min_s each (after warm-up); the fastest
 /// sample in *fastest.
-double measure(const std::function<void()> &fn, const Options &o, double *fastest = nullptr) {
+double measure(const std::function<void()>& fn, const Options& o, double* fastest = nullptr) {
     for (int i = 0; i < 2; ++i)
         fn();
     auto t = Clock::now();
@@ -350,15 +350,15 @@ double peak_rss_mb() {
     return double(u.ru_maxrss) / 1024.0;
 }
 
-void run_case(const Options &o, bool train) {
+void run_case(const Options& o, bool train) {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
     std::vector<Entry> es = Builder(eng, s, train).build(network(o.arch), o.batch);
     double sum_s = 0, sum_fastest_s = 0;
-    for (Entry &e : es) {
+    for (Entry& e : es) {
         try {
             e.run();
-        } catch (const dnnl::error &err) {
+        } catch (const dnnl::error& err) {
             throw std::runtime_error(e.name + " (" + e.impl + "): " + err.what());
         }
         double fastest = 0;
@@ -374,7 +374,7 @@ void run_case(const Options &o, bool train) {
     // The same calls back to back, as one step: caches shared between neighbours (for reference).
     const double seq_s = measure(
         [&] {
-            for (Entry &e : es)
+            for (Entry& e : es)
                 e.run();
             s.wait();
         },
@@ -401,7 +401,7 @@ void run_case(const Options &o, bool train) {
 
 } // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
     Options o;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i], v = argv[i + 1];
@@ -428,7 +428,7 @@ int main(int argc, char **argv) {
             run_case(o, true);
         if (o.cs == "infer" || o.cs == "all")
             run_case(o, false);
-    } catch (const std::exception &e) {
+    } catch (const std::exception& e) {
         std::fprintf(stderr, "cnn_bound: %s\n", e.what());
         return 1;
     }
