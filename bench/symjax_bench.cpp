@@ -3,6 +3,8 @@
 //   symjax_bench elementwise_chain [--n N] [--case fwd|fwd_bwd]
 //   symjax_bench mlp_train [--batch B]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
+//   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
+#include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include <algorithm>
@@ -203,11 +205,79 @@ void mvn_logpdf() {
     }
 }
 
+
+/// The CNNs of ../shared/bench/torch_cnn.py's build(), layer for layer (3x3 convs without bias,
+/// SAME padding; batch norm; 2x2 max pools):
+///   brief   [conv(32)-BN-ReLU] x2, pool, [conv(64)-BN-ReLU] x2, pool, dense(4096 -> 10)
+///   symjax  8 x [conv(32)-BN-leaky_relu(0.01)], pool after blocks 0, 3, 6, global average pool,
+///           dense(32 -> 10)
+nn::Sequential cnn(const std::string& arch) {
+    const nn::ConvOptions conv{.padding = "SAME", .bias = false};
+    nn::Sequential net;
+    if (arch == "brief") {
+        int64_t cin = 3;
+        for (int64_t cout : {32, 32, 0, 64, 64, 0}) {
+            if (cout == 0) {
+                net.add(nn::MaxPool2D({2, 2}));
+                continue;
+            }
+            net.add(nn::Conv2D(cin, cout, 3, conv)).add(nn::BatchNorm(cout)).add(nn::ReLU());
+            cin = cout;
+        }
+        net.add(nn::Flatten()).add(nn::Dense(64 * 8 * 8, 10));
+        return net;
+    }
+    SJ_CHECK(arch == "symjax", InputError) << "cnn_train: --arch must be brief or symjax, got '" << arch << "'";
+    for (int l = 0; l < 8; ++l) {
+        net.add(nn::Conv2D(l == 0 ? 3 : 32, 32, 3, conv)).add(nn::BatchNorm(32)).add(nn::LeakyReLU(0.01));
+        if (l % 3 == 0) net.add(nn::MaxPool2D({2, 2}));
+    }
+    net.add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));
+    return net;
+}
+
+/// One training step (forward in training mode, softmax cross-entropy, backward, Adam lr 1e-3 and
+/// the batch-norm running statistics) and eval-mode inference on one fixed random batch.
+void cnn_train() {
+    const std::string arch = opt("arch", "brief"), cs = opt("case", "all");
+    const int64_t batch = std::stoll(opt("batch", "32"));
+    const bool profile = opt("profile", "0") != "0";
+    Scope scope("cnn_" + arch);
+    nn::Sequential net = cnn(arch);
+    Placeholder x({-1, 3, 32, 32}, f32, "images");
+    Placeholder y({-1}, i32, "labels");
+    Array xb = randn({batch, 3, 32, 32}, 11);
+    Array yb(i32, {batch});
+    std::mt19937_64 g(12);
+    for (int64_t i = 0; i < batch; ++i) yb.data<int32_t>()[i] = int32_t(g() % 10);
+    FunctionOptions fo;
+    fo.profile = profile;
+    auto report = [&](const Function& f, const std::string& c, double s) {
+        emit("cnn_train", c, batch / s, "images/s",
+             "\"arch\": \"" + arch + "\", \"batch\": " + std::to_string(batch) +
+                 ", \"ms_per_step\": " + std::to_string(s * 1e3) +
+                 ", \"kernels\": " + std::to_string(f.stats().kernels) +
+                 ", \"library_calls\": " + std::to_string(f.stats().library_calls));
+        if (profile) std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
+                                  static_cast<long long>(batch), f.profile_report().c_str());
+    };
+    if (cs == "train" || cs == "all") {
+        optim::Adam adam(1e-3);
+        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
+        Function step = function({x, y}, {loss}, adam.minimize(loss, net.trainable_variables()) + state_updates(loss), fo);
+        report(step, "train", measure([&] { step(xb, yb); }));
+    }
+    if (cs == "infer" || cs == "all") {
+        Function infer = function({x}, {net(x, nn::Mode::eval)}, {}, fo);
+        report(infer, "infer", measure([&] { infer(xb); }));
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf [--key value]...\n", argv[0]);
+        std::fprintf(stderr, "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|cnn_train [--key value]...\n", argv[0]);
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2)
@@ -219,6 +289,7 @@ int main(int argc, char** argv) {
         else if (b == "call_overhead") call_overhead();
         else if (b == "compile_time") compile_time();
         else if (b == "mvn_logpdf") mvn_logpdf();
+        else if (b == "cnn_train") cnn_train();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;
