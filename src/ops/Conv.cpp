@@ -28,14 +28,6 @@ namespace {
 //   <max_pool'(x) v, dy> = <v, max_pool_backward(x, dy)>   (max_pool' is the selection at x)
 // so their gradients are again ops of this family, and autodiff goes to any order.
 
-/// Throws ShapeError at build time and InputError at call time (the shapes were bound by the
-/// caller's values then, so the mistake is in the values passed).
-[[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg) {
-    if (c.at_runtime) SJ_THROW(InputError) << msg;
-    SJ_THROW(ShapeError) << msg;
-}
-
-bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == -1; }
 int64_t known_or(int64_t a, int64_t b) { return a >= 0 ? a : b; }
 
 Shape spatial(const Shape& s) { return Shape(s.begin() + std::min<size_t>(2, s.size()), s.end()); }

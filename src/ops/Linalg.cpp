@@ -11,14 +11,6 @@ namespace sj {
 namespace detail {
 namespace {
 
-/// Throws ShapeError at build time and InputError at call time (the shapes were bound by the
-/// caller's values then, so the mistake is in the values passed).
-[[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg) {
-    if (c.at_runtime) SJ_THROW(InputError) << msg;
-    SJ_THROW(ShapeError) << msg;
-}
-
-bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == -1; }
 
 // ---- dot_general ------------------------------------------------------------------------------
 

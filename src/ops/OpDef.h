@@ -54,6 +54,12 @@ void register_linalg_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_random_ops(OpDef* table);
 
+/// Throws ShapeError at build time and InputError at call time (the shapes were bound by the
+/// caller's values then, so the mistake is in the values passed).
+[[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg);
+/// Two dims that may be equal: equal, or either unknown (-1).
+inline bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == -1; }
+
 /// Shorthand for rules: the node's input i as a Tensor.
 inline Tensor in(const Node& n, size_t i) { return Tensor(n.input(i)); }
 /// Accumulates g into slot (sum when already set).

@@ -67,6 +67,11 @@ const Shape& InferCtx::static_shape(size_t i) const {
     return in[i].shape;
 }
 
+void shape_fail(const InferCtx& c, const std::string& msg) {
+    if (c.at_runtime) SJ_THROW(InputError) << msg;
+    SJ_THROW(ShapeError) << msg;
+}
+
 void accumulate(Tensor& slot, const Tensor& g) {
     if (!g.defined()) return;
     slot = slot.defined() ? add(slot, g) : g;

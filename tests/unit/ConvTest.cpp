@@ -4,6 +4,8 @@
 #include "backend/cpu/ThreadPool.h"
 #include "ops/OpHarness.h"
 
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <symjax/symjax.h>
@@ -12,22 +14,12 @@
 #include <random>
 
 using namespace sj;
+using sj::test::on;
+using sj::test::random_array;
 
 namespace {
 
-Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
-    std::mt19937_64 g(seed);
-    std::uniform_real_distribution<double> u(lo, hi);
-    Array a(DType::F64, s);
-    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
-    return a.astype(t);
-}
 
-FunctionOptions on(const char* backend) {
-    FunctionOptions o;
-    o.backend = backend;
-    return o;
-}
 
 const ConvAttrs& conv_attrs(const Tensor& t) { return t.node()->attr<ConvAttrs>(); }
 const PoolAttrs& pool_attrs(const Tensor& t) { return t.node()->attr<PoolAttrs>(); }

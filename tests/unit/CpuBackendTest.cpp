@@ -1,4 +1,6 @@
 // The cpu backend against the reference backend: fused kernels, reductions, GEMM, fallbacks.
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
@@ -6,22 +8,12 @@
 #include <random>
 
 using namespace sj;
+using sj::test::on;
+using sj::test::random_array;
 
 namespace {
 
-Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
-    std::mt19937_64 g(seed);
-    std::uniform_real_distribution<double> u(lo, hi);
-    Array a(DType::F64, s);
-    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
-    return a.astype(t);
-}
 
-FunctionOptions on(const char* backend) {
-    FunctionOptions o;
-    o.backend = backend;
-    return o;
-}
 
 void expect_close(const Array& a, const Array& b, double rtol, double atol, const std::string& what) {
     ASSERT_EQ(a.dtype(), b.dtype()) << what;

@@ -2,6 +2,8 @@
 // runs one pass, checks the structure of the result (op counts, the rewritten node, fusion groups
 // and the reasons of fusion refusals) and that the value is unchanged, on the reference
 // interpreter (rewrites) or the cpu backend against it (fusion).
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
@@ -17,6 +19,8 @@
 #include <set>
 
 using namespace sj;
+using sj::test::on;
+using sj::test::random_array;
 namespace cc = sj::compiler;
 
 namespace {
@@ -54,19 +58,7 @@ int non_leaf(const Tensor& t) {
     return n;
 }
 
-FunctionOptions on(const char* backend) {
-    FunctionOptions o;
-    o.backend = backend;
-    return o;
-}
 
-Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {
-    std::mt19937_64 g(seed);
-    std::uniform_real_distribution<double> u(lo, hi);
-    Array a(DType::F64, s);
-    for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
-    return a.astype(t);
-}
 
 std::vector<Array> eval_on(const char* backend, const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
                            const std::vector<Array>& args) {
