@@ -117,3 +117,46 @@ TEST(CpuBackend, SecondCallWithNewBatchSizeReusesKernels) {
         expect_close(r, ref, 1e-5, 1e-5, "batch " + std::to_string(n));
     }
 }
+
+TEST(CpuBackend, LargeF32SumStaysAccurate) {
+    // 16M + 7 terms spanning six decades: the f32 block sums of the generated kernel (Note
+    // [f32 sums] in LlvmRenderer.cpp) must stay within a few 1e-6 of the exact sum, relative
+    // to the sum of |terms| (their worst-case bound is ~70 eps = 4.2e-6).
+    const int64_t n = (int64_t(1) << 24) + 7;
+    std::mt19937_64 g(42);
+    std::uniform_real_distribution<double> mant(1.0, 10.0);
+    std::uniform_int_distribution<int> dec(-3, 2);
+    Array pos(f32, {n}), mixed(f32, {n});
+    double exact_pos = 0, exact_mixed = 0, abs_mixed = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        float v = float(mant(g) * std::pow(10.0, dec(g)));
+        float w = (i % 3 == 0) ? -v : v;
+        pos.data<float>()[i] = v;
+        mixed.data<float>()[i] = w;
+        exact_pos += double(v);
+        exact_mixed += double(w);
+        abs_mixed += std::fabs(double(w));
+    }
+    Placeholder x({n}, f32, "x");
+    Function f = function({x}, {sum(x), sum(x * 2.0)});
+    auto rp = f(pos);
+    EXPECT_NEAR(rp[0].at(0), exact_pos, 5e-6 * exact_pos);
+    EXPECT_NEAR(rp[1].at(0), 2 * exact_pos, 1e-5 * exact_pos);
+    auto rm = f(mixed);
+    EXPECT_NEAR(rm[0].at(0), exact_mixed, 5e-6 * abs_mixed);
+    // a sum over the rows of a matrix (an inner reduction loop per kept point)
+    Placeholder m({4097, 4097}, f32, "m");
+    Function fr = function({m}, {sum(m, {1})});
+    Array sub(f32, {4097, 4097});
+    std::copy(mixed.data<float>(), mixed.data<float>() + sub.size(), sub.data<float>());
+    Array r = fr(sub)[0];
+    for (int64_t row : {int64_t(0), int64_t(17), int64_t(4096)}) {
+        double e = 0, a = 0;
+        for (int64_t j = 0; j < 4097; ++j) {
+            double v = sub.data<float>()[row * 4097 + j];
+            e += v;
+            a += std::fabs(v);
+        }
+        EXPECT_NEAR(r.at(row), e, 5e-6 * a) << "row " << row;
+    }
+}
