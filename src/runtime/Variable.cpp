@@ -83,7 +83,9 @@ Variable::Variable(const Array& init, const std::string& name, bool trainable) {
     s->shape = init.shape();
     s->trainable = trainable;
     s->initial = init.clone();
-    s->value = init.clone();
+    // one copy: the value shares the initial buffer until the first update replaces it (a
+    // kernel writes a variable in place only when no other array holds its buffer)
+    s->value = s->initial;
     static_cast<Tensor&>(*this) = Tensor(make_variable(s, name));
 }
 
