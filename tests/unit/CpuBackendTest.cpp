@@ -160,3 +160,41 @@ TEST(CpuBackend, LargeF32SumStaysAccurate) {
         EXPECT_NEAR(r.at(row), e, 5e-6 * a) << "row " << row;
     }
 }
+
+TEST(CpuBackend, CholeskyAndTriangularSolveThroughLapack) {
+    // many small matrices (split over the thread pool) and one wide solve (one BLAS call)
+    for (DType t : {f32, f64}) {
+        const int64_t nb = 512, n = 16;
+        Array m = random_array(f64, {nb, n, n}, 21);
+        Array spd(f64, {nb, n, n});
+        for (int64_t b = 0; b < nb; ++b)
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                    double s = i == j ? double(n) : 0.0;
+                    for (int64_t k = 0; k < n; ++k) s += m.at((b * n + i) * n + k) * m.at((b * n + j) * n + k) / n;
+                    spd.data<double>()[(b * n + i) * n + j] = s;
+                }
+        Placeholder a({nb, n, n}, t, "a");
+        double tol = t == f32 ? 1e-4 : 1e-10;
+        compare({a}, {cholesky(a)}, {spd.astype(t)}, tol, tol);
+        Placeholder l({n, n}, t, "l"), y({n, 50000}, t, "y"), yr({333, n}, t, "yr");
+        Array lv = cholesky(constant(Array(spd.to_vector<double>(), {nb, n, n}))).eval();
+        Array l0(f64, {n, n});
+        std::copy(lv.data<double>(), lv.data<double>() + n * n, l0.data<double>());
+        compare({l, y, yr},
+                {triangular_solve(l, y, true, true, false), triangular_solve(l, y, true, true, true),
+                 triangular_solve(l, yr, false, true, true), triangular_solve(l, yr, false, false, false, true)},
+                {l0.astype(t), random_array(t, {n, 50000}, 22), random_array(t, {333, n}, 23)}, tol, tol);
+    }
+    // LAPACK's failure is the same user error as the reference kernel's
+    Placeholder a({2, 2}, f32, "bad_matrix");
+    Function f = function({a}, {cholesky(a)}, {}, on("cpu"));
+    try {
+        f(Array(std::vector<float>{1, 2, 2, 1}, {2, 2}));
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        std::string msg = e.what();
+        EXPECT_NE(msg.find("not positive definite"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("order 2"), std::string::npos) << msg;
+    }
+}

@@ -7,6 +7,7 @@
 #include "../reference/Reference.h"
 #include "Dot.h"
 #include "Jit.h"
+#include "Linalg.h"
 #include "ThreadPool.h"
 
 #include <symjax/Variable.h>
@@ -106,7 +107,8 @@ public:
             const char* kind = g.kind == Group::Kind::Kernel ? "kernel"
                                : g.kind == Group::Kind::Dot  ? "gemm"
                                : g.kind == Group::Kind::View ? "view"
-                                                             : "reference";
+                               : library_kernel(g.roots[0]->op()) ? "lapack"
+                                                                  : "reference";
             double s = p.ms / 1e3;
             std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
                           p.ms / double(p.calls), static_cast<long long>(p.calls), s > 0 ? p.bytes / s / 1e9 : 0.0,
@@ -339,6 +341,7 @@ private:
     /// give a shape (philox's `like`) are not materialised: they get empty arrays.
     Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
         const TensorType& t = plan.types[slot_.at(&r)];
+        if (LibraryKernel k = library_kernel(r.op())) return k(r, ins, t);
         ref::KernelCtx ctx{r, ins, t, counter};
         return ref::kernel_for(r.op())(ctx);
     }
