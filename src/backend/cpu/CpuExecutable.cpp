@@ -254,13 +254,8 @@ private:
             }
             plan.peak_bytes = std::max(plan.peak_bytes, live);
             if (g.kind == Group::Kind::Kernel) {
-                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of);
-                CompileInfo info;
-                gc.fn = get_kernel(gc.launch.spec, &info);
+                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of); // code: after the loop
                 gc.flops = double(gc.launch.points) * double(g.insts.size());
-                if (compiler::debug_level() >= 1 && !info.memory_hit)
-                    std::fprintf(stderr, "[symjax] kernel %zu: %s in %.1f ms\n", gi,
-                                 info.disk_hit ? "disk cache hit" : "compiled", info.ms);
                 if (compiler::debug_level() >= 4)
                     std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", gi, gc.launch.spec.str().c_str());
                 compiler::dump_file("kernel_" + std::to_string(gi) + ".txt", gc.launch.spec.str());
@@ -278,6 +273,17 @@ private:
                 }
             plan.calls.push_back(std::move(gc));
         }
+        // every kernel's code at once: one object per function (Note [One object per function])
+        std::vector<const compiler::KernelSpec*> specs;
+        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
+            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) specs.push_back(&plan.calls[gi].launch.spec);
+        CompileInfo info;
+        std::vector<KernelFn> fns = get_kernels(specs, &info);
+        for (size_t gi = 0, k = 0; gi < c_.plan.groups.size(); ++gi)
+            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) plan.calls[gi].fn = fns[k++];
+        if (compiler::debug_level() >= 1)
+            std::fprintf(stderr, "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu compiled; %.1f ms\n",
+                         info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
         stats_.intermediate_bytes = plan.intermediate_bytes;
         stats_.peak_arena_bytes = plan.peak_bytes;
         return plan;

@@ -458,12 +458,9 @@ struct Renderer {
 
 } // namespace
 
-std::unique_ptr<llvm::Module> render_kernel(const KernelSpec& spec, const std::string& symbol,
-                                            llvm::LLVMContext& ctx) {
-    auto mod = std::make_unique<llvm::Module>(symbol, ctx);
-    Renderer r(spec, ctx, mod.get());
+void render_kernel(const KernelSpec& spec, const std::string& symbol, llvm::Module& mod) {
+    Renderer r(spec, mod.getContext(), &mod);
     r.run(symbol);
-    return mod;
 }
 
 } // namespace sj::cpu
