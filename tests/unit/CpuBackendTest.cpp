@@ -198,3 +198,24 @@ TEST(CpuBackend, CholeskyAndTriangularSolveThroughLapack) {
         EXPECT_NE(msg.find("order 2"), std::string::npos) << msg;
     }
 }
+
+TEST(CpuBackend, MomentumUpdateIsOneMultiOutputKernel) {
+    // v = 0.9 v + g; W = W - 0.1 v: the velocity kernel joins the weight kernel as an extra
+    // output (Fusion's merge_producers); both are written in place and match the reference
+    for (const char* backend : {"cpu", "reference"}) {
+        Variable w(Array(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}), "w");
+        Variable v(Array(f32, {2, 3}), "v");
+        Placeholder g({2, 3}, f32, "g");
+        Tensor nv = v * 0.9 + g;
+        Function step = function({g}, {sum(nv)}, {{v, nv}, {w, w - 0.1 * nv}}, on(backend));
+        if (std::string(backend) == "cpu") EXPECT_LE(step.stats().kernels, 2u) << step.dump(); // (and the sum)
+        for (int i = 0; i < 3; ++i) step(Array(std::vector<float>{1, -1, 2, -2, 0.5f, 0}, {2, 3}));
+        // v after 3 steps: g (1 + 0.9 + 0.81) = 2.71 g; w = w0 - 0.1 (g + 1.9 g + 2.71 g)
+        std::vector<float> gv{1, -1, 2, -2, 0.5f, 0}, w0{1, 2, 3, 4, 5, 6};
+        auto vr = v.value().to_vector<float>(), wr = w.value().to_vector<float>();
+        for (int i = 0; i < 6; ++i) {
+            EXPECT_NEAR(vr[i], 2.71f * gv[i], 1e-5) << backend << " v " << i;
+            EXPECT_NEAR(wr[i], w0[i] - 0.1f * 5.61f * gv[i], 1e-5) << backend << " w " << i;
+        }
+    }
+}

@@ -33,7 +33,7 @@ struct GroupCall {
     KernelFn fn = nullptr;
     std::vector<int> in_slots;     // loads / operands
     std::vector<int> out_slots;    // roots
-    int inplace_var = -1;          // output 0 written into this variable slot's buffer
+    std::vector<int> inplace_var;  // per output: written into this variable slot's buffer, or -1
     std::vector<int> free_after;   // slots whose last reader is this group
     int64_t bytes = 0;
     double flops = 0;
@@ -261,7 +261,9 @@ private:
                 compiler::dump_file("kernel_" + std::to_string(gi) + ".txt", gc.launch.spec.str());
                 if (compiler::debug_level() >= 4 || std::getenv("SJ_DUMP"))
                     compiler::dump_file("kernel_" + std::to_string(gi) + ".ll", kernel_llvm_ir(gc.launch.spec));
-                if (opts_.inplace_updates && !throws_after[gi]) gc.inplace_var = inplace_candidate(g, gi, last);
+                gc.inplace_var.assign(g.roots.size(), -1);
+                if (opts_.inplace_updates && !throws_after[gi])
+                    for (size_t k = 0; k < g.roots.size(); ++k) gc.inplace_var[k] = inplace_candidate(g, k, gi, last);
             } else if (g.kind == Group::Kind::Dot) {
                 const Node* r = g.roots[0].get();
                 gc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
@@ -289,13 +291,15 @@ private:
         return plan;
     }
 
-    /// A kernel whose single output is the new value of a variable it reads only at the point it
-    /// writes, and which nothing after it reads, may write into the variable's buffer.
-    int inplace_candidate(const Group& g, size_t gi, const std::vector<int>& last) {
-        if (g.roots.size() != 1 || g.outputs[0].reduced) return -1;
+    /// A kernel output (not a reduction) that is the new value of a variable the kernel reads
+    /// only at the point it writes, and which nothing after it reads, may be written into the
+    /// variable's buffer (each output of a multi-output kernel on its own: every output's value
+    /// at a point is computed from loads at that point before any store there).
+    int inplace_candidate(const Group& g, size_t root, size_t gi, const std::vector<int>& last) {
+        if (g.outputs[root].reduced) return -1;
         size_t n_out = p_.outputs.size();
         for (size_t k = 0; k < p_.updates.size(); ++k) {
-            if (c_.roots[n_out + k] != g.roots[0]) continue;
+            if (c_.roots[n_out + k] != g.roots[root]) continue;
             const Node* var = p_.variables[p_.updates[k].first].get();
             if (!slot_.count(var)) return -1;
             int vs = slot_.at(var);
@@ -306,7 +310,7 @@ private:
                 if (c_.roots[n_out + u].get() == var) return -1; // another variable takes its value
             for (const auto& l : g.loads)
                 if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
-            if (var->shape() != g.roots[0]->shape()) return -1;
+            if (var->shape() != g.roots[root]->shape()) return -1;
             return vs;
         }
         return -1;
@@ -357,7 +361,8 @@ private:
         std::vector<Array> outs;
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.types[gc.out_slots[k]];
-            if (k == 0 && gc.inplace_var >= 0 && exclusively_ours(plan, env, gc)) outs.push_back(env[gc.inplace_var]);
+            int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[k];
+            if (var >= 0 && exclusively_ours(plan, env, var)) outs.push_back(env[var]);
             else outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
         if (L.points == 0) {
@@ -402,8 +407,8 @@ private:
 
     /// The variable's buffer is held only by its state, the call's snapshot and our environment
     /// (and our buffer pool): nobody outside can see an in-place write.
-    static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, const GroupCall& gc) {
-        const Array& v = env[gc.inplace_var];
+    static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, int var) {
+        const Array& v = env[var];
         long holders = v.use_count();
         for (const auto& p : plan.pool)
             if (p.shares_buffer(v)) --holders;
