@@ -40,6 +40,9 @@ public:
     Variable() = default;
     /// A variable holding `init` (copied).
     Variable(const Array& init, const std::string& name, bool trainable = true);
+    /// A variable holding `init`: a temporary whose buffer nobody else holds is adopted, not
+    /// copied (e.g. `Variable(Array(f32, shape), "v")`).
+    Variable(Array&& init, const std::string& name, bool trainable = true);
     /// A variable initialised by evaluating `init` (a graph without placeholders, e.g. a random
     /// draw); reset() evaluates it again.
     Variable(const Tensor& init, const std::string& name, bool trainable = true);

@@ -223,6 +223,90 @@ struct Fuser {
         return false;
     }
 
+    /// Does kernel group b read the roots of group a only at its own iteration point (an
+    /// elementwise or reducing node of b, or a value b recomputes, takes a root of a whole,
+    /// with the same shape: no movement, no broadcast)?
+    bool reads_pointwise(int b, int a) {
+        bool ok = true, any = false;
+        std::unordered_set<const Node*> seen;
+        std::function<void(const Node*)> visit = [&](const Node* m) {
+            if (!ok || !seen.insert(m).second) return;
+            for (size_t i = 0; i < m->num_inputs() && ok; ++i) {
+                if (!value_edge(*m, i)) continue;
+                const Node* x = m->input(i).get();
+                auto h = group_of.find(x);
+                if (h != group_of.end() && h->second == a) {
+                    any = true;
+                    Kind k = kind[m];
+                    if (k == Kind::Reduce) // reducing the root over b's whole space
+                        ok = x == groups[b].space.get();
+                    else
+                        ok = k == Kind::Elementwise && x->shape() == m->shape() &&
+                             m->shape() == groups[b].space->shape();
+                } else if (h == group_of.end() && inline_node(x)) {
+                    visit(x);
+                }
+            }
+        };
+        // a's outputs are stored over b's loops: the spaces must be the same
+        if (groups[a].space->shape() != groups[b].space->shape()) return false;
+        for (const Node* n : order)
+            if (auto g = group_of.find(n); g != group_of.end() && g->second == b) visit(n);
+        return ok && any;
+    }
+
+    /// Producer-consumer multi-output kernels: an elementwise kernel whose roots one consumer
+    /// kernel reads only pointwise over the same iteration space becomes extra outputs of the
+    /// consumer, which uses the values in registers:
+    ///   v = 0.9*v + g  (kernel A: stores v)            one kernel: reads v, g, W;
+    ///   W = W - 0.01*v (kernel B: loads v, stores W)   stores v and W
+    /// Other readers of the roots must not be needed before the consumer runs.
+    void merge_producers(std::vector<int>& alias) {
+        for (size_t b = 0; b < groups.size(); ++b) {
+            if (groups[b].kind != Group::Kind::Kernel || alias[b] != int(b)) continue;
+            bool again = true;
+            while (again) {
+                again = false;
+                for (int a : std::vector<int>(deps[b].begin(), deps[b].end())) {
+                    Group& ga = groups[a];
+                    if (ga.kind != Group::Kind::Kernel || alias[a] != a || !ga.reduce_axes.empty()) continue;
+                    if (group_size[a] + group_size[b] > kMaxKernelInsts) continue;
+                    if (!reads_pointwise(int(b), a)) continue;
+                    // a reduction loops over its kept dims first: over leading reduced dims the
+                    // producer's stores would go down columns (slower than its own pass)
+                    const auto& ra = groups[b].reduce_axes;
+                    int64_t rank = int64_t(groups[b].space->shape().size());
+                    bool trailing = true;
+                    for (size_t i = 0; i < ra.size(); ++i) trailing = trailing && ra[i] == rank - int64_t(ra.size() - i);
+                    if (!trailing) continue;
+                    bool cycle = false;
+                    for (int d : deps[b]) cycle = cycle || (d != a && depends(d, a));
+                    for (size_t c = 0; c < groups.size() && !cycle; ++c)
+                        if (int(c) != a && int(c) != int(b) && alias[c] == int(c) && deps[c].count(a))
+                            cycle = depends(int(b), int(c));
+                    if (cycle) continue;
+                    plan.decisions.push_back("merged producer " + ga.roots[0]->describe(1) + " into " +
+                                             groups[b].roots[0]->describe(1));
+                    std::vector<NodePtr> roots = ga.roots;
+                    for (auto& r : groups[b].roots) roots.push_back(r);
+                    groups[b].roots = std::move(roots);
+                    ga.roots.clear();
+                    for (auto& [n, g] : group_of)
+                        if (g == a) g = int(b);
+                    group_size[b] += group_size[a];
+                    for (auto& d : deps)
+                        if (d.erase(a)) d.insert(int(b));
+                    for (int d : deps[a]) deps[b].insert(d);
+                    deps[b].erase(int(b));
+                    deps[a].clear();
+                    alias[a] = int(b);
+                    again = true;
+                    break;
+                }
+            }
+        }
+    }
+
     /// Merges kernel groups over the same static iteration space (multi-output kernels).
     void merge_siblings() {
         for (auto& g : groups)
@@ -230,6 +314,7 @@ struct Fuser {
         compute_deps();
         std::vector<int> alias(groups.size());
         for (size_t i = 0; i < alias.size(); ++i) alias[i] = int(i);
+        merge_producers(alias);
         for (size_t a = 0; a < groups.size(); ++a) {
             Group& ga = groups[a];
             if (ga.kind != Group::Kind::Kernel || alias[a] != int(a)) continue;

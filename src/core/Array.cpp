@@ -39,7 +39,7 @@ Array Array::uninitialized(DType dtype, Shape shape) {
 }
 
 Array Array::from_buffer(DType dtype, Shape shape, const void* src) {
-    Array a(dtype, std::move(shape));
+    Array a = uninitialized(dtype, std::move(shape));
     if (a.nbytes() > 0) std::memcpy(a.raw(), src, static_cast<size_t>(a.nbytes()));
     return a;
 }

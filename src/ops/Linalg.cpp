@@ -95,7 +95,6 @@ Tensor dot_transpose(const Tensor& g, const Tensor& y, int x_rank, const Axes& x
     std::iota(g_batch.begin(), g_batch.end(), 0);
     int64_t y_start = x_is_lhs ? nb + int64_t(x_free.size()) : nb;
     std::iota(g_y.begin(), g_y.end(), y_start);
-    Tensor r = dot_general(g, y, DotDims{g_batch, y_batch, g_y, y_free});
     // y's remaining dims are its contracting dims in increasing axis order; name the x axis each
     // one pairs with.
     std::vector<size_t> by_y(y_contract.size());
@@ -103,11 +102,24 @@ Tensor dot_transpose(const Tensor& g, const Tensor& y, int x_rank, const Axes& x
     std::sort(by_y.begin(), by_y.end(),
               [&](size_t i, size_t j) { return y_contract[i] < y_contract[j]; });
     Axes order = x_batch; // order[k] = the x axis held by dim k of r
-    order.insert(order.end(), x_free.begin(), x_free.end());
-    for (size_t k : by_y) order.push_back(x_contract[k]);
+    Tensor r;
+    if (x_is_lhs) {
+        r = dot_general(g, y, DotDims{g_batch, y_batch, g_y, y_free});
+        order.insert(order.end(), x_free.begin(), x_free.end());
+        for (size_t k : by_y) order.push_back(x_contract[k]);
+    } else {
+        // the rhs's gradient as y^T g rather than (g^T y)^T: for a matmul x = W [in, out] the
+        // product comes out as [in, out] already and no transpose is left for later kernels to
+        // read with a stride (as JAX's _dot_general_transpose_rhs does)
+        r = dot_general(y, g, DotDims{y_batch, g_batch, y_free, g_y});
+        for (size_t k : by_y) order.push_back(x_contract[k]);
+        order.insert(order.end(), x_free.begin(), x_free.end());
+    }
     Axes perm(order.size());
     for (size_t k = 0; k < order.size(); ++k) perm[order[k]] = int64_t(k);
-    return permute(r, perm);
+    bool identity = true;
+    for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == int64_t(k);
+    return identity ? r : permute(r, perm);
 }
 
 // ---- helpers for matrices in the last two dims -------------------------------------------------

@@ -75,15 +75,21 @@ NodePtr make_variable(const std::shared_ptr<detail::VariableState>& s, const std
 }
 } // namespace
 
-Variable::Variable(const Array& init, const std::string& name, bool trainable) {
+Variable::Variable(const Array& init, const std::string& name, bool trainable)
+    : Variable(init.defined() ? init.clone() : Array(), name, trainable) {}
+
+Variable::Variable(Array&& init, const std::string& name, bool trainable) {
     check_name(name, "Variable");
     SJ_CHECK(init.defined(), InputError) << "Variable '" << name << "': undefined initial value";
     auto s = std::make_shared<detail::VariableState>();
     s->dtype = init.dtype();
     s->shape = init.shape();
     s->trainable = trainable;
-    s->initial = init.clone();
-    s->value = init.clone();
+    // a temporary nobody else holds is adopted, anything else copied (the caller may write it)
+    s->initial = init.unique() ? std::move(init) : init.clone();
+    // one copy: the value shares the initial buffer until the first update replaces it (a
+    // kernel writes a variable in place only when no other array holds its buffer)
+    s->value = s->initial;
     static_cast<Tensor&>(*this) = Tensor(make_variable(s, name));
 }
 

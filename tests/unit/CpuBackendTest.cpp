@@ -109,3 +109,105 @@ TEST(CpuBackend, SecondCallWithNewBatchSizeReusesKernels) {
         expect_close(r, ref, 1e-5, 1e-5, "batch " + std::to_string(n));
     }
 }
+
+TEST(CpuBackend, LargeF32SumStaysAccurate) {
+    // 16M + 7 terms spanning six decades: the f32 block sums of the generated kernel (Note
+    // [f32 sums] in LlvmRenderer.cpp) must stay within a few 1e-6 of the exact sum, relative
+    // to the sum of |terms| (their worst-case bound is ~70 eps = 4.2e-6).
+    const int64_t n = (int64_t(1) << 24) + 7;
+    std::mt19937_64 g(42);
+    std::uniform_real_distribution<double> mant(1.0, 10.0);
+    std::uniform_int_distribution<int> dec(-3, 2);
+    Array pos(f32, {n}), mixed(f32, {n});
+    double exact_pos = 0, exact_mixed = 0, abs_mixed = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        float v = float(mant(g) * std::pow(10.0, dec(g)));
+        float w = (i % 3 == 0) ? -v : v;
+        pos.data<float>()[i] = v;
+        mixed.data<float>()[i] = w;
+        exact_pos += double(v);
+        exact_mixed += double(w);
+        abs_mixed += std::fabs(double(w));
+    }
+    Placeholder x({n}, f32, "x");
+    Function f = function({x}, {sum(x), sum(x * 2.0)});
+    auto rp = f(pos);
+    EXPECT_NEAR(rp[0].at(0), exact_pos, 5e-6 * exact_pos);
+    EXPECT_NEAR(rp[1].at(0), 2 * exact_pos, 1e-5 * exact_pos);
+    auto rm = f(mixed);
+    EXPECT_NEAR(rm[0].at(0), exact_mixed, 5e-6 * abs_mixed);
+    // a sum over the rows of a matrix (an inner reduction loop per kept point)
+    Placeholder m({4097, 4097}, f32, "m");
+    Function fr = function({m}, {sum(m, {1})});
+    Array sub(f32, {4097, 4097});
+    std::copy(mixed.data<float>(), mixed.data<float>() + sub.size(), sub.data<float>());
+    Array r = fr(sub)[0];
+    for (int64_t row : {int64_t(0), int64_t(17), int64_t(4096)}) {
+        double e = 0, a = 0;
+        for (int64_t j = 0; j < 4097; ++j) {
+            double v = sub.data<float>()[row * 4097 + j];
+            e += v;
+            a += std::fabs(v);
+        }
+        EXPECT_NEAR(r.at(row), e, 5e-6 * a) << "row " << row;
+    }
+}
+
+TEST(CpuBackend, CholeskyAndTriangularSolveThroughLapack) {
+    // many small matrices (split over the thread pool) and one wide solve (one BLAS call)
+    for (DType t : {f32, f64}) {
+        const int64_t nb = 512, n = 16;
+        Array m = random_array(f64, {nb, n, n}, 21);
+        Array spd(f64, {nb, n, n});
+        for (int64_t b = 0; b < nb; ++b)
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < n; ++j) {
+                    double s = i == j ? double(n) : 0.0;
+                    for (int64_t k = 0; k < n; ++k) s += m.at((b * n + i) * n + k) * m.at((b * n + j) * n + k) / n;
+                    spd.data<double>()[(b * n + i) * n + j] = s;
+                }
+        Placeholder a({nb, n, n}, t, "a");
+        double tol = t == f32 ? 1e-4 : 1e-10;
+        compare({a}, {cholesky(a)}, {spd.astype(t)}, tol, tol);
+        Placeholder l({n, n}, t, "l"), y({n, 50000}, t, "y"), yr({333, n}, t, "yr");
+        Array lv = cholesky(constant(Array(spd.to_vector<double>(), {nb, n, n}))).eval();
+        Array l0(f64, {n, n});
+        std::copy(lv.data<double>(), lv.data<double>() + n * n, l0.data<double>());
+        compare({l, y, yr},
+                {triangular_solve(l, y, true, true, false), triangular_solve(l, y, true, true, true),
+                 triangular_solve(l, yr, false, true, true), triangular_solve(l, yr, false, false, false, true)},
+                {l0.astype(t), random_array(t, {n, 50000}, 22), random_array(t, {333, n}, 23)}, tol, tol);
+    }
+    // LAPACK's failure is the same user error as the reference kernel's
+    Placeholder a({2, 2}, f32, "bad_matrix");
+    Function f = function({a}, {cholesky(a)}, {}, on("cpu"));
+    try {
+        f(Array(std::vector<float>{1, 2, 2, 1}, {2, 2}));
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        std::string msg = e.what();
+        EXPECT_NE(msg.find("not positive definite"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("order 2"), std::string::npos) << msg;
+    }
+}
+
+TEST(CpuBackend, MomentumUpdateIsOneMultiOutputKernel) {
+    // v = 0.9 v + g; W = W - 0.1 v: the velocity kernel joins the weight kernel as an extra
+    // output (Fusion's merge_producers); both are written in place and match the reference
+    for (const char* backend : {"cpu", "reference"}) {
+        Variable w(Array(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}), "w");
+        Variable v(Array(f32, {2, 3}), "v");
+        Placeholder g({2, 3}, f32, "g");
+        Tensor nv = v * 0.9 + g;
+        Function step = function({g}, {sum(nv)}, {{v, nv}, {w, w - 0.1 * nv}}, on(backend));
+        if (std::string(backend) == "cpu") EXPECT_LE(step.stats().kernels, 2u) << step.dump(); // (and the sum)
+        for (int i = 0; i < 3; ++i) step(Array(std::vector<float>{1, -1, 2, -2, 0.5f, 0}, {2, 3}));
+        // v after 3 steps: g (1 + 0.9 + 0.81) = 2.71 g; w = w0 - 0.1 (g + 1.9 g + 2.71 g)
+        std::vector<float> gv{1, -1, 2, -2, 0.5f, 0}, w0{1, 2, 3, 4, 5, 6};
+        auto vr = v.value().to_vector<float>(), wr = w.value().to_vector<float>();
+        for (int i = 0; i < 6; ++i) {
+            EXPECT_NEAR(vr[i], 2.71f * gv[i], 1e-5) << backend << " v " << i;
+            EXPECT_NEAR(wr[i], w0[i] - 0.1f * 5.61f * gv[i], 1e-5) << backend << " w " << i;
+        }
+    }
+}

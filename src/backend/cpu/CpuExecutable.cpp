@@ -8,6 +8,7 @@
 #include "Conv.h"
 #include "Dot.h"
 #include "Jit.h"
+#include "Linalg.h"
 #include "ThreadPool.h"
 
 #include <symjax/Variable.h>
@@ -33,7 +34,7 @@ struct GroupCall {
     KernelFn fn = nullptr;
     std::vector<int> in_slots;     // loads / operands
     std::vector<int> out_slots;    // roots
-    int inplace_var = -1;          // output 0 written into this variable slot's buffer
+    std::vector<int> inplace_var;  // per output: written into this variable slot's buffer, or -1
     /// window groups: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     std::vector<int> free_after;   // slots whose last reader is this group
@@ -106,11 +107,12 @@ public:
             const Profile& p = prof_[i];
             if (!p.calls) continue;
             const Group& g = c_.plan.groups[i];
-            const char* kind = g.kind == Group::Kind::Kernel   ? "kernel"
-                               : g.kind == Group::Kind::Dot    ? "gemm"
-                               : g.kind == Group::Kind::Window ? "window"
-                               : g.kind == Group::Kind::View   ? "view"
-                                                               : "reference";
+            const char* kind = g.kind == Group::Kind::Kernel     ? "kernel"
+                               : g.kind == Group::Kind::Dot      ? "gemm"
+                               : g.kind == Group::Kind::Window   ? "window"
+                               : g.kind == Group::Kind::View     ? "view"
+                               : library_kernel(g.roots[0]->op()) ? "lapack"
+                                                                  : "reference";
             double s = p.ms / 1e3;
             std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
                           p.ms / double(p.calls), static_cast<long long>(p.calls), s > 0 ? p.bytes / s / 1e9 : 0.0,
@@ -256,19 +258,16 @@ private:
             }
             plan.peak_bytes = std::max(plan.peak_bytes, live);
             if (g.kind == Group::Kind::Kernel) {
-                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of);
-                CompileInfo info;
-                gc.fn = get_kernel(gc.launch.spec, &info);
+                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of); // code: after the loop
                 gc.flops = double(gc.launch.points) * double(g.insts.size());
-                if (compiler::debug_level() >= 1 && !info.memory_hit)
-                    std::fprintf(stderr, "[symjax] kernel %zu: %s in %.1f ms\n", gi,
-                                 info.disk_hit ? "disk cache hit" : "compiled", info.ms);
                 if (compiler::debug_level() >= 4)
                     std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", gi, gc.launch.spec.str().c_str());
                 compiler::dump_file("kernel_" + std::to_string(gi) + ".txt", gc.launch.spec.str());
                 if (compiler::debug_level() >= 4 || std::getenv("SJ_DUMP"))
                     compiler::dump_file("kernel_" + std::to_string(gi) + ".ll", kernel_llvm_ir(gc.launch.spec));
-                if (opts_.inplace_updates && !throws_after[gi]) gc.inplace_var = inplace_candidate(g, gi, last);
+                gc.inplace_var.assign(g.roots.size(), -1);
+                if (opts_.inplace_updates && !throws_after[gi])
+                    for (size_t k = 0; k < g.roots.size(); ++k) gc.inplace_var[k] = inplace_candidate(g, k, gi, last);
             } else if (g.kind == Group::Kind::Dot) {
                 const Node* r = g.roots[0].get();
                 gc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
@@ -286,18 +285,31 @@ private:
                 }
             plan.calls.push_back(std::move(gc));
         }
+        // every kernel's code at once: one object per function (Note [One object per function])
+        std::vector<const compiler::KernelSpec*> specs;
+        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
+            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) specs.push_back(&plan.calls[gi].launch.spec);
+        CompileInfo info;
+        std::vector<KernelFn> fns = get_kernels(specs, &info);
+        for (size_t gi = 0, k = 0; gi < c_.plan.groups.size(); ++gi)
+            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) plan.calls[gi].fn = fns[k++];
+        if (compiler::debug_level() >= 1)
+            std::fprintf(stderr, "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu compiled; %.1f ms\n",
+                         info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
         stats_.intermediate_bytes = plan.intermediate_bytes;
         stats_.peak_arena_bytes = plan.peak_bytes;
         return plan;
     }
 
-    /// A kernel whose single output is the new value of a variable it reads only at the point it
-    /// writes, and which nothing after it reads, may write into the variable's buffer.
-    int inplace_candidate(const Group& g, size_t gi, const std::vector<int>& last) {
-        if (g.roots.size() != 1 || g.outputs[0].reduced) return -1;
+    /// A kernel output (not a reduction) that is the new value of a variable the kernel reads
+    /// only at the point it writes, and which nothing after it reads, may be written into the
+    /// variable's buffer (each output of a multi-output kernel on its own: every output's value
+    /// at a point is computed from loads at that point before any store there).
+    int inplace_candidate(const Group& g, size_t root, size_t gi, const std::vector<int>& last) {
+        if (g.outputs[root].reduced) return -1;
         size_t n_out = p_.outputs.size();
         for (size_t k = 0; k < p_.updates.size(); ++k) {
-            if (c_.roots[n_out + k] != g.roots[0]) continue;
+            if (c_.roots[n_out + k] != g.roots[root]) continue;
             const Node* var = p_.variables[p_.updates[k].first].get();
             if (!slot_.count(var)) return -1;
             int vs = slot_.at(var);
@@ -308,7 +320,7 @@ private:
                 if (c_.roots[n_out + u].get() == var) return -1; // another variable takes its value
             for (const auto& l : g.loads)
                 if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
-            if (var->shape() != g.roots[0]->shape()) return -1;
+            if (var->shape() != g.roots[root]->shape()) return -1;
             return vs;
         }
         return -1;
@@ -374,6 +386,7 @@ private:
     /// give a shape (philox's `like`) are not materialised: they get empty arrays.
     Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
         const TensorType& t = plan.types[slot_.at(&r)];
+        if (LibraryKernel k = library_kernel(r.op())) return k(r, ins, t);
         ref::KernelCtx ctx{r, ins, t, counter};
         return ref::kernel_for(r.op())(ctx);
     }
@@ -383,7 +396,8 @@ private:
         std::vector<Array> outs;
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.types[gc.out_slots[k]];
-            if (k == 0 && gc.inplace_var >= 0 && exclusively_ours(plan, env, gc)) outs.push_back(env[gc.inplace_var]);
+            int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[k];
+            if (var >= 0 && exclusively_ours(plan, env, var)) outs.push_back(env[var]);
             else outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
         if (L.points == 0) {
@@ -428,8 +442,8 @@ private:
 
     /// The variable's buffer is held only by its state, the call's snapshot and our environment
     /// (and our buffer pool): nobody outside can see an in-place write.
-    static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, const GroupCall& gc) {
-        const Array& v = env[gc.inplace_var];
+    static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, int var) {
+        const Array& v = env[var];
         long holders = v.use_count();
         for (const auto& p : plan.pool)
             if (p.shares_buffer(v)) --holders;

@@ -1,15 +1,24 @@
 // dot_general via GEMM. Note [Why oneDNN for matmul]: Debian's OpenBLAS does not recognise this
 // CPU family and falls back to a generic kernel unless OPENBLAS_CORETYPE is set, which we may
-// not do for users; oneDNN dispatches its own AVX-512 JIT GEMM at run time, is already our
+// not do for users; oneDNN dispatches its own AVX-512 JIT kernels at run time, is already our
 // convolution library, and its OpenMP threads do not fight a second BLAS pool. f64 (used by
 // tests and gradient checks) takes a simple cache-blocked loop.
+//
+// Note [matmul primitives, not dnnl_sgemm]: dnnl_sgemm JIT-generates every kernel variant of its
+// GEMM driver on its first call (~100 ms on our 2-core VM, a third of a cached MLP start-up); a
+// matmul primitive generates only the brgemm kernels of its own shape (< 1 ms each) and runs as
+// fast. Primitives are cached per (batch, M, N, K, transposes); each thread executes them on its
+// own stream with its own scratchpad (oneDNN's global scratchpad is not safe for concurrent calls).
 #include "Dot.h"
 
 #include "Dnnl.h"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <algorithm>
+#include <tuple>
 
 namespace sj::cpu {
 
@@ -75,6 +84,63 @@ void gemm_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A
             }
 }
 
+struct GemmKey {
+    int64_t batch, m, n, k;
+    bool ta, tb;
+    bool operator<(const GemmKey& o) const {
+        return std::tie(batch, m, n, k, ta, tb) < std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb);
+    }
+};
+
+struct Gemm {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+    size_t scratch_bytes = 0;
+};
+
+/// The cached matmul primitive for row-major [batch, M, K] x [batch, K, N] -> [batch, M, N]
+/// (A stored as [batch, K, M] when ta, B as [batch, N, K] when tb).
+const Gemm& gemm_for(const GemmKey& key) {
+    static std::mutex mu;
+    static auto* cache = new std::map<GemmKey, Gemm>; // never destroyed: kernels may run late
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache->find(key); it != cache->end()) return it->second;
+    using dnnl::memory;
+    const auto [B, M, N, K, ta, tb] = key;
+    memory::dims sa = ta ? memory::dims{M * K, 1, M} : memory::dims{M * K, K, 1};
+    memory::dims sb = tb ? memory::dims{K * N, 1, K} : memory::dims{K * N, N, 1};
+    Gemm g;
+    g.a = memory::desc({B, M, K}, memory::data_type::f32, sa);
+    g.b = memory::desc({B, K, N}, memory::data_type::f32, sb);
+    g.c = memory::desc({B, M, N}, memory::data_type::f32, memory::dims{M * N, N, 1});
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(g.a, g.b, g.c), attr, dnnl_engine());
+        g.scratch_bytes = pd.scratchpad_desc().get_size();
+        g.prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& e) {
+        SJ_THROW(Error) << "dot_general: oneDNN matmul failed for batch=" << B << " M=" << M << " N=" << N
+                        << " K=" << K << ": " << e.what();
+    }
+    return cache->emplace(key, std::move(g)).first->second;
+}
+
+void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c) {
+    const Gemm& g = gemm_for(key);
+    thread_local dnnl::stream stream(dnnl_engine());
+    thread_local std::vector<unsigned char> scratch;
+    if (scratch.size() < g.scratch_bytes) scratch.resize(g.scratch_bytes);
+    using dnnl::memory;
+    const dnnl::engine& e = dnnl_engine();
+    memory ma(g.a, e, const_cast<float*>(a)), mb(g.b, e, const_cast<float*>(b)), mc(g.c, e, c);
+    memory ms(dnnl::memory::desc({int64_t(g.scratch_bytes)}, memory::data_type::u8, memory::format_tag::a), e,
+              scratch.data());
+    g.prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
+                            {DNNL_ARG_SCRATCHPAD, ms}});
+    stream.wait();
+}
+
 } // namespace
 
 double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
@@ -114,23 +180,17 @@ void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
         if (is_identity(pbt)) tb = true;
         else Bm = permuted(rhs, pb);
     }
-    int64_t lda = ta ? M : K, ldb = tb ? K : N;
-    if (out.dtype() == DType::F32) match_dnnl_threads();
-    for (int64_t b = 0; b < B; ++b) {
-        if (out.dtype() == DType::F32) {
-            const float* a = static_cast<const float*>(A.raw()) + b * M * K;
-            const float* bb = static_cast<const float*>(Bm.raw()) + b * K * N;
-            float* c = static_cast<float*>(out.raw()) + b * M * N;
-            dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, a, lda, bb, ldb,
-                                          0.f, c, N);
-            SJ_CHECK(st == dnnl_success, Error) << "dot_general: oneDNN sgemm failed (status " << int(st)
-                                                << ") for M=" << M << " N=" << N << " K=" << K;
-        } else {
-            gemm_f64(ta, tb, M, N, K, static_cast<const double*>(A.raw()) + b * M * K, lda,
-                     static_cast<const double*>(Bm.raw()) + b * K * N, ldb,
-                     static_cast<double*>(out.raw()) + b * M * N, N);
-        }
+    if (out.dtype() == DType::F32) {
+        match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
+        gemm_f32({B, M, N, K, ta, tb}, static_cast<const float*>(A.raw()), static_cast<const float*>(Bm.raw()),
+                 static_cast<float*>(out.raw()));
+        return;
     }
+    int64_t lda = ta ? M : K, ldb = tb ? K : N;
+    for (int64_t b = 0; b < B; ++b)
+        gemm_f64(ta, tb, M, N, K, static_cast<const double*>(A.raw()) + b * M * K, lda,
+                 static_cast<const double*>(Bm.raw()) + b * K * N, ldb, static_cast<double*>(out.raw()) + b * M * N,
+                 N);
 }
 
 } // namespace sj::cpu

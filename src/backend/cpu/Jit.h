@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sj::cpu {
 
@@ -13,22 +14,29 @@ namespace sj::cpu {
 using KernelFn = void (*)(void* const* bufs, const int64_t* params, int64_t begin, int64_t end);
 
 struct CompileInfo {
-    bool memory_hit = false; // found in this process's cache
-    bool disk_hit = false;   // loaded from the disk cache
+    size_t kernels = 0;      // asked for
+    size_t memory_hits = 0;  // found in this process's cache
+    size_t disk_hits = 0;    // loaded from the disk cache (as one object)
+    size_t compiled = 0;     // compiled now (as one module)
     double ms = 0;           // time spent (compiling or loading)
 };
 
-/// The machine code for `spec`: from the in-memory cache, else the disk cache, else compiled
-/// with LLVM (ORC LLJIT) for the host CPU and stored in both caches. Thread-safe.
+/// The machine code of each spec: from the in-memory cache; the others as one object, from
+/// the disk cache or compiled with LLVM (ORC LLJIT) for the host CPU as one module and stored
+/// in both caches (Note [One object per function] in Jit.cpp). Thread-safe.
+std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>& specs, CompileInfo* info = nullptr);
+
+/// The machine code of one spec (get_kernels of one).
 KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info = nullptr);
 
 /// What the kernel caches did since the process started (for tests and debugging).
 struct KernelCacheStats {
     int64_t memory_hits = 0;  // kernels found in this process's cache
-    int64_t disk_hits = 0;    // loaded from a valid disk entry
+    int64_t disk_hits = 0;    // kernels loaded from a valid disk entry
     int64_t disk_rejects = 0; // disk entries present but invalid (corrupt, truncated, foreign key)
-    int64_t compiles = 0;     // compiled with LLVM
-    int64_t disk_writes = 0;  // entries written (renamed into place)
+    int64_t compiles = 0;     // kernels compiled with LLVM
+    int64_t disk_writes = 0;  // entries written (renamed into place); an entry holds the kernels
+                              // one get_kernels call compiled together
 };
 KernelCacheStats kernel_cache_stats();
 

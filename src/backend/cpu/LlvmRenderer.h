@@ -11,8 +11,8 @@
 
 namespace sj::cpu {
 
-/// A module holding one function named `symbol` with the kernel signature of KernelSpec.
-std::unique_ptr<llvm::Module> render_kernel(const compiler::KernelSpec& spec, const std::string& symbol,
-                                            llvm::LLVMContext& ctx);
+/// Adds to `mod` one function named `symbol` with the kernel signature of KernelSpec (a module
+/// may hold many kernels: a function's kernels are compiled and cached as one object).
+void render_kernel(const compiler::KernelSpec& spec, const std::string& symbol, llvm::Module& mod);
 
 } // namespace sj::cpu

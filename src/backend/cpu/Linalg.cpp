@@ -1,0 +1,134 @@
+// cholesky via LAPACK ?potrf and triangular_solve via CBLAS ?trsm (OpenBLAS, OpenMP build).
+//
+// Note [Row-major LAPACK without LAPACKE]: LAPACK is column-major. A row-major lower triangle
+// is the column-major upper triangle of the same buffer, so ?potrf('U') on the row-major matrix
+// computes L with A = L L^T in place: no transposing copies (LAPACKE_?potrf(ROW_MAJOR) makes
+// two). We also avoid linking liblapacke.so, whose liblapack.so.3 dependency resolves through
+// Debian's alternatives to the pthread build of OpenBLAS: a second BLAS with its own threads.
+// CBLAS takes row-major directly. Batches of small matrices are split over our thread pool
+// (OpenBLAS runs such small problems on the calling thread); a single large solve is one call
+// and OpenBLAS threads it over its OpenMP team (the one oneDNN uses).
+#include "Linalg.h"
+
+#include "ThreadPool.h"
+
+#include <symjax/Attrs.h>
+#include <symjax/Error.h>
+
+#include <cblas.h>
+#include <lapack.h>
+
+#include <cstring>
+
+namespace sj::cpu {
+
+namespace {
+
+int64_t batch_count(const Shape& s) {
+    int64_t n = 1;
+    for (size_t i = 0; i + 2 < s.size(); ++i) n *= s[i];
+    return n;
+}
+
+/// "cholesky(M)", or "cholesky L" for a node the user named L (as the reference kernel says).
+std::string where(const Node& n) {
+    return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
+}
+
+/// Runs fn(b) for each of nb matrices of `work` flops each: on the pool when there are several
+/// small ones, else in order on this thread.
+template <class F> void for_batches(int64_t nb, double work, F fn) {
+    ThreadPool& pool = ThreadPool::get();
+    int nt = int(std::min<int64_t>(pool.threads(), nb));
+    if (nb < 2 || nt < 2 || work > 1e6 || double(nb) * work < 1e5) {
+        for (int64_t b = 0; b < nb; ++b) fn(b);
+        return;
+    }
+    pool.run(nt, [&](int t) {
+        for (int64_t b = nb * t / nt; b < nb * (t + 1) / nt; ++b) fn(b);
+    });
+}
+
+void potrf(float* a, int n, int* info) {
+    char uplo = 'U';
+    LAPACK_spotrf(&uplo, &n, a, &n, info);
+}
+void potrf(double* a, int n, int* info) {
+    char uplo = 'U';
+    LAPACK_dpotrf(&uplo, &n, a, &n, info);
+}
+
+template <class T> Array cholesky_t(const Node& node, const Array& x) {
+    Array out = x.clone();
+    int64_t n = x.shape().back();
+    int64_t nb = batch_count(x.shape());
+    if (n == 0 || nb == 0) return out;
+    SJ_CHECK(n <= INT32_MAX, InputError) << where(node) << ": matrix size " << n << " is too large for LAPACK";
+    std::vector<int> info(nb, 0);
+    T* base = static_cast<T*>(out.raw());
+    for_batches(nb, double(n) * n * n / 3, [&](int64_t b) {
+        T* a = base + b * n * n;
+        potrf(a, int(n), &info[b]);
+        for (int64_t i = 0; i < n; ++i) // the upper triangle of L is zero (potrf leaves A there)
+            for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = T(0);
+    });
+    for (int64_t b = 0; b < nb; ++b) {
+        SJ_CHECK(info[b] <= 0, InputError)
+            << where(node) << ": matrix " << b << " of " << shape_str(x.shape())
+            << " is not positive definite (its leading minor of order " << info[b] << " is not positive)";
+        SJ_ASSERT(info[b] == 0) << "potrf: bad argument " << -info[b];
+    }
+    return out;
+}
+
+Array cholesky(const Node& node, const std::vector<Array>& in, const TensorType& t) {
+    if (t.dtype == DType::F32) return cholesky_t<float>(node, in[0]);
+    return cholesky_t<double>(node, in[0]);
+}
+
+void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag, int m, int n, const float* a,
+          int lda, float* b, int ldb) {
+    cblas_strsm(CblasRowMajor, side, uplo, ta, diag, m, n, 1.0f, a, lda, b, ldb);
+}
+void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag, int m, int n, const double* a,
+          int lda, double* b, int ldb) {
+    cblas_dtrsm(CblasRowMajor, side, uplo, ta, diag, m, n, 1.0, a, lda, b, ldb);
+}
+
+template <class T>
+Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
+    const auto& at = node.attr<TriangularSolveAttrs>();
+    Array out = bm.clone();
+    int64_t n = am.shape().back();
+    const Shape& bs = bm.shape();
+    int64_t rows = bs[bs.size() - 2], cols = bs.back();
+    SJ_CHECK(rows <= INT32_MAX && cols <= INT32_MAX, InputError)
+        << where(node) << ": right-hand side " << shape_str(bs) << " is too large for BLAS";
+    int64_t nb = batch_count(am.shape());
+    const T* a = static_cast<const T*>(am.raw());
+    T* x = static_cast<T*>(out.raw());
+    if (rows == 0 || cols == 0 || nb == 0) return out;
+    for_batches(nb, double(n) * n * double(at.left_side ? cols : rows), [&](int64_t b) {
+        trsm(at.left_side ? CblasLeft : CblasRight, at.lower ? CblasLower : CblasUpper,
+             at.transpose_a ? CblasTrans : CblasNoTrans, at.unit_diagonal ? CblasUnit : CblasNonUnit, int(rows),
+             int(cols), a + b * n * n, int(n), x + b * rows * cols, int(cols));
+    });
+    return out;
+}
+
+Array triangular_solve(const Node& node, const std::vector<Array>& in, const TensorType& t) {
+    if (t.dtype == DType::F32) return triangular_solve_t<float>(node, in[0], in[1]);
+    return triangular_solve_t<double>(node, in[0], in[1]);
+}
+
+} // namespace
+
+LibraryKernel library_kernel(Op op) {
+    switch (op) {
+    case Op::Cholesky: return cholesky;
+    case Op::TriangularSolve: return triangular_solve;
+    default: return nullptr;
+    }
+}
+
+} // namespace sj::cpu
