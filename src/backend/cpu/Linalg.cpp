@@ -70,11 +70,11 @@ void potrf(double* a, int n, int* info) {
     LAPACK_dpotrf(&uplo, &n, a, &n, info);
 }
 
-template <class T> Array cholesky_t(const Node& node, const Array& x) {
-    Array out = x.clone();
+template <class T> void cholesky_t(const Node& node, const Array& x, Array& out) {
+    if (x.nbytes() > 0) std::memcpy(out.raw(), x.raw(), size_t(x.nbytes()));
     int64_t n = x.shape().back();
     int64_t nb = batch_count(x.shape());
-    if (n == 0 || nb == 0) return out;
+    if (n == 0 || nb == 0) return;
     SJ_CHECK(n <= INT32_MAX, InputError) << where(node) << ": matrix size " << n << " is too large for LAPACK";
     std::vector<int> info(nb, 0);
     T* base = static_cast<T*>(out.raw());
@@ -92,12 +92,11 @@ template <class T> Array cholesky_t(const Node& node, const Array& x) {
             << " is not positive definite (its leading minor of order " << info[b] << " is not positive)";
         SJ_ASSERT(info[b] == 0) << "potrf: bad argument " << -info[b];
     }
-    return out;
 }
 
-Array cholesky(const Node& node, const std::vector<Array>& in, const TensorType& t) {
-    if (t.dtype == DType::F32) return cholesky_t<float>(node, in[0]);
-    return cholesky_t<double>(node, in[0]);
+void cholesky(const Node& node, const std::vector<Array>& in, Array& out) {
+    if (out.dtype() == DType::F32) return cholesky_t<float>(node, in[0], out);
+    return cholesky_t<double>(node, in[0], out);
 }
 
 void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag, int m, int n, const float* a,
@@ -110,9 +109,9 @@ void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag,
 }
 
 template <class T>
-Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
+void triangular_solve_t(const Node& node, const Array& am, const Array& bm, Array& out) {
     const auto& at = node.attr<TriangularSolveAttrs>();
-    Array out = bm.clone();
+    if (bm.nbytes() > 0) std::memcpy(out.raw(), bm.raw(), size_t(bm.nbytes()));
     int64_t n = am.shape().back();
     const Shape& bs = bm.shape();
     int64_t rows = bs[bs.size() - 2], cols = bs.back();
@@ -121,7 +120,7 @@ Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
     int64_t nb = batch_count(am.shape());
     const T* a = static_cast<const T*>(am.raw());
     T* x = static_cast<T*>(out.raw());
-    if (rows == 0 || cols == 0 || nb == 0) return out;
+    if (rows == 0 || cols == 0 || nb == 0) return;
     auto side = at.left_side ? CblasLeft : CblasRight;
     auto uplo = at.lower ? CblasLower : CblasUpper;
     auto ta = at.transpose_a ? CblasTrans : CblasNoTrans;
@@ -134,18 +133,17 @@ Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
             else
                 trsm(side, uplo, ta, diag, int(v1 - v0), int(cols), a, int(n), x + v0 * cols, int(cols));
         });
-        return out;
+        return;
     }
     split(nb, double(n) * n * double(nvec), [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b)
             trsm(side, uplo, ta, diag, int(rows), int(cols), a + b * n * n, int(n), x + b * rows * cols, int(cols));
     });
-    return out;
 }
 
-Array triangular_solve(const Node& node, const std::vector<Array>& in, const TensorType& t) {
-    if (t.dtype == DType::F32) return triangular_solve_t<float>(node, in[0], in[1]);
-    return triangular_solve_t<double>(node, in[0], in[1]);
+void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out) {
+    if (out.dtype() == DType::F32) return triangular_solve_t<float>(node, in[0], in[1], out);
+    return triangular_solve_t<double>(node, in[0], in[1], out);
 }
 
 } // namespace
