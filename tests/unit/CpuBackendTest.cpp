@@ -169,14 +169,14 @@ TEST(CpuBackend, CholeskyAndTriangularSolveThroughLapack) {
         Placeholder a({nb, n, n}, t, "a");
         double tol = t == f32 ? 1e-4 : 1e-10;
         compare({a}, {cholesky(a)}, {spd.astype(t)}, tol, tol);
-        Placeholder l({n, n}, t, "l"), y({n, 50000}, t, "y"), yr({333, n}, t, "yr");
+        Placeholder l({n, n}, t, "l"), y({n, 50000}, t, "y"), yr({3333, n}, t, "yr");
         Array lv = cholesky(constant(Array(spd.to_vector<double>(), {nb, n, n}))).eval();
         Array l0(f64, {n, n});
         std::copy(lv.data<double>(), lv.data<double>() + n * n, l0.data<double>());
         compare({l, y, yr},
                 {triangular_solve(l, y, true, true, false), triangular_solve(l, y, true, true, true),
                  triangular_solve(l, yr, false, true, true), triangular_solve(l, yr, false, false, false, true)},
-                {l0.astype(t), random_array(t, {n, 50000}, 22), random_array(t, {333, n}, 23)}, tol, tol);
+                {l0.astype(t), random_array(t, {n, 50000}, 22), random_array(t, {3333, n}, 23)}, tol, tol);
     }
     // LAPACK's failure is the same user error as the reference kernel's
     Placeholder a({2, 2}, f32, "bad_matrix");

@@ -386,7 +386,11 @@ private:
     /// give a shape (philox's `like`) are not materialised: they get empty arrays.
     Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
         const TensorType& t = plan.types[slot_.at(&r)];
-        if (LibraryKernel k = library_kernel(r.op())) return k(r, ins, t);
+        if (LibraryKernel k = library_kernel(r.op())) {
+            Array out = buffer(plan, slot_.at(&r), t);
+            k(r, ins, out);
+            return out;
+        }
         ref::KernelCtx ctx{r, ins, t, counter};
         return ref::kernel_for(r.op())(ctx);
     }

@@ -5,9 +5,10 @@
 // computes L with A = L L^T in place: no transposing copies (LAPACKE_?potrf(ROW_MAJOR) makes
 // two). We also avoid linking liblapacke.so, whose liblapack.so.3 dependency resolves through
 // Debian's alternatives to the pthread build of OpenBLAS: a second BLAS with its own threads.
-// CBLAS takes row-major directly. Batches of small matrices are split over our thread pool
-// (OpenBLAS runs such small problems on the calling thread); a single large solve is one call
-// and OpenBLAS threads it over its OpenMP team (the one oneDNN uses).
+// CBLAS takes row-major directly. Batches of small matrices, and the right-hand sides of a
+// large solve, are split over our thread pool, each piece a single-threaded BLAS call: OpenBLAS
+// threads a 16 x 100000 trsm badly (10x slower on 2 threads than on 1), and its OpenMP team
+// would otherwise meet our pool's threads on the same cores.
 #include "Linalg.h"
 
 #include "ThreadPool.h"
@@ -17,6 +18,7 @@
 
 #include <cblas.h>
 #include <lapack.h>
+#include <omp.h>
 
 #include <cstring>
 
@@ -35,17 +37,27 @@ std::string where(const Node& n) {
     return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
 }
 
-/// Runs fn(b) for each of nb matrices of `work` flops each: on the pool when there are several
-/// small ones, else in order on this thread.
-template <class F> void for_batches(int64_t nb, double work, F fn) {
+/// OpenBLAS (OpenMP build) runs on one thread while the calling thread's OpenMP thread count
+/// is 1: set for the scope of one piece of work, then restored (a per-thread setting).
+struct SingleThreadedBlas {
+    int saved = omp_get_max_threads();
+    SingleThreadedBlas() { omp_set_num_threads(1); }
+    ~SingleThreadedBlas() { omp_set_num_threads(saved); }
+};
+
+/// Runs fn(begin, end) over [0, n) items of `work` flops each: split over the pool when the
+/// total is worth it, each piece with single-threaded BLAS.
+template <class F> void split(int64_t n, double work, F fn) {
     ThreadPool& pool = ThreadPool::get();
-    int nt = int(std::min<int64_t>(pool.threads(), nb));
-    if (nb < 2 || nt < 2 || work > 1e6 || double(nb) * work < 1e5) {
-        for (int64_t b = 0; b < nb; ++b) fn(b);
+    int nt = int(std::min<int64_t>(pool.threads(), n));
+    if (nt < 2 || double(n) * work < 2e5) {
+        SingleThreadedBlas st;
+        fn(int64_t(0), n);
         return;
     }
     pool.run(nt, [&](int t) {
-        for (int64_t b = nb * t / nt; b < nb * (t + 1) / nt; ++b) fn(b);
+        SingleThreadedBlas st;
+        fn(n * t / nt, n * (t + 1) / nt);
     });
 }
 
@@ -58,19 +70,21 @@ void potrf(double* a, int n, int* info) {
     LAPACK_dpotrf(&uplo, &n, a, &n, info);
 }
 
-template <class T> Array cholesky_t(const Node& node, const Array& x) {
-    Array out = x.clone();
+template <class T> void cholesky_t(const Node& node, const Array& x, Array& out) {
+    if (x.nbytes() > 0) std::memcpy(out.raw(), x.raw(), size_t(x.nbytes()));
     int64_t n = x.shape().back();
     int64_t nb = batch_count(x.shape());
-    if (n == 0 || nb == 0) return out;
+    if (n == 0 || nb == 0) return;
     SJ_CHECK(n <= INT32_MAX, InputError) << where(node) << ": matrix size " << n << " is too large for LAPACK";
     std::vector<int> info(nb, 0);
     T* base = static_cast<T*>(out.raw());
-    for_batches(nb, double(n) * n * n / 3, [&](int64_t b) {
-        T* a = base + b * n * n;
-        potrf(a, int(n), &info[b]);
-        for (int64_t i = 0; i < n; ++i) // the upper triangle of L is zero (potrf leaves A there)
-            for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = T(0);
+    split(nb, double(n) * n * n / 3, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+            T* a = base + b * n * n;
+            potrf(a, int(n), &info[b]);
+            for (int64_t i = 0; i < n; ++i) // the upper triangle of L is zero (potrf leaves A there)
+                for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = T(0);
+        }
     });
     for (int64_t b = 0; b < nb; ++b) {
         SJ_CHECK(info[b] <= 0, InputError)
@@ -78,12 +92,11 @@ template <class T> Array cholesky_t(const Node& node, const Array& x) {
             << " is not positive definite (its leading minor of order " << info[b] << " is not positive)";
         SJ_ASSERT(info[b] == 0) << "potrf: bad argument " << -info[b];
     }
-    return out;
 }
 
-Array cholesky(const Node& node, const std::vector<Array>& in, const TensorType& t) {
-    if (t.dtype == DType::F32) return cholesky_t<float>(node, in[0]);
-    return cholesky_t<double>(node, in[0]);
+void cholesky(const Node& node, const std::vector<Array>& in, Array& out) {
+    if (out.dtype() == DType::F32) return cholesky_t<float>(node, in[0], out);
+    return cholesky_t<double>(node, in[0], out);
 }
 
 void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag, int m, int n, const float* a,
@@ -96,9 +109,9 @@ void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag,
 }
 
 template <class T>
-Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
+void triangular_solve_t(const Node& node, const Array& am, const Array& bm, Array& out) {
     const auto& at = node.attr<TriangularSolveAttrs>();
-    Array out = bm.clone();
+    if (bm.nbytes() > 0) std::memcpy(out.raw(), bm.raw(), size_t(bm.nbytes()));
     int64_t n = am.shape().back();
     const Shape& bs = bm.shape();
     int64_t rows = bs[bs.size() - 2], cols = bs.back();
@@ -107,18 +120,30 @@ Array triangular_solve_t(const Node& node, const Array& am, const Array& bm) {
     int64_t nb = batch_count(am.shape());
     const T* a = static_cast<const T*>(am.raw());
     T* x = static_cast<T*>(out.raw());
-    if (rows == 0 || cols == 0 || nb == 0) return out;
-    for_batches(nb, double(n) * n * double(at.left_side ? cols : rows), [&](int64_t b) {
-        trsm(at.left_side ? CblasLeft : CblasRight, at.lower ? CblasLower : CblasUpper,
-             at.transpose_a ? CblasTrans : CblasNoTrans, at.unit_diagonal ? CblasUnit : CblasNonUnit, int(rows),
-             int(cols), a + b * n * n, int(n), x + b * rows * cols, int(cols));
+    if (rows == 0 || cols == 0 || nb == 0) return;
+    auto side = at.left_side ? CblasLeft : CblasRight;
+    auto uplo = at.lower ? CblasLower : CblasUpper;
+    auto ta = at.transpose_a ? CblasTrans : CblasNoTrans;
+    auto diag = at.unit_diagonal ? CblasUnit : CblasNonUnit;
+    int64_t nvec = at.left_side ? cols : rows; // right-hand sides per matrix
+    if (nb == 1) { // one matrix: split its right-hand sides (columns, or rows on the right side)
+        split(nvec, double(n) * n, [&](int64_t v0, int64_t v1) {
+            if (at.left_side)
+                trsm(side, uplo, ta, diag, int(rows), int(v1 - v0), a, int(n), x + v0, int(cols));
+            else
+                trsm(side, uplo, ta, diag, int(v1 - v0), int(cols), a, int(n), x + v0 * cols, int(cols));
+        });
+        return;
+    }
+    split(nb, double(n) * n * double(nvec), [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+            trsm(side, uplo, ta, diag, int(rows), int(cols), a + b * n * n, int(n), x + b * rows * cols, int(cols));
     });
-    return out;
 }
 
-Array triangular_solve(const Node& node, const std::vector<Array>& in, const TensorType& t) {
-    if (t.dtype == DType::F32) return triangular_solve_t<float>(node, in[0], in[1]);
-    return triangular_solve_t<double>(node, in[0], in[1]);
+void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out) {
+    if (out.dtype() == DType::F32) return triangular_solve_t<float>(node, in[0], in[1], out);
+    return triangular_solve_t<double>(node, in[0], in[1], out);
 }
 
 } // namespace
