@@ -147,9 +147,9 @@ struct PhiloxAttrs {
 };
 
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
-                           ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs, AxisAttrs,
-                           DynamicSliceAttrs, OneHotAttrs, DotAttrs, TriangularSolveAttrs,
-                           PhiloxAttrs, ConvAttrs, PoolAttrs>;
+                           ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
+                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, DotAttrs,
+                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs>;
 
 bool attrs_equal(const Attrs& a, const Attrs& b);
 uint64_t attrs_hash(const Attrs& a);

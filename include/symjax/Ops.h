@@ -182,7 +182,8 @@ Tensor triangular_solve(const Tensor& a, const Tensor& b, bool left_side = true,
 ///   "VALID"            no padding;
 ///   "SAME"             out = ceil(in / stride) per dim: the total pad
 ///                      max((ceil(in / s) - 1) * s + (k - 1) * d + 1 - in, 0) is split with the
-///                      smaller half before (TF, JAX); needs the input's spatial dims at build time;
+///                      smaller half before (TF, JAX); needs the input's spatial dims at build
+///                      time;
 ///   {{lo, hi}, ...}    explicit pads, one (lo, hi) pair per spatial dim (or one pair for all);
 ///   p                  (p, p) on every spatial dim (PyTorch's padding=p).
 class Padding {

@@ -457,7 +457,8 @@ Padding::Padding(const std::string& mode) {
     if (m == "VALID") mode_ = Mode::Valid;
     else if (m == "SAME") mode_ = Mode::Same;
     else
-        SJ_THROW(Error) << "padding: unknown mode \"" << mode << "\" (expected \"VALID\", \"SAME\", "
+        SJ_THROW(Error) << "padding: unknown mode \"" << mode
+                        << "\" (expected \"VALID\", \"SAME\", "
                         << "explicit (lo, hi) pairs or an integer)";
 }
 
@@ -504,7 +505,8 @@ std::pair<Axes, Axes> Padding::resolve(const Shape& in, const Shape& window, con
                 << " and the window " << shape_str(window)
                 << " known when the graph is built (pass explicit pads instead)";
             int64_t s = strides[i], out = (in[i] + s - 1) / s;
-            int64_t total = std::max<int64_t>((out - 1) * s + (window[i] - 1) * dilation[i] + 1 - in[i], 0);
+            int64_t total =
+                std::max<int64_t>((out - 1) * s + (window[i] - 1) * dilation[i] + 1 - in[i], 0);
             lo[i] = total / 2;
             hi[i] = total - lo[i];
         }
@@ -657,7 +659,8 @@ Tensor conv_transpose(const Tensor& x0, const Tensor& w0, const Axes& strides,
                 << i << " (input " << in[i] << ", filter " << k[i] << ")";
         }
     }
-    return make(Op::ConvBackwardData, {x, w}, ConvAttrs{a.strides, lo, hi, a.dilation, groups, out});
+    return make(Op::ConvBackwardData, {x, w},
+                ConvAttrs{a.strides, lo, hi, a.dilation, groups, out});
 }
 
 Tensor conv_backward_data(const Tensor& dy, const Tensor& w, const Shape& src_spatial,

@@ -333,9 +333,11 @@ TEST(Errors, ConvAndPoolArguments) {
     Placeholder x({2, 3, 8, 8}, f32, "x");
     Variable w(Array(f32, {4, 3, 3, 3}), "w");
     std::string msg = message_of<ShapeError>([&] { (void)conv2d(x[0], w); });
-    EXPECT_THAT(msg, AllOf(HasSubstr("conv2d"), HasSubstr("[N, C, H, W]"), HasSubstr("f32[3, 8, 8]")));
+    EXPECT_THAT(msg,
+                AllOf(HasSubstr("conv2d"), HasSubstr("[N, C, H, W]"), HasSubstr("f32[3, 8, 8]")));
     msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {}, {{1, 1}, {1, 1}, {1, 1}}); });
-    EXPECT_THAT(msg, AllOf(HasSubstr("conv(x, w)"), HasSubstr("3 (lo, hi) pairs for 2 spatial dims")));
+    EXPECT_THAT(msg,
+                AllOf(HasSubstr("conv(x, w)"), HasSubstr("3 (lo, hi) pairs for 2 spatial dims")));
     msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {1, 2, 3}); });
     EXPECT_THAT(msg, AllOf(HasSubstr("strides [1, 2, 3]"), HasSubstr("one value per spatial dim")));
     msg = message_of<ShapeError>([&] { (void)conv2d(x, w, {}, -1); });

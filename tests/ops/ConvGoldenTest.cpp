@@ -27,7 +27,8 @@ Array to_array(const json& t, DType dtype) {
     Shape s = t.at("shape").get<Shape>();
     Array a(DType::F64, s);
     const json& d = t.at("data");
-    for (int64_t i = 0; i < a.size(); ++i) static_cast<double*>(a.raw())[i] = d[size_t(i)].get<double>();
+    for (int64_t i = 0; i < a.size(); ++i)
+        static_cast<double*>(a.raw())[i] = d[size_t(i)].get<double>();
     return a.astype(dtype);
 }
 
@@ -62,7 +63,8 @@ Tensor build(const json& c, const Tensor& x, const Tensor& w) {
                               groups, axes_arg(a, "output_padding"));
     Axes window = axes_arg(a, "kernel_size");
     Axes strides = axes_arg(a, "stride", window);
-    if (op == "max_pool1d" || op == "max_pool2d") return max_pool(x, window, strides, padding_arg(a));
+    if (op == "max_pool1d" || op == "max_pool2d")
+        return max_pool(x, window, strides, padding_arg(a));
     if (op == "avg_pool1d" || op == "avg_pool2d")
         return avg_pool(x, window, strides, padding_arg(a), a.value("count_include_pad", true));
     ADD_FAILURE() << "unknown op " << op;
@@ -140,10 +142,11 @@ std::vector<size_t> case_indices() {
     return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, ConvGolden, ::testing::ValuesIn(case_indices()),
-                         [](const ::testing::TestParamInfo<size_t>& info) {
-                             return golden().at("cases").at(info.param).at("name").get<std::string>();
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Torch, ConvGolden, ::testing::ValuesIn(case_indices()),
+    [](const ::testing::TestParamInfo<size_t>& info) {
+        return golden().at("cases").at(info.param).at("name").get<std::string>();
+    });
 
 } // namespace
 } // namespace sj::test

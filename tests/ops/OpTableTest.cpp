@@ -661,8 +661,9 @@ std::vector<OpRow> make_table() {
     window("conv2d_dilation2", "conv",
            [](Xs x) { return conv2d(x[0], x[1], {2, 1}, {{2, 1}, {1, 2}}, {2, 2}); },
            {shapes({{1, 2, 7, 7}, {3, 2, 3, 3}}), shapes({{2, 1, 5, 6}, {2, 1, 2, 3}})});
-    window("conv3d", "conv", [](Xs x) { return conv(x[0], x[1]); },
-           {shapes({{1, 2, 4, 4, 3}, {2, 2, 2, 2, 2}}), shapes({{2, 1, 3, 3, 3}, {1, 1, 3, 1, 2}})});
+    window(
+        "conv3d", "conv", [](Xs x) { return conv(x[0], x[1]); },
+        {shapes({{1, 2, 4, 4, 3}, {2, 2, 2, 2, 2}}), shapes({{2, 1, 3, 3, 3}, {1, 1, 3, 1, 2}})});
     // four spatial dims: no library takes it, the reference kernel runs on every backend
     window("conv4d", "conv", [](Xs x) { return conv(x[0], x[1], {1, 2, 1, 1}, 1); },
            {shapes({{1, 2, 3, 3, 2, 3}, {2, 2, 2, 2, 1, 2}})});
@@ -692,9 +693,10 @@ std::vector<OpRow> make_table() {
     window("conv_transpose2d_groups2_dilation2", "conv_backward_data",
            [](Xs x) { return conv_transpose(x[0], x[1], {1, 2}, {{1, 0}, {0, 1}}, {2, 1}, 2); },
            {static_only(shapes({{2, 4, 3, 3}, {4, 3, 2, 3}}))});
-    window("conv_transpose1d_same", "conv_backward_data",
-           [](Xs x) { return conv_transpose(x[0], x[1], {2}, "SAME"); },
-           {static_only(shapes({{2, 3, 4}, {3, 2, 3}})), static_only(shapes({{1, 1, 3}, {1, 2, 4}}))});
+    window(
+        "conv_transpose1d_same", "conv_backward_data",
+        [](Xs x) { return conv_transpose(x[0], x[1], {2}, "SAME"); },
+        {static_only(shapes({{2, 3, 4}, {3, 2, 3}})), static_only(shapes({{1, 1, 3}, {1, 2, 4}}))});
     // pooling; max pooling on distinct values (a tie is a kink: no finite differences there)
     auto distinct = [](std::initializer_list<Shape> ss) { return shapes(ss, Gen::Distinct); };
     window("max_pool1d_overlap", "pool", [](Xs x) { return max_pool1d(x[0], {3}, {2}); },
@@ -748,7 +750,9 @@ std::vector<OpRow> make_table() {
     for (bool include : {true, false})
         window(include ? "avg_pool_backward2d_include_pad" : "avg_pool_backward2d_exclude_pad",
                "avg_pool_backward",
-               [include](Xs x) { return avg_pool_backward(x[0], {5, 4}, {3, 2}, {2, 1}, 1, include); },
+               [include](Xs x) {
+                   return avg_pool_backward(x[0], {5, 4}, {3, 2}, {2, 1}, 1, include);
+               },
                {shapes({{2, 3, 3, 5}}), shapes({{1, 1, 3, 5}})});
 
     // ---- random: the input only gives the shape ----------------------------------------------

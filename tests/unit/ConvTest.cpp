@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include <cmath>
@@ -81,7 +82,8 @@ TEST(Conv, OutputShapesWithStridesDilationGroupsAndUnknownDims) {
     EXPECT_EQ(d.shape(), (Shape{2, 3, 4, 4}));
     // pools default their strides to the window
     EXPECT_EQ(max_pool2d(Placeholder({2, 3, 8, 7}, f32, "x"), {2, 2}).shape(), (Shape{2, 3, 4, 3}));
-    EXPECT_EQ(avg_pool(Placeholder({2, 3, 8, 8, 8}, f32, "x"), {2}).shape(), (Shape{2, 3, 4, 4, 4}));
+    EXPECT_EQ(avg_pool(Placeholder({2, 3, 8, 8, 8}, f32, "x"), {2}).shape(),
+              (Shape{2, 3, 4, 4, 4}));
 }
 
 TEST(Conv, ConvTransposeOutputSizes) {
@@ -93,6 +95,23 @@ TEST(Conv, ConvTransposeOutputSizes) {
     EXPECT_EQ(conv_transpose(x, w, {2}, "VALID").shape(), (Shape{2, 3, 11, 11}));
     EXPECT_EQ(conv_transpose(x, w, {2}, "SAME").shape(), (Shape{2, 3, 10, 10})); // in * stride
     EXPECT_EQ(conv_transpose(x, zeros({4, 2, 3, 3}), {1}, 1, {}, 2).shape(), (Shape{2, 4, 5, 5}));
+}
+
+TEST(Conv, DocsExampleBuildsAndRuns) {
+    // the example of docs/ops.md, "Convolution and pooling"
+    Placeholder x({-1, 3, 32, 32}, f32, "images");
+    Variable w1(nn::init::he_normal()({32, 3, 3, 3}), "w1");
+    Variable dw(nn::init::he_normal()({32, 1, 3, 3}), "dw");
+    Variable wt(nn::init::he_normal()({32, 8, 3, 3}), "wt");
+    Tensor h = max_pool2d(maximum(conv2d(x, w1, {}, "SAME"), 0.0), {2, 2});
+    Tensor d = conv2d(h, dw, {2}, 1, {}, 32);
+    Tensor u = conv_transpose(d, wt, {2}, "SAME");
+    EXPECT_EQ(h.shape(), (Shape{-1, 32, 16, 16}));
+    EXPECT_EQ(d.shape(), (Shape{-1, 32, 8, 8}));
+    EXPECT_EQ(u.shape(), (Shape{-1, 8, 16, 16}));
+    std::vector<Tensor> g = gradients(mean(u * u), {w1, dw, wt});
+    std::vector<Array> r = function({x}, g)(random_array(f32, {2, 3, 32, 32}, 99));
+    EXPECT_EQ(r[2].shape(), (Shape{32, 8, 3, 3}));
 }
 
 // ---- the defining identities, on the reference backend -----------------------------------------
@@ -133,7 +152,8 @@ TEST(Conv, MaxPoolRoutesTheGradientToTheFirstMaximum) {
     Array xv(std::vector<double>{1, 3, 2, 3}, {1, 1, 4});
     Placeholder x({1, 1, 4}, f64, "x");
     Tensor y = max_pool1d(x, {2}, {1});
-    Tensor g = gradients(sum(y * constant(Array(std::vector<double>{1, 10, 100}, {1, 1, 3}))), {x})[0];
+    Tensor g =
+        gradients(sum(y * constant(Array(std::vector<double>{1, 10, 100}, {1, 1, 3}))), {x})[0];
     for (const char* b : {"reference", "cpu"}) {
         std::vector<Array> r = function({x}, {y, g}, {}, on(b))(xv);
         EXPECT_EQ(r[0].at(0), 3);
@@ -159,7 +179,8 @@ TEST(Conv, GradientsBuildOnUnknownSpatialDims) {
     // the same graph on static placeholders
     Placeholder xs({2, 2, 7, 6}, f64, "xs");
     Placeholder ws({3, 2, 3, 2}, f64, "ws");
-    Tensor ys = avg_pool2d(tanh(conv2d(xs, ws, {2, 1}, {{1, 1}, {0, 1}})), {2, 2}, {1, 1}, 1, false);
+    Tensor ys =
+        avg_pool2d(tanh(conv2d(xs, ws, {2, 1}, {{1, 1}, {0, 1}})), {2, 2}, {1, 1}, 1, false);
     Tensor ms = max_pool2d(ys, {2, 2}, {1, 1});
     std::vector<Tensor> gs = gradients(sum(ms * ms), {xs, ws});
     for (const char* b : {"reference", "cpu"}) {
@@ -198,7 +219,8 @@ TEST(Conv, SmallCnnGradientMatchesFiniteDifferences) {
             m[k].data<double>()[i] -= h;
             double fd = (fc(xv, p[0], p[1])[0].at(0) - fc(xv, m[0], m[1])[0].at(0)) / (2 * h);
             // central differences in f64: truncation ~h^2, rounding ~1e-16 |cost| / h
-            EXPECT_NEAR(an[k].at(i), fd, 1e-6 * (1 + std::fabs(fd))) << "w" << k + 1 << "[" << i << "]";
+            EXPECT_NEAR(an[k].at(i), fd, 1e-6 * (1 + std::fabs(fd)))
+                << "w" << k + 1 << "[" << i << "]";
         }
     // the cpu backend (oneDNN in f32) agrees with the reference in f32
     Placeholder xf({2, 3, 8, 8}, f32, "x");
@@ -208,15 +230,18 @@ TEST(Conv, SmallCnnGradientMatchesFiniteDifferences) {
     Tensor pf = avg_pool2d(conv2d(hf, w2f, {2}, "SAME", {}, 2), {2, 2});
     std::vector<Tensor> gf = gradients(sum(pf * pf), {xf, w1f, w2f});
     std::vector<Array> args{xv.astype(f32), wv[0].astype(f32), wv[1].astype(f32)};
-    std::vector<Array> rr = function({xf, w1f, w2f}, gf, {}, on("reference"))(args[0], args[1], args[2]);
+    std::vector<Array> rr =
+        function({xf, w1f, w2f}, gf, {}, on("reference"))(args[0], args[1], args[2]);
     std::vector<Array> rc = function({xf, w1f, w2f}, gf, {}, on("cpu"))(args[0], args[1], args[2]);
     for (size_t k = 0; k < rr.size(); ++k)
         for (int64_t i = 0; i < rr[k].size(); ++i)
             // f32 sums of a few hundred terms through two layers: 1e-4 absolute and relative
-            EXPECT_NEAR(rc[k].at(i), rr[k].at(i), 1e-4 * (1 + std::fabs(rr[k].at(i)))) << k << " " << i;
+            EXPECT_NEAR(rc[k].at(i), rr[k].at(i), 1e-4 * (1 + std::fabs(rr[k].at(i))))
+                << k << " " << i;
 }
 
-// ---- the cpu backend ------------------------------------------------------------------------------
+// ---- the cpu backend
+// ------------------------------------------------------------------------------
 
 TEST(ConvCpu, ConvAndPoolAreLibraryCallsNotKernels) {
     Placeholder x({-1, 3, 16, 16}, f32, "x");
@@ -269,7 +294,8 @@ TEST(ConvCpu, BlockedLayoutsMatchTheReference) {
         std::vector<Array> got = function({x, w}, outs, {}, on("cpu"))(xv, wv);
         for (size_t o = 0; o < outs.size(); ++o) {
             double scale = 0;
-            for (int64_t i = 0; i < ref[o].size(); ++i) scale = std::max(scale, std::fabs(ref[o].at(i)));
+            for (int64_t i = 0; i < ref[o].size(); ++i)
+                scale = std::max(scale, std::fabs(ref[o].at(i)));
             // f32 sums of up to ~1000 terms in oneDNN's order against the reference's double sum:
             // errors ~sqrt(n) 2^-24 times the partial sums, below 2e-6 of the largest output
             for (int64_t i = 0; i < ref[o].size(); ++i)

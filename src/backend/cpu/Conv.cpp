@@ -192,7 +192,8 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
         const Shape &x = out.shape, &w = in[1].shape, &y = in[0].shape;
         auto pd = first_fast([&](Layout l) {
             ConvDescs d = conv_descs(x, w, y, a, l);
-            auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+            auto hint =
+                conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
             dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
                                                        d.weights, d.dst, d.strides, d.dilates,
                                                        d.lo, d.hi);
@@ -211,7 +212,8 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
         const Shape &x = in[0].shape, &w = out.shape, &y = in[1].shape;
         auto pd = first_fast([&](Layout l) {
             ConvDescs d = conv_descs(x, w, y, a, l);
-            auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+            auto hint =
+                conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
             dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct,
                                                           d.src, d.weights, d.dst, d.strides,
                                                           d.dilates, d.lo, d.hi);
@@ -330,7 +332,8 @@ private:
     char* next_ = nullptr;
 };
 
-// ---- the cache -----------------------------------------------------------------------------------
+// ---- the cache
+// -----------------------------------------------------------------------------------
 
 /// Most primitives kept; the least recently used goes first (a network has a few dozen).
 constexpr size_t kCacheCapacity = 256;
@@ -374,7 +377,7 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
     std::shared_ptr<const WindowPrimitive> p;
     bool empty = numel(out.shape) == 0;
     for (size_t i = 0; i < in.size(); ++i) empty = empty || numel(in[i].shape) == 0;
-    if (!empty) { // an empty operand gives zeros or nothing: run_window's caller handles it
+    if (!empty) { // empty operands: null, the reference kernel writes the zeros (or nothing)
         // oneDNN plans its work split for the thread count at creation: make it the one the
         // calls will run with
         match_dnnl_threads();
@@ -412,8 +415,9 @@ WindowCacheStats window_cache_stats() {
     return c.stats;
 }
 
-void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
-    match_dnnl_threads();
+namespace {
+
+void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
     const auto& e = dnnl_engine();
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
@@ -452,6 +456,18 @@ void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, A
     p.main.execute(s, args);
     for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
     s.wait();
+}
+
+} // namespace
+
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+    match_dnnl_threads();
+    try {
+        run_window_impl(p, in, out);
+    } catch (const dnnl::error& e) {
+        // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
+        SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;
+    }
 }
 
 double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out) {

@@ -123,7 +123,8 @@ Array conv_backward_data_kernel(const KernelCtx& c) {
     });
 }
 
-// the adjoint of conv in w: dw[oc, ic, kk] = sum over n, o of dy[n, oc, o] * x[n, g + ic, at(o, kk)]
+// the adjoint of conv in w: dw[oc, ic, kk] = sum over n, o of dy[n, oc, o] * x[n, g + ic, at(o,
+// kk)]
 Array conv_backward_filter_kernel(const KernelCtx& c) {
     const Array& x = c.in[0];
     const Array& dy = c.in[1];
