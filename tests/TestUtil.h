@@ -1,9 +1,12 @@
-// Helpers shared by the test files: seeded random arrays and backend-selecting options.
+// Helpers shared by the test files: seeded random arrays, backend-selecting options, and
+// checks of error messages.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
 #include <random>
+#include <string>
 
 namespace sj::test {
 
@@ -23,4 +26,23 @@ inline FunctionOptions on(const char* backend) {
     return o;
 }
 
+/// The message of the IOError `f` throws (fails the test when it throws nothing or another type).
+template <class F> std::string io_error(F&& f) {
+    try {
+        f();
+    } catch (const IOError& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        ADD_FAILURE() << "expected IOError, got: " << e.what();
+        return "";
+    }
+    ADD_FAILURE() << "expected IOError, nothing thrown";
+    return "";
+}
+
 } // namespace sj::test
+
+#define EXPECT_CONTAINS(hay, needle)                                                               \
+    EXPECT_NE(std::string(hay).find(needle), std::string::npos)                                    \
+        << "message: " << (hay) << "\nexpected to contain: " << (needle)
+

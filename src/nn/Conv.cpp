@@ -160,11 +160,6 @@ Tensor GlobalAvgPool::forward(const Tensor &x, Mode) const {
 
 // ---- augmentation -------------------------------------------------------------------------------
 namespace {
-uint64_t draw_seed(const std::optional<uint64_t> &seed, std::atomic<uint64_t> &calls) {
-    uint64_t k = calls.fetch_add(1);
-    return seed ? detail::mix_seed(*seed, k) : random::next_seed();
-}
-
 void check_images(const Tensor &x, const char *who) {
     SJ_CHECK(x.rank() == 4, ShapeError)
         << who << ": input " << x.name() << " " << x.type_str() << " must be [N, C, H, W]";
@@ -185,7 +180,7 @@ Tensor RandomCrop::forward(const Tensor &x, Mode mode) const {
     check_images(x, "nn::RandomCrop");
     const int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), p = padding_;
     const int64_t hp = h + 2 * p, wp = w + 2 * p;
-    const uint64_t seed = draw_seed(seed_, *calls_);
+    const uint64_t seed = detail::next_call_seed(seed_, *calls_);
     // One offset pair per example, uniform on {0..2p}^2: floor(u * (2p + 1)), clamped against
     // u rounding up to 1.
     Tensor first = x[{sl(), 0, 0, 0}]; // [N]: gives the draws their batch size
@@ -218,7 +213,7 @@ Tensor RandomFlip::forward(const Tensor &x, Mode mode) const {
         return x;
     check_images(x, "nn::RandomFlip");
     Tensor first = x[{sl(), 0, 0, 0}];
-    Tensor flip_it = random::bernoulli_like(first, p_, draw_seed(seed_, *calls_));
+    Tensor flip_it = random::bernoulli_like(first, p_, detail::next_call_seed(seed_, *calls_));
     return where(reshape(flip_it, {-1, 1, 1, 1}), flip(x, {3}), x);
 }
 

@@ -18,9 +18,7 @@ Tensor Dropout::forward(const Tensor &x, Mode mode) const {
         return x;
     SJ_CHECK(is_float(x.dtype()), TypeError)
         << "nn::Dropout: input " << x.name() << " " << x.type_str() << " must be f32 or f64";
-    uint64_t k = calls_->fetch_add(1);
-    uint64_t seed = seed_ ? detail::mix_seed(*seed_, k) : random::next_seed();
-    Tensor keep = random::bernoulli_like(x, 1.0 - p_, seed);
+    Tensor keep = random::bernoulli_like(x, 1.0 - p_, detail::next_call_seed(seed_, *calls_));
     return where(keep, x * (1.0 / (1.0 - p_)), 0.0);
 }
 

@@ -2,6 +2,7 @@
 #include "NnUtil.h"
 
 #include <symjax/Graph.h>
+#include <symjax/Random.h>
 #include <symjax/Scope.h>
 #include <symjax/nn/Module.h>
 
@@ -46,6 +47,11 @@ uint64_t mix_seed(uint64_t seed, uint64_t index) {
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
+}
+
+uint64_t next_call_seed(const std::optional<uint64_t> &seed, std::atomic<uint64_t> &calls) {
+    const uint64_t k = calls.fetch_add(1);
+    return seed ? mix_seed(*seed, k) : random::next_seed();
 }
 
 } // namespace detail

@@ -3,6 +3,8 @@
 
 #include <symjax/Variable.h>
 
+#include <atomic>
+#include <optional>
 #include <string>
 
 namespace sj::nn::detail {
@@ -19,5 +21,10 @@ Variable make_variable(const std::string &full_name, const Tensor &init, bool tr
 
 /// SplitMix64: mixes a seed and an index into a new seed.
 uint64_t mix_seed(uint64_t seed, uint64_t index);
+
+/// The seed of a random layer's next graph-building call: mix_seed(seed, k) for its k-th call
+/// when the layer has a seed (the same program built twice draws the same streams), else a
+/// fresh one from the global generator.
+uint64_t next_call_seed(const std::optional<uint64_t> &seed, std::atomic<uint64_t> &calls);
 
 } // namespace sj::nn::detail

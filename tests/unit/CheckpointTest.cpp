@@ -1,5 +1,7 @@
 // Tests of src/io/Checkpoint.cpp: safetensors round trips, header validation, all-or-nothing
 // loads and crash safety of saves (a child process killed mid-save).
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/Checkpoint.h>
 #include <symjax/Scope.h>
@@ -19,6 +21,7 @@
 #include <thread>
 
 using namespace sj;
+using sj::test::io_error;
 namespace fs = std::filesystem;
 
 namespace {
@@ -71,22 +74,6 @@ Bytes f32_bytes(std::vector<float> v) {
     return b;
 }
 
-template <class F> std::string io_error(F&& f) {
-    try {
-        f();
-    } catch (const IOError& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected IOError, got: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "expected IOError, nothing thrown";
-    return "";
-}
-
-#define EXPECT_CONTAINS(hay, needle)                                                               \
-    EXPECT_NE(std::string(hay).find(needle), std::string::npos)                                    \
-        << "message: " << (hay) << "\nexpected to contain: " << (needle)
 
 /// One array of every dtype (and a scalar and an empty one).
 std::map<std::string, Array> every_dtype() {

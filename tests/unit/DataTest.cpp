@@ -1,4 +1,6 @@
 // Tests of src/data: IDX, CIFAR-10 binary, PNG/JPEG folder and list readers, and the Loader.
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/Data.h>
 
@@ -18,6 +20,7 @@
 #include <thread>
 
 using namespace sj;
+using sj::test::io_error;
 using namespace sj::data;
 namespace fs = std::filesystem;
 
@@ -82,23 +85,6 @@ Bytes iota_bytes(size_t n, int start = 0) {
     return b;
 }
 
-/// The message of the IOError `f` throws (fails the test when it throws nothing or another type).
-template <class F> std::string io_error(F&& f) {
-    try {
-        f();
-    } catch (const IOError& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected IOError, got: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "expected IOError, nothing thrown";
-    return "";
-}
-
-#define EXPECT_CONTAINS(hay, needle)                                                               \
-    EXPECT_NE(std::string(hay).find(needle), std::string::npos)                                    \
-        << "message: " << (hay) << "\nexpected to contain: " << (needle)
 
 /// Interleaved HWC pixels of a test image: channel c of pixel (y, x) is a function of all three.
 Bytes pattern(int h, int w, int c, int seed) {

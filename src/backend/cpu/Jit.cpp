@@ -39,6 +39,7 @@
 #include <sstream>
 #include <unistd.h>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sj::cpu {
 
@@ -223,23 +224,24 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
     CompileInfo ci;
     ci.kernels = specs.size();
     std::lock_guard<std::mutex> lock(j.mu);
-    // the kernels not loaded yet (each once), in order, with their symbols
+    // the kernels not loaded yet (each once), in order, with their cache keys and symbols
     std::vector<const compiler::KernelSpec*> todo;
-    std::vector<std::string> syms;
-    std::unordered_map<std::string, size_t> todo_of;
+    std::vector<std::string> todo_keys, syms;
+    std::unordered_set<std::string> queued;
     std::string bundle_key = j.key_prefix;
+    std::vector<std::string> full(specs.size()); // in-memory cache keys
     for (size_t i = 0; i < specs.size(); ++i) {
-        std::string key = j.key_prefix + keys[i];
-        if (auto it = j.memory.find(key); it != j.memory.end()) {
+        full[i] = j.key_prefix + keys[i];
+        if (auto it = j.memory.find(full[i]); it != j.memory.end()) {
             fns[i] = it->second;
             ++ci.memory_hits;
             ++j.stats.memory_hits;
             continue;
         }
-        if (todo_of.count(key)) continue;
-        todo_of.emplace(key, todo.size());
+        if (!queued.insert(full[i]).second) continue;
         todo.push_back(specs[i]);
-        syms.push_back("sjk_" + hex(checksum(key)));
+        todo_keys.push_back(full[i]);
+        syms.push_back("sjk_" + hex(checksum(full[i])));
         bundle_key += "kernel " + syms.back() + "\n" + keys[i];
     }
     if (!todo.empty()) {
@@ -264,11 +266,11 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             auto addr = j.jit->lookup(syms[k]);
             SJ_CHECK(addr, Error) << "cpu backend: kernel " << syms[k]
                                   << " not found: " << llvm::toString(addr.takeError());
-            j.memory.emplace(j.key_prefix + todo[k]->str(), addr->toPtr<KernelFn>());
+            j.memory.emplace(todo_keys[k], addr->toPtr<KernelFn>());
         }
         (disk_hit ? ci.disk_hits : ci.compiled) = todo.size();
         for (size_t i = 0; i < specs.size(); ++i)
-            if (!fns[i]) fns[i] = j.memory.at(j.key_prefix + keys[i]);
+            if (!fns[i]) fns[i] = j.memory.at(full[i]);
     }
     ci.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (info) *info = ci;
