@@ -1,8 +1,14 @@
-// ThreadPool: workers wait for a job generation, take task indices, and report completion.
+// ThreadPool on OpenMP (Note [One team of threads]): tasks are handed out through a counter.
 #include "ThreadPool.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <string>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <omp.h>
 
 namespace sj::cpu {
 
@@ -13,78 +19,34 @@ ThreadPool& ThreadPool::get() {
             int v = std::atoi(e);
             if (v > 0) n = v;
         }
-        return new ThreadPool(n < 1 ? 1 : n);
+        return new ThreadPool(n);
     }();
     return *p;
 }
 
-ThreadPool::ThreadPool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { work(i); });
-}
-
-ThreadPool::~ThreadPool() {
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-}
-
-void ThreadPool::work(int) {
-    uint64_t seen = 0;
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        while (next_ < tasks_) {
-            int t = next_++;
-            const auto* job = job_;
-            lock.unlock();
-            try {
-                (*job)(t);
-            } catch (...) {
-                std::lock_guard<std::mutex> g(mu_);
-                if (!error_) error_ = std::current_exception();
-            }
-            lock.lock();
-            if (--pending_ == 0) done_cv_.notify_all();
-        }
-    }
-}
-
-void ThreadPool::run(int tasks, const std::function<void(int)>& fn) {
+void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
     if (tasks <= 0) return;
-    if (tasks == 1 || workers_.empty()) {
+    int nt = std::min(tasks, threads_);
+    if (nt == 1 || omp_in_parallel()) {
         for (int t = 0; t < tasks; ++t) fn(t);
         return;
     }
-    std::lock_guard<std::mutex> serial(run_mu_);
-    std::unique_lock<std::mutex> lock(mu_);
-    job_ = &fn;
-    tasks_ = tasks;
-    next_ = 0;
-    pending_ = tasks;
-    error_ = nullptr;
-    ++generation_;
-    cv_.notify_all();
-    while (next_ < tasks_) {
-        int t = next_++;
-        lock.unlock();
-        try {
-            fn(t);
-        } catch (...) {
-            std::lock_guard<std::mutex> g(mu_);
-            if (!error_) error_ = std::current_exception();
+    std::atomic<int> next{0};
+    std::mutex mu;
+    std::exception_ptr error;
+#pragma omp parallel num_threads(nt)
+    {
+        // OpenMP may give fewer threads than asked: whoever is there takes the next task
+        for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
+            try {
+                fn(t);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(mu);
+                if (!error) error = std::current_exception();
+            }
         }
-        lock.lock();
-        --pending_;
     }
-    done_cv_.wait(lock, [&] { return pending_ == 0; });
-    job_ = nullptr;
-    tasks_ = 0;
-    if (error_) std::rethrow_exception(error_);
+    if (error) std::rethrow_exception(error);
 }
 
 } // namespace sj::cpu

@@ -1,37 +1,30 @@
-// A small persistent thread pool for splitting kernel loops (the caller works too).
+// The cpu backend's threads: one OpenMP team shared by our kernels, oneDNN and OpenBLAS.
 #pragma once
 
-#include <condition_variable>
-#include <cstdint>
 #include <functional>
-#include <mutex>
-#include <thread>
-#include <vector>
 
 namespace sj::cpu {
 
+// Note [One team of threads]
+// Debian's oneDNN and OpenBLAS run on GNU OpenMP. A pool of our own next to them meant two sets
+// of threads on the same cores: after each oneDNN call libgomp's workers spin for a while
+// (OMP_WAIT_POLICY's default) while our workers wake up for the next generated kernel, and on a
+// 2-core machine the spinning threads took the cores our kernels needed. So our kernels run on
+// OpenMP's team too: one set of threads, whose spinning now bridges the gap between a kernel and
+// the next library call instead of competing with it.
 class ThreadPool {
 public:
     /// The process-wide pool: SJ_NUM_THREADS threads, else the number of hardware threads.
     static ThreadPool& get();
-    explicit ThreadPool(int threads);
-    ~ThreadPool();
-    int threads() const { return static_cast<int>(workers_.size()) + 1; }
-    /// Runs fn(t) for t in [0, tasks) on the pool and the caller; returns when all are done.
-    /// The first exception thrown by a task is rethrown here.
-    void run(int tasks, const std::function<void(int)>& fn);
+    explicit ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {}
+    int threads() const { return threads_; }
+    /// Runs fn(t) for t in [0, tasks) on up to threads() threads, the caller among them; returns
+    /// when all are done. The first exception thrown by a task is rethrown here. Inside another
+    /// parallel region the tasks run one after the other on the calling thread.
+    void run(int tasks, const std::function<void(int)>& fn) const;
 
 private:
-    void work(int id);
-    std::vector<std::thread> workers_;
-    std::mutex mu_;
-    std::condition_variable cv_, done_cv_;
-    const std::function<void(int)>* job_ = nullptr;
-    int tasks_ = 0, next_ = 0, pending_ = 0;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
-    std::exception_ptr error_;
-    std::mutex run_mu_; // one run at a time
+    int threads_;
 };
 
 } // namespace sj::cpu
