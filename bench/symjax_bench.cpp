@@ -292,7 +292,7 @@ void cnn_train() {
 /// the batch). GB/s of the tensor read (each element is read once by the fused kernel).
 void reduce_rows() {
     std::string cs = opt("case", "all");
-    auto run = [&](const char* name, const Shape& s, const std::vector<int64_t>& axes, bool squares) {
+    auto run = [&](const char* name, const Shape& s, const Axes& axes, bool squares) {
         Placeholder x(s, f32, "x");
         std::vector<Tensor> outs{sum(x, axes)};
         if (squares) outs.push_back(sum(x * x, axes));
@@ -313,7 +313,10 @@ void reduce_rows() {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|cnn_train|reduce_rows [--key value]...\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
+                     "cnn_train|reduce_rows [--key value]...\n",
+                     argv[0]);
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2)

@@ -36,10 +36,12 @@ compiler::KernelLaunch launch_of(const std::vector<Tensor>& outs) {
         ADD_FAILURE() << "no kernel group:\n" << c.plan.str();
         return {};
     }
-    return compiler::plan_kernel(*kernel, c.plan, [](const Node* n) -> const Shape& { return n->shape(); });
+    auto shape_of = [](const Node* n) -> const Shape& { return n->shape(); };
+    return compiler::plan_kernel(*kernel, c.plan, shape_of);
 }
 
-void expect_close(const Array& a, const Array& b, double rtol, double atol, const std::string& what) {
+void expect_close(const Array& a, const Array& b, double rtol, double atol,
+                  const std::string& what) {
     ASSERT_EQ(a.dtype(), b.dtype()) << what;
     ASSERT_EQ(a.shape(), b.shape()) << what;
     for (int64_t i = 0; i < a.size(); ++i) {
@@ -54,8 +56,9 @@ void expect_close(const Array& a, const Array& b, double rtol, double atol, cons
 
 /// Runs the same function on the cpu and reference backends and compares every output; the
 /// cpu side must have at most `kernels` kernels.
-void compare(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const std::vector<Array>& args,
-             const std::string& what, double rtol = 1e-5, double atol = 1e-5, size_t kernels = 1) {
+void compare(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+             const std::vector<Array>& args, const std::string& what, double rtol = 1e-5,
+             double atol = 1e-5, size_t kernels = 1) {
     Function fc = function(ins, outs, {}, on("cpu"));
     Function fr = function(ins, outs, {}, on("reference"));
     std::vector<Function::Arg> a(args.begin(), args.end());
@@ -81,11 +84,12 @@ void threaded_cases() {
         Shape s{4, c16, 16, 16, 16};
         Placeholder x(s, f32, "x");
         Tensor y = x * 2.0 - 1.0; // a full output of the same kernel (a sibling merged by Fusion)
-        compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y}, {random_array(f32, s, 40 + c16)},
-                "bn " + shape_text(s));
+        compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y},
+                {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s));
     }
     Placeholder dy({300, 200}, f32, "dy");
-    compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)}, "bias 300x200");
+    compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)},
+            "bias 300x200");
 }
 
 } // namespace
@@ -126,8 +130,9 @@ TEST(KernelPlan, OtherReductionsKeepTheUsualOrder) {
 }
 
 TEST(KernelPlan, ChannelBlockedBatchNormStatistics) {
-    for (Shape s : {Shape{2, 2, 8, 8, 16}, Shape{3, 4, 5, 7, 16}, Shape{1, 1, 32, 32, 16}, Shape{5, 3, 4, 4, 5},
-                    Shape{2, 2, 3, 3, 13}, Shape{0, 2, 4, 4, 16}, Shape{2, 2, 0, 4, 16}}) {
+    for (Shape s : {Shape{2, 2, 8, 8, 16}, Shape{3, 4, 5, 7, 16}, Shape{1, 1, 32, 32, 16},
+                    Shape{5, 3, 4, 4, 5}, Shape{2, 2, 3, 3, 13}, Shape{0, 2, 4, 4, 16},
+                    Shape{2, 2, 0, 4, 16}}) {
         for (bool keep : {false, true}) {
             Placeholder x(s, f32, "x");
             Axes ax{0, 2, 3};
@@ -135,7 +140,8 @@ TEST(KernelPlan, ChannelBlockedBatchNormStatistics) {
             Tensor m = sum(x, ax, keep) * (1.0 / std::max(n, 1.0)); // a mean, fused
             std::string what = shape_text(s) + (keep ? " keepdims" : "");
             // (the scale of the mean is a second kernel over the statistics)
-            compare({x}, {sum(x, ax, keep), sum(x * x, ax, keep), m}, {random_array(f32, s, 1)}, what, 1e-5, 1e-5, 2);
+            compare({x}, {sum(x, ax, keep), sum(x * x, ax, keep), m}, {random_array(f32, s, 1)},
+                    what, 1e-5, 1e-5, 2);
             if (numel(s) > 0) // (max and min over an empty dim are errors)
                 compare({x}, {max(x, ax, keep), min(x, ax, keep)}, {random_array(f32, s, 2)}, what);
         }
@@ -148,7 +154,8 @@ TEST(KernelPlan, ChannelBlockedBatchNormStatistics) {
     for (Shape s : {Shape{2, 2, 8, 8, 16}, Shape{7, 2, 3, 5, 16}, Shape{0, 2, 3, 5, 16}}) {
         Array v = random_array(f32, s, 3);
         auto rc = fc(v), rr = fr(v);
-        for (size_t i = 0; i < rc.size(); ++i) expect_close(rc[i], rr[i], 1e-5, 1e-5, "placeholder " + shape_text(s));
+        for (size_t i = 0; i < rc.size(); ++i)
+            expect_close(rc[i], rr[i], 1e-5, 1e-5, "placeholder " + shape_text(s));
     }
 }
 
@@ -158,9 +165,10 @@ TEST(KernelPlan, BiasGradients) {
             for (bool keep : {false, true}) {
                 Placeholder dy({b, f}, f32, "dy");
                 std::string what = shape_text({b, f}) + (keep ? " keepdims" : "");
-                compare({dy}, {sum(dy, {0}, keep), sum(dy * dy * 0.5, {0}, keep)}, {random_array(f32, {b, f}, 4)},
-                        what);
-                compare({dy}, {max(dy, {0}, keep), min(dy, {0}, keep), prod(dy * 0.1 + 1.0, {0}, keep)},
+                compare({dy}, {sum(dy, {0}, keep), sum(dy * dy * 0.5, {0}, keep)},
+                        {random_array(f32, {b, f}, 4)}, what);
+                compare({dy},
+                        {max(dy, {0}, keep), min(dy, {0}, keep), prod(dy * 0.1 + 1.0, {0}, keep)},
                         {random_array(f32, {b, f}, 5)}, what, 1e-5, 1e-6);
             }
         }
@@ -187,9 +195,11 @@ TEST(KernelPlan, RowOrderIntegerAndBoolReductions) {
     }
     // i32 sums wrap as the reference's do
     Placeholder big({100, 24}, i32, "big");
-    compare({big}, {sum(big * 50000, {0})}, {random_array(i32, {100, 24}, 8, 0, 100000)}, "i32 wrap", 0, 0);
+    Array bigv = random_array(i32, {100, 24}, 8, 0, 100000);
+    compare({big}, {sum(big * 50000, {0})}, {bigv}, "i32 wrap", 0, 0);
     Placeholder bx({40, 33}, boolean, "b");
-    compare({bx}, {any(bx, {0}), all(bx, {0})}, {random_array(f64, {40, 33}, 9).astype(boolean)}, "bool");
+    Array bv = random_array(f64, {40, 33}, 9).astype(boolean);
+    compare({bx}, {any(bx, {0}), all(bx, {0})}, {bv}, "bool");
 }
 
 TEST(KernelPlan, RowOrderWithAFullOutput) {
@@ -231,7 +241,8 @@ TEST(KernelPlan, RowOrderLongF32SumStaysAccurate) {
     Placeholder p(s, f32, "x");
     Array r = function({p}, {sum(p, {0, 2, 3})})(x)[0];
     for (int64_t c = 0; c < 16; ++c)
-        EXPECT_NEAR(r.at(c), exact[c], 5e-6 * abs_sum[c] + 1.2e-7 * std::fabs(exact[c])) << "channel " << c;
+        EXPECT_NEAR(r.at(c), exact[c], 5e-6 * abs_sum[c] + 1.2e-7 * std::fabs(exact[c]))
+            << "channel " << c;
 }
 
 TEST(KernelPlan, MatchesReferenceOnThePool) {
@@ -243,7 +254,8 @@ TEST(KernelPlan, MatchesReferenceOnTwoThreads) {
     // the pool's size is fixed per process: run MatchesReferenceOnThePool in a child whose
     // pool has two threads (SJ_KP_TWO_THREADS makes it check that it has)
     std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string log = (std::filesystem::temp_directory_path() / ("sj_kernel_plan_" + std::to_string(::getpid()) + ".log")).string();
+    std::string name = "sj_kernel_plan_" + std::to_string(::getpid()) + ".log";
+    std::string log = (std::filesystem::temp_directory_path() / name).string();
     std::string cmd = "SJ_NUM_THREADS=2 SJ_KP_TWO_THREADS=1 '" + self +
                       "' --gtest_filter=KernelPlan.MatchesReferenceOnThePool >'" + log + "' 2>&1";
     int rc = std::system(cmd.c_str());

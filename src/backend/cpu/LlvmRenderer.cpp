@@ -90,7 +90,8 @@ struct Renderer {
 
     void prologue() {
         int R = s.rank;
-        for (int d = 0; d < R; ++d) size.push_back(d == R - 1 && s.row > 0 ? b.getInt64(s.row) : param(d));
+        for (int d = 0; d < R; ++d) // the row's width is a constant
+            size.push_back(d == R - 1 && s.row > 0 ? b.getInt64(s.row) : param(d));
         int p = R;
         for (int k = 0; k < nload + nout; ++k) {
             std::vector<Value*> st;
@@ -326,7 +327,8 @@ struct Renderer {
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }
     /// A counted loop over [lo, hi); `body` renders its inside for index i.
-    void emit_for(const std::string& name, Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+    void emit_for(const std::string& name, Value* lo, Value* hi,
+                  const std::function<void(Value*)>& body) {
         llvm::BasicBlock* pre = b.GetInsertBlock();
         llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
         llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
@@ -362,11 +364,13 @@ struct Renderer {
                 const KOutput& out = s.outputs[o];
                 if (!out.reduced) continue;
                 Value* a = b.CreateLoad(acc_type(out), slot(acc[o], r));
-                if (a->getType() != reg_type(out.dtype)) a = b.CreateFPTrunc(a, reg_type(out.dtype));
+                if (a->getType() != reg_type(out.dtype))
+                    a = b.CreateFPTrunc(a, reg_type(out.dtype));
                 llvm::Type* mt = mem_type(out.dtype);
                 Value* off = offs[nload + o];
                 if (r) off = b.CreateAdd(off, b.CreateMul(r, stride[nload + o][s.rank - 1]));
-                auto* st = b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], off));
+                auto* st =
+                    b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], off));
                 annotate(st, nload + o);
             }
         });
@@ -408,7 +412,8 @@ struct Renderer {
     void emit_loop(int d, const std::vector<Value*>& offs, Value* lo, Value* hi) {
         emit_for("loop" + std::to_string(d), lo, hi, [&](Value* i) {
             std::vector<Value*> inner(offs.size());
-            for (size_t k = 0; k < offs.size(); ++k) inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
+            for (size_t k = 0; k < offs.size(); ++k)
+                inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
             if (d + 1 < s.rank) {
                 emit_loops(d + 1, inner);
                 return;
@@ -444,7 +449,8 @@ struct Renderer {
             emit_blocks(d, lo, hi, block, [&](Value* j, Value* bend) {
                 for_row("zero_row", [&](Value* r) {
                     for (int o = 0; o < nout; ++o)
-                        if (block_sum(s.outputs[o])) b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc[o], r));
+                        if (block_sum(s.outputs[o]))
+                            b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc[o], r));
                 });
                 blocked = true;
                 emit_loop(d, offs, j, bend);
@@ -453,7 +459,8 @@ struct Renderer {
                     for (int o = 0; o < nout; ++o) {
                         if (!block_sum(s.outputs[o])) continue;
                         llvm::Type* t = acc_type(s.outputs[o]);
-                        Value* part = b.CreateFPExt(b.CreateLoad(b.getFloatTy(), slot(bacc[o], r)), t);
+                        Value* f = b.CreateLoad(b.getFloatTy(), slot(bacc[o], r));
+                        Value* part = b.CreateFPExt(f, t);
                         Value* p = slot(acc[o], r);
                         b.CreateStore(b.CreateFAdd(b.CreateLoad(t, p), part), p);
                     }
@@ -466,7 +473,8 @@ struct Renderer {
     }
 
     /// A loop over blocks of `block` indices of [lo, hi): `body` gets each block's bounds.
-    void emit_blocks(int d, Value* lo, Value* hi, int64_t block, const std::function<void(Value*, Value*)>& body) {
+    void emit_blocks(int d, Value* lo, Value* hi, int64_t block,
+                     const std::function<void(Value*, Value*)>& body) {
         llvm::BasicBlock* pre = b.GetInsertBlock();
         llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "block" + std::to_string(d), fn);
         llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "blocks_done" + std::to_string(d), fn);
@@ -496,7 +504,8 @@ struct Renderer {
         b.SetInsertPoint(entry);
         setup_alias_scopes();
         auto slots = [&](llvm::Type* t) {
-            return b.CreateAlloca(s.row > 0 ? static_cast<llvm::Type*>(llvm::ArrayType::get(t, s.row)) : t);
+            if (s.row > 0) return b.CreateAlloca(llvm::ArrayType::get(t, s.row));
+            return b.CreateAlloca(t);
         };
         for (int o = 0; o < nout; ++o) {
             acc.push_back(s.outputs[o].reduced ? slots(acc_type(s.outputs[o])) : nullptr);
