@@ -4,6 +4,7 @@
 //   symjax_bench mlp_train [--batch B]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
+//   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -286,11 +287,36 @@ void cnn_train() {
     }
 }
 
+/// Reductions whose innermost kept dim is contiguous: the per-channel sum and sum of squares of
+/// a channel-blocked (oneDNN nChw16c) activation over (N, H, W), and a bias gradient (a sum over
+/// the batch). GB/s of the tensor read (each element is read once by the fused kernel).
+void reduce_rows() {
+    std::string cs = opt("case", "all");
+    auto run = [&](const char* name, const Shape& s, const Axes& axes, bool squares) {
+        Placeholder x(s, f32, "x");
+        std::vector<Tensor> outs{sum(x, axes)};
+        if (squares) outs.push_back(sum(x * x, axes));
+        Function f = function({x}, outs);
+        Array xv = randn(s, 0);
+        double sec = measure([&] { f(xv); });
+        std::string shape;
+        for (int64_t d : s) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+        emit("reduce_rows", name, double(xv.size()) * 4 / sec / 1e9, "GB/s",
+             "\"shape\": \"" + shape + "\", \"us\": " + std::to_string(sec * 1e6) +
+                 ", \"kernels\": " + std::to_string(f.stats().kernels));
+    };
+    if (cs == "bn_stats" || cs == "all") run("bn_stats", {32, 2, 32, 32, 16}, {0, 2, 3}, true);
+    if (cs == "bias_grad" || cs == "all") run("bias_grad", {128, 512}, {0}, false);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|cnn_train [--key value]...\n", argv[0]);
+        std::fprintf(stderr,
+                     "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
+                     "cnn_train|reduce_rows [--key value]...\n",
+                     argv[0]);
         return 2;
     }
     for (int i = 2; i + 1 < argc; i += 2)
@@ -303,6 +329,7 @@ int main(int argc, char** argv) {
         else if (b == "compile_time") compile_time();
         else if (b == "mvn_logpdf") mvn_logpdf();
         else if (b == "cnn_train") cnn_train();
+        else if (b == "reduce_rows") reduce_rows();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

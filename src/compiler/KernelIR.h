@@ -36,10 +36,14 @@ struct KOutput {
 ///   void kernel(void* const* bufs, const int64_t* params, int64_t begin, int64_t end)
 /// bufs: loads then outputs. params: sizes[rank], then per load and per output
 /// strides[rank] and an offset (elements). The outermost loop runs over [begin, end).
-/// The last `reduce_rank` loops are reduction loops.
+/// The last `reduce_rank` loops are reduction loops, unless `row` > 0: then the last loop is a
+/// kept loop of exactly `row` trips, contiguous for every operand (stride 0 or 1), and the
+/// `reduce_rank` loops before it are the reduction loops, with one accumulator per row element
+/// (Note [Row reductions] in KernelPlan.cpp).
 struct KernelSpec {
     int rank = 0;
     int reduce_rank = 0;
+    int64_t row = 0;
     std::vector<DType> load_dtypes;
     std::vector<KStride> load_inner;
     std::vector<KStride> out_inner;

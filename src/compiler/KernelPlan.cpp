@@ -3,6 +3,7 @@
 
 #include <symjax/Attrs.h>
 
+#include <algorithm>
 #include <sstream>
 
 namespace sj::compiler {
@@ -72,6 +73,58 @@ Affine step(const Affine& m, const Node& n, int i, const ShapeOf& shape_of) {
     }
 }
 
+/// One loop of the nest, with its stride per operand (loads, then outputs).
+struct Loop {
+    int64_t size;
+    bool reduce;
+    std::vector<int64_t> stride;
+};
+
+// Note [Row reductions]
+// Loops are ordered kept dims, then reduced dims: each kept point walks its own reduction in
+// the innermost loop. When the innermost memory dim is kept and the reduced dims are outer to
+// it (per-channel statistics of a channel-blocked [N, C/16, H, W, 16] tensor over (0, 2, 3); a
+// bias gradient, [B, F] over 0), that walk strides through memory: nothing vectorises and each
+// cache line is fetched once per output it holds. Then the last kept loop moves inside the
+// reduction loops as a "row" loop with one accumulator per row element:
+//
+//   for kept-outer...:  acc[0..row) = init
+//     for reduced...:
+//       for r < row:    acc[r] = acc[r] op f(x[.., r])
+//     out[.., 0..row) = acc
+//
+// The inner loop is an elementwise update of an accumulator row that stays in L1; it
+// vectorises over the row and the tensor is read once, in memory order. It is chosen when the
+// row loop is contiguous for every operand (stride 0 or 1, and 1 for at least one load), the
+// innermost reduction loop is contiguous for no load (else the usual order already reads
+// memory in order and vectorises its sums), and the row has at most kMaxRow elements: 1024
+// double accumulators (8 KiB) and an f32 block row (Note [f32 sums]) per output leave most of
+// L1 to the data. The width is a constant of the spec (KernelSpec::row, part of its text): a
+// short row (16 in nChw16c) is unrolled into vector registers, a long one needs no remainder.
+// Threads split loop 0 (CpuExecutable's run_kernel): the kept-outer loop when there is one
+// (C/16 channel blocks: each thread streams its own blocks and writes its own outputs, so with
+// 2 blocks and 2 threads the work halves with nothing to combine; splitting a reduction loop
+// instead would add private outputs and a combine for no gain in balance), otherwise the
+// outermost reduction loop into private outputs that are combined afterwards (the bias
+// gradient).
+constexpr int64_t kMaxRow = 1024;
+
+/// Whether the nest `ls` (kept loops first, `nkept` of them, then reduction loops) runs
+/// faster with its last kept loop innermost (Note [Row reductions]).
+bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads) {
+    if (nkept == 0 || nkept == ls.size()) return false;
+    const Loop& row = ls[nkept - 1];
+    if (row.size < 2 || row.size > kMaxRow) return false;
+    bool unit = false;
+    for (size_t o = 0; o < row.stride.size(); ++o) {
+        if (row.stride[o] != 0 && row.stride[o] != 1) return false;
+        unit |= o < nloads && row.stride[o] == 1;
+    }
+    for (size_t o = 0; o < nloads; ++o)
+        if (ls.back().stride[o] == 1) return false;
+    return unit;
+}
+
 } // namespace
 
 KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of) {
@@ -123,22 +176,17 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
         acc.push_back(std::move(a));
     }
 
-    // loop order: kept dims, then reduced dims
+    // loop order: kept dims, then reduced dims (then maybe a row loop: Note [Row reductions])
     std::vector<size_t> loops;
     for (size_t c = 0; c < R; ++c)
         if (!red[c]) loops.push_back(c);
-    int nkept = static_cast<int>(loops.size());
+    int nkept_dims = static_cast<int>(loops.size());
     for (size_t c = 0; c < R; ++c)
         if (red[c]) loops.push_back(c);
 
-    struct Loop {
-        int64_t size;
-        bool reduce;
-        std::vector<int64_t> stride; // per operand
-    };
     std::vector<Loop> ls;
     for (size_t k = 0; k < loops.size(); ++k) {
-        Loop l{space[loops[k]], int(k) >= nkept, {}};
+        Loop l{space[loops[k]], int(k) >= nkept_dims, {}};
         for (const auto& a : acc) l.stride.push_back(a.stride[loops[k]]);
         if (l.size == 1) continue; // a size-1 loop does nothing
         // collapse into the previous loop when contiguous for every operand
@@ -159,8 +207,14 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     for (const auto& l : ls) any_reduce |= l.reduce;
     if (!g.reduce_axes.empty() && !any_reduce) ls.push_back({1, true, std::vector<int64_t>(acc.size(), 0)});
     if (ls.empty()) ls.push_back({1, false, std::vector<int64_t>(acc.size(), 0)});
-
     KernelSpec& s = L.spec;
+    size_t nkept = 0;
+    while (nkept < ls.size() && !ls[nkept].reduce) ++nkept;
+    if (row_order(ls, nkept, g.loads.size())) {
+        s.row = ls[nkept - 1].size;
+        std::rotate(ls.begin() + nkept - 1, ls.begin() + nkept, ls.end());
+    }
+
     s.rank = static_cast<int>(ls.size());
     s.reduce_rank = 0;
     for (const auto& l : ls) s.reduce_rank += l.reduce;
@@ -191,7 +245,9 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
 
 std::string KernelSpec::str() const {
     std::ostringstream os;
-    os << "kernel rank=" << rank << " reduce=" << reduce_rank << "\n";
+    os << "kernel rank=" << rank << " reduce=" << reduce_rank;
+    if (row > 0) os << " row=" << row;
+    os << "\n";
     auto stride_name = [](KStride k) { return k == KStride::Zero ? "0" : k == KStride::One ? "1" : "n"; };
     for (size_t i = 0; i < load_dtypes.size(); ++i)
         os << "  in" << i << ": " << dtype_name(load_dtypes[i]) << " inner=" << stride_name(load_inner[i]) << "\n";

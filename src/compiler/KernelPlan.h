@@ -21,7 +21,8 @@ using ShapeOf = std::function<const Shape&(const Node*)>;
 
 /// Computes the launch of kernel group `g` for the concrete shapes given by `shape_of`:
 /// composes the movement chains into affine strides, orders loops (kept dims, then reduced
-/// dims), collapses contiguous dims and classifies the inner strides.
+/// dims; or the last kept loop innermost, Note [Row reductions] in KernelPlan.cpp), collapses
+/// contiguous dims and classifies the inner strides.
 KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of);
 
 } // namespace sj::compiler

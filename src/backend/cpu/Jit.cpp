@@ -45,7 +45,7 @@ namespace sj::cpu {
 
 namespace {
 
-constexpr uint32_t kSchemaVersion = 2; // 2: one entry per bundle of kernels
+constexpr uint32_t kSchemaVersion = 3; // 2: one entry per bundle of kernels; 3: row-order kernels
 constexpr char kMagic[8] = {'S', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
 
 struct Jit {

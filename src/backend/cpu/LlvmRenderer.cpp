@@ -10,6 +10,7 @@
 #include <llvm/IR/MDBuilder.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 namespace sj::cpu {
@@ -34,8 +35,10 @@ struct Renderer {
     std::vector<std::vector<Value*>> stride; // per operand, per loop
     std::vector<Value*> size;                // per loop
     std::vector<llvm::MDNode*> scope, noalias;
-    std::vector<llvm::AllocaInst*> acc;      // per output (reduced only)
-    std::vector<llvm::AllocaInst*> bacc;     // per output: f32 block accumulator of f32 sums
+    // per reduced output: its accumulator (in the row order an array of s.row of them), and
+    // the f32 block accumulator of an f32 sum (Note [f32 sums])
+    std::vector<llvm::AllocaInst*> acc, bacc;
+    bool blocked = false; // rendering the inside of an f32 block
 
     Renderer(const KernelSpec& spec, llvm::LLVMContext& c, llvm::Module* m)
         : s(spec), ctx(c), mod(m), b(c), i64(llvm::Type::getInt64Ty(c)),
@@ -87,7 +90,8 @@ struct Renderer {
 
     void prologue() {
         int R = s.rank;
-        for (int d = 0; d < R; ++d) size.push_back(param(d));
+        for (int d = 0; d < R; ++d) // the row's width is a constant
+            size.push_back(d == R - 1 && s.row > 0 ? b.getInt64(s.row) : param(d));
         int p = R;
         for (int k = 0; k < nload + nout; ++k) {
             std::vector<Value*> st;
@@ -303,7 +307,9 @@ struct Renderer {
         bool f = t->isFloatingPointTy();
         llvm::IRBuilder<>::FastMathFlagGuard guard(b);
         llvm::FastMathFlags fm;
-        fm.setAllowReassoc(); // reductions may be reordered (vectorised partial sums)
+        // the usual order's sums may be reordered (vectorised partial sums); the row order
+        // vectorises over the row and keeps each element's sum sequential (Note [f32 sums])
+        if (s.row == 0) fm.setAllowReassoc();
         b.setFastMathFlags(fm);
         switch (o.reduce_op) {
         case Op::ReduceSum: return f ? b.CreateFAdd(a, x) : b.CreateAdd(a, x);
@@ -320,64 +326,107 @@ struct Renderer {
         }
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }
+    /// A counted loop over [lo, hi); `body` renders its inside for index i.
+    void emit_for(const std::string& name, Value* lo, Value* hi,
+                  const std::function<void(Value*)>& body) {
+        llvm::BasicBlock* pre = b.GetInsertBlock();
+        llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
+        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
+        b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
+        b.SetInsertPoint(head);
+        llvm::PHINode* i = b.CreatePHI(i64, 2, name + "_i");
+        i->addIncoming(lo, pre);
+        body(i);
+        Value* next = b.CreateAdd(i, b.getInt64(1));
+        i->addIncoming(next, b.GetInsertBlock());
+        b.CreateCondBr(b.CreateICmpSLT(next, hi), head, exit);
+        b.SetInsertPoint(exit);
+    }
+    /// Renders `body` for every accumulator of the row: once (with a null index) in the usual
+    /// order, in a loop over the row's elements in the row order.
+    void for_row(const std::string& name, const std::function<void(Value*)>& body) {
+        if (s.row == 0) body(nullptr);
+        else emit_for(name, b.getInt64(0), b.getInt64(s.row), body);
+    }
+    /// The accumulator of row element r in `slots` (r null: `slots` is the only one).
+    Value* slot(llvm::AllocaInst* slots, Value* r) {
+        return r ? b.CreateGEP(slots->getAllocatedType(), slots, {b.getInt64(0), r}) : slots;
+    }
     void init_accumulators() {
-        for (int o = 0; o < nout; ++o)
-            if (s.outputs[o].reduced) b.CreateStore(acc_init(s.outputs[o]), acc[o]);
+        for_row("init_row", [&](Value* r) {
+            for (int o = 0; o < nout; ++o)
+                if (s.outputs[o].reduced) b.CreateStore(acc_init(s.outputs[o]), slot(acc[o], r));
+        });
     }
     void store_reduced(const std::vector<Value*>& offs) {
-        for (int o = 0; o < nout; ++o) {
-            const KOutput& out = s.outputs[o];
-            if (!out.reduced) continue;
-            Value* a = b.CreateLoad(acc_type(out), acc[o]);
-            if (a->getType() != reg_type(out.dtype)) a = b.CreateFPTrunc(a, reg_type(out.dtype));
-            llvm::Type* mt = mem_type(out.dtype);
-            auto* st = b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], offs[nload + o]));
-            annotate(st, nload + o);
-        }
+        for_row("store_row", [&](Value* r) {
+            for (int o = 0; o < nout; ++o) {
+                const KOutput& out = s.outputs[o];
+                if (!out.reduced) continue;
+                Value* a = b.CreateLoad(acc_type(out), slot(acc[o], r));
+                if (a->getType() != reg_type(out.dtype))
+                    a = b.CreateFPTrunc(a, reg_type(out.dtype));
+                llvm::Type* mt = mem_type(out.dtype);
+                Value* off = offs[nload + o];
+                if (r) off = b.CreateAdd(off, b.CreateMul(r, stride[nload + o][s.rank - 1]));
+                auto* st =
+                    b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], off));
+                annotate(st, nload + o);
+            }
+        });
     }
 
     // ---- the loop nest ----------------------------------------------------------------------
     // Note [f32 sums]
     // An f32 sum accumulated in double halves the vector width of the hot loop (8 lanes, and a
     // conversion per element); one plain f32 accumulator loses accuracy over millions of terms.
-    // So the innermost reduction loop is cut into blocks of kSumBlock points: inside a block
-    // each f32 sum has an f32 accumulator that the loop vectoriser may reassociate into vector
-    // partial sums (16 lanes times its interleave count, each summing at most kSumBlock/16
-    // terms), and the block's sum is added to a double accumulator. The error of a block is at
-    // most about (kSumBlock/16 + 6) ulps of the sum of |terms| (sequential partial sums, then a
-    // tree of lane sums); across blocks and threads the combination is in double. At 1024 that
-    // is ~70 eps = 4e-6 relative to the sum of |terms| in the worst case; the per-block cost (a
-    // horizontal add and a conversion) is under 1% of a 1024-point block.
+    // So the innermost reduction loop is cut into blocks: inside a block each f32 sum has an f32
+    // accumulator, and the block's sum is added to a double accumulator; across blocks and
+    // threads the combination is in double.
+    // In the usual order (kept loops, then reduction loops) a block has kSumBlock points and
+    // the loop vectoriser may reassociate its f32 accumulator into vector partial sums (16 lanes
+    // times its interleave count, each summing at most kSumBlock/16 terms). The error of a
+    // block is at most about (kSumBlock/16 + 6) ulps of the sum of |terms| (sequential partial
+    // sums, then a tree of lane sums). At 1024 that is ~70 eps = 4e-6 relative to the sum of
+    // |terms| in the worst case; the per-block cost (a horizontal add and a conversion) is under
+    // 1% of a 1024-point block.
+    // In the row order (Note [Row reductions] in KernelPlan.cpp) the vectors run across the row,
+    // so each element's f32 accumulator is a plain sequential sum, never reassociated: a block
+    // has kRowBlock = 64 points of the innermost reduction loop, which bounds its error by
+    // ~64 eps of the sum of |terms|, within the same promise. Its cost is one pass over the
+    // row (a conversion and a double add per element) per 64 passes of the hot loop; for a row
+    // unrolled into registers, a few vector instructions.
     static constexpr int64_t kSumBlock = 1024;
+    static constexpr int64_t kRowBlock = 64;
 
     bool has_block_sums() const {
         for (const auto& o : s.outputs)
             if (block_sum(o)) return true;
         return false;
     }
+    /// The first reduction loop and the innermost one (the row loop, if any, is inside them).
+    int first_reduce() const { return s.rank - s.reduce_rank - (s.row > 0 ? 1 : 0); }
+    int inner_reduce() const { return s.rank - 1 - (s.row > 0 ? 1 : 0); }
 
     /// The loop over dim d from lo to hi (the body: inner loops or the point).
-    void emit_loop(int d, const std::vector<Value*>& offs, Value* lo, Value* hi, bool blocked) {
-        int R = s.rank;
-        llvm::BasicBlock* pre = b.GetInsertBlock();
-        llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "loop" + std::to_string(d), fn);
-        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "exit" + std::to_string(d), fn);
-        b.CreateCondBr(b.CreateICmpSLT(lo, hi), body, exit);
-        b.SetInsertPoint(body);
-        llvm::PHINode* i = b.CreatePHI(i64, 2, "i" + std::to_string(d));
-        i->addIncoming(lo, pre);
-        std::vector<Value*> inner(offs.size());
-        for (size_t k = 0; k < offs.size(); ++k) inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
-        if (d + 1 < R) {
-            emit_loops(d + 1, inner);
-        } else {
+    void emit_loop(int d, const std::vector<Value*>& offs, Value* lo, Value* hi) {
+        emit_for("loop" + std::to_string(d), lo, hi, [&](Value* i) {
+            std::vector<Value*> inner(offs.size());
+            for (size_t k = 0; k < offs.size(); ++k)
+                inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
+            if (d + 1 < s.rank) {
+                emit_loops(d + 1, inner);
+                return;
+            }
+            Value* r = s.row > 0 ? i : nullptr; // the row element of this point
             std::vector<Value*> v = emit_point(inner);
             for (int o = 0; o < nout; ++o) {
                 const KOutput& out = s.outputs[o];
                 if (out.reduced) {
-                    llvm::AllocaInst* slot = blocked && block_sum(out) ? bacc[o] : acc[o];
-                    Value* a = b.CreateLoad(slot->getAllocatedType(), slot);
-                    b.CreateStore(acc_combine(out, a, v[out.value]), slot);
+                    bool in_block = blocked && block_sum(out);
+                    Value* p = slot(in_block ? bacc[o] : acc[o], r);
+                    Value* a = b.CreateLoad(in_block ? b.getFloatTy() : acc_type(out), p);
+                    b.CreateStore(acc_combine(out, a, v[out.value]), p);
                 } else {
                     llvm::Type* mt = mem_type(out.dtype);
                     auto* st = b.CreateStore(to_mem(v[out.value], out.dtype),
@@ -385,46 +434,59 @@ struct Renderer {
                     annotate(st, nload + o);
                 }
             }
-        }
-        Value* next = b.CreateAdd(i, b.getInt64(1));
-        i->addIncoming(next, b.GetInsertBlock());
-        b.CreateCondBr(b.CreateICmpSLT(next, hi), body, exit);
-        b.SetInsertPoint(exit);
+        });
     }
 
     void emit_loops(int d, std::vector<Value*> offs) {
-        int R = s.rank;
-        int first_reduce = R - s.reduce_rank;
-        if (d == first_reduce && s.reduce_rank > 0 && d > 0) init_accumulators();
+        int first = first_reduce();
+        bool per_kept_point = d == first && s.reduce_rank > 0 && d > 0;
+        if (per_kept_point) init_accumulators();
         Value* lo = d == 0 ? static_cast<Value*>(fn->getArg(2)) : b.getInt64(0);
         Value* hi = d == 0 ? static_cast<Value*>(fn->getArg(3)) : size[d];
-        if (d == R - 1 && d >= first_reduce && has_block_sums()) {
-            // blocks of kSumBlock points: f32 partial sums inside, double across (Note [f32 sums])
-            llvm::BasicBlock* pre = b.GetInsertBlock();
-            llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "block" + std::to_string(d), fn);
-            llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "blocks_done" + std::to_string(d), fn);
-            b.CreateCondBr(b.CreateICmpSLT(lo, hi), body, exit);
-            b.SetInsertPoint(body);
-            llvm::PHINode* j = b.CreatePHI(i64, 2, "blk" + std::to_string(d));
-            j->addIncoming(lo, pre);
-            Value* jn = b.CreateAdd(j, b.getInt64(kSumBlock));
-            Value* bend = b.CreateSelect(b.CreateICmpSLT(jn, hi), jn, hi);
-            for (int o = 0; o < nout; ++o)
-                if (block_sum(s.outputs[o])) b.CreateStore(fconst(b.getFloatTy(), 0.0), bacc[o]);
-            emit_loop(d, offs, j, bend, true);
-            for (int o = 0; o < nout; ++o) {
-                if (!block_sum(s.outputs[o])) continue;
-                Value* part = b.CreateFPExt(b.CreateLoad(b.getFloatTy(), bacc[o]), acc_type(s.outputs[o]));
-                Value* a = b.CreateLoad(acc_type(s.outputs[o]), acc[o]);
-                b.CreateStore(b.CreateFAdd(a, part), acc[o]);
-            }
-            j->addIncoming(jn, b.GetInsertBlock());
-            b.CreateCondBr(b.CreateICmpSLT(jn, hi), body, exit);
-            b.SetInsertPoint(exit);
+        if (d == inner_reduce() && d >= first && has_block_sums()) {
+            // blocks: f32 partial sums inside, double across (Note [f32 sums])
+            int64_t block = s.row > 0 ? kRowBlock : kSumBlock;
+            emit_blocks(d, lo, hi, block, [&](Value* j, Value* bend) {
+                for_row("zero_row", [&](Value* r) {
+                    for (int o = 0; o < nout; ++o)
+                        if (block_sum(s.outputs[o]))
+                            b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc[o], r));
+                });
+                blocked = true;
+                emit_loop(d, offs, j, bend);
+                blocked = false;
+                for_row("add_row", [&](Value* r) {
+                    for (int o = 0; o < nout; ++o) {
+                        if (!block_sum(s.outputs[o])) continue;
+                        llvm::Type* t = acc_type(s.outputs[o]);
+                        Value* f = b.CreateLoad(b.getFloatTy(), slot(bacc[o], r));
+                        Value* part = b.CreateFPExt(f, t);
+                        Value* p = slot(acc[o], r);
+                        b.CreateStore(b.CreateFAdd(b.CreateLoad(t, p), part), p);
+                    }
+                });
+            });
         } else {
-            emit_loop(d, offs, lo, hi, false);
+            emit_loop(d, offs, lo, hi);
         }
-        if (d == first_reduce && s.reduce_rank > 0 && d > 0) store_reduced(offs);
+        if (per_kept_point) store_reduced(offs);
+    }
+
+    /// A loop over blocks of `block` indices of [lo, hi): `body` gets each block's bounds.
+    void emit_blocks(int d, Value* lo, Value* hi, int64_t block,
+                     const std::function<void(Value*, Value*)>& body) {
+        llvm::BasicBlock* pre = b.GetInsertBlock();
+        llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "block" + std::to_string(d), fn);
+        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, "blocks_done" + std::to_string(d), fn);
+        b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
+        b.SetInsertPoint(head);
+        llvm::PHINode* j = b.CreatePHI(i64, 2, "blk" + std::to_string(d));
+        j->addIncoming(lo, pre);
+        Value* jn = b.CreateAdd(j, b.getInt64(block));
+        body(j, b.CreateSelect(b.CreateICmpSLT(jn, hi), jn, hi));
+        j->addIncoming(jn, b.GetInsertBlock());
+        b.CreateCondBr(b.CreateICmpSLT(jn, hi), head, exit);
+        b.SetInsertPoint(exit);
     }
 
     llvm::Function* run(const std::string& symbol) {
@@ -441,16 +503,21 @@ struct Renderer {
         auto* entry = llvm::BasicBlock::Create(ctx, "entry", fn);
         b.SetInsertPoint(entry);
         setup_alias_scopes();
+        auto slots = [&](llvm::Type* t) {
+            if (s.row > 0) return b.CreateAlloca(llvm::ArrayType::get(t, s.row));
+            return b.CreateAlloca(t);
+        };
         for (int o = 0; o < nout; ++o) {
-            acc.push_back(s.outputs[o].reduced ? b.CreateAlloca(acc_type(s.outputs[o])) : nullptr);
-            bacc.push_back(block_sum(s.outputs[o]) ? b.CreateAlloca(b.getFloatTy()) : nullptr);
+            acc.push_back(s.outputs[o].reduced ? slots(acc_type(s.outputs[o])) : nullptr);
+            bacc.push_back(block_sum(s.outputs[o]) ? slots(b.getFloatTy()) : nullptr);
         }
         prologue();
-        // full reduction (no kept loop): accumulate over this thread's range of loop 0
-        if (s.reduce_rank == s.rank) init_accumulators();
+        // no kept loop outside the reductions: accumulate over this thread's range of loop 0
+        bool whole_range = first_reduce() == 0;
+        if (whole_range) init_accumulators();
         std::vector<Value*> offs(nload + nout, b.getInt64(0));
         emit_loops(0, offs);
-        if (s.reduce_rank == s.rank) store_reduced(offs);
+        if (whole_range) store_reduced(offs);
         b.CreateRetVoid();
         return fn;
     }

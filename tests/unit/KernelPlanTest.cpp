@@ -1,0 +1,267 @@
+// plan_kernel's loop order, and the row order's kernels (Note [Row reductions]) against the
+// reference backend: batch-norm statistics of channel-blocked tensors, bias gradients.
+#include "TestUtil.h"
+#include "backend/cpu/ThreadPool.h"
+#include "compiler/KernelPlan.h"
+#include "compiler/Pipeline.h"
+
+#include <gtest/gtest.h>
+#include <symjax/symjax.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+using namespace sj;
+using sj::test::on;
+using sj::test::random_array;
+
+namespace {
+
+/// The launch of the only kernel group computing `outs` (static shapes).
+compiler::KernelLaunch launch_of(const std::vector<Tensor>& outs) {
+    std::vector<NodePtr> roots;
+    for (const auto& t : outs) roots.push_back(t.node());
+    compiler::Compiled c = compiler::compile(roots);
+    const compiler::Group* kernel = nullptr;
+    for (const auto& g : c.plan.groups)
+        if (g.kind == compiler::Group::Kind::Kernel) {
+            EXPECT_EQ(kernel, nullptr) << c.plan.str();
+            kernel = &g;
+        }
+    if (!kernel) {
+        ADD_FAILURE() << "no kernel group:\n" << c.plan.str();
+        return {};
+    }
+    auto shape_of = [](const Node* n) -> const Shape& { return n->shape(); };
+    return compiler::plan_kernel(*kernel, c.plan, shape_of);
+}
+
+void expect_close(const Array& a, const Array& b, double rtol, double atol,
+                  const std::string& what) {
+    ASSERT_EQ(a.dtype(), b.dtype()) << what;
+    ASSERT_EQ(a.shape(), b.shape()) << what;
+    for (int64_t i = 0; i < a.size(); ++i) {
+        double x = a.at(i), y = b.at(i);
+        if (std::isnan(x) || std::isnan(y)) {
+            ASSERT_EQ(std::isnan(x), std::isnan(y)) << what << " at " << i;
+            continue;
+        }
+        ASSERT_NEAR(x, y, atol + rtol * std::fabs(y)) << what << " at " << i;
+    }
+}
+
+/// Runs the same function on the cpu and reference backends and compares every output; the
+/// cpu side must have at most `kernels` kernels.
+void compare(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+             const std::vector<Array>& args, const std::string& what, double rtol = 1e-5,
+             double atol = 1e-5, size_t kernels = 1) {
+    Function fc = function(ins, outs, {}, on("cpu"));
+    Function fr = function(ins, outs, {}, on("reference"));
+    std::vector<Function::Arg> a(args.begin(), args.end());
+    auto rc = fc.call(a);
+    auto rr = fr.call(a);
+    for (size_t i = 0; i < outs.size(); ++i)
+        expect_close(rc[i], rr[i], rtol, atol, what + " output " + std::to_string(i));
+    EXPECT_LE(fc.stats().kernels, kernels) << what << "\n" << fc.dump();
+}
+
+std::string shape_text(const Shape& s) {
+    std::string t;
+    for (int64_t d : s) t += (t.empty() ? "" : "x") + std::to_string(d);
+    return t;
+}
+
+/// Batch-norm statistics of a channel-blocked [N, C/16, H, W, 16] tensor and a bias gradient
+/// ([B, F] over 0), with sizes that engage both ways of splitting over threads when the pool
+/// has two: a kept-outer loop of 2 and 3 channel blocks, and a reduction loop with private
+/// outputs (the bias gradient, and a single channel block).
+void threaded_cases() {
+    for (int64_t c16 : {1, 2, 3}) {
+        Shape s{4, c16, 16, 16, 16};
+        Placeholder x(s, f32, "x");
+        Tensor y = x * 2.0 - 1.0; // a full output of the same kernel (a sibling merged by Fusion)
+        compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y},
+                {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s));
+    }
+    Placeholder dy({300, 200}, f32, "dy");
+    compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)},
+            "bias 300x200");
+}
+
+} // namespace
+
+TEST(KernelPlan, ContiguousKeptRowGoesInnermost) {
+    {
+        // nChw16c batch-norm statistics: kept-outer C/16, reductions N and H*W, the row of 16
+        Placeholder x({32, 2, 32, 32, 16}, f32, "x");
+        auto L = launch_of({sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3})});
+        EXPECT_EQ(L.spec.row, 16) << L.spec.str();
+        EXPECT_EQ(L.spec.rank, 4);
+        EXPECT_EQ(L.spec.reduce_rank, 2);
+        EXPECT_EQ(L.outer, 2);
+        EXPECT_FALSE(L.split_reduce);
+        EXPECT_NE(L.spec.str().find("row=16"), std::string::npos) << L.spec.str(); // the cache key
+    }
+    {
+        // a bias gradient: loop 0 is the reduction, threads write private rows
+        Placeholder dy({128, 512}, f32, "dy");
+        auto L = launch_of({sum(dy, {0}, true)});
+        EXPECT_EQ(L.spec.row, 512) << L.spec.str();
+        EXPECT_EQ(L.spec.rank, 2);
+        EXPECT_TRUE(L.split_reduce);
+    }
+    {
+        // a transposed view whose kept dim is the contiguous one
+        Placeholder t({512, 64}, f32, "t");
+        EXPECT_EQ(launch_of({sum(transpose(t, {1, 0}), {1})}).spec.row, 64);
+    }
+}
+
+TEST(KernelPlan, OtherReductionsKeepTheUsualOrder) {
+    Placeholder wide({64, 2048}, f32, "wide");   // a row over kMaxRow
+    Placeholder rows({64, 512}, f32, "rows");    // the reduced dim is the contiguous one
+    Placeholder col({64, 1}, f32, "col");        // a row of one element is no row
+    for (const Tensor& y : {sum(wide, {0}), sum(rows, {1}), sum(col, {0}), sum(rows)})
+        EXPECT_EQ(launch_of({y}).spec.row, 0) << launch_of({y}).spec.str();
+}
+
+TEST(KernelPlan, ChannelBlockedBatchNormStatistics) {
+    for (Shape s : {Shape{2, 2, 8, 8, 16}, Shape{3, 4, 5, 7, 16}, Shape{1, 1, 32, 32, 16},
+                    Shape{5, 3, 4, 4, 5}, Shape{2, 2, 3, 3, 13}, Shape{0, 2, 4, 4, 16},
+                    Shape{2, 2, 0, 4, 16}}) {
+        for (bool keep : {false, true}) {
+            Placeholder x(s, f32, "x");
+            Axes ax{0, 2, 3};
+            double n = double(s[0] * s[2] * s[3]);
+            Tensor m = sum(x, ax, keep) * (1.0 / std::max(n, 1.0)); // a mean, fused
+            std::string what = shape_text(s) + (keep ? " keepdims" : "");
+            // (the scale of the mean is a second kernel over the statistics)
+            compare({x}, {sum(x, ax, keep), sum(x * x, ax, keep), m}, {random_array(f32, s, 1)},
+                    what, 1e-5, 1e-5, 2);
+            if (numel(s) > 0) // (max and min over an empty dim are errors)
+                compare({x}, {max(x, ax, keep), min(x, ax, keep)}, {random_array(f32, s, 2)}, what);
+        }
+    }
+    // the batch and spatial dims bound only at the call
+    Placeholder x({-1, 2, -1, -1, 16}, f32, "x");
+    std::vector<Tensor> stats{sum(x, {0, 2, 3}), sum((x - 0.5) * (x - 0.5), {0, 2, 3})};
+    Function fc = function({x}, stats);
+    Function fr = function({x}, stats, {}, on("reference"));
+    for (Shape s : {Shape{2, 2, 8, 8, 16}, Shape{7, 2, 3, 5, 16}, Shape{0, 2, 3, 5, 16}}) {
+        Array v = random_array(f32, s, 3);
+        auto rc = fc(v), rr = fr(v);
+        for (size_t i = 0; i < rc.size(); ++i)
+            expect_close(rc[i], rr[i], 1e-5, 1e-5, "placeholder " + shape_text(s));
+    }
+}
+
+TEST(KernelPlan, BiasGradients) {
+    for (int64_t b : {1, 7, 128}) {
+        for (int64_t f : {1, 10, 17, 512, 1024}) {
+            for (bool keep : {false, true}) {
+                Placeholder dy({b, f}, f32, "dy");
+                std::string what = shape_text({b, f}) + (keep ? " keepdims" : "");
+                compare({dy}, {sum(dy, {0}, keep), sum(dy * dy * 0.5, {0}, keep)},
+                        {random_array(f32, {b, f}, 4)}, what);
+                compare({dy},
+                        {max(dy, {0}, keep), min(dy, {0}, keep), prod(dy * 0.1 + 1.0, {0}, keep)},
+                        {random_array(f32, {b, f}, 5)}, what, 1e-5, 1e-6);
+            }
+        }
+    }
+    for (Shape s : {Shape{0, 16}, Shape{16, 0}}) {
+        Placeholder dy(s, f32, "dy");
+        compare({dy}, {sum(dy, {0}), prod(dy, {0})}, {Array(f32, s)}, "empty " + shape_text(s));
+    }
+    // a batch bound only at the call
+    Placeholder dy({-1, 10}, f32, "dy");
+    Function fc = function({dy}, {sum(dy, {0})});
+    Function fr = function({dy}, {sum(dy, {0})}, {}, on("reference"));
+    for (int64_t b : {1, 3, 2000}) {
+        Array v = random_array(f32, {b, 10}, 6);
+        expect_close(fc(v)[0], fr(v)[0], 1e-5, 1e-5, "batch " + std::to_string(b));
+    }
+}
+
+TEST(KernelPlan, RowOrderIntegerAndBoolReductions) {
+    for (DType t : {i32, i64, f64}) {
+        Placeholder x({6, 3, 4, 5, 16}, t, "x");
+        compare({x}, {sum(x, {0, 2, 3}), max(x, {0, 2, 3}), min(x, {0, 2, 3}, true)},
+                {random_array(t, {6, 3, 4, 5, 16}, 7, -1000, 1000)}, dtype_name(t), 1e-12, 1e-9);
+    }
+    // i32 sums wrap as the reference's do
+    Placeholder big({100, 24}, i32, "big");
+    Array bigv = random_array(i32, {100, 24}, 8, 0, 100000);
+    compare({big}, {sum(big * 50000, {0})}, {bigv}, "i32 wrap", 0, 0);
+    Placeholder bx({40, 33}, boolean, "b");
+    Array bv = random_array(f64, {40, 33}, 9).astype(boolean);
+    compare({bx}, {any(bx, {0}), all(bx, {0})}, {bv}, "bool");
+}
+
+TEST(KernelPlan, RowOrderWithAFullOutput) {
+    // an elementwise sibling over the same space joins the reduction (Fusion): the kernel
+    // stores y at every point of the row loop and sums the rows of x
+    Placeholder x({5, 2, 6, 6, 16}, f32, "x");
+    Placeholder g({16}, f32, "g");
+    Tensor y = x * g + 1.0;
+    std::vector<Tensor> outs{y, sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3})};
+    auto L = launch_of(outs);
+    EXPECT_EQ(L.spec.row, 16) << L.spec.str();
+    EXPECT_EQ(L.spec.outputs.size(), 3u) << L.spec.str();
+    compare({x, g}, outs, {random_array(f32, {5, 2, 6, 6, 16}, 10), random_array(f32, {16}, 11)},
+            "full and reduced");
+    Placeholder dy({64, 40}, f32, "dy");
+    compare({dy}, {sum(dy, {0}), tanh(dy)}, {random_array(f32, {64, 40}, 12)}, "bias and full");
+}
+
+TEST(KernelPlan, RowOrderLongF32SumStaysAccurate) {
+    // 1e6 terms per output spanning six decades with mixed signs, over (N, H, W) of a
+    // [1000, 1, 25, 40, 16] tensor (16 outputs). The row order's f32 blocks are sequential
+    // sums of at most 64 terms (Note [f32 sums] in LlvmRenderer.cpp): an error of at most
+    // ~64 eps = 3.8e-6 of the sum of |terms| per block, nothing beyond f64 rounding across
+    // blocks, then one f32 rounding of the result. So 5e-6 of the sum of |terms| plus an ulp of
+    // the result, checked against a double sum of the same f32 terms.
+    const Shape s{1000, 1, 25, 40, 16};
+    std::mt19937_64 gen(7);
+    std::uniform_real_distribution<double> mant(1.0, 10.0);
+    std::uniform_int_distribution<int> dec(-3, 2);
+    Array x(f32, s);
+    std::vector<double> exact(16, 0), abs_sum(16, 0);
+    for (int64_t i = 0; i < x.size(); ++i) {
+        float v = float(mant(gen) * std::pow(10.0, dec(gen)));
+        if (i % 3 == 0) v = -v;
+        x.data<float>()[i] = v;
+        exact[i % 16] += double(v);
+        abs_sum[i % 16] += std::fabs(double(v));
+    }
+    Placeholder p(s, f32, "x");
+    Array r = function({p}, {sum(p, {0, 2, 3})})(x)[0];
+    for (int64_t c = 0; c < 16; ++c)
+        EXPECT_NEAR(r.at(c), exact[c], 5e-6 * abs_sum[c] + 1.2e-7 * std::fabs(exact[c]))
+            << "channel " << c;
+}
+
+TEST(KernelPlan, MatchesReferenceOnThePool) {
+    if (std::getenv("SJ_KP_TWO_THREADS")) ASSERT_EQ(cpu::ThreadPool::get().threads(), 2);
+    threaded_cases();
+}
+
+TEST(KernelPlan, MatchesReferenceOnTwoThreads) {
+    // the pool's size is fixed per process: run MatchesReferenceOnThePool in a child whose
+    // pool has two threads (SJ_KP_TWO_THREADS makes it check that it has)
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string name = "sj_kernel_plan_" + std::to_string(::getpid()) + ".log";
+    std::string log = (std::filesystem::temp_directory_path() / name).string();
+    std::string cmd = "SJ_NUM_THREADS=2 SJ_KP_TWO_THREADS=1 '" + self +
+                      "' --gtest_filter=KernelPlan.MatchesReferenceOnThePool >'" + log + "' 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(log);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+}
