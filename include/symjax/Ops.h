@@ -265,6 +265,12 @@ Tensor max_pool_backward(const Tensor& x, const Tensor& dy, const Axes& window,
 Tensor avg_pool_backward(const Tensor& dy, const Shape& src_spatial, const Axes& window,
                          const Axes& strides = {}, const Padding& padding = "VALID",
                          bool count_include_pad = true);
+/// [N, C, spatial...] -> [N, C / 16, spatial..., 16]: the channels in blocks of 16, each block
+/// stored innermost (oneDNN's nChw16c as a row-major tensor); C must be a known multiple of 16.
+/// The cpu backend's layout pass inserts these itself (docs/ops.md, "Channel-blocked layout").
+Tensor block_channels(const Tensor& x);
+/// The inverse of block_channels: [N, C / 16, spatial..., 16] -> [N, C, spatial...].
+Tensor unblock_channels(const Tensor& b);
 
 // ---- operators -----------------------------------------------------------------------------
 Tensor operator-(const Tensor& x);

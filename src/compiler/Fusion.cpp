@@ -1,6 +1,7 @@
 // Fusion: producer-consumer grouping in reverse topological order, then sibling merging.
 #include "Fusion.h"
 
+#include "../ops/ChannelBlocking.h"
 #include "../ops/OpDef.h"
 
 #include <symjax/Attrs.h>
@@ -32,7 +33,7 @@ enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Wind
 /// Sliding-window ops a library runs: f32 with 1 to 3 spatial dims (oneDNN's and cuDNN's
 /// range); others take their reference kernel.
 bool library_window(const Node& n) {
-    size_t nsp = n.shape().size() - 2;
+    size_t nsp = detail::logical_spatial_rank(n);
     return n.dtype() == DType::F32 && nsp >= 1 && nsp <= 3;
 }
 

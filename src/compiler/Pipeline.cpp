@@ -2,6 +2,7 @@
 #include "Pipeline.h"
 
 #include "Canonicalize.h"
+#include "Layout.h"
 #include "Specialize.h"
 #include "Stabilize.h"
 
@@ -20,6 +21,14 @@ int debug_level() {
         return e ? std::atoi(e) : 0;
     }();
     return level;
+}
+
+bool blocked_layout() {
+    static bool on = [] {
+        const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
 }
 
 void dump_file(const std::string& name, const std::string& text) {
@@ -52,6 +61,10 @@ Compiled compile(const std::vector<NodePtr>& input) {
     c.roots = canonicalize(c.roots, &c.rewrites);
     c.roots = specialize(c.roots, &c.rewrites);
     after("specialize", c.roots, step);
+    if (blocked_layout()) {
+        c.roots = layout(c.roots, &c.rewrites);
+        after("layout", c.roots, step);
+    }
     c.plan = fuse(c.roots);
     std::string plan = c.plan.str();
     if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());

@@ -15,11 +15,13 @@ struct Compiled {
     RewriteStats rewrites;
 };
 
-/// Runs canonicalize, stabilize, canonicalize, specialize and fusion over `roots`. With
+/// Runs canonicalize, stabilize, canonicalize, specialize, layout and fusion over `roots`. With
 /// SJ_DUMP=dir set, writes the graph after each pass and the fusion plan there; SJ_DEBUG >= 5
 /// prints the graphs, >= 3 the fusion decisions.
 Compiled compile(const std::vector<NodePtr>& roots);
 
+/// Whether the layout pass runs: yes unless SJ_BLOCKED_LAYOUT=0 (for measuring what it gains).
+bool blocked_layout();
 /// The SJ_DEBUG level (0 when unset).
 int debug_level();
 /// Writes `text` to $SJ_DUMP/name when SJ_DUMP is set.

@@ -1,5 +1,6 @@
 // Convolution and pooling ops (conv, its backward data/filter ops, pool and its backward ops):
 // type rules, gradient rules, Padding and the user-facing builders.
+#include "ChannelBlocking.h"
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
@@ -336,6 +337,66 @@ TensorType infer_avg_pool_backward(const InferCtx& c) {
     return {c.in[0].dtype, out};
 }
 
+// ---- the channel-blocked layout (Note [Channel-blocked layout]) ---------------------------------
+
+/// The type rule of a window op whose `blocked` mask may be set: the op's own rule on the
+/// operands' [N, C, spatial...] shapes, and the result blocked when its bit is set.
+template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
+    const int64_t mask = std::visit(
+        [](const auto& a) -> int64_t {
+            if constexpr (requires { a.blocked; }) return a.blocked;
+            else return 0;
+        },
+        c.attrs);
+    if (mask == 0) return Logical(c);
+    std::vector<TensorType> in = c.in;
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (!(mask & (int64_t(1) << i))) continue;
+        const Shape& s = in[i].shape;
+        if (s.size() < 4 || s.back() != kChannelBlock) {
+            std::ostringstream os;
+            os << c.where() << ": " << c.name(i) << " must be channel-blocked [N, C / "
+               << kChannelBlock << ", spatial..., " << kChannelBlock << "], got shape "
+               << shape_str(s);
+            shape_fail(c, os.str());
+        }
+        in[i].shape = unblocked_shape(s);
+    }
+    InferCtx logical{c.op, c.attrs, in, c.nodes, c.at_runtime};
+    TensorType t = Logical(logical);
+    if (mask & kBlockedResult) {
+        SJ_CHECK(blockable(t.shape), ShapeError)
+            << c.where() << ": a blocked result needs a multiple of " << kChannelBlock
+            << " channels, got shape " << shape_str(t.shape);
+        t.shape = blocked_shape(t.shape);
+    }
+    return t;
+}
+
+// block_channels(x [N, C, spatial...]) -> [N, C / 16, spatial..., 16]
+TensorType infer_block_channels(const InferCtx& c) {
+    const Shape& s = c.in[0].shape;
+    if (!blockable(s)) {
+        std::ostringstream os;
+        os << c.where() << ": " << c.name(0) << " must be [N, C, spatial...] with C a known "
+           << "multiple of " << kChannelBlock << ", got shape " << shape_str(s);
+        shape_fail(c, os.str());
+    }
+    return {c.in[0].dtype, blocked_shape(s)};
+}
+
+// unblock_channels(b [N, C / 16, spatial..., 16]) -> [N, C, spatial...]
+TensorType infer_unblock_channels(const InferCtx& c) {
+    const Shape& s = c.in[0].shape;
+    if (s.size() < 4 || s.back() != kChannelBlock) {
+        std::ostringstream os;
+        os << c.where() << ": " << c.name(0) << " must be [N, C / " << kChannelBlock
+           << ", spatial..., " << kChannelBlock << "], got shape " << shape_str(s);
+        shape_fail(c, os.str());
+    }
+    return {c.in[0].dtype, unblocked_shape(s)};
+}
+
 // ---- gradients ---------------------------------------------------------------------------------
 
 /// A backward op whose result has the spatial dims of `src`: static dims go in the attrs, and
@@ -386,7 +447,16 @@ Tensor max_pool_select(const Tensor& x, const Tensor& v, const PoolAttrs& a) {
     return sum(pick * stack(vs, r), {r});
 }
 
+// The rules below see the user's graph only: the layout pass that sets `blocked` masks runs after
+// autodiff, in the cpu backend's compiler.
 void register_grads(OpDef* t) {
+    // blocking only moves elements: each op's adjoint is the other
+    t[int(Op::BlockChannels)].grad = [](const Node&, const Tensor& g, std::vector<Tensor>& d) {
+        d[0] = make(Op::UnblockChannels, {g});
+    };
+    t[int(Op::UnblockChannels)].grad = [](const Node&, const Tensor& g, std::vector<Tensor>& d) {
+        d[0] = make(Op::BlockChannels, {g});
+    };
     // conv is bilinear: dx = conv_backward_data(g, w), dw = conv_backward_filter(x, g)
     t[int(Op::Conv)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         const auto& a = n.attr<ConvAttrs>();
@@ -436,12 +506,14 @@ void register_grads(OpDef* t) {
 } // namespace
 
 void register_conv_ops(OpDef* t) {
-    t[int(Op::Conv)].infer = infer_conv;
-    t[int(Op::ConvBackwardData)].infer = infer_conv_backward_data;
-    t[int(Op::ConvBackwardFilter)].infer = infer_conv_backward_filter;
-    t[int(Op::Pool)].infer = infer_pool;
-    t[int(Op::MaxPoolBackward)].infer = infer_max_pool_backward;
-    t[int(Op::AvgPoolBackward)].infer = infer_avg_pool_backward;
+    t[int(Op::Conv)].infer = infer_window<infer_conv>;
+    t[int(Op::ConvBackwardData)].infer = infer_window<infer_conv_backward_data>;
+    t[int(Op::ConvBackwardFilter)].infer = infer_window<infer_conv_backward_filter>;
+    t[int(Op::Pool)].infer = infer_window<infer_pool>;
+    t[int(Op::MaxPoolBackward)].infer = infer_window<infer_max_pool_backward>;
+    t[int(Op::AvgPoolBackward)].infer = infer_window<infer_avg_pool_backward>;
+    t[int(Op::BlockChannels)].infer = infer_block_channels;
+    t[int(Op::UnblockChannels)].infer = infer_unblock_channels;
     register_grads(t);
 }
 
@@ -718,6 +790,15 @@ Tensor avg_pool2d(const Tensor& x, const Axes& window, const Axes& strides, cons
                   bool count_include_pad) {
     return pool_impl(PoolKind::Avg, "avg_pool2d", x, window, strides, padding, count_include_pad,
                      4);
+}
+
+Tensor block_channels(const Tensor& x) {
+    SJ_CHECK(x.defined(), Error) << "block_channels: undefined Tensor";
+    return make(Op::BlockChannels, {x});
+}
+Tensor unblock_channels(const Tensor& b) {
+    SJ_CHECK(b.defined(), Error) << "unblock_channels: undefined Tensor";
+    return make(Op::UnblockChannels, {b});
 }
 
 Tensor max_pool_backward(const Tensor& x, const Tensor& dy, const Axes& window,

@@ -754,6 +754,15 @@ std::vector<OpRow> make_table() {
                    return avg_pool_backward(x[0], {5, 4}, {3, 2}, {2, 1}, 1, include);
                },
                {shapes({{2, 3, 3, 5}}), shapes({{1, 1, 3, 5}})});
+    // channel blocking (the cpu backend's layout pass inserts these; Note [Channel-blocked
+    // layout]): 1 to 3 spatial dims, several blocks, an empty batch; the channel count must be
+    // known when the graph is built (static_only)
+    window("block_channels", "block_channels", [](Xs x) { return block_channels(x[0]); },
+           {static_only(shapes({{1, 16, 2, 1}})), static_only(shapes({{2, 32, 3}})),
+            static_only(shapes({{1, 16, 2, 1, 2}})), static_only(shapes({{0, 16, 2, 2}}))});
+    window("unblock_channels", "unblock_channels", [](Xs x) { return unblock_channels(x[0]); },
+           {static_only(shapes({{1, 1, 2, 1, 16}})), static_only(shapes({{2, 2, 3, 16}})),
+            static_only(shapes({{1, 1, 2, 1, 2, 16}})), static_only(shapes({{0, 1, 2, 2, 16}}))});
 
     // ---- random: the input only gives the shape ----------------------------------------------
     t.push_back({.name = "philox_bits",

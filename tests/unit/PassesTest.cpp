@@ -5,10 +5,13 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include "compiler/Canonicalize.h"
 #include "compiler/Fusion.h"
+#include "compiler/Layout.h"
+#include "ops/ChannelBlocking.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Specialize.h"
 #include "compiler/Stabilize.h"
@@ -472,4 +475,158 @@ TEST(Fusion, MovementIsAddressArithmeticAndReshapeAView) {
     }
     EXPECT_EQ(views, 1) << c.plan.str();
     expect_cpu_matches_reference({x}, {y, z}, {random_array(f64, {6, 6}, 25)});
+}
+
+// ---- layout (cpu backend: channel-blocked conv chains) ------------------------------------
+
+namespace {
+/// The reference interpreter computes conv sums in double and rounds once, so the blocked ops
+/// give the values of the plain ones; reductions over the blocked tensor sum in another order
+/// (in double too), which may move an f32 result by one ulp.
+constexpr double kReorderedSum = 2.4e-7;
+
+/// The cpu backend against the reference interpreter on an f32 graph with convolutions: oneDNN
+/// accumulates them in f32 in its own order (the reference in double) and batch norm subtracts
+/// nearly equal sums, so each output is compared against its own scale, to the 1e-4 that
+/// tests/parity/CnnParityTest.cpp holds against PyTorch.
+void expect_cpu_near_reference(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                               const std::vector<Array>& args) {
+    auto got = eval_on("cpu", ins, outs, args);
+    auto want = eval_on("reference", ins, outs, args);
+    for (size_t i = 0; i < outs.size(); ++i) {
+        ASSERT_EQ(got[i].shape(), want[i].shape());
+        double scale = 0, err = 0;
+        for (int64_t k = 0; k < want[i].size(); ++k) {
+            scale = std::max(scale, std::fabs(want[i].at(k)));
+            err = std::max(err, std::fabs(got[i].at(k) - want[i].at(k)));
+        }
+        EXPECT_LE(err, 1e-4 * scale + 1e-7) << "output " << i << " " << outs[i].name();
+    }
+}
+
+int64_t mask_of(const std::vector<Tensor>& outs, Op op) {
+    std::vector<const Node*> rs;
+    for (const auto& t : outs) rs.push_back(t.node().get());
+    for (const Node* n : topo_order(rs))
+        if (n->is(op)) return detail::blocked_mask(*n);
+    return -1;
+}
+} // namespace
+
+//   conv(relu(conv(x, w1) * s + 0.5), w2)  ->  unblock(conv'(relu(conv'(x, w1) * s' + 0.5), w2))
+// the elementwise ops run on the blocked tensor; one reorder is left, at the output; x keeps its
+// 3 channels plain (oneDNN reads a plain source directly)
+TEST(Layout, ConvChainStaysBlocked) {
+    Placeholder x({2, 3, 6, 6}, f32, "x");
+    Placeholder w1({16, 3, 3, 3}, f32, "w1");
+    Placeholder w2({32, 16, 3, 3}, f32, "w2");
+    Placeholder s({16}, f32, "s");
+    Tensor h = nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5);
+    Tensor y = conv2d(h, w2, {}, "SAME");
+    Rewritten r = run(cc::layout, {y});
+    EXPECT_EQ(count(r.outs, Op::BlockChannels), 0) << to_text(r.outs);
+    EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
+    EXPECT_EQ(r[0].node()->op(), Op::UnblockChannels);
+    EXPECT_EQ(r[0].node()->input(0)->shape(), (Shape{2, 2, 6, 6, 16}));
+    EXPECT_EQ(mask_of(r.outs, Op::Conv), detail::kBlockedResult) << "first conv: x stays plain";
+    std::vector<Array> args = {random_array(f32, {2, 3, 6, 6}, 1), random_array(f32, {16, 3, 3, 3}, 2),
+                               random_array(f32, {32, 16, 3, 3}, 3), random_array(f32, {16}, 4)};
+    expect_same_value({x, w1, w2, s}, {y}, r.outs, args);
+    expect_cpu_near_reference({x, w1, w2, s}, {y}, args);
+}
+
+// batch-norm statistics: reduce(unblock(b), {0, 2, 3}) -> reduce(b, {0, 2, 3}) over the blocked
+// tensor; the per-channel results stay plain (reshapes, no reorder) and the normalisation reads
+// the blocked tensor; a dynamic batch carries through
+TEST(Layout, BatchNormStatisticsReduceTheBlockedTensor) {
+    Placeholder x({-1, 16, 5, 5}, f32, "x");
+    Placeholder w({32, 16, 3, 3}, f32, "w");
+    Tensor y = conv2d(x, w, {}, "SAME");
+    Tensor mu = mean(y, {0, 2, 3}, true);
+    Tensor v = var(y, {0, 2, 3}, true);
+    Tensor out = (y - mu) * rsqrt(v + 1e-5);
+    Tensor running = reshape(mu, {32});
+    Rewritten r = run(cc::layout, {out, running});
+    EXPECT_EQ(count(r.outs, Op::BlockChannels), 1) << "x: the chain's input\n" << to_text(r.outs);
+    EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
+    std::vector<const Node*> rs = {r[0].node().get(), r[1].node().get()};
+    int reductions = 0;
+    for (const Node* n : topo_order(rs))
+        if (n->is(Op::ReduceSum) && n->input(0)->rank() == 5) ++reductions;
+    EXPECT_GE(reductions, 2) << "mean and variance over the blocked tensor\n" << to_text(r.outs);
+    std::vector<Array> args = {random_array(f32, {3, 16, 5, 5}, 5), random_array(f32, {32, 16, 3, 3}, 6)};
+    expect_same_value({x, w}, {out, running}, r.outs, args, kReorderedSum);
+    expect_cpu_near_reference({x, w}, {out, running}, args);
+}
+
+// an elementwise op with a full-size plain operand keeps the unblock before it: sinking would
+// need a reorder of the other operand
+TEST(Layout, PlainOperandStopsTheSinking) {
+    Placeholder x({2, 16, 4, 4}, f32, "x");
+    Placeholder w({16, 16, 1, 1}, f32, "w");
+    Placeholder z({2, 16, 4, 4}, f32, "z");
+    Tensor y = conv2d(x, w) + z;
+    Rewritten r = run(cc::layout, {y});
+    EXPECT_EQ(r[0].node()->op(), Op::Add);
+    EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
+    EXPECT_EQ(count(r.outs, Op::BlockChannels), 1) << "x only\n" << to_text(r.outs);
+    std::vector<Array> args = {random_array(f32, {2, 16, 4, 4}, 7), random_array(f32, {16, 16, 1, 1}, 8),
+                               random_array(f32, {2, 16, 4, 4}, 9)};
+    expect_same_value({x, w, z}, {y}, r.outs, args);
+}
+
+// pools are blocked inside a blocked chain only (oneDNN pools a plain tensor as fast); channel
+// counts that do not fill blocks leave the graph alone
+TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
+    Placeholder x({2, 16, 4, 4}, f32, "x");
+    Placeholder w({16, 16, 3, 3}, f32, "w");
+    Tensor plain_pool = max_pool2d(x, {2, 2});
+    Rewritten r = run(cc::layout, {plain_pool});
+    EXPECT_EQ(r[0].node(), plain_pool.node()) << to_text(r.outs);
+
+    Tensor chained = max_pool2d(conv2d(x, w, {}, "SAME"), {2, 2});
+    Rewritten c = run(cc::layout, {chained});
+    EXPECT_EQ(mask_of(c.outs, Op::Pool), 1 | detail::kBlockedResult) << to_text(c.outs);
+    EXPECT_EQ(count(c.outs, Op::UnblockChannels), 1);
+    std::vector<Array> args = {random_array(f32, {2, 16, 4, 4}, 10), random_array(f32, {16, 16, 3, 3}, 11)};
+    expect_same_value({x, w}, {chained}, c.outs, args);
+
+    Placeholder x8({2, 8, 4, 4}, f32, "x8");
+    Placeholder w8({8, 8, 3, 3}, f32, "w8");
+    Tensor small = nn::relu(conv2d(x8, w8));
+    Rewritten s = run(cc::layout, {small});
+    EXPECT_EQ(s[0].node(), small.node()) << to_text(s.outs);
+    EXPECT_TRUE(s.stats.hits.empty());
+}
+
+// a whole training step (conv-BN-ReLU-pool, a residual block, global average pool, dense; loss
+// and every gradient) on the cpu backend with the layout pass against the reference
+// interpreter on the user's graph: the reorders left are the chain's two boundaries
+TEST(Layout, CnnTrainStepMatchesReference) {
+    Scope scope("layout_cnn");
+    nn::Sequential net;
+    const nn::ConvOptions same{.padding = "SAME", .bias = false};
+    net.add(nn::Conv2D(3, 16, 3, same)).add(nn::BatchNorm(16)).add(nn::ReLU()).add(nn::MaxPool2D({2, 2}));
+    net.add(nn::ResidualBlock(16, 32, 2)).add(nn::ResidualBlock(32, 32));
+    net.add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));
+    Placeholder x({-1, 3, 12, 12}, f32, "images");
+    Placeholder y({-1}, i32, "labels");
+    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
+    std::vector<Tensor> outs = {loss};
+    std::vector<Tensor> params;
+    for (const auto& v : net.trainable_variables()) params.push_back(v);
+    for (const Tensor& g : gradients(loss, params)) outs.push_back(g);
+
+    cc::Compiled c = compile(outs);
+    int reorders = 0;
+    for (const auto& g : c.plan.groups)
+        for (const auto& root : g.roots)
+            reorders += root->is(Op::BlockChannels) || root->is(Op::UnblockChannels);
+    // the pooled features feed the dense layer plain, and its gradient comes back into the chain
+    EXPECT_LE(reorders, 2) << c.plan.str();
+
+    Array xv = random_array(f32, {4, 3, 12, 12}, 12);
+    Array yv(i32, {4});
+    for (int i = 0; i < 4; ++i) yv.data<int32_t>()[i] = (i * 7) % 10;
+    expect_cpu_near_reference({x, y}, outs, {xv, yv});
 }

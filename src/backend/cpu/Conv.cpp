@@ -4,6 +4,7 @@
 #include "Conv.h"
 
 #include "../../compiler/Pipeline.h"
+#include "../../ops/ChannelBlocking.h"
 #include "Dnnl.h"
 
 #include <symjax/Attrs.h>
@@ -116,13 +117,41 @@ void add_arg(WindowPrimitive& p, int id, int operand, const memory::desc& user,
 /// The layouts a convolution primitive is asked for (Note [Conv layouts]).
 enum class Layout : uint8_t { Blocked, Plain };
 
+/// nC(d)hw16c for the logical shape [N, C, spatial...] (C a multiple of 16): the buffer of a
+/// [N, C / 16, spatial..., 16] tensor (Note [Channel-blocked layout]).
+memory::desc blocked(const Shape& s) {
+    using tag = memory::format_tag;
+    tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+    return memory::desc(dims_of(s), dt::f32, t);
+}
+
+/// Our buffer of an operand of logical shape s: channel-blocked or plain row-major.
+memory::desc user(const Shape& s, bool is_blocked) { return is_blocked ? blocked(s) : plain(s); }
+
 /// An activation [N, C, spatial...]: nC(d)hw16c when blocked and C fills 16-channel blocks (the
 /// first layer's 3 channels stay plain: oneDNN has direct kernels for a plain source), else ours.
 memory::desc activation(const Shape& s, Layout l) {
     if (l == Layout::Plain || s[1] % 16 != 0) return plain(s);
-    using tag = memory::format_tag;
-    tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
-    return memory::desc(dims_of(s), dt::f32, t);
+    return blocked(s);
+}
+
+/// The logical ([N, C, spatial...]) shapes of a window op's operands and which are blocked.
+struct Operands {
+    std::vector<Shape> in;
+    Shape out;
+    int64_t mask = 0;
+    bool in_blocked(size_t i) const { return mask & (int64_t(1) << i); }
+    bool out_blocked() const { return mask & detail::kBlockedResult; }
+};
+
+Operands logical_operands(const Node& n, const std::vector<TensorType>& in,
+                          const TensorType& out) {
+    Operands o;
+    o.mask = detail::blocked_mask(n);
+    for (size_t i = 0; i < in.size(); ++i)
+        o.in.push_back(o.in_blocked(i) ? detail::unblocked_shape(in[i].shape) : in[i].shape);
+    o.out = o.out_blocked() ? detail::unblocked_shape(out.shape) : out.shape;
+    return o;
 }
 
 struct ConvDescs {
@@ -131,13 +160,14 @@ struct ConvDescs {
     memory::dims strides, dilates, lo, hi;
 };
 
+/// x_blocked, y_blocked: our buffers of x and y are channel-blocked.
 ConvDescs conv_descs(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
-                     Layout l) {
+                     Layout l, bool x_blocked = false, bool y_blocked = false) {
     Shape ws = weights_shape(w, a.groups);
     ConvDescs d;
-    d.src_user = plain(x);
+    d.src_user = user(x, x_blocked);
     d.weights_user = plain(ws);
-    d.dst_user = plain(y);
+    d.dst_user = user(y, y_blocked);
     d.src = activation(x, l);
     d.weights = l == Layout::Blocked ? any(ws) : d.weights_user;
     d.dst = activation(y, l);
@@ -167,19 +197,18 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dn
     return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
-std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<TensorType>& in,
-                                           const TensorType& out) {
+std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o) {
     const auto& a = n.attr<ConvAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     switch (n.op()) {
     case Op::Conv: {
-        const Shape &x = in[0].shape, &w = in[1].shape, &y = out.shape;
+        const Shape &x = o.in[0], &w = o.in[1], &y = o.out;
         auto pd = first_fast([&](Layout l) {
             return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
                                    attr);
         });
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.out_blocked());
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
@@ -189,7 +218,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
         break;
     }
     case Op::ConvBackwardData: { // (dy, w) -> dx
-        const Shape &x = out.shape, &w = in[1].shape, &y = in[0].shape;
+        const Shape &x = o.out, &w = o.in[1], &y = o.in[0];
         auto pd = first_fast([&](Layout l) {
             ConvDescs d = conv_descs(x, w, y, a, l);
             auto hint =
@@ -199,7 +228,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
                                                        d.lo, d.hi);
             return dnnl::convolution_backward_data::primitive_desc(desc, attr, dnnl_engine(), hint);
         });
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.out_blocked(), o.in_blocked(0));
         p->main = dnnl::convolution_backward_data(pd);
         add_arg(*p, DNNL_ARG_DIFF_DST, 0, d.dst_user, pd.diff_dst_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
@@ -209,7 +238,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
         break;
     }
     case Op::ConvBackwardFilter: { // (x, dy) -> dw
-        const Shape &x = in[0].shape, &w = out.shape, &y = in[1].shape;
+        const Shape &x = o.in[0], &w = o.out, &y = o.in[1];
         auto pd = first_fast([&](Layout l) {
             ConvDescs d = conv_descs(x, w, y, a, l);
             auto hint =
@@ -220,7 +249,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const std::vector<Tens
             return dnnl::convolution_backward_weights::primitive_desc(desc, attr, dnnl_engine(),
                                                                       hint);
         });
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain);
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.in_blocked(1));
         p->main = dnnl::convolution_backward_weights(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, pd.diff_dst_desc());
@@ -240,40 +269,44 @@ dnnl::algorithm pool_algorithm(const PoolAttrs& a) {
                                : dnnl::algorithm::pooling_avg_exclude_padding;
 }
 
-dnnl::pooling_forward::primitive_desc pool_forward_pd(const PoolAttrs& a, const Shape& x,
-                                                      const Shape& y, dnnl::prop_kind pk,
+/// Pools run on our buffers' layouts, plain or blocked (oneDNN pools both directly).
+dnnl::pooling_forward::primitive_desc pool_forward_pd(const PoolAttrs& a,
+                                                      const memory::desc& x,
+                                                      const memory::desc& y, dnnl::prop_kind pk,
                                                       const dnnl::primitive_attr& attr) {
-    dnnl::pooling_forward::desc desc(pk, pool_algorithm(a), plain(x), plain(y), dims_of(a.strides),
+    dnnl::pooling_forward::desc desc(pk, pool_algorithm(a), x, y, dims_of(a.strides),
                                      dims_of(a.window), dims_of(a.pad_lo), dims_of(a.pad_hi));
     return dnnl::pooling_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
-std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const std::vector<TensorType>& in,
-                                           const TensorType& out) {
+std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o) {
     const auto& a = n.attr<PoolAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
+    memory::desc out = user(o.out, o.out_blocked());
     if (n.is(Op::Pool)) {
-        auto pd = pool_forward_pd(a, in[0].shape, out.shape, dnnl::prop_kind::forward_inference,
-                                  attr);
+        memory::desc x = user(o.in[0], o.in_blocked(0));
+        auto pd = pool_forward_pd(a, x, out, dnnl::prop_kind::forward_inference, attr);
         p->main = dnnl::pooling_forward(pd);
-        add_arg(*p, DNNL_ARG_SRC, 0, plain(in[0].shape), pd.src_desc());
-        add_arg(*p, DNNL_ARG_DST, -1, plain(out.shape), pd.dst_desc());
+        add_arg(*p, DNNL_ARG_SRC, 0, x, pd.src_desc());
+        add_arg(*p, DNNL_ARG_DST, -1, out, pd.dst_desc());
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
         return p;
     }
-    // max: (x, dy) -> dx; avg: (dy[, like]) -> dx
+    // max: (x, dy) -> dx; avg: (dy[, like]) -> dx. The forward (the hint, and max pooling's
+    // workspace pass) reads x in dx's layout.
     bool max = n.is(Op::MaxPoolBackward);
-    const Shape& dy = in[max ? 1 : 0].shape;
-    auto fwd = pool_forward_pd(a, out.shape, dy, dnnl::prop_kind::forward_training, attr);
-    dnnl::pooling_backward::desc desc(pool_algorithm(a), plain(out.shape), plain(dy),
-                                      dims_of(a.strides), dims_of(a.window), dims_of(a.pad_lo),
-                                      dims_of(a.pad_hi));
+    size_t dyi = max ? 1 : 0;
+    memory::desc dy = user(o.in[dyi], o.in_blocked(dyi));
+    memory::desc x = max ? user(o.in[0], o.in_blocked(0)) : out;
+    auto fwd = pool_forward_pd(a, x, dy, dnnl::prop_kind::forward_training, attr);
+    dnnl::pooling_backward::desc desc(pool_algorithm(a), out, dy, dims_of(a.strides),
+                                      dims_of(a.window), dims_of(a.pad_lo), dims_of(a.pad_hi));
     dnnl::pooling_backward::primitive_desc pd(desc, attr, dnnl_engine(), fwd);
     p->main = dnnl::pooling_backward(pd);
-    add_arg(*p, DNNL_ARG_DIFF_DST, max ? 1 : 0, plain(dy), pd.diff_dst_desc());
-    add_arg(*p, DNNL_ARG_DIFF_SRC, -1, plain(out.shape), pd.diff_src_desc());
+    add_arg(*p, DNNL_ARG_DIFF_DST, int(dyi), dy, pd.diff_dst_desc());
+    add_arg(*p, DNNL_ARG_DIFF_SRC, -1, out, pd.diff_src_desc());
     p->scratch = pd.scratchpad_desc();
     p->impl = pd.impl_info_str();
     if (max) {
@@ -283,6 +316,22 @@ std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const std::vector<Tens
         p->forward_scratch = fwd.scratchpad_desc();
         p->workspace = fwd.workspace_desc();
     }
+    return p;
+}
+
+/// block_channels / unblock_channels: one oneDNN reorder between the two layouts.
+std::shared_ptr<WindowPrimitive> make_reblock(const Node& n, const Operands& o) {
+    auto p = std::make_shared<WindowPrimitive>();
+    bool to_blocked = n.is(Op::BlockChannels);
+    const Shape& logical = to_blocked ? o.in[0] : o.out;
+    memory::desc from = to_blocked ? plain(logical) : blocked(logical);
+    memory::desc to = to_blocked ? blocked(logical) : plain(logical);
+    dnnl::reorder::primitive_desc pd(dnnl_engine(), from, dnnl_engine(), to, user_scratchpad());
+    p->main = dnnl::reorder(pd);
+    add_arg(*p, DNNL_ARG_FROM, 0, from, from);
+    add_arg(*p, DNNL_ARG_TO, -1, to, to);
+    p->scratch = pd.scratchpad_desc();
+    p->impl = pd.impl_info_str();
     return p;
 }
 
@@ -382,10 +431,16 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
         // calls will run with
         match_dnnl_threads();
         try {
+            Operands o = n.is(Op::BlockChannels)
+                             ? Operands{{in[0].shape}, in[0].shape, 0}
+                             : n.is(Op::UnblockChannels) ? Operands{{out.shape}, out.shape, 0}
+                                                         : logical_operands(n, in, out);
             bool conv = n.is(Op::Conv) || n.is(Op::ConvBackwardData) ||
                         n.is(Op::ConvBackwardFilter);
-            std::shared_ptr<WindowPrimitive> made = conv ? make_conv(n, in, out)
-                                                         : make_pool(n, in, out);
+            bool reblock = n.is(Op::BlockChannels) || n.is(Op::UnblockChannels);
+            std::shared_ptr<WindowPrimitive> made = reblock ? make_reblock(n, o)
+                                                    : conv  ? make_conv(n, o)
+                                                            : make_pool(n, o);
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
         } catch (const dnnl::error& e) {

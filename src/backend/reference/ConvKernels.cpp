@@ -1,9 +1,11 @@
 // Reference kernels of conv, pool and their backward ops: N-d loops over a window table, sums
 // in double. The oracle for the oneDNN path (src/backend/cpu/Conv.cpp).
+#include "../../ops/ChannelBlocking.h"
 #include "Iterate.h"
 #include "Reference.h"
 
 #include <cmath>
+#include <cstring>
 
 namespace sj::ref {
 namespace {
@@ -253,15 +255,68 @@ Array avg_pool_backward_kernel(const KernelCtx& c) {
     });
 }
 
+/// A window op with channel-blocked operands (Note [Channel-blocked layout]): the kernel on the
+/// operands unblocked, its result blocked when the op's mask says so.
+template <Kernel Logical> Array window_kernel(const KernelCtx& c) {
+    const int64_t mask = detail::blocked_mask(c.node);
+    if (mask == 0) return Logical(c);
+    std::vector<Array> in;
+    for (size_t i = 0; i < c.in.size(); ++i)
+        in.push_back(mask & (int64_t(1) << i) ? detail::unblock_channels_array(c.in[i]) : c.in[i]);
+    TensorType out = c.out;
+    if (mask & detail::kBlockedResult) out.shape = detail::unblocked_shape(out.shape);
+    Array r = Logical(KernelCtx{c.node, in, out, c.counter});
+    return mask & detail::kBlockedResult ? detail::block_channels_array(r) : r;
+}
+
+Array block_channels_kernel(const KernelCtx& c) { return detail::block_channels_array(c.in[0]); }
+Array unblock_channels_kernel(const KernelCtx& c) {
+    return detail::unblock_channels_array(c.in[0]);
+}
+
 } // namespace
 
 void register_conv_kernels(Kernel* table) {
-    table[int(Op::Conv)] = conv_kernel;
-    table[int(Op::ConvBackwardData)] = conv_backward_data_kernel;
-    table[int(Op::ConvBackwardFilter)] = conv_backward_filter_kernel;
-    table[int(Op::Pool)] = pool_kernel;
-    table[int(Op::MaxPoolBackward)] = max_pool_backward_kernel;
-    table[int(Op::AvgPoolBackward)] = avg_pool_backward_kernel;
+    table[int(Op::Conv)] = window_kernel<conv_kernel>;
+    table[int(Op::ConvBackwardData)] = window_kernel<conv_backward_data_kernel>;
+    table[int(Op::ConvBackwardFilter)] = window_kernel<conv_backward_filter_kernel>;
+    table[int(Op::Pool)] = window_kernel<pool_kernel>;
+    table[int(Op::MaxPoolBackward)] = window_kernel<max_pool_backward_kernel>;
+    table[int(Op::AvgPoolBackward)] = window_kernel<avg_pool_backward_kernel>;
+    table[int(Op::BlockChannels)] = block_channels_kernel;
+    table[int(Op::UnblockChannels)] = unblock_channels_kernel;
 }
 
 } // namespace sj::ref
+
+namespace sj::detail {
+
+namespace {
+/// Copies between [N, C, S] (S: the flat spatial size) and [N, C / 16, S, 16], either way.
+Array reblock(const Array& src, const Shape& to, bool to_blocked) {
+    Array out(src.dtype(), to);
+    const Shape& logical = to_blocked ? src.shape() : to;
+    int64_t N = logical[0], C = logical[1], S = numel(Shape(logical.begin() + 2, logical.end()));
+    size_t es = size_t(dtype_size(src.dtype()));
+    const char* from = static_cast<const char*>(src.raw());
+    char* dst = static_cast<char*>(out.raw());
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s) {
+                int64_t plain = (n * C + c) * S + s;
+                int64_t blocked = ((n * (C / kChannelBlock) + c / kChannelBlock) * S + s) *
+                                      kChannelBlock +
+                                  c % kChannelBlock;
+                int64_t i = to_blocked ? plain : blocked, o = to_blocked ? blocked : plain;
+                std::memcpy(dst + size_t(o) * es, from + size_t(i) * es, es);
+            }
+    return out;
+}
+} // namespace
+
+Array block_channels_array(const Array& x) { return reblock(x, blocked_shape(x.shape()), true); }
+Array unblock_channels_array(const Array& b) {
+    return reblock(b, unblocked_shape(b.shape()), false);
+}
+
+} // namespace sj::detail

@@ -1,0 +1,259 @@
+// Layout patterns: block the window ops, then sink each unblock_channels past the elementwise
+// ops, reductions and broadcasts that read it, until it meets a block_channels and both vanish.
+#include "Layout.h"
+
+#include "../ops/ChannelBlocking.h"
+
+#include <symjax/Attrs.h>
+
+#include <algorithm>
+
+namespace sj::compiler {
+namespace {
+
+using detail::blockable;
+using detail::blocked_shape;
+using detail::kBlockedResult;
+using detail::kChannelBlock;
+
+NodePtr make(Op op, Attrs a, std::vector<NodePtr> in) {
+    return Node::make(op, std::move(a), std::move(in));
+}
+NodePtr unblock(const NodePtr& b) { return make(Op::UnblockChannels, NoAttrs{}, {b}); }
+
+/// reshape(x, s) for an s with at most one -1 (inferred from the size), looking through a
+/// reshape of x.
+NodePtr reshape_to(NodePtr x, const Shape& s) {
+    if (x->is(Op::Reshape) && x->num_inputs() == 1) x = x->input(0);
+    if (x->shape() == s) return x;
+    return make(Op::Reshape, ShapeAttrs{s}, {x});
+}
+
+/// At most one dim unknown: a reshape can infer it.
+bool reshapable(const Shape& s) { return std::count(s.begin(), s.end(), -1) <= 1; }
+
+/// No spatial extent: every dim after the channel dim is 1, so [N, C, 1...] and its blocked form
+/// [N, C / 16, 1..., 16] hold the same bytes in the same order.
+bool pointwise_channels(const Shape& s) {
+    if (s.size() < 3 || !reshapable(s)) return false;
+    for (size_t i = 2; i < s.size(); ++i)
+        if (s[i] != 1) return false;
+    return true;
+}
+
+/// A per-channel tensor: every dim but the channel dim (1) is 1, once left-padded to rank r.
+bool per_channel(const Shape& s, size_t r) {
+    if (s.size() > r) return false;
+    size_t lead = r - s.size();
+    for (size_t i = 0; i < s.size(); ++i)
+        if (i + lead != 1 && s[i] != 1) return false;
+    return true;
+}
+
+/// The blocked form of `p`, an operand broadcast against a [N, C, spatial...] result `out`
+/// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
+/// scalar, a per-channel tensor (a reshape to [1, C / 16, 1..., 16]), a tensor without a channel
+/// extent (a trailing 1 appended), a splat broadcast. Null otherwise.
+NodePtr blocked_operand(const NodePtr& p, const Shape& out) {
+    size_t r = out.size();
+    if (!blockable(out)) return nullptr;
+    if (p->rank() == 0) return p;
+    if (p->is(Op::UnblockChannels)) return p->input(0);
+    if (p->rank() == r && p->shape()[1] == out[1] && pointwise_channels(p->shape()))
+        return reshape_to(p, blocked_shape(p->shape()));
+    Shape s = p->shape();
+    if (s.size() > r) return nullptr;
+    s.insert(s.begin(), r - s.size(), 1);
+    if (!is_static(s)) {
+        if (!p->is(Op::Broadcast) || p->input(0)->rank() != 0) return nullptr;
+        // a scalar spread over a shape given by `like`: spread it over the blocked `like`
+        if (p->num_inputs() < 2 || !p->input(1)->is(Op::UnblockChannels) ||
+            p->shape() != out)
+            return nullptr;
+        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out), {}},
+                    {p->input(0), p->input(1)->input(0)});
+    }
+    if (s[1] == out[1] && per_channel(s, r)) {
+        Shape b(r + 1, 1);
+        b[1] = out[1] / kChannelBlock;
+        b[r] = kChannelBlock;
+        return reshape_to(p, b);
+    }
+    if (s[1] == 1) {
+        s.push_back(1);
+        return reshape_to(p, s);
+    }
+    if (p->is(Op::Broadcast) && p->input(0)->rank() == 0 && s == out)
+        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out), {}}, {p->input(0)});
+    return nullptr;
+}
+
+/// block_channels(x), without a reorder where blocked_operand finds one.
+NodePtr block(const NodePtr& x) {
+    if (NodePtr b = blocked_operand(x, x->shape())) return b;
+    return make(Op::BlockChannels, NoAttrs{}, {x});
+}
+
+// ---- patterns -----------------------------------------------------------------------------
+
+/// unblock(block(x)) -> x; block(unblock(b)) -> b; either on a per-channel tensor -> reshape.
+NodePtr cancel(const NodePtr& n) {
+    if (n->is(Op::UnblockChannels)) {
+        const NodePtr& b = n->input(0);
+        if (b->is(Op::BlockChannels)) return b->input(0);
+        if ((is_static(n->shape()) && per_channel(n->shape(), n->rank())) ||
+            pointwise_channels(n->shape()))
+            return reshape_to(b, n->shape());
+        return nullptr;
+    }
+    if (n->is(Op::BlockChannels)) {
+        NodePtr b = blocked_operand(n->input(0), n->input(0)->shape());
+        return b && b != n->input(0) ? b : nullptr;
+    }
+    return nullptr;
+}
+
+/// Which operands of a window op are activations [N, C, spatial...] (the others are filters),
+/// which only give a shape, and whether the result is one.
+struct WindowRoles {
+    std::vector<size_t> values, shapes;
+    bool result = true;
+};
+
+WindowRoles roles(const Node& n) {
+    switch (n.op()) {
+    case Op::Conv: return {{0}, {}, true};
+    case Op::ConvBackwardData: return {{0}, {2}, true};
+    case Op::ConvBackwardFilter: return {{0, 1}, {}, false}; // its `like` is the filters
+    case Op::Pool: return {{0}, {}, true};
+    case Op::MaxPoolBackward: return {{0, 1}, {}, true};
+    case Op::AvgPoolBackward: return {{0}, {1}, true};
+    default: return {{}, {}, false};
+    }
+}
+
+/// conv(x, w) -> unblock(conv'(block(x), w)), and likewise for every window op whose activations
+/// have whole channel blocks. Convolutions always gain (oneDNN reorders to blocked anyway); pools
+/// run plain layouts as fast, so they are blocked only inside a blocked chain.
+NodePtr block_window(const NodePtr& n) {
+    if (!has_trait(n->op(), kWindow) || n->is(Op::BlockChannels) || n->is(Op::UnblockChannels) ||
+        detail::blocked_mask(*n) != 0 || n->dtype() != DType::F32)
+        return nullptr;
+    size_t nsp = n->rank() - 2;
+    if (nsp < 1 || nsp > 3) return nullptr;
+    WindowRoles w = roles(*n);
+    bool conv = n->is(Op::Conv) || n->is(Op::ConvBackwardData) || n->is(Op::ConvBackwardFilter);
+    bool chained = false; // an activation is blocked already, or blocks without a reorder
+    for (size_t i : w.values) chained |= blocked_operand(n->input(i), n->input(i)->shape()) != nullptr;
+    if (!conv && !chained) return nullptr;
+    int64_t mask = 0;
+    std::vector<NodePtr> in = n->inputs();
+    for (size_t i : w.values)
+        if (blockable(in[i]->shape())) {
+            in[i] = block(in[i]);
+            mask |= int64_t(1) << i;
+        }
+    for (size_t i : w.shapes)
+        if (i < in.size() && in[i]->is(Op::UnblockChannels)) {
+            in[i] = in[i]->input(0);
+            mask |= int64_t(1) << i;
+        }
+    bool result = w.result && blockable(n->shape());
+    if (result) mask |= kBlockedResult;
+    if (mask == 0) return nullptr;
+    Attrs a = n->attrs();
+    std::visit(
+        [&](auto& x) {
+            if constexpr (requires { x.blocked; }) x.blocked = mask;
+        },
+        a);
+    NodePtr b = make(n->op(), std::move(a), std::move(in));
+    return result ? unblock(b) : b;
+}
+
+/// e(unblock(a), y...) -> unblock(e(a, blocked y...)) when every other operand has a blocked
+/// form without a reorder.
+NodePtr sink_elementwise(const NodePtr& n) {
+    if (!has_trait(n->op(), kElementwise) || !blockable(n->shape())) return nullptr;
+    bool any = false;
+    for (const auto& i : n->inputs()) any |= i->is(Op::UnblockChannels);
+    if (!any) return nullptr;
+    std::vector<NodePtr> in;
+    for (const auto& i : n->inputs()) {
+        NodePtr b = blocked_operand(i, n->shape());
+        if (!b) return nullptr;
+        in.push_back(b);
+    }
+    return unblock(make(n->op(), n->attrs(), std::move(in)));
+}
+
+bool plain_reduction(Op op) {
+    return op == Op::ReduceSum || op == Op::ReduceProd || op == Op::ReduceMax ||
+           op == Op::ReduceMin || op == Op::ReduceAny || op == Op::ReduceAll;
+}
+
+/// reduce(unblock(a), axes): over the blocked tensor's matching axes, plus its trailing block
+/// axis when the channels are reduced; unblocked (or reshaped) back to the result.
+NodePtr sink_reduce(const NodePtr& n) {
+    if (!plain_reduction(n->op()) || !n->input(0)->is(Op::UnblockChannels)) return nullptr;
+    const NodePtr& a = n->input(0)->input(0);
+    ReduceAttrs ra = n->attr<ReduceAttrs>();
+    bool channels = std::count(ra.axes.begin(), ra.axes.end(), 1) > 0;
+    if (!channels) {
+        if (ra.keepdims) return unblock(make(n->op(), ra, {a}));
+        // all spatial dims reduced: [N, C / 16, 16] holds [N, C] in order
+        bool spatial = true;
+        for (int64_t d = 2; d < int64_t(n->input(0)->rank()); ++d)
+            spatial &= std::count(ra.axes.begin(), ra.axes.end(), d) > 0;
+        if (spatial && reshapable(n->shape()))
+            return reshape_to(make(n->op(), ra, {a}), n->shape());
+        if (!is_static(n->shape())) return nullptr;
+        return reshape_to(unblock(make(n->op(), ReduceAttrs{ra.axes, true}, {a})), n->shape());
+    }
+    std::vector<int64_t> axes = ra.axes;
+    axes.push_back(a->rank() - 1);
+    NodePtr r = make(n->op(), ReduceAttrs{axes, ra.keepdims}, {a});
+    if (!ra.keepdims) return r;
+    return is_static(n->shape()) ? reshape_to(r, n->shape()) : nullptr;
+}
+
+/// broadcast(x, like = unblock(a)) -> unblock(broadcast(blocked x, like = a)) for a scalar or
+/// per-channel x broadcast to the whole of like's shape.
+NodePtr sink_broadcast(const NodePtr& n) {
+    if (!n->is(Op::Broadcast) || n->num_inputs() != 2 || !n->input(1)->is(Op::UnblockChannels) ||
+        !blockable(n->shape()))
+        return nullptr;
+    const NodePtr& x = n->input(0);
+    const NodePtr& like = n->input(1)->input(0);
+    const auto& ba = n->attr<BroadcastAttrs>();
+    size_t r = n->rank();
+    Shape out = blocked_shape(ba.shape);
+    if (x->rank() == 0) return unblock(make(Op::Broadcast, BroadcastAttrs{out, {}}, {x, like}));
+    bool identity = ba.dims.size() == r;
+    for (size_t i = 0; i < ba.dims.size() && identity; ++i) identity = ba.dims[i] == int64_t(i);
+    if (!identity || !is_static(x->shape()) || !per_channel(x->shape(), r)) return nullptr;
+    NodePtr xb = blocked_operand(x, n->shape());
+    if (!xb) return nullptr;
+    std::vector<int64_t> dims(r + 1);
+    for (size_t i = 0; i <= r; ++i) dims[i] = int64_t(i);
+    return unblock(make(Op::Broadcast, BroadcastAttrs{out, dims}, {xb, like}));
+}
+
+} // namespace
+
+const std::vector<Pattern>& layout_patterns() {
+    static const std::vector<Pattern> p = {
+        {"layout.cancel", cancel},
+        {"layout.block_window", block_window},
+        {"layout.sink_elementwise", sink_elementwise},
+        {"layout.sink_reduce", sink_reduce},
+        {"layout.sink_broadcast", sink_broadcast},
+    };
+    return p;
+}
+
+std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, RewriteStats* stats) {
+    return rewrite(roots, layout_patterns(), stats);
+}
+
+} // namespace sj::compiler
