@@ -39,11 +39,13 @@ struct KOutput {
 /// The last `reduce_rank` loops are reduction loops, unless `row` > 0: then the last loop is a
 /// kept loop of exactly `row` trips, contiguous for every operand (stride 0 or 1), and the
 /// `reduce_rank` loops before it are the reduction loops, with one accumulator per row element
-/// (Note [Row reductions] in KernelPlan.cpp).
+/// (Note [Row reductions] in KernelPlan.cpp). `inner` > 0: the innermost loop, a kept loop of a
+/// kernel in the usual order, has exactly `inner` trips (Note [Short inner loops]).
 struct KernelSpec {
     int rank = 0;
     int reduce_rank = 0;
     int64_t row = 0;
+    int64_t inner = 0;
     std::vector<DType> load_dtypes;
     std::vector<KStride> load_inner;
     std::vector<KStride> out_inner;

@@ -215,6 +215,17 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
         std::rotate(ls.begin() + nkept - 1, ls.begin() + nkept, ls.end());
     }
 
+    // Note [Short inner loops]
+    // The loop vectoriser runs 16 f32 lanes times an interleave of up to 4: an innermost loop of
+    // fewer trips than that, known only at run time, runs in its scalar remainder. Channel-blocked
+    // tensors ([N, C / 16, H, W, 16] next to a per-channel [1, C / 16, 1, 1, 16]) and small
+    // feature dims make exactly such loops, so a kept innermost loop of at most kShortInner trips
+    // gets its trip count compiled in: LLVM then turns it into whole vector operations. Only that
+    // count joins the kernel's key; the other sizes stay runtime arguments.
+    constexpr int64_t kShortInner = 64;
+    if (s.row == 0 && ls.size() >= 2 && !ls.back().reduce && ls.back().size <= kShortInner)
+        s.inner = ls.back().size;
+
     s.rank = static_cast<int>(ls.size());
     s.reduce_rank = 0;
     for (const auto& l : ls) s.reduce_rank += l.reduce;
@@ -247,6 +258,7 @@ std::string KernelSpec::str() const {
     std::ostringstream os;
     os << "kernel rank=" << rank << " reduce=" << reduce_rank;
     if (row > 0) os << " row=" << row;
+    if (inner > 0) os << " inner=" << inner;
     os << "\n";
     auto stride_name = [](KStride k) { return k == KStride::Zero ? "0" : k == KStride::One ? "1" : "n"; };
     for (size_t i = 0; i < load_dtypes.size(); ++i)

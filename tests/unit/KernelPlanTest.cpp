@@ -265,3 +265,26 @@ TEST(KernelPlan, MatchesReferenceOnTwoThreads) {
     EXPECT_EQ(rc, 0) << out;
     EXPECT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
 }
+
+// Note [Short inner loops]: a kept innermost loop of at most 64 trips has its trip count
+// compiled in (a channel-blocked tensor's 16, a small feature dim); longer ones stay runtime
+TEST(KernelPlan, ShortInnerLoopsHaveTheirTripCountCompiledIn) {
+    Placeholder x({-1, 2, 5, 3, 16}, f32, "x");
+    Placeholder s({1, 2, 1, 1, 16}, f32, "s");
+    Tensor y = maximum(x * s + 1.0, 0.0);
+    Placeholder xs({4, 2, 5, 3, 16}, f32, "xs");
+    compiler::KernelLaunch l = launch_of({maximum(xs * s + 1.0, 0.0)});
+    EXPECT_EQ(l.spec.inner, 16) << l.spec.str();
+    Placeholder wide({8, 100}, f32, "wide");
+    EXPECT_EQ(launch_of({exp(wide) * 2.0}).spec.inner, 0) << "100 trips: runtime";
+    Placeholder odd({8, 3, 7}, f32, "odd");
+    Placeholder col({3, 1}, f32, "col");
+    EXPECT_EQ(launch_of({odd * col}).spec.inner, 7);
+    // the compiled-in count is the innermost one only: other batch sizes reuse the kernel
+    for (int64_t n : {1, 4, 7})
+        compare({x, s}, {y},
+                {random_array(f32, {n, 2, 5, 3, 16}, 40 + n), random_array(f32, {1, 2, 1, 1, 16}, 41)},
+                "blocked affine + relu, N=" + std::to_string(n), 0, 0);
+    compare({odd, col}, {odd * col},
+            {random_array(f32, {8, 3, 7}, 42), random_array(f32, {3, 1}, 43)}, "odd inner", 0, 0);
+}

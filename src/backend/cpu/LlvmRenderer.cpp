@@ -90,8 +90,10 @@ struct Renderer {
 
     void prologue() {
         int R = s.rank;
-        for (int d = 0; d < R; ++d) // the row's width is a constant
-            size.push_back(d == R - 1 && s.row > 0 ? b.getInt64(s.row) : param(d));
+        for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
+            int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
+            size.push_back(fixed > 0 ? b.getInt64(fixed) : param(d));
+        }
         int p = R;
         for (int k = 0; k < nload + nout; ++k) {
             std::vector<Value*> st;
