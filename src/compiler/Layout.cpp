@@ -217,8 +217,8 @@ NodePtr sink_reduce(const NodePtr& n) {
     return is_static(n->shape()) ? reshape_to(r, n->shape()) : nullptr;
 }
 
-/// broadcast(x, like = unblock(a)) -> unblock(broadcast(blocked x, like = a)) for a scalar or
-/// per-channel x broadcast to the whole of like's shape.
+/// broadcast(x, like = unblock(a)) -> unblock(broadcast(blocked x, like = a)) for a scalar, a
+/// per-channel x, or an x whose last axis is the channels, broadcast to like's shape.
 NodePtr sink_broadcast(const NodePtr& n) {
     if (!n->is(Op::Broadcast) || n->num_inputs() != 2 || !n->input(1)->is(Op::UnblockChannels) ||
         !blockable(n->shape()))
@@ -229,6 +229,18 @@ NodePtr sink_broadcast(const NodePtr& n) {
     size_t r = n->rank();
     Shape out = blocked_shape(ba.shape);
     if (x->rank() == 0) return unblock(make(Op::Broadcast, BroadcastAttrs{out, {}}, {x, like}));
+    // x's last axis is the channels (a [N, C] gradient of a global pool spread over [N, C, s...]):
+    // split it into [C / 16, 16] and spread the 16 over the blocked tensor's last axis
+    if (!ba.dims.empty() && ba.dims.back() == 1 && x->shape().back() == n->shape()[1]) {
+        Shape xs = x->shape();
+        xs.back() = xs.back() / kChannelBlock;
+        xs.push_back(kChannelBlock);
+        if (reshapable(xs)) {
+            std::vector<int64_t> dims = ba.dims;
+            dims.push_back(int64_t(r));
+            return unblock(make(Op::Broadcast, BroadcastAttrs{out, dims}, {reshape_to(x, xs), like}));
+        }
+    }
     bool identity = ba.dims.size() == r;
     for (size_t i = 0; i < ba.dims.size() && identity; ++i) identity = ba.dims[i] == int64_t(i);
     if (!identity || !is_static(x->shape()) || !per_channel(x->shape(), r)) return nullptr;
