@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -17,6 +18,21 @@ inline Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2
     Array a(DType::F64, s);
     for (int64_t i = 0; i < a.size(); ++i) a.data<double>()[i] = u(g);
     return a.astype(t);
+}
+
+/// a and b agree elementwise within atol + rtol |b| (NaN where the other is NaN).
+inline void expect_close(const Array& a, const Array& b, double rtol, double atol,
+                         const std::string& what) {
+    ASSERT_EQ(a.dtype(), b.dtype()) << what;
+    ASSERT_EQ(a.shape(), b.shape()) << what;
+    for (int64_t i = 0; i < a.size(); ++i) {
+        double x = a.at(i), y = b.at(i);
+        if (std::isnan(x) || std::isnan(y)) {
+            ASSERT_EQ(std::isnan(x), std::isnan(y)) << what << " at " << i;
+            continue;
+        }
+        ASSERT_NEAR(x, y, atol + rtol * std::fabs(y)) << what << " at " << i;
+    }
 }
 
 /// FunctionOptions selecting `backend` ("cpu" or "reference").

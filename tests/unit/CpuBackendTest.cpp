@@ -8,25 +8,11 @@
 #include <random>
 
 using namespace sj;
+using sj::test::expect_close;
 using sj::test::on;
 using sj::test::random_array;
 
 namespace {
-
-
-
-void expect_close(const Array& a, const Array& b, double rtol, double atol, const std::string& what) {
-    ASSERT_EQ(a.dtype(), b.dtype()) << what;
-    ASSERT_EQ(a.shape(), b.shape()) << what;
-    for (int64_t i = 0; i < a.size(); ++i) {
-        double x = a.at(i), y = b.at(i);
-        if (std::isnan(x) || std::isnan(y)) {
-            ASSERT_EQ(std::isnan(x), std::isnan(y)) << what << " at " << i;
-            continue;
-        }
-        ASSERT_NEAR(x, y, atol + rtol * std::fabs(y)) << what << " at " << i;
-    }
-}
 
 /// Runs the same function on both backends and compares every output.
 void compare(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs, const std::vector<Array>& args,

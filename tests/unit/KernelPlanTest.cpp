@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 using namespace sj;
+using sj::test::expect_close;
 using sj::test::on;
 using sj::test::random_array;
 
@@ -40,19 +41,6 @@ compiler::KernelLaunch launch_of(const std::vector<Tensor>& outs) {
     return compiler::plan_kernel(*kernel, c.plan, shape_of);
 }
 
-void expect_close(const Array& a, const Array& b, double rtol, double atol,
-                  const std::string& what) {
-    ASSERT_EQ(a.dtype(), b.dtype()) << what;
-    ASSERT_EQ(a.shape(), b.shape()) << what;
-    for (int64_t i = 0; i < a.size(); ++i) {
-        double x = a.at(i), y = b.at(i);
-        if (std::isnan(x) || std::isnan(y)) {
-            ASSERT_EQ(std::isnan(x), std::isnan(y)) << what << " at " << i;
-            continue;
-        }
-        ASSERT_NEAR(x, y, atol + rtol * std::fabs(y)) << what << " at " << i;
-    }
-}
 
 /// Runs the same function on the cpu and reference backends and compares every output; the
 /// cpu side must have at most `kernels` kernels.
