@@ -10,8 +10,8 @@ namespace sj::cpu {
 // of threads on the same cores: after each oneDNN call libgomp's workers spin for a while
 // (OMP_WAIT_POLICY's default) while our workers wake up for the next generated kernel, and on a
 // 2-core machine the spinning threads took the cores our kernels needed. So our kernels run on
-// OpenMP's team too: one set of threads, whose spinning now bridges the gap between a kernel and
-// the next library call instead of competing with it.
+// OpenMP's team too: one set of threads for everything (and passive waits by default, Note
+// [OpenMP wait policy] in ThreadPool.cpp).
 class ThreadPool {
 public:
     /// The process-wide pool: SJ_NUM_THREADS threads, else the number of hardware threads.
