@@ -90,6 +90,8 @@ struct WindowPrimitive {
     // max-pool backward: the forward pass that computes the workspace (Note [Max-pool workspace])
     dnnl::primitive forward;
     memory::desc forward_src, forward_dst, forward_scratch;
+    std::vector<compiler::PostOp> epilogue; // applied in the call (conv only)
+    ChannelDim channel;                     // where its per-channel operands vary
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
     size_t temp_bytes = 0; // the temporaries of one call
 };
@@ -197,16 +199,22 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dn
     return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
-std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o) {
+std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
+                                           const std::vector<compiler::PostOp>& epilogue) {
     const auto& a = n.attr<ConvAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     switch (n.op()) {
     case Op::Conv: {
         const Shape &x = o.in[0], &w = o.in[1], &y = o.out;
+        // the epilogue's per-channel operands are [1, C, 1...] whatever our buffer's layout
+        p->epilogue = epilogue;
+        p->channel = {int(y.size()), 1, y[1]};
+        dnnl::primitive_attr conv_attr = user_scratchpad();
+        set_post_ops(conv_attr, epilogue, p->channel);
         auto pd = first_fast([&](Layout l) {
             return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
-                                   attr);
+                                   conv_attr);
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.out_blocked());
         p->main = dnnl::convolution_forward(pd);
@@ -400,19 +408,21 @@ Cache& cache() {
     return *c;
 }
 
-std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out) {
+std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
+                      const std::vector<compiler::PostOp>& epilogue) {
     std::string k = op_name(n.op());
     for (const auto& t : in) k += type_str(t);
-    k += "->" + type_str(out) + "|" + attrs_str(n.attrs());
+    k += "->" + type_str(out) + "|" + attrs_str(n.attrs()) + post_ops_key(epilogue);
     return k;
 }
 
 } // namespace
 
-std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
-                                                        const std::vector<TensorType>& in,
-                                                        const TensorType& out) {
-    std::string key = cache_key(n, in, out);
+std::shared_ptr<const WindowPrimitive>
+window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
+                 const std::vector<compiler::PostOp>& epilogue) {
+    SJ_ASSERT(epilogue.empty() || n.is(Op::Conv)) << "post-ops on " << op_name(n.op());
+    std::string key = cache_key(n, in, out, epilogue);
     Cache& c = cache();
     {
         std::lock_guard<std::mutex> lock(c.mu);
@@ -439,7 +449,7 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
                         n.is(Op::ConvBackwardFilter);
             bool reblock = n.is(Op::BlockChannels) || n.is(Op::UnblockChannels);
             std::shared_ptr<WindowPrimitive> made = reblock ? make_reblock(n, o)
-                                                    : conv  ? make_conv(n, o)
+                                                    : conv  ? make_conv(n, o, epilogue)
                                                             : make_pool(n, o);
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
@@ -451,7 +461,8 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
         }
     }
     if (p && compiler::debug_level() >= 3)
-        std::fprintf(stderr, "[symjax] %s: oneDNN %s\n", op_name(n.op()), p->impl.c_str());
+        std::fprintf(stderr, "[symjax] %s: oneDNN %s%s%s\n", op_name(n.op()), p->impl.c_str(),
+                     epilogue.empty() ? "" : ", post-ops", post_ops_key(epilogue).c_str());
     std::lock_guard<std::mutex> lock(c.mu);
     if (auto it = c.index.find(key); it != c.index.end()) return it->second->second; // raced
     c.lru.emplace_front(key, p);
@@ -472,7 +483,8 @@ WindowCacheStats window_cache_stats() {
 
 namespace {
 
-void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
+                     const std::vector<const Array*>& post_operands) {
     const auto& e = dnnl_engine();
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
@@ -508,6 +520,7 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         p.forward.execute(s, fargs);
         args[DNNL_ARG_WORKSPACE] = ws;
     }
+    add_post_op_args(args, p.epilogue, post_operands, p.channel);
     p.main.execute(s, args);
     for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
     s.wait();
@@ -515,10 +528,11 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
 
 } // namespace
 
-void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
+                const std::vector<const Array*>& post_operands) {
     match_dnnl_threads();
     try {
-        run_window_impl(p, in, out);
+        run_window_impl(p, in, out, post_operands);
     } catch (const dnnl::error& e) {
         // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
         SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;

@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include <cstdio>
+
 namespace sj::cpu {
 
 const dnnl::engine& dnnl_engine() {
@@ -19,6 +21,74 @@ void match_dnnl_threads() {
     if (set != n) {
         omp_set_num_threads(n);
         set = n;
+    }
+}
+
+namespace {
+
+/// The operand of a binary post-op as oneDNN takes it: [1, C, 1...] (the channel dim) or all 1.
+dnnl::memory::desc post_operand_desc(const compiler::PostOp& p, const ChannelDim& c) {
+    dnnl::memory::dims d(size_t(c.rank), 1);
+    if (p.per_channel) d[size_t(c.dim)] = c.channels;
+    dnnl::memory::dims strides(d.size(), 1);
+    for (int i = c.rank - 2; i >= 0; --i) strides[size_t(i)] = strides[size_t(i) + 1] * d[size_t(i) + 1];
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::algorithm binary_algorithm(Op op) {
+    switch (op) {
+    case Op::Add: return dnnl::algorithm::binary_add;
+    case Op::Sub: return dnnl::algorithm::binary_sub;
+    case Op::Mul: return dnnl::algorithm::binary_mul;
+    case Op::Max: return dnnl::algorithm::binary_max;
+    case Op::Min: return dnnl::algorithm::binary_min;
+    default: SJ_ASSERT(false) << "no binary post-op for " << op_name(op);
+    }
+    return dnnl::algorithm::undef;
+}
+
+} // namespace
+
+void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp>& epilogue,
+                  const ChannelDim& c) {
+    if (epilogue.empty()) return;
+    dnnl::post_ops ops;
+    for (const auto& p : epilogue) {
+        using K = compiler::PostOp::Kind;
+        switch (p.kind) {
+        case K::Binary: ops.append_binary(binary_algorithm(p.op), post_operand_desc(p, c)); break;
+        case K::Relu:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, float(p.alpha), 0.f);
+            break;
+        case K::Linear:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, float(p.alpha),
+                               float(p.beta));
+            break;
+        }
+    }
+    attr.set_post_ops(ops);
+}
+
+std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue) {
+    std::string k;
+    char buf[96];
+    for (const auto& p : epilogue) {
+        std::snprintf(buf, sizeof buf, "|%d %s %d %a %a", int(p.kind), op_name(p.op),
+                      int(p.per_channel), p.alpha, p.beta);
+        k += buf;
+    }
+    return k;
+}
+
+void add_post_op_args(std::unordered_map<int, dnnl::memory>& args,
+                      const std::vector<compiler::PostOp>& epilogue,
+                      const std::vector<const Array*>& operands, const ChannelDim& c) {
+    for (size_t i = 0; i < epilogue.size(); ++i) {
+        if (epilogue[i].kind != compiler::PostOp::Kind::Binary) continue;
+        SJ_ASSERT(i < operands.size() && operands[i]) << "post-op " << i << " has no operand";
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1] =
+            dnnl::memory(post_operand_desc(epilogue[i], c), dnnl_engine(),
+                         const_cast<void*>(operands[i]->raw()));
     }
 }
 
