@@ -65,7 +65,11 @@ std::string PostOp::str() const {
 // before. The ops of the epilogue belong to the library group (so they are in no kernel), its
 // last op's value is the group's result, and an operand's buffer is materialised before the
 // call (a computed per-channel operand, e.g. rsqrt(var + eps), becomes a small kernel of its
-// own; an explicit broadcast of it is address arithmetic). In training, autodiff of relu reads
+// own; an explicit broadcast of it is address arithmetic). Scalar affine steps in a row compose
+// into one linear post-op. oneDNN 2.6's jit convolution applies one parameter set per eltwise
+// algorithm of a chain (relu(leaky_relu(y, 0.1) + b) computed a leaky relu twice), so a relu or
+// linear step whose parameters differ from an earlier one of its kind ends the epilogue
+// (Epilogue.OneParameterSetPerEltwiseKind). In training, autodiff of relu reads
 // the pre-activation and batch norm's statistics read the conv result: those epilogues stop at
 // once, while the logits' bias add usually folds.
 
@@ -210,17 +214,17 @@ struct Fuser {
         }
         if (x->dtype() != DType::F32) return "operand is not f32";
         const Shape& s = x->shape();
-        size_t covered = 0;
+        Shape eff(r, 1); // the operand's dims as result dims
         for (size_t i = 0; i < s.size(); ++i) {
-            if (s[i] == 1) continue;
-            size_t d = map[i];
-            if (s[i] < 0 || std::find(ch.begin(), ch.end(), d) == ch.end() || out[d] != s[i])
-                return "operand " + x->describe(1) + " " + shape_str(s) + " is not per-channel";
-            ++covered;
+            if (s[i] < 0) return "operand " + x->describe(1) + " has a dynamic dim";
+            eff[map[i]] = s[i];
         }
         bool one = numel(s) == 1;
-        if (!one && covered != ch.size())
-            return "operand " + x->describe(1) + " " + shape_str(s) + " covers part of the channels";
+        for (size_t d = 0; d < r && !one; ++d) {
+            bool channel = std::find(ch.begin(), ch.end(), d) != ch.end();
+            if (channel ? eff[d] != out[d] : eff[d] != 1)
+                return "operand " + x->describe(1) + " " + shape_str(s) + " is not per-channel";
+        }
         if (one && x->is(Op::Constant)) {
             o.constant = true;
             o.value = x->attr<ConstantAttrs>().value.at(0);
@@ -323,7 +327,27 @@ struct Fuser {
                 std::vector<const Node*> ms, bs;
                 stop = match_post_op(cur, ch, p, ms, bs);
                 if (!stop.empty()) break;
-                epi.push_back(p);
+                bool eltwise = p.kind != PostOp::Kind::Binary;
+                if (eltwise && !epi.empty() && epi.back().kind == PostOp::Kind::Linear &&
+                    p.kind == PostOp::Kind::Linear) {
+                    // a2 (a1 x + b1) + b2: one linear post-op
+                    PostOp& q = epi.back();
+                    q.beta = p.alpha * q.beta + p.beta;
+                    q.alpha = p.alpha * q.alpha;
+                    q.node = p.node;
+                } else {
+                    // oneDNN 2.6's jit convolution applies one parameter set per eltwise
+                    // algorithm of a chain (Note [Epilogue fusion])
+                    bool clash = false;
+                    for (const auto& q : epi)
+                        clash = clash || (eltwise && q.kind == p.kind &&
+                                          (q.alpha != p.alpha || q.beta != p.beta));
+                    if (clash) {
+                        stop = "a second " + p.str() + " post-op with other parameters";
+                        break;
+                    }
+                    epi.push_back(p);
+                }
                 members.insert(members.end(), ms.begin(), ms.end());
                 bcasts.insert(bcasts.end(), bs.begin(), bs.end());
                 cur = p.node.get();
