@@ -290,7 +290,7 @@ struct Fuser {
             if (u->is(Op::Ge) || u->is(Op::Gt)) ge = u;
             if (u->is(Op::Mul)) mul = u;
         }
-        const std::string no = "read by 3 ops that are not a leaky relu";
+        const std::string no = "read by 3 ops (not a leaky relu)";
         if (!w || !ge || !mul || root_set.count(ge) || root_set.count(mul)) return no;
         if (w->input(0).get() != ge || w->input(1).get() != cur || w->input(2).get() != mul)
             return no;
