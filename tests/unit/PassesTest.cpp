@@ -865,3 +865,30 @@ TEST(Epilogue, OneParameterSetPerEltwiseKind) {
         expect_cpu_near_reference({x, w, b}, {k.y}, args);
     }
 }
+
+// the nn layers as a user writes them: Conv2D (with bias) - BatchNorm - LeakyReLU in eval mode
+// is one conv call per block, the dense head one matmul with its bias; in train mode batch
+// norm's statistics read the conv result: a conv keeps at most its own bias add
+TEST(Epilogue, NnConvBlocksInEvalMode) {
+    Scope scope("epilogue_nn");
+    nn::Sequential net;
+    net.add(nn::Conv2D(3, 16, 3, {.padding = "SAME"})).add(nn::BatchNorm(16)).add(nn::LeakyReLU(0.2));
+    net.add(nn::Conv2D(16, 8, 3, {.padding = "SAME", .bias = false})).add(nn::BatchNorm(8)).add(nn::ReLU());
+    net.add(nn::GlobalAvgPool()).add(nn::Dense(8, 4));
+    Placeholder x({-1, 3, 6, 6}, f32, "images");
+    Tensor eval = net(x, nn::Mode::eval);
+    cc::Compiled c = compile({eval});
+    std::vector<std::string> chains;
+    for (const auto& g : c.plan.groups)
+        if (!g.epilogue.empty()) chains.push_back(g.roots[0]->op() == Op::Conv ? "conv" : "dot");
+    EXPECT_EQ(chains, (std::vector<std::string>{"conv", "conv", "dot"})) << c.plan.str();
+    EXPECT_TRUE(has_decision(c.plan, "relu(0.2)")) << c.plan.str();
+    expect_cpu_near_reference({x}, {eval}, {random_array(f32, {2, 3, 6, 6}, 97)});
+
+    Tensor train = net(x, nn::Mode::train);
+    cc::Compiled t = compile({train});
+    for (const auto& g : t.plan.groups)
+        if (g.kind == cc::Group::Kind::Window)
+            EXPECT_TRUE(g.epilogue.empty() || post_ops(g) == "add[channel]") << t.plan.str();
+    EXPECT_TRUE(has_decision(t.plan, "stops: read by 2 ops")) << t.plan.str();
+}
