@@ -174,7 +174,8 @@ struct Fuser {
         if (n.is(Op::DotGeneral) && kind[&n] == Kind::Dot && rank >= 1) {
             // the result's last dim is the GEMM's N only when the rhs has one free dim
             const auto& d = n.attr<DotAttrs>();
-            size_t rhs_free = n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
+            size_t rhs_free =
+                n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
             if (rhs_free == 1) return {rank - 1};
         }
         return {};
@@ -246,7 +247,8 @@ struct Fuser {
         if (us.size() != 1) return "read by " + std::to_string(us.size()) + " ops";
         const Node* u = us[0];
         Op op = u->op();
-        bool binary = op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Max || op == Op::Min;
+        bool binary =
+            op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Max || op == Op::Min;
         if (kind[u] != Kind::Elementwise || !binary)
             return std::string("consumer ") + op_name(op) + " has no post-op";
         if (u->dtype() != DType::F32 || u->shape() != cur->shape())
@@ -403,7 +405,7 @@ struct Fuser {
                     ok = false;
                     why = std::string("consumer ") + op_name(u->op()) + " is not in a kernel";
                     if (g != group_of.end() && !groups[g->second].epilogue.empty())
-                        why = std::string("operand of a post-op of ") + groups[g->second].roots[0]->describe(1);
+                        why = "operand of a post-op of " + groups[g->second].roots[0]->describe(1);
                     break;
                 }
                 gs.insert(g->second);

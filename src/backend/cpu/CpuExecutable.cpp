@@ -253,7 +253,8 @@ private:
             const Group& g = c_.plan.groups[gi];
             GroupCall gc;
             gc.in_slots = operand_slots(g);
-            for (size_t k = 0; k < g.roots.size(); ++k) gc.out_slots.push_back(slot_.at(g.result(k).get()));
+            for (size_t k = 0; k < g.roots.size(); ++k)
+                gc.out_slots.push_back(slot_.at(g.result(k).get()));
             for (int s : gc.in_slots) gc.bytes += numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
             for (int s : gc.out_slots) {
                 int64_t b = numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
@@ -346,8 +347,9 @@ private:
             const Node* r = g.roots[0].get();
             const TensorType& t = plan.types[gc.out_slots[0]];
             Array out = buffer(plan, gc.out_slots[0], t);
-            bool applied = dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
-                                       r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
+            bool applied =
+                dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
+                            r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
             if (!applied) out = epilogue_reference(g, out, plan, env, counter);
             env[gc.out_slots[0]] = std::move(out);
             return;
@@ -361,7 +363,8 @@ private:
                     return;
                 }
                 ref::KernelCtx ctx{*r, ins, plan.node_types.at(r), counter};
-                env[gc.out_slots[0]] = epilogue_reference(g, ref::kernel_for(r->op())(ctx), plan, env, counter);
+                env[gc.out_slots[0]] =
+                    epilogue_reference(g, ref::kernel_for(r->op())(ctx), plan, env, counter);
                 return;
             }
             const TensorType& t = plan.types[gc.out_slots[0]];
@@ -396,12 +399,13 @@ private:
     /// The epilogue of a library call that did not apply it (the reference kernel ran, or the
     /// result is empty or had nothing to contract): its nodes' reference kernels on `value`,
     /// the call's own result.
-    Array epilogue_reference(const Group& g, Array value, const CallPlan& plan, const std::vector<Array>& env,
-                             uint64_t counter) const {
+    Array epilogue_reference(const Group& g, Array value, const CallPlan& plan,
+                             const std::vector<Array>& env, uint64_t counter) const {
         std::unordered_map<const Node*, Array> memo{{g.roots[0].get(), std::move(value)}};
         std::function<Array(const Node*)> eval = [&](const Node* n) -> Array {
             if (auto it = memo.find(n); it != memo.end()) return it->second;
-            if (auto s = slot_.find(n); s != slot_.end() && env[s->second].defined()) return env[s->second];
+            if (auto s = slot_.find(n); s != slot_.end() && env[s->second].defined())
+                return env[s->second];
             std::vector<Array> ins;
             for (size_t i = 0; i < n->num_inputs(); ++i) {
                 const Node* x = n->input(i).get();

@@ -31,7 +31,8 @@ dnnl::memory::desc post_operand_desc(const compiler::PostOp& p, const ChannelDim
     dnnl::memory::dims d(size_t(c.rank), 1);
     if (p.per_channel) d[size_t(c.dim)] = c.channels;
     dnnl::memory::dims strides(d.size(), 1);
-    for (int i = c.rank - 2; i >= 0; --i) strides[size_t(i)] = strides[size_t(i) + 1] * d[size_t(i) + 1];
+    for (int i = c.rank - 2; i >= 0; --i)
+        strides[size_t(i)] = strides[size_t(i) + 1] * d[size_t(i) + 1];
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
 }
 
