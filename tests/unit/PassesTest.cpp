@@ -892,3 +892,26 @@ TEST(Epilogue, NnConvBlocksInEvalMode) {
             EXPECT_TRUE(g.epilogue.empty() || post_ops(g) == "add[channel]") << t.plan.str();
     EXPECT_TRUE(has_decision(t.plan, "stops: read by 2 ops")) << t.plan.str();
 }
+
+// the leading affine steps become the call's bias and per-output-channel weight scales, folded
+// on every call from the operands' current values (Note [Affine prefix] in Dnnl.cpp): new
+// statistics through the cached primitive, a grouped conv (the weights' rows are output channels), and a
+// scalar variable operand
+TEST(Epilogue, AffinePrefixFollowsItsOperands) {
+    Placeholder x({2, 8, 6, 6}, f32, "x");
+    Placeholder w({16, 4, 3, 3}, f32, "w");
+    Placeholder m({16}, f32, "m"), v({16}, f32, "v"), ga({16}, f32, "ga"), be({16}, f32, "be");
+    Placeholder k({}, f32, "k");
+    Tensor y = nn::relu(bn_eval(conv2d(x, w, {}, "SAME", {}, 2), m, v, ga, be, 16) * k);
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(post_ops(*library_group(c.plan, Op::Conv)),
+              "sub[channel] mul[channel] mul[channel] add[channel] mul[1] relu")
+        << c.plan.str();
+    for (uint64_t seed : {100, 200}) {
+        std::vector<Array> args = {random_array(f32, {2, 8, 6, 6}, seed), random_array(f32, {16, 4, 3, 3}, seed + 1),
+                                   random_array(f32, {16}, seed + 2), positive({16}, seed + 3),
+                                   random_array(f32, {16}, seed + 4), random_array(f32, {16}, seed + 5),
+                                   positive({}, seed + 6)};
+        expect_cpu_near_reference({x, w, m, v, ga, be, k}, {y}, args);
+    }
+}

@@ -92,6 +92,10 @@ struct WindowPrimitive {
     memory::desc forward_src, forward_dst, forward_scratch;
     std::vector<compiler::PostOp> epilogue; // applied in the call (conv only)
     ChannelDim channel;                     // where its per-channel operands vary
+    // the epilogue's first `affine` steps are the bias and weight scales (Note [Affine prefix])
+    size_t affine = 0;
+    bool scale_weights = false;
+    memory::desc bias, weights_user;
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
     size_t temp_bytes = 0; // the temporaries of one call
 };
@@ -193,9 +197,14 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 }
 
 dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
-                                                          const dnnl::primitive_attr& attr) {
-    dnnl::convolution_forward::desc desc(pk, dnnl::algorithm::convolution_direct, d.src, d.weights,
-                                         d.dst, d.strides, d.dilates, d.lo, d.hi);
+                                                          const dnnl::primitive_attr& attr,
+                                                          const memory::desc& bias = {}) {
+    auto alg = dnnl::algorithm::convolution_direct;
+    auto desc = bias.get_size()
+                    ? dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, bias, d.dst,
+                                                      d.strides, d.dilates, d.lo, d.hi)
+                    : dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, d.dst, d.strides,
+                                                      d.dilates, d.lo, d.hi);
     return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
@@ -210,13 +219,20 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         // the epilogue's per-channel operands are [1, C, 1...] whatever our buffer's layout
         p->epilogue = epilogue;
         p->channel = {int(y.size()), 1, y[1]};
+        p->affine = affine_prefix(epilogue, true);
+        for (size_t i = 0; i < p->affine; ++i)
+            p->scale_weights = p->scale_weights || epilogue[i].op == Op::Mul ||
+                               (epilogue[i].kind == compiler::PostOp::Kind::Linear &&
+                                epilogue[i].alpha != 1);
+        if (p->affine) p->bias = memory::desc({y[1]}, dt::f32, memory::format_tag::a);
         dnnl::primitive_attr conv_attr = user_scratchpad();
-        set_post_ops(conv_attr, epilogue, p->channel);
+        set_post_ops(conv_attr, epilogue, p->channel, p->affine);
         auto pd = first_fast([&](Layout l) {
             return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
-                                   conv_attr);
+                                   conv_attr, p->bias);
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.out_blocked());
+        if (p->scale_weights) p->weights_user = d.weights_user;
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
@@ -356,6 +372,7 @@ size_t temp_bytes(const WindowPrimitive& p) {
     if (p.forward)
         n += aligned(p.workspace.get_size()) + aligned(p.forward_dst.get_size()) +
              aligned(p.forward_scratch.get_size());
+    n += aligned(p.bias.get_size()) + aligned(p.weights_user.get_size());
     return n;
 }
 
@@ -492,8 +509,28 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
     memory out_user;
+    void* weights = nullptr; // scaled weights (Note [Affine prefix])
+    if (p.affine) {
+        int64_t c = p.channel.channels;
+        thread_local std::vector<float> scale;
+        scale.resize(size_t(c));
+        memory bias = arena.take(p.bias);
+        affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
+                  static_cast<float*>(bias.get_data_handle()));
+        args[DNNL_ARG_BIAS] = bias;
+        if (p.scale_weights) {
+            memory w = arena.take(p.weights_user);
+            const float* src = static_cast<const float*>(in[1]->raw());
+            float* dst = static_cast<float*>(w.get_data_handle());
+            int64_t row = in[1]->size() / c;
+            for (int64_t o = 0; o < c; ++o)
+                for (int64_t k = 0; k < row; ++k) dst[o * row + k] = src[o * row + k] * scale[size_t(o)];
+            weights = dst;
+        }
+    }
     for (const WindowArg& a : p.args) {
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
+        if (a.operand == 1 && weights) ptr = weights;
         memory user(a.user, e, ptr);
         if (!a.reorder) {
             args[a.id] = user;
@@ -520,7 +557,7 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         p.forward.execute(s, fargs);
         args[DNNL_ARG_WORKSPACE] = ws;
     }
-    add_post_op_args(args, p.epilogue, post_operands, p.channel);
+    add_post_op_args(args, p.epilogue, post_operands, p.channel, p.affine);
     p.main.execute(s, args);
     for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
     s.wait();

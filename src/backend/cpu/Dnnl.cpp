@@ -51,10 +51,11 @@ dnnl::algorithm binary_algorithm(Op op) {
 } // namespace
 
 void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp>& epilogue,
-                  const ChannelDim& c) {
-    if (epilogue.empty()) return;
+                  const ChannelDim& c, size_t first) {
+    if (epilogue.size() <= first) return;
     dnnl::post_ops ops;
-    for (const auto& p : epilogue) {
+    for (size_t i = first; i < epilogue.size(); ++i) {
+        const compiler::PostOp& p = epilogue[i];
         using K = compiler::PostOp::Kind;
         switch (p.kind) {
         case K::Binary: ops.append_binary(binary_algorithm(p.op), post_operand_desc(p, c)); break;
@@ -70,6 +71,55 @@ void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp
     attr.set_post_ops(ops);
 }
 
+// Note [Affine prefix]
+// oneDNN 2.6's jit convolution pays for each binary post-op about what a separate pass over
+// the result costs (conv 32->32, 32x32, batch 32, 1 thread: 4.0 ms plain or with bias and relu,
+// 4.4 with one per-channel binary post-op, 5.3 with four; `/tmp`-style microbenchmark in
+// docs/performance.md "Epilogue fusion"), while its bias and an eltwise relu are free. So the
+// leading per-channel affine steps of an epilogue (a bias add; eval batch norm's sub, mul, mul,
+// add) are not given as post-ops: each call folds them into y = scale[c] * x + shift[c] (C
+// values, computed from the operands' buffers), passes shift as the call's bias and, when
+// some step multiplies, scales the weights' rows by scale (a copy of the weights each call,
+// small next to the convolution: batch norm folding, done per call because the operands may
+// change between calls). A matmul takes only the shift (scaling its weights would copy K x N
+// floats). The remaining post-ops (relu, and whatever follows a step that is not affine) stay.
+size_t affine_prefix(const std::vector<compiler::PostOp>& epilogue, bool scale) {
+    using K = compiler::PostOp::Kind;
+    size_t n = 0;
+    for (const auto& p : epilogue) {
+        bool affine = (p.kind == K::Binary && (p.op == Op::Add || p.op == Op::Sub ||
+                                               (scale && p.op == Op::Mul))) ||
+                      (p.kind == K::Linear && (scale || p.alpha == 1));
+        if (!affine) break;
+        ++n;
+    }
+    return n;
+}
+
+void affine_of(const std::vector<compiler::PostOp>& epilogue, size_t n,
+               const std::vector<const Array*>& operands, int64_t channels, float* scale,
+               float* shift) {
+    for (int64_t c = 0; c < channels; ++c) {
+        // in f32, step by step, as the ops would round
+        float s = 1, t = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const compiler::PostOp& p = epilogue[i];
+            if (p.kind == compiler::PostOp::Kind::Linear) {
+                s *= float(p.alpha);
+                t = t * float(p.alpha) + float(p.beta);
+                continue;
+            }
+            const float* v = static_cast<const float*>(operands[i]->raw());
+            float x = v[p.per_channel ? c : 0];
+            if (p.op == Op::Add) t += x;
+            if (p.op == Op::Sub) t -= x;
+            if (p.op == Op::Mul) s *= x, t *= x;
+        }
+        scale[c] = s;
+        shift[c] = t;
+    }
+}
+
 std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue) {
     std::string k;
     char buf[96];
@@ -83,11 +133,12 @@ std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue) {
 
 void add_post_op_args(std::unordered_map<int, dnnl::memory>& args,
                       const std::vector<compiler::PostOp>& epilogue,
-                      const std::vector<const Array*>& operands, const ChannelDim& c) {
-    for (size_t i = 0; i < epilogue.size(); ++i) {
+                      const std::vector<const Array*>& operands, const ChannelDim& c,
+                      size_t first) {
+    for (size_t i = first; i < epilogue.size(); ++i) {
         if (epilogue[i].kind != compiler::PostOp::Kind::Binary) continue;
         SJ_ASSERT(i < operands.size() && operands[i]) << "post-op " << i << " has no operand";
-        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1] =
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i - first)) | DNNL_ARG_SRC_1] =
             dnnl::memory(post_operand_desc(epilogue[i], c), dnnl_engine(),
                          const_cast<void*>(operands[i]->raw()));
     }

@@ -26,9 +26,20 @@ struct ChannelDim {
     int64_t channels = 0;
 };
 
-/// `attr` with the epilogue's post-ops (Note [Epilogue fusion] in src/compiler/Fusion.cpp).
+/// `attr` with the epilogue's post-ops from `first` on (Note [Epilogue fusion] in
+/// src/compiler/Fusion.cpp; the ones before are the call's bias and weight scales: Note [Affine
+/// prefix]).
 void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp>& epilogue,
-                  const ChannelDim& c);
+                  const ChannelDim& c, size_t first = 0);
+
+/// How many leading post-ops are per-channel affine steps (add, sub, mul by a per-channel or
+/// one value; linear), the ones that only shift (no mul, linear with alpha 1) when !scale.
+size_t affine_prefix(const std::vector<compiler::PostOp>& epilogue, bool scale);
+
+/// The first n post-ops as y = scale[c] * x + shift[c], computed from their operands.
+void affine_of(const std::vector<compiler::PostOp>& epilogue, size_t n,
+               const std::vector<const Array*>& operands, int64_t channels, float* scale,
+               float* shift);
 
 /// The post-ops' part of a primitive cache key.
 std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue);
@@ -37,6 +48,7 @@ std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue);
 /// primitive's execution arguments.
 void add_post_op_args(std::unordered_map<int, dnnl::memory>& args,
                       const std::vector<compiler::PostOp>& epilogue,
-                      const std::vector<const Array*>& operands, const ChannelDim& c);
+                      const std::vector<const Array*>& operands, const ChannelDim& c,
+                      size_t first = 0);
 
 } // namespace sj::cpu

@@ -101,6 +101,8 @@ ChannelDim gemm_channels(const GemmKey& key) { return {3, 2, key.n}; }
 struct Gemm {
     dnnl::matmul prim;
     dnnl::memory::desc a, b, c;
+    size_t shift = 0;       // the epilogue's leading adds, the call's bias (Note [Affine prefix])
+    dnnl::memory::desc bias;
     size_t scratch_bytes = 0;
 };
 
@@ -121,9 +123,12 @@ const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& ep
     g.c = memory::desc({B, M, N}, memory::data_type::f32, memory::dims{M * N, N, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    set_post_ops(attr, epilogue, gemm_channels(key));
+    g.shift = affine_prefix(epilogue, false);
+    set_post_ops(attr, epilogue, gemm_channels(key), g.shift);
+    if (g.shift) g.bias = memory::desc({1, 1, N}, memory::data_type::f32, memory::dims{N, N, 1});
     try {
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(g.a, g.b, g.c), attr, dnnl_engine());
+        auto desc = g.shift ? dnnl::matmul::desc(g.a, g.b, g.bias, g.c) : dnnl::matmul::desc(g.a, g.b, g.c);
+        dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
         g.scratch_bytes = pd.scratchpad_desc().get_size();
         g.prim = dnnl::matmul(pd);
     } catch (const dnnl::error& e) {
@@ -147,7 +152,14 @@ void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c,
               scratch.data());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb},
                                          {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
-    add_post_op_args(args, epilogue, post_operands, gemm_channels(key));
+    thread_local std::vector<float> scale, shift;
+    if (g.shift) {
+        scale.resize(size_t(key.n));
+        shift.resize(size_t(key.n));
+        affine_of(epilogue, g.shift, post_operands, key.n, scale.data(), shift.data());
+        args[DNNL_ARG_BIAS] = memory(g.bias, e, shift.data());
+    }
+    add_post_op_args(args, epilogue, post_operands, gemm_channels(key), g.shift);
     g.prim.execute(stream, args);
     stream.wait();
 }
