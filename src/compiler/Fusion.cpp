@@ -71,7 +71,9 @@ std::string PostOp::str() const {
 // linear step whose parameters differ from an earlier one of its kind ends the epilogue
 // (Epilogue.OneParameterSetPerEltwiseKind). In training, autodiff of relu reads
 // the pre-activation and batch norm's statistics read the conv result: those epilogues stop at
-// once, while the logits' bias add usually folds.
+// once, while the logits' bias add usually folds. How the backend hands the chain to oneDNN
+// (the leading affine steps as bias and weight scales, the rest as post-ops) is Note [Affine
+// prefix] in src/backend/cpu/Dnnl.cpp.
 
 namespace {
 

@@ -74,7 +74,7 @@ void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp
 // Note [Affine prefix]
 // oneDNN 2.6's jit convolution pays for each binary post-op about what a separate pass over
 // the result costs (conv 32->32, 32x32, batch 32, 1 thread: 4.0 ms plain or with bias and relu,
-// 4.4 with one per-channel binary post-op, 5.3 with four; `/tmp`-style microbenchmark in
+// 4.4 with one per-channel binary post-op, 5.3 with four: the standalone measurement in
 // docs/performance.md "Epilogue fusion"), while its bias and an eltwise relu are free. So the
 // leading per-channel affine steps of an epilogue (a bias add; eval batch norm's sub, mul, mul,
 // add) are not given as post-ops: each call folds them into y = scale[c] * x + shift[c] (C
