@@ -699,6 +699,9 @@ TEST(Epilogue, ConvEvalBatchNormReluPlainAndBlocked) {
                                    random_array(f32, {ch}, 42), positive({ch}, 43),
                                    random_array(f32, {ch}, 44), random_array(f32, {ch}, 45)};
         expect_cpu_near_reference({x, w, m, v, ga, be}, {y}, args);
+        // an empty batch: no primitive; the reference kernels run the conv and its epilogue
+        args[0] = random_array(f32, {0, 4, 6, 6}, 46);
+        expect_cpu_near_reference({x, w, m, v, ga, be}, {y}, args);
     }
 }
 
