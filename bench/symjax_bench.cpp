@@ -144,7 +144,8 @@ void mlp_train() {
     emit("mlp_train", "train", 1.0 / s, "steps/s",
          "\"batch\": " + std::to_string(batch) + ", \"samples_per_s\": " + std::to_string(batch / s) +
              ", \"kernels\": " + std::to_string(step.stats().kernels) +
-             ", \"library_calls\": " + std::to_string(step.stats().library_calls));
+             ", \"library_calls\": " + std::to_string(step.stats().library_calls) +
+             ", \"post_ops\": " + std::to_string(step.stats().post_ops));
     Tensor logits = [&] {
         Tensor h = m.x;
         for (int l = 0; l < 3; ++l) {
@@ -271,7 +272,8 @@ void cnn_train() {
              "\"arch\": \"" + arch + "\", \"batch\": " + std::to_string(batch) +
                  ", \"ms_per_step\": " + std::to_string(s * 1e3) +
                  ", \"kernels\": " + std::to_string(f.stats().kernels) +
-                 ", \"library_calls\": " + std::to_string(f.stats().library_calls));
+                 ", \"library_calls\": " + std::to_string(f.stats().library_calls) +
+                 ", \"post_ops\": " + std::to_string(f.stats().post_ops));
         if (profile) std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
                                   static_cast<long long>(batch), f.profile_report().c_str());
     };

@@ -56,6 +56,7 @@ struct FunctionStats {
     size_t nodes = 0;          // primitive nodes executed per call
     size_t kernels = 0;        // generated kernels (0 for the reference backend)
     size_t library_calls = 0;  // vendor library calls
+    size_t post_ops = 0;       // elementwise ops applied inside library calls (oneDNN post-ops)
     int64_t intermediate_bytes = 0;
     int64_t peak_arena_bytes = 0;
 };

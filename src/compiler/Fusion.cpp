@@ -19,12 +19,61 @@ size_t FusionPlan::kernels() const {
     return std::count_if(groups.begin(), groups.end(),
                          [](const Group& g) { return g.kind == Group::Kind::Kernel; });
 }
+size_t FusionPlan::post_ops() const {
+    size_t n = 0;
+    for (const auto& g : groups) n += g.epilogue.size();
+    return n;
+}
 size_t FusionPlan::library_calls() const {
     return std::count_if(groups.begin(), groups.end(),
                          [](const Group& g) {
                              return g.kind == Group::Kind::Dot || g.kind == Group::Kind::Window;
                          });
 }
+
+std::string PostOp::str() const {
+    std::ostringstream os;
+    switch (kind) {
+    case Kind::Binary: os << op_name(op) << (per_channel ? "[channel]" : "[1]"); break;
+    case Kind::Relu: os << "relu"; if (alpha != 0) os << "(" << alpha << ")"; break;
+    case Kind::Linear: os << "linear(" << alpha << ", " << beta << ")"; break;
+    }
+    return os.str();
+}
+
+// Note [Epilogue fusion]
+// A convolution or an f32 matmul is followed by elementwise ops in most networks: a bias add,
+// batch norm in eval mode (sub, mul, mul, add by per-channel vectors), relu (max(x, 0)), leaky
+// relu (where(x >= 0, x, x * s)). As separate kernels they read the library call's result back
+// from memory; oneDNN applies them inside the call, on the result while it is in cache, as
+// post-ops (binary add/sub/mul/max/min with a per-channel or one-value operand, eltwise relu and
+// linear). So before grouping, fusion walks from each f32 conv / dot_general down its chain of
+// single consumers:
+//
+//   y = conv(x, w)          group (window): conv(x, w)
+//   a = y - mean[C]           post-ops: sub[channel] mul[channel] add[channel] relu
+//   b = a * scale[C]    ->    materialises r; mean, scale and bias are loaded from their
+//   c = b + bias[C]           buffers, which groups before it materialise
+//   r = max(c, 0)
+//
+// An op joins while the value so far has exactly one reader (that op; the leaky-relu diamond
+// counts as one) and is no function output, and the op's other operand is a scalar constant or
+// a buffer broadcast along every dim but the channels: conv's dim 1 (blocked results [N, C/16,
+// s..., 16]: dims 1 and the last, whose row-major bytes are the plain [C] vector's; Note
+// [Channel-blocked layout]), matmul's last dim (with one rhs free dim, so that it is the GEMM's
+// N). The first op that does not qualify ends the epilogue; it and the rest fuse into kernels as
+// before. The ops of the epilogue belong to the library group (so they are in no kernel), its
+// last op's value is the group's result, and an operand's buffer is materialised before the
+// call (a computed per-channel operand, e.g. rsqrt(var + eps), becomes a small kernel of its
+// own; an explicit broadcast of it is address arithmetic). Scalar affine steps in a row compose
+// into one linear post-op. oneDNN 2.6's jit convolution applies one parameter set per eltwise
+// algorithm of a chain (relu(leaky_relu(y, 0.1) + b) computed a leaky relu twice), so a relu or
+// linear step whose parameters differ from an earlier one of its kind ends the epilogue
+// (Epilogue.OneParameterSetPerEltwiseKind). In training, autodiff of relu reads
+// the pre-activation and batch norm's statistics read the conv result: those epilogues stop at
+// once, while the logits' bias add usually folds. How the backend hands the chain to oneDNN
+// (the leading affine steps as bias and weight scales, the rest as post-ops) is Note [Affine
+// prefix] in src/backend/cpu/Dnnl.cpp.
 
 namespace {
 
@@ -114,10 +163,219 @@ struct Fuser {
         return id;
     }
 
+    // ---- epilogues (Note [Epilogue fusion]) ------------------------------------------------
+
+    /// The dims of a library op's result that hold its channels (empty: no epilogue).
+    std::vector<size_t> channel_dims(const Node& n) {
+        if (n.dtype() != DType::F32) return {};
+        size_t rank = n.shape().size();
+        if (n.is(Op::Conv) && kind[&n] == Kind::Window) {
+            if (detail::blocked_mask(n) & detail::kBlockedResult) return {1, rank - 1};
+            return {1};
+        }
+        if (n.is(Op::DotGeneral) && kind[&n] == Kind::Dot && rank >= 1) {
+            // the result's last dim is the GEMM's N only when the rhs has one free dim
+            const auto& d = n.attr<DotAttrs>();
+            size_t rhs_free =
+                n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
+            if (rhs_free == 1) return {rank - 1};
+        }
+        return {};
+    }
+
+    /// An operand of an epilogue op, as a post-op takes it.
+    struct Operand {
+        const Node* buffer = nullptr; // a buffer of the values in channel order (or one value)
+        bool constant = false;        // one value known now
+        double value = 0;
+        bool per_channel = false;
+        std::vector<const Node*> broadcasts; // explicit broadcasts stripped (address arithmetic)
+    };
+
+    /// Reads `x`, an operand of an elementwise op over the shape `out`, as a post-op operand:
+    /// one value, or a buffer broadcast along every dim of `out` but the channel dims `ch`.
+    /// Empty string on success, else why not.
+    std::string post_operand(const Node* x, const Shape& out, const std::vector<size_t>& ch,
+                             Operand& o) {
+        size_t r = out.size();
+        if (x->shape().size() > r) return "operand of higher rank";
+        std::vector<size_t> map; // operand dim -> result dim (implicit broadcasts right-align)
+        for (size_t i = 0; i < x->shape().size(); ++i) map.push_back(r - x->shape().size() + i);
+        while (x->is(Op::Broadcast)) {
+            if (root_set.count(x)) return "operand " + x->describe(1) + " is a function output";
+            for (const Node* u : users[x]) {
+                Kind k = kind[u];
+                if (!(k == Kind::Elementwise || k == Kind::Movement || k == Kind::Reduce))
+                    return "operand " + x->describe(1) + " is also read by " + op_name(u->op());
+            }
+            const auto& a = x->attr<BroadcastAttrs>();
+            std::vector<size_t> m;
+            for (int64_t d : a.dims) m.push_back(map[size_t(d)]);
+            o.broadcasts.push_back(x);
+            x = x->input(0).get();
+            map = std::move(m);
+        }
+        if (x->dtype() != DType::F32) return "operand is not f32";
+        const Shape& s = x->shape();
+        Shape eff(r, 1); // the operand's dims as result dims
+        for (size_t i = 0; i < s.size(); ++i) {
+            if (s[i] < 0) return "operand " + x->describe(1) + " has a dynamic dim";
+            eff[map[i]] = s[i];
+        }
+        bool one = numel(s) == 1;
+        for (size_t d = 0; d < r && !one; ++d) {
+            bool channel = std::find(ch.begin(), ch.end(), d) != ch.end();
+            if (channel ? eff[d] != out[d] : eff[d] != 1)
+                return "operand " + x->describe(1) + " " + shape_str(s) + " is not per-channel";
+        }
+        if (one && x->is(Op::Constant)) {
+            o.constant = true;
+            o.value = x->attr<ConstantAttrs>().value.at(0);
+        }
+        // a movement op over a buffer is inline address arithmetic: no buffer of its own
+        if (kind[x] == Kind::Movement) return "operand " + x->describe(1) + " is a movement op";
+        o.buffer = x;
+        o.per_channel = !one;
+        return "";
+    }
+
+    /// The post-op computing cur's one consumer (or the leaky-relu diamond of three): the ops
+    /// it covers in `members`, the broadcasts it strips in `bcasts`. Empty string on success.
+    std::string match_post_op(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
+                              std::vector<const Node*>& members, std::vector<const Node*>& bcasts) {
+        if (root_set.count(cur)) return cur->describe(1) + " is a function output";
+        const auto& us = users[cur];
+        if (us.size() == 3) return match_leaky_relu(cur, ch, p, members, bcasts);
+        if (us.size() != 1) return "read by " + std::to_string(us.size()) + " ops";
+        const Node* u = us[0];
+        Op op = u->op();
+        bool binary =
+            op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Max || op == Op::Min;
+        if (kind[u] != Kind::Elementwise || !binary)
+            return std::string("consumer ") + op_name(op) + " has no post-op";
+        if (u->dtype() != DType::F32 || u->shape() != cur->shape())
+            return std::string("consumer ") + op_name(op) + " changes the type";
+        if (u->input(0).get() == cur && u->input(1).get() == cur)
+            return std::string("consumer ") + op_name(op) + " reads the value twice";
+        size_t ci = u->input(0).get() == cur ? 0 : 1;
+        Operand o;
+        std::string why = post_operand(u->input(1 - ci).get(), cur->shape(), ch, o);
+        if (!why.empty() && !o.constant) return why;
+        p.node = u->shared_from_this();
+        p.op = op;
+        if (o.constant && op != Op::Max && op != Op::Min) {
+            double c = o.value;
+            p.kind = PostOp::Kind::Linear;
+            if (op == Op::Add) p.alpha = 1, p.beta = c;
+            if (op == Op::Sub) p.alpha = ci == 0 ? 1 : -1, p.beta = ci == 0 ? -c : c;
+            if (op == Op::Mul) p.alpha = c, p.beta = 0;
+        } else if (o.constant && op == Op::Max && o.value == 0) {
+            p.kind = PostOp::Kind::Relu;
+            p.alpha = 0;
+        } else {
+            if (!why.empty()) return why;
+            if (op == Op::Sub && ci == 1) return "the value is subtracted from its operand";
+            p.kind = PostOp::Kind::Binary;
+            p.operand = o.buffer->shared_from_this();
+            p.per_channel = o.per_channel;
+        }
+        members = {u};
+        bcasts = o.broadcasts;
+        return "";
+    }
+
+    /// where(x >= 0, x, x * s) (nn::leaky_relu) -> relu with negative slope s.
+    std::string match_leaky_relu(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
+                                 std::vector<const Node*>& members,
+                                 std::vector<const Node*>& bcasts) {
+        const Node *w = nullptr, *ge = nullptr, *mul = nullptr;
+        for (const Node* u : users[cur]) {
+            if (u->is(Op::Where)) w = u;
+            if (u->is(Op::Ge) || u->is(Op::Gt)) ge = u;
+            if (u->is(Op::Mul)) mul = u;
+        }
+        const std::string no = "read by 3 ops (not a leaky relu)";
+        if (!w || !ge || !mul || root_set.count(ge) || root_set.count(mul)) return no;
+        if (w->input(0).get() != ge || w->input(1).get() != cur || w->input(2).get() != mul)
+            return no;
+        if (users[ge].size() != 1 || users[mul].size() != 1) return no;
+        if (w->dtype() != DType::F32 || w->shape() != cur->shape()) return no;
+        Operand zero, slope;
+        post_operand(ge->input(1).get(), cur->shape(), ch, zero);
+        if (ge->input(0).get() != cur || !zero.constant || zero.value != 0) return no;
+        size_t ci = mul->input(0).get() == cur ? 0 : 1;
+        post_operand(mul->input(1 - ci).get(), cur->shape(), ch, slope);
+        if (!slope.constant || mul->input(ci).get() != cur) return no;
+        p.kind = PostOp::Kind::Relu;
+        p.op = Op::Where;
+        p.alpha = slope.value;
+        p.node = w->shared_from_this();
+        members = {ge, mul, w};
+        bcasts = zero.broadcasts;
+        bcasts.insert(bcasts.end(), slope.broadcasts.begin(), slope.broadcasts.end());
+        return "";
+    }
+
+    /// Gives each f32 conv and matmul the epilogue its chain of consumers allows: the library
+    /// groups are made here, with the epilogue's ops as members.
+    void find_epilogues() {
+        for (const Node* n : order) {
+            std::vector<size_t> ch = channel_dims(*n);
+            if (ch.empty()) continue;
+            std::vector<PostOp> epi;
+            std::vector<const Node*> members, bcasts;
+            const Node* cur = n;
+            std::string stop;
+            while (true) {
+                PostOp p;
+                std::vector<const Node*> ms, bs;
+                stop = match_post_op(cur, ch, p, ms, bs);
+                if (!stop.empty()) break;
+                bool eltwise = p.kind != PostOp::Kind::Binary;
+                if (eltwise && !epi.empty() && epi.back().kind == PostOp::Kind::Linear &&
+                    p.kind == PostOp::Kind::Linear) {
+                    // a2 (a1 x + b1) + b2: one linear post-op
+                    PostOp& q = epi.back();
+                    q.beta = p.alpha * q.beta + p.beta;
+                    q.alpha = p.alpha * q.alpha;
+                    q.node = p.node;
+                } else {
+                    // oneDNN 2.6's jit convolution applies one parameter set per eltwise
+                    // algorithm of a chain (Note [Epilogue fusion])
+                    bool clash = false;
+                    for (const auto& q : epi)
+                        clash = clash || (eltwise && q.kind == p.kind &&
+                                          (q.alpha != p.alpha || q.beta != p.beta));
+                    if (clash) {
+                        stop = "a second " + p.str() + " post-op with other parameters";
+                        break;
+                    }
+                    epi.push_back(p);
+                }
+                members.insert(members.end(), ms.begin(), ms.end());
+                bcasts.insert(bcasts.end(), bs.begin(), bs.end());
+                cur = p.node.get();
+            }
+            std::string what = n->describe(1);
+            if (epi.empty()) {
+                plan.decisions.push_back("no epilogue for " + what + ": " + stop);
+                continue;
+            }
+            std::string ops;
+            for (const auto& p : epi) ops += " " + p.str();
+            plan.decisions.push_back("epilogue of " + what + ":" + ops + "; stops: " + stop);
+            int id = new_group(n->is(Op::Conv) ? Group::Kind::Window : Group::Kind::Dot, n);
+            groups[size_t(id)].epilogue = std::move(epi);
+            for (const Node* m : members) group_of[m] = id;
+            for (const Node* b : bcasts) dup[b] = true;
+        }
+    }
+
     void assign() {
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             const Node* n = *it;
             Kind k = kind[n];
+            if (group_of.count(n)) continue; // a library op with its epilogue, or a member
             if (k == Kind::Leaf || duplicable(n)) continue;
             if (k == Kind::View) { new_group(Group::Kind::View, n); continue; }
             if (k == Kind::Dot) { new_group(Group::Kind::Dot, n); continue; }
@@ -148,6 +406,8 @@ struct Fuser {
                 if (g == group_of.end() || groups[g->second].kind != Group::Kind::Kernel) {
                     ok = false;
                     why = std::string("consumer ") + op_name(u->op()) + " is not in a kernel";
+                    if (g != group_of.end() && !groups[g->second].epilogue.empty())
+                        why = "operand of a post-op of " + groups[g->second].roots[0]->describe(1);
                     break;
                 }
                 gs.insert(g->second);
@@ -495,6 +755,7 @@ FusionPlan fuse(const std::vector<NodePtr>& roots) {
         std::sort(us.begin(), us.end());
         us.erase(std::unique(us.begin(), us.end()), us.end());
     }
+    f.find_epilogues();
     f.assign();
     f.merge_siblings();
     for (size_t g = 0; g < f.plan.groups.size(); ++g)
@@ -508,6 +769,12 @@ std::string FusionPlan::str() const {
         const Group& g = groups[i];
         os << "group " << i << " (" << kind_name(g.kind) << "):";
         for (const auto& r : g.roots) os << " " << r->describe(1) << " " << type_str(r->type());
+        if (!g.epilogue.empty()) {
+            os << "  post-ops:";
+            for (const auto& p : g.epilogue) os << " " << p.str();
+            const NodePtr& r = g.result(0);
+            os << " -> " << r->describe(1) << " " << type_str(r->type());
+        }
         if (g.kind == Group::Kind::Kernel)
             os << "  [" << g.insts.size() << " insts, " << g.loads.size() << " loads, space "
                << shape_str(g.space->shape()) << ", reduce " << shape_str(g.reduce_axes) << "]";

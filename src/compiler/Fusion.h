@@ -20,6 +20,25 @@ struct LoadSite {
     int chain = 0;  // index into FusionPlan::chains
 };
 
+/// One elementwise op of a library call's epilogue, applied inside the call (oneDNN post-ops;
+/// Note [Epilogue fusion] in Fusion.cpp). The chain value (the call's result after the earlier
+/// post-ops) is the op's first operand.
+struct PostOp {
+    /// Binary: chain `op` operand (add, sub, mul, max, min), the operand a per-channel vector
+    /// or one value in a buffer; Relu: x >= 0 ? x : alpha * x; Linear: alpha * x + beta.
+    enum class Kind : uint8_t { Binary, Relu, Linear };
+    Kind kind = Kind::Binary;
+    Op op = Op::Add;
+    /// Binary: the buffer of the operand's values: the channels' values in channel order
+    /// (per_channel) or one value. A leaf or a value another group materialises.
+    NodePtr operand;
+    bool per_channel = false;
+    double alpha = 1, beta = 0;
+    /// The graph node whose value this post-op gives (a where for a leaky relu).
+    NodePtr node;
+    std::string str() const;
+};
+
 struct Group {
     /// Kernel: a generated kernel; Dot: a GEMM library call; Window: a convolution or pooling
     /// library call (forward or backward); View: a reshape of a buffer; Fallback: the reference
@@ -34,6 +53,13 @@ struct Group {
     std::vector<KInst> insts;        // Load insts index `loads`
     std::vector<LoadSite> loads;
     std::vector<KOutput> outputs;    // one per root, same order
+    // Dot and Window groups: elementwise ops after the call applied inside it; the group then
+    // materialises the last one's value in place of the call's own result.
+    std::vector<PostOp> epilogue;
+    /// The node whose value the group's k-th buffer holds.
+    const NodePtr& result(size_t k) const {
+        return k == 0 && !epilogue.empty() ? epilogue.back().node : roots[k];
+    }
 };
 
 struct FusionPlan {
@@ -43,6 +69,8 @@ struct FusionPlan {
     std::vector<std::string> decisions;
     size_t kernels() const;
     size_t library_calls() const;
+    /// Elementwise ops applied inside library calls (Note [Epilogue fusion]).
+    size_t post_ops() const;
     std::string str() const;
 };
 

@@ -631,3 +631,291 @@ TEST(Layout, CnnTrainStepMatchesReference) {
     for (int i = 0; i < 4; ++i) yv.data<int32_t>()[i] = (i * 7) % 10;
     expect_cpu_near_reference({x, y}, outs, {xv, yv});
 }
+
+// ---- epilogue fusion (oneDNN post-ops; Note [Epilogue fusion] in src/compiler/Fusion.cpp) ----
+
+namespace {
+const cc::Group* library_group(const cc::FusionPlan& p, Op op) {
+    for (const auto& g : p.groups)
+        if ((g.kind == cc::Group::Kind::Window || g.kind == cc::Group::Kind::Dot) && g.roots[0]->is(op))
+            return &g;
+    return nullptr;
+}
+std::string post_ops(const cc::Group& g) {
+    std::string s;
+    for (const auto& p : g.epilogue) s += (s.empty() ? "" : " ") + p.str();
+    return s;
+}
+/// Eval-mode batch norm over [N, C, H, W]: per-channel affine with the running statistics.
+Tensor bn_eval(const Tensor& y, const Tensor& mean, const Tensor& var, const Tensor& gamma,
+               const Tensor& beta, int64_t c) {
+    auto ch = [&](const Tensor& v) { return reshape(v, {c, 1, 1}); };
+    return (y - ch(mean)) * rsqrt(ch(var) + 1e-5) * ch(gamma) + ch(beta);
+}
+Array positive(Shape s, uint64_t seed) { // variances
+    Array a = random_array(f32, s, seed);
+    for (int64_t i = 0; i < a.size(); ++i) a.data<float>()[i] = std::fabs(a.data<float>()[i]) + 0.5f;
+    return a;
+}
+} // namespace
+
+//   relu(conv(x, w) + b[C])  ->  one conv call with post-ops add[channel] relu; no kernel
+TEST(Epilogue, ConvBiasReluIsOneCall) {
+    Placeholder x({2, 3, 7, 7}, f32, "x");
+    Placeholder w({8, 3, 3, 3}, f32, "w");
+    Placeholder b({8}, f32, "b");
+    Tensor y = nn::relu(conv2d(x, w, {}, "SAME") + reshape(b, {8, 1, 1}));
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(c.plan.kernels(), 0u) << c.plan.str();
+    const cc::Group* g = library_group(c.plan, Op::Conv);
+    ASSERT_TRUE(g) << c.plan.str();
+    EXPECT_EQ(post_ops(*g), "add[channel] relu") << c.plan.str();
+    EXPECT_EQ(g->result(0), y.node());
+    EXPECT_TRUE(has_decision(c.plan, "epilogue of conv")) << c.plan.str();
+    std::vector<Array> args = {random_array(f32, {2, 3, 7, 7}, 31), random_array(f32, {8, 3, 3, 3}, 32),
+                               random_array(f32, {8}, 33)};
+    expect_cpu_near_reference({x, w, b}, {y}, args);
+}
+
+// conv -> eval batch norm -> relu, plain (3, 8 channels) and channel-blocked (16, 32: the
+// operands are [1, C/16, 1, 1, 16] reshapes after the layout pass); a dynamic batch
+TEST(Epilogue, ConvEvalBatchNormReluPlainAndBlocked) {
+    for (int64_t ch : {3, 8, 16, 32}) {
+        SCOPED_TRACE("channels " + std::to_string(ch));
+        Placeholder x({-1, 4, 6, 6}, f32, "x");
+        Placeholder w({ch, 4, 3, 3}, f32, "w");
+        Placeholder m({ch}, f32, "mean"), v({ch}, f32, "var"), ga({ch}, f32, "gamma"), be({ch}, f32, "beta");
+        Tensor y = nn::relu(bn_eval(conv2d(x, w, {}, "SAME"), m, v, ga, be, ch));
+        cc::Compiled c = compile({y});
+        const cc::Group* g = library_group(c.plan, Op::Conv);
+        ASSERT_TRUE(g) << c.plan.str();
+        EXPECT_EQ(post_ops(*g), "sub[channel] mul[channel] mul[channel] add[channel] relu") << c.plan.str();
+        bool blocked = detail::blocked_mask(*g->roots[0]) & detail::kBlockedResult;
+        EXPECT_EQ(blocked, ch % 16 == 0) << c.plan.str();
+        // the one kernel left computes rsqrt(var + eps) over [C, 1, 1], not over the image
+        ASSERT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+        for (const auto& k : c.plan.groups)
+            if (k.kind == cc::Group::Kind::Kernel) EXPECT_EQ(numel(k.space->shape()), ch) << c.plan.str();
+        std::vector<Array> args = {random_array(f32, {3, 4, 6, 6}, 40), random_array(f32, {ch, 4, 3, 3}, 41),
+                                   random_array(f32, {ch}, 42), positive({ch}, 43),
+                                   random_array(f32, {ch}, 44), random_array(f32, {ch}, 45)};
+        expect_cpu_near_reference({x, w, m, v, ga, be}, {y}, args);
+        // an empty batch: no primitive; the reference kernels run the conv and its epilogue
+        args[0] = random_array(f32, {0, 4, 6, 6}, 46);
+        expect_cpu_near_reference({x, w, m, v, ga, be}, {y}, args);
+    }
+}
+
+// nn::leaky_relu is where(x >= 0, x, x * s): three readers of x that are one relu post-op with
+// slope s; a scalar affine step is eltwise linear
+TEST(Epilogue, LeakyReluAndScalarAffine) {
+    Placeholder x({2, 16, 5, 5}, f32, "x");
+    Placeholder w({16, 16, 3, 3}, f32, "w");
+    Placeholder b({16}, f32, "b");
+    Tensor y = nn::leaky_relu((conv2d(x, w, {}, "SAME") + reshape(b, {16, 1, 1})) * 0.5 - 0.25, 0.1);
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(c.plan.kernels(), 0u) << c.plan.str();
+    const cc::Group* g = library_group(c.plan, Op::Conv);
+    ASSERT_TRUE(g) << c.plan.str();
+    ASSERT_EQ(g->epilogue.size(), 3u) << c.plan.str();
+    EXPECT_EQ(g->epilogue[1].kind, cc::PostOp::Kind::Linear) << "* 0.5 - 0.25 as one step";
+    EXPECT_EQ(g->epilogue[1].alpha, 0.5);
+    EXPECT_EQ(g->epilogue[1].beta, -0.25);
+    EXPECT_EQ(g->epilogue[2].kind, cc::PostOp::Kind::Relu);
+    EXPECT_FLOAT_EQ(float(g->epilogue[2].alpha), 0.1f);
+    EXPECT_TRUE(g->result(0)->is(Op::Where)) << "the leaky relu's value is the call's";
+    std::vector<Array> args = {random_array(f32, {2, 16, 5, 5}, 50), random_array(f32, {16, 16, 3, 3}, 51),
+                               random_array(f32, {16}, 52)};
+    expect_cpu_near_reference({x, w, b}, {y}, args);
+}
+
+// the epilogue stops where the graph needs a value the call would no longer write: the conv
+// result also read by a reduction (no epilogue at all), an operand of full size (the bias
+// folds, the product with z and the relu stay in a kernel), the chain's value a function output
+TEST(Epilogue, StopsAtOtherReadersAndFullSizeOperands) {
+    Placeholder x({2, 8, 5, 5}, f32, "x");
+    Placeholder w({8, 8, 3, 3}, f32, "w");
+    Placeholder b({8}, f32, "b");
+    Placeholder z({2, 8, 5, 5}, f32, "z");
+    std::vector<Array> args = {random_array(f32, {2, 8, 5, 5}, 60), random_array(f32, {8, 8, 3, 3}, 61),
+                               random_array(f32, {8}, 62), random_array(f32, {2, 8, 5, 5}, 63)};
+    Tensor y = conv2d(x, w, {}, "SAME");
+    std::vector<Tensor> shared = {nn::relu(y + reshape(b, {8, 1, 1})), sum(y, {0, 2, 3})};
+    cc::Compiled s = compile(shared);
+    ASSERT_TRUE(library_group(s.plan, Op::Conv));
+    EXPECT_TRUE(library_group(s.plan, Op::Conv)->epilogue.empty()) << s.plan.str();
+    EXPECT_TRUE(has_decision(s.plan, "no epilogue for conv")) << s.plan.str();
+    EXPECT_TRUE(has_decision(s.plan, "read by 2 ops")) << s.plan.str();
+    expect_cpu_near_reference({x, w, b, z}, shared, args);
+
+    Tensor a = y + reshape(b, {8, 1, 1});
+    std::vector<Tensor> full = {nn::relu(a * z)};
+    cc::Compiled f = compile(full);
+    EXPECT_EQ(post_ops(*library_group(f.plan, Op::Conv)), "add[channel]") << f.plan.str();
+    EXPECT_TRUE(has_decision(f.plan, "is not per-channel")) << f.plan.str();
+    EXPECT_EQ(f.plan.kernels(), 1u) << f.plan.str();
+    expect_cpu_near_reference({x, w, b, z}, full, args);
+
+    std::vector<Tensor> out = {a, nn::relu(a)};
+    cc::Compiled o = compile(out);
+    EXPECT_EQ(post_ops(*library_group(o.plan, Op::Conv)), "add[channel]") << o.plan.str();
+    EXPECT_TRUE(has_decision(o.plan, "is a function output")) << o.plan.str();
+    expect_cpu_near_reference({x, w, b, z}, out, args);
+}
+
+//   min(relu(x @ W * 2 + b[F]), 6)  ->  one matmul call: linear add[channel] relu min[1]
+TEST(Epilogue, MatmulBiasReluIsOneCall) {
+    Placeholder x({-1, 12}, f32, "x");
+    Placeholder w({12, 7}, f32, "w");
+    Placeholder b({7}, f32, "b");
+    Tensor y = minimum(nn::relu(matmul(x, w) * 2.0 + b), 6.0);
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(c.plan.kernels(), 0u) << c.plan.str();
+    const cc::Group* g = library_group(c.plan, Op::DotGeneral);
+    ASSERT_TRUE(g) << c.plan.str();
+    EXPECT_EQ(post_ops(*g), "linear(2, 0) add[channel] relu min[1]") << c.plan.str();
+    Function f = function({x, w, b}, {y}, {}, on("cpu"));
+    EXPECT_EQ(f.stats().post_ops, 4u);
+    EXPECT_EQ(f.stats().kernels, 0u);
+    EXPECT_EQ(f.stats().library_calls, 1u);
+    for (int64_t n : {5, 0}) { // an empty batch: the epilogue runs on the reference kernels
+        std::vector<Array> args = {random_array(f32, {n, 12}, 70), random_array(f32, {12, 7}, 71),
+                                   random_array(f32, {7}, 72)};
+        expect_cpu_near_reference({x, w, b}, {y}, args);
+    }
+    // f64 products take our own loop: no post-ops
+    Placeholder xd({5, 12}, f64, "xd"), wd({12, 7}, f64, "wd"), bd({7}, f64, "bd");
+    cc::Compiled d = compile({nn::relu(matmul(xd, wd) + bd)});
+    EXPECT_EQ(d.plan.post_ops(), 0u) << d.plan.str();
+}
+
+// a dense network's training step: the logits' bias add folds into its matmul (the loss reads
+// only the sum), the hidden layer's does not (relu's gradient reads the pre-activation); every
+// gradient still matches the reference
+TEST(Epilogue, MatmulBiasInATrainingStep) {
+    Placeholder x({-1, 20}, f32, "x");
+    Placeholder y({-1}, i32, "labels");
+    Placeholder w1({20, 16}, f32, "w1"), b1({16}, f32, "b1"), w2({16, 10}, f32, "w2"), b2({10}, f32, "b2");
+    Tensor logits = matmul(nn::relu(matmul(x, w1) + b1), w2) + b2;
+    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
+    std::vector<Tensor> outs = {loss};
+    for (const Tensor& g : gradients(loss, {w1, b1, w2, b2})) outs.push_back(g);
+    cc::Compiled c = compile(outs);
+    int folded = 0;
+    for (const auto& g : c.plan.groups) folded += post_ops(g) == "add[channel]";
+    EXPECT_GE(folded, 1) << c.plan.str();
+    for (const auto& g : c.plan.groups)
+        for (const auto& p : g.epilogue) EXPECT_NE(p.kind, cc::PostOp::Kind::Relu) << c.plan.str();
+    Array yv(i32, {6});
+    for (int i = 0; i < 6; ++i) yv.data<int32_t>()[i] = (i * 3) % 10;
+    expect_cpu_near_reference({x, y, w1, b1, w2, b2}, outs,
+                              {random_array(f32, {6, 20}, 80), yv, random_array(f32, {20, 16}, 81),
+                               random_array(f32, {16}, 82), random_array(f32, {16, 10}, 83),
+                               random_array(f32, {10}, 84)});
+}
+
+// the epilogue's ops leave the kernel list: two conv-BN-relu blocks keep one kernel (the
+// per-channel rsqrt of both, merged), where each block's epilogue was a kernel of its own over
+// the whole image; no kernel reads an intermediate value of an epilogue
+TEST(Epilogue, OpsLeaveTheKernelList) {
+    Placeholder x({2, 3, 8, 8}, f32, "x");
+    Placeholder w1({16, 3, 3, 3}, f32, "w1"), w2({16, 16, 3, 3}, f32, "w2");
+    Placeholder m({16}, f32, "m"), v({16}, f32, "v"), ga({16}, f32, "ga"), be({16}, f32, "be");
+    Tensor h = nn::relu(bn_eval(conv2d(x, w1, {}, "SAME"), m, v, ga, be, 16));
+    Tensor y = nn::relu(bn_eval(conv2d(h, w2, {}, "SAME"), m, v, ga, be, 16));
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+    EXPECT_EQ(c.plan.post_ops(), 10u) << c.plan.str();
+    std::set<const Node*> inner;
+    for (const auto& g : c.plan.groups)
+        for (size_t i = 0; i + 1 < g.epilogue.size(); ++i) inner.insert(g.epilogue[i].node.get());
+    for (const auto& g : c.plan.groups)
+        if (g.kind == cc::Group::Kind::Kernel) {
+            for (const auto& r : g.roots) EXPECT_FALSE(inner.count(r.get())) << c.plan.str();
+            for (const auto& l : g.loads) EXPECT_FALSE(inner.count(l.buffer.get())) << c.plan.str();
+        }
+    Function f = function({x, w1, w2, m, v, ga, be}, {y}, {}, on("cpu"));
+    EXPECT_EQ(f.stats().kernels, c.plan.kernels());
+    EXPECT_EQ(f.stats().post_ops, 10u);
+    EXPECT_NE(f.dump().find("post-ops: sub[channel]"), std::string::npos) << f.dump();
+    expect_cpu_near_reference({x, w1, w2, m, v, ga, be}, {y},
+                              {random_array(f32, {2, 3, 8, 8}, 90), random_array(f32, {16, 3, 3, 3}, 91),
+                               random_array(f32, {16, 16, 3, 3}, 92), random_array(f32, {16}, 93),
+                               positive({16}, 94), random_array(f32, {16}, 95), random_array(f32, {16}, 96)});
+}
+// oneDNN 2.6's jit convolution applies one parameter set per eltwise algorithm of a chain (a
+// relu after a leaky relu ran as a leaky relu, a second linear as the first): consecutive
+// scalar affine steps compose into one linear post-op, and a later relu or linear with other
+// parameters ends the epilogue
+TEST(Epilogue, OneParameterSetPerEltwiseKind) {
+    Placeholder x({2, 16, 5, 5}, f32, "x");
+    Placeholder w({16, 16, 3, 3}, f32, "w");
+    Placeholder b({16}, f32, "b");
+    std::vector<Array> args = {random_array(f32, {2, 16, 5, 5}, 53), random_array(f32, {16, 16, 3, 3}, 54),
+                               random_array(f32, {16}, 55)};
+    Tensor c = conv2d(x, w, {}, "SAME");
+    Tensor bias = reshape(b, {16, 1, 1});
+    struct Case {
+        Tensor y;
+        std::string post_ops;
+    };
+    for (const Case& k : {Case{c * 0.5 - 0.25, "linear(0.5, -0.25)"},
+                          Case{nn::relu((c * 0.5 + bias) * 2.0), "linear(0.5, 0) add[channel]"},
+                          Case{nn::relu(nn::leaky_relu(c, 0.1) + bias), "relu(0.1) add[channel]"},
+                          Case{nn::relu(c * 0.5) * 0.5, "linear(0.5, 0) relu linear(0.5, 0)"}}) {
+        SCOPED_TRACE(k.post_ops);
+        cc::Compiled p = compile({k.y});
+        EXPECT_EQ(post_ops(*library_group(p.plan, Op::Conv)), k.post_ops) << p.plan.str();
+        expect_cpu_near_reference({x, w, b}, {k.y}, args);
+    }
+}
+
+// the nn layers as a user writes them: Conv2D (with bias) - BatchNorm - LeakyReLU in eval mode
+// is one conv call per block, the dense head one matmul with its bias; in train mode batch
+// norm's statistics read the conv result: a conv keeps at most its own bias add
+TEST(Epilogue, NnConvBlocksInEvalMode) {
+    Scope scope("epilogue_nn");
+    nn::Sequential net;
+    net.add(nn::Conv2D(3, 16, 3, {.padding = "SAME"})).add(nn::BatchNorm(16)).add(nn::LeakyReLU(0.2));
+    net.add(nn::Conv2D(16, 8, 3, {.padding = "SAME", .bias = false})).add(nn::BatchNorm(8)).add(nn::ReLU());
+    net.add(nn::GlobalAvgPool()).add(nn::Dense(8, 4));
+    Placeholder x({-1, 3, 6, 6}, f32, "images");
+    Tensor eval = net(x, nn::Mode::eval);
+    cc::Compiled c = compile({eval});
+    std::vector<std::string> chains;
+    for (const auto& g : c.plan.groups)
+        if (!g.epilogue.empty()) chains.push_back(g.roots[0]->op() == Op::Conv ? "conv" : "dot");
+    EXPECT_EQ(chains, (std::vector<std::string>{"conv", "conv", "dot"})) << c.plan.str();
+    EXPECT_TRUE(has_decision(c.plan, "relu(0.2)")) << c.plan.str();
+    expect_cpu_near_reference({x}, {eval}, {random_array(f32, {2, 3, 6, 6}, 97)});
+
+    Tensor train = net(x, nn::Mode::train);
+    cc::Compiled t = compile({train});
+    for (const auto& g : t.plan.groups)
+        if (g.kind == cc::Group::Kind::Window)
+            EXPECT_TRUE(g.epilogue.empty() || post_ops(g) == "add[channel]") << t.plan.str();
+    EXPECT_TRUE(has_decision(t.plan, "stops: read by 2 ops")) << t.plan.str();
+}
+
+// the leading affine steps become the call's bias and per-output-channel weight scales, folded
+// on every call from the operands' current values (Note [Affine prefix] in Dnnl.cpp): new
+// statistics through the cached primitive, a grouped conv (the weights' rows are output channels), and a
+// scalar variable operand
+TEST(Epilogue, AffinePrefixFollowsItsOperands) {
+    Placeholder x({2, 8, 6, 6}, f32, "x");
+    Placeholder w({16, 4, 3, 3}, f32, "w");
+    Placeholder m({16}, f32, "m"), v({16}, f32, "v"), ga({16}, f32, "ga"), be({16}, f32, "be");
+    Placeholder k({}, f32, "k");
+    Tensor y = nn::relu(bn_eval(conv2d(x, w, {}, "SAME", {}, 2), m, v, ga, be, 16) * k);
+    cc::Compiled c = compile({y});
+    EXPECT_EQ(post_ops(*library_group(c.plan, Op::Conv)),
+              "sub[channel] mul[channel] mul[channel] add[channel] mul[1] relu")
+        << c.plan.str();
+    for (uint64_t seed : {100, 200}) {
+        std::vector<Array> args = {random_array(f32, {2, 8, 6, 6}, seed), random_array(f32, {16, 4, 3, 3}, seed + 1),
+                                   random_array(f32, {16}, seed + 2), positive({16}, seed + 3),
+                                   random_array(f32, {16}, seed + 4), random_array(f32, {16}, seed + 5),
+                                   positive({}, seed + 6)};
+        expect_cpu_near_reference({x, w, m, v, ga, be, k}, {y}, args);
+    }
+}

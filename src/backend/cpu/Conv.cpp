@@ -90,6 +90,12 @@ struct WindowPrimitive {
     // max-pool backward: the forward pass that computes the workspace (Note [Max-pool workspace])
     dnnl::primitive forward;
     memory::desc forward_src, forward_dst, forward_scratch;
+    std::vector<compiler::PostOp> epilogue; // applied in the call (conv only)
+    ChannelDim channel;                     // where its per-channel operands vary
+    // the epilogue's first `affine` steps are the bias and weight scales (Note [Affine prefix])
+    size_t affine = 0;
+    bool scale_weights = false;
+    memory::desc bias, weights_user;
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
     size_t temp_bytes = 0; // the temporaries of one call
 };
@@ -191,24 +197,42 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 }
 
 dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
-                                                          const dnnl::primitive_attr& attr) {
-    dnnl::convolution_forward::desc desc(pk, dnnl::algorithm::convolution_direct, d.src, d.weights,
-                                         d.dst, d.strides, d.dilates, d.lo, d.hi);
+                                                          const dnnl::primitive_attr& attr,
+                                                          const memory::desc& bias = {}) {
+    auto alg = dnnl::algorithm::convolution_direct;
+    auto desc = bias.get_size()
+                    ? dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, bias, d.dst,
+                                                      d.strides, d.dilates, d.lo, d.hi)
+                    : dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, d.dst, d.strides,
+                                                      d.dilates, d.lo, d.hi);
     return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
-std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o) {
+std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
+                                           const std::vector<compiler::PostOp>& epilogue) {
     const auto& a = n.attr<ConvAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     switch (n.op()) {
     case Op::Conv: {
         const Shape &x = o.in[0], &w = o.in[1], &y = o.out;
+        // the epilogue's per-channel operands are [1, C, 1...] whatever our buffer's layout
+        p->epilogue = epilogue;
+        p->channel = {int(y.size()), 1, y[1]};
+        p->affine = affine_prefix(epilogue, true);
+        for (size_t i = 0; i < p->affine; ++i)
+            p->scale_weights = p->scale_weights || epilogue[i].op == Op::Mul ||
+                               (epilogue[i].kind == compiler::PostOp::Kind::Linear &&
+                                epilogue[i].alpha != 1);
+        if (p->affine) p->bias = memory::desc({y[1]}, dt::f32, memory::format_tag::a);
+        dnnl::primitive_attr conv_attr = user_scratchpad();
+        set_post_ops(conv_attr, epilogue, p->channel, p->affine);
         auto pd = first_fast([&](Layout l) {
             return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
-                                   attr);
+                                   conv_attr, p->bias);
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.out_blocked());
+        if (p->scale_weights) p->weights_user = d.weights_user;
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
@@ -348,6 +372,7 @@ size_t temp_bytes(const WindowPrimitive& p) {
     if (p.forward)
         n += aligned(p.workspace.get_size()) + aligned(p.forward_dst.get_size()) +
              aligned(p.forward_scratch.get_size());
+    n += aligned(p.bias.get_size()) + aligned(p.weights_user.get_size());
     return n;
 }
 
@@ -400,19 +425,21 @@ Cache& cache() {
     return *c;
 }
 
-std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out) {
+std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
+                      const std::vector<compiler::PostOp>& epilogue) {
     std::string k = op_name(n.op());
     for (const auto& t : in) k += type_str(t);
-    k += "->" + type_str(out) + "|" + attrs_str(n.attrs());
+    k += "->" + type_str(out) + "|" + attrs_str(n.attrs()) + post_ops_key(epilogue);
     return k;
 }
 
 } // namespace
 
-std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
-                                                        const std::vector<TensorType>& in,
-                                                        const TensorType& out) {
-    std::string key = cache_key(n, in, out);
+std::shared_ptr<const WindowPrimitive>
+window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
+                 const std::vector<compiler::PostOp>& epilogue) {
+    SJ_ASSERT(epilogue.empty() || n.is(Op::Conv)) << "post-ops on " << op_name(n.op());
+    std::string key = cache_key(n, in, out, epilogue);
     Cache& c = cache();
     {
         std::lock_guard<std::mutex> lock(c.mu);
@@ -439,7 +466,7 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
                         n.is(Op::ConvBackwardFilter);
             bool reblock = n.is(Op::BlockChannels) || n.is(Op::UnblockChannels);
             std::shared_ptr<WindowPrimitive> made = reblock ? make_reblock(n, o)
-                                                    : conv  ? make_conv(n, o)
+                                                    : conv  ? make_conv(n, o, epilogue)
                                                             : make_pool(n, o);
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
@@ -451,7 +478,8 @@ std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
         }
     }
     if (p && compiler::debug_level() >= 3)
-        std::fprintf(stderr, "[symjax] %s: oneDNN %s\n", op_name(n.op()), p->impl.c_str());
+        std::fprintf(stderr, "[symjax] %s: oneDNN %s%s%s\n", op_name(n.op()), p->impl.c_str(),
+                     epilogue.empty() ? "" : ", post-ops", post_ops_key(epilogue).c_str());
     std::lock_guard<std::mutex> lock(c.mu);
     if (auto it = c.index.find(key); it != c.index.end()) return it->second->second; // raced
     c.lru.emplace_front(key, p);
@@ -472,7 +500,8 @@ WindowCacheStats window_cache_stats() {
 
 namespace {
 
-void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
+                     const std::vector<const Array*>& post_operands) {
     const auto& e = dnnl_engine();
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
@@ -480,8 +509,28 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
     memory out_user;
+    void* weights = nullptr; // scaled weights (Note [Affine prefix])
+    if (p.affine) {
+        int64_t c = p.channel.channels;
+        thread_local std::vector<float> scale;
+        scale.resize(size_t(c));
+        memory bias = arena.take(p.bias);
+        affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
+                  static_cast<float*>(bias.get_data_handle()));
+        args[DNNL_ARG_BIAS] = bias;
+        if (p.scale_weights) {
+            memory w = arena.take(p.weights_user);
+            const float* src = static_cast<const float*>(in[1]->raw());
+            float* dst = static_cast<float*>(w.get_data_handle());
+            int64_t row = in[1]->size() / c;
+            for (int64_t o = 0; o < c; ++o)
+                for (int64_t k = 0; k < row; ++k) dst[o * row + k] = src[o * row + k] * scale[size_t(o)];
+            weights = dst;
+        }
+    }
     for (const WindowArg& a : p.args) {
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
+        if (a.operand == 1 && weights) ptr = weights;
         memory user(a.user, e, ptr);
         if (!a.reorder) {
             args[a.id] = user;
@@ -508,6 +557,7 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         p.forward.execute(s, fargs);
         args[DNNL_ARG_WORKSPACE] = ws;
     }
+    add_post_op_args(args, p.epilogue, post_operands, p.channel, p.affine);
     p.main.execute(s, args);
     for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
     s.wait();
@@ -515,10 +565,11 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
 
 } // namespace
 
-void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out) {
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
+                const std::vector<const Array*>& post_operands) {
     match_dnnl_threads();
     try {
-        run_window_impl(p, in, out);
+        run_window_impl(p, in, out, post_operands);
     } catch (const dnnl::error& e) {
         // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
         SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;

@@ -1,6 +1,8 @@
 // Convolution and pooling (forward and backward) on the CPU through oneDNN.
 #pragma once
 
+#include "../../compiler/Fusion.h"
+
 #include <symjax/Array.h>
 #include <symjax/Node.h>
 
@@ -16,13 +18,17 @@ struct WindowPrimitive;
 /// f32, 1 to 3 spatial dims) with these concrete input types (the op's inputs in order, `like`
 /// included) and output type. Built once per (op, shapes, attrs) and kept in a process-wide
 /// LRU cache. Null when oneDNN declines the configuration: the caller runs the reference kernel.
-std::shared_ptr<const WindowPrimitive> window_primitive(const Node& n,
-                                                        const std::vector<TensorType>& in,
-                                                        const TensorType& out);
+/// A conv's `epilogue` (Note [Epilogue fusion] in src/compiler/Fusion.cpp) is applied inside the
+/// call; `out` is then the epilogue's result.
+std::shared_ptr<const WindowPrimitive>
+window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
+                 const std::vector<compiler::PostOp>& epilogue = {});
 
 /// Runs the primitive on the op's input values (`in` as for window_primitive; a shape-only
 /// input may be empty) into `out`, allocated by the caller with the output type.
-void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out);
+/// `post_operands[i]`: the operand of the epilogue's i-th post-op when it is binary.
+void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
+                const std::vector<const Array*>& post_operands = {});
 
 /// Estimated floating-point operations of the op (multiply-adds count 2).
 double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out);

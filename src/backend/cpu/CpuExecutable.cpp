@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -48,6 +49,9 @@ struct CallPlan {
     /// allocator round trips on the hot path).
     mutable std::vector<Array> pool;
     std::vector<GroupCall> calls;  // per group
+    /// Concrete types of every node (the epilogue of a library call that falls back to the
+    /// reference kernels runs them on nodes that have no slot).
+    std::unordered_map<const Node*, TensorType> node_types;
     int64_t intermediate_bytes = 0, peak_bytes = 0;
 };
 
@@ -77,12 +81,13 @@ public:
         for (const Node* n : order_)
             if (has_trait(n->op(), kLeaf)) add_slot(n);
         for (const auto& g : c_.plan.groups)
-            for (const auto& r : g.roots) add_slot(r.get());
+            for (size_t k = 0; k < g.roots.size(); ++k) add_slot(g.result(k).get());
         for (size_t i = 0; i < p.inputs.size(); ++i) input_of_[p.inputs[i].get()] = int(i);
         for (size_t i = 0; i < p.variables.size(); ++i) var_of_[p.variables[i].get()] = int(i);
         stats_.nodes = order_.size();
         stats_.kernels = c_.plan.kernels();
         stats_.library_calls = c_.plan.library_calls();
+        stats_.post_ops = c_.plan.post_ops();
         compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (compiler::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu library calls) in %.1f ms\n",
@@ -228,6 +233,8 @@ private:
                     if (detail::shape_only_input(*g.roots[0], i)) continue;
                     if (slot_.count(x)) s.push_back(slot_.at(x));
                 }
+            for (const auto& p : g.epilogue)
+                if (p.operand) s.push_back(slot_.at(p.operand.get()));
             return s;
         };
         for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
@@ -246,7 +253,8 @@ private:
             const Group& g = c_.plan.groups[gi];
             GroupCall gc;
             gc.in_slots = operand_slots(g);
-            for (const auto& r : g.roots) gc.out_slots.push_back(slot_.at(r.get()));
+            for (size_t k = 0; k < g.roots.size(); ++k)
+                gc.out_slots.push_back(slot_.at(g.result(k).get()));
             for (int s : gc.in_slots) gc.bytes += numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
             for (int s : gc.out_slots) {
                 int64_t b = numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
@@ -275,7 +283,7 @@ private:
                 const Node* r = g.roots[0].get();
                 std::vector<TensorType> in;
                 for (const auto& x : r->inputs()) in.push_back(types.at(x.get()));
-                gc.window = window_primitive(*r, in, types.at(r));
+                gc.window = window_primitive(*r, in, types.at(r), g.epilogue);
                 gc.flops = window_flops(*r, in, types.at(r));
             }
             for (int s : gc.in_slots)
@@ -296,6 +304,7 @@ private:
         if (compiler::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu compiled; %.1f ms\n",
                          info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
+        plan.node_types = std::move(types);
         stats_.intermediate_bytes = plan.intermediate_bytes;
         stats_.peak_arena_bytes = plan.peak_bytes;
         return plan;
@@ -338,8 +347,10 @@ private:
             const Node* r = g.roots[0].get();
             const TensorType& t = plan.types[gc.out_slots[0]];
             Array out = buffer(plan, gc.out_slots[0], t);
-            dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
-                        r->attr<DotAttrs>(), out);
+            bool applied =
+                dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
+                            r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
+            if (!applied) out = epilogue_reference(g, out, plan, env, counter);
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
@@ -347,7 +358,13 @@ private:
             const Node* r = g.roots[0].get();
             if (!gc.window) { // oneDNN declined these shapes (or an operand is empty)
                 std::vector<Array> ins = fallback_inputs(*r, env);
-                env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+                if (g.epilogue.empty()) {
+                    env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+                    return;
+                }
+                ref::KernelCtx ctx{*r, ins, plan.node_types.at(r), counter};
+                env[gc.out_slots[0]] =
+                    epilogue_reference(g, ref::kernel_for(r->op())(ctx), plan, env, counter);
                 return;
             }
             const TensorType& t = plan.types[gc.out_slots[0]];
@@ -357,7 +374,7 @@ private:
                 auto it = slot_.find(r->input(i).get());
                 ins.push_back(it != slot_.end() ? &env[it->second] : nullptr);
             }
-            run_window(*gc.window, ins, out);
+            run_window(*gc.window, ins, out, post_operands(g, env));
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
@@ -369,6 +386,37 @@ private:
         }
         case Group::Kind::Kernel: run_kernel(g, gc, plan, env); return;
         }
+    }
+
+    /// The operands of a library call's post-ops (null for those without one).
+    std::vector<const Array*> post_operands(const Group& g, const std::vector<Array>& env) const {
+        std::vector<const Array*> ops;
+        for (const auto& p : g.epilogue)
+            ops.push_back(p.operand ? &env[slot_.at(p.operand.get())] : nullptr);
+        return ops;
+    }
+
+    /// The epilogue of a library call that did not apply it (the reference kernel ran, or the
+    /// result is empty or had nothing to contract): its nodes' reference kernels on `value`,
+    /// the call's own result.
+    Array epilogue_reference(const Group& g, Array value, const CallPlan& plan,
+                             const std::vector<Array>& env, uint64_t counter) const {
+        std::unordered_map<const Node*, Array> memo{{g.roots[0].get(), std::move(value)}};
+        std::function<Array(const Node*)> eval = [&](const Node* n) -> Array {
+            if (auto it = memo.find(n); it != memo.end()) return it->second;
+            if (auto s = slot_.find(n); s != slot_.end() && env[s->second].defined())
+                return env[s->second];
+            std::vector<Array> ins;
+            for (size_t i = 0; i < n->num_inputs(); ++i) {
+                const Node* x = n->input(i).get();
+                auto s = slot_.find(x);
+                if (!detail::shape_only_input(*n, i)) ins.push_back(eval(x));
+                else ins.push_back(s != slot_.end() ? env[s->second] : Array());
+            }
+            ref::KernelCtx ctx{*n, ins, plan.node_types.at(n), counter};
+            return memo[n] = ref::kernel_for(n->op())(ctx);
+        };
+        return eval(g.result(0).get());
     }
 
     /// The input values of a reference kernel (empty arrays for inputs that only give a shape and

@@ -5,6 +5,8 @@
 
 #include <omp.h>
 
+#include <cstdio>
+
 namespace sj::cpu {
 
 const dnnl::engine& dnnl_engine() {
@@ -19,6 +21,126 @@ void match_dnnl_threads() {
     if (set != n) {
         omp_set_num_threads(n);
         set = n;
+    }
+}
+
+namespace {
+
+/// The operand of a binary post-op as oneDNN takes it: [1, C, 1...] (the channel dim) or all 1.
+dnnl::memory::desc post_operand_desc(const compiler::PostOp& p, const ChannelDim& c) {
+    dnnl::memory::dims d(size_t(c.rank), 1);
+    if (p.per_channel) d[size_t(c.dim)] = c.channels;
+    dnnl::memory::dims strides(d.size(), 1);
+    for (int i = c.rank - 2; i >= 0; --i)
+        strides[size_t(i)] = strides[size_t(i) + 1] * d[size_t(i) + 1];
+    return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::algorithm binary_algorithm(Op op) {
+    switch (op) {
+    case Op::Add: return dnnl::algorithm::binary_add;
+    case Op::Sub: return dnnl::algorithm::binary_sub;
+    case Op::Mul: return dnnl::algorithm::binary_mul;
+    case Op::Max: return dnnl::algorithm::binary_max;
+    case Op::Min: return dnnl::algorithm::binary_min;
+    default: SJ_ASSERT(false) << "no binary post-op for " << op_name(op);
+    }
+    return dnnl::algorithm::undef;
+}
+
+} // namespace
+
+void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp>& epilogue,
+                  const ChannelDim& c, size_t first) {
+    if (epilogue.size() <= first) return;
+    dnnl::post_ops ops;
+    for (size_t i = first; i < epilogue.size(); ++i) {
+        const compiler::PostOp& p = epilogue[i];
+        using K = compiler::PostOp::Kind;
+        switch (p.kind) {
+        case K::Binary: ops.append_binary(binary_algorithm(p.op), post_operand_desc(p, c)); break;
+        case K::Relu:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, float(p.alpha), 0.f);
+            break;
+        case K::Linear:
+            ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, float(p.alpha),
+                               float(p.beta));
+            break;
+        }
+    }
+    attr.set_post_ops(ops);
+}
+
+// Note [Affine prefix]
+// oneDNN 2.6's jit convolution pays for each binary post-op about what a separate pass over
+// the result costs (conv 32->32, 32x32, batch 32, 1 thread: 4.0 ms plain or with bias and relu,
+// 4.4 with one per-channel binary post-op, 5.3 with four: the standalone measurement in
+// docs/performance.md "Epilogue fusion"), while its bias and an eltwise relu are free. So the
+// leading per-channel affine steps of an epilogue (a bias add; eval batch norm's sub, mul, mul,
+// add) are not given as post-ops: each call folds them into y = scale[c] * x + shift[c] (C
+// values, computed from the operands' buffers), passes shift as the call's bias and, when
+// some step multiplies, scales the weights' rows by scale (a copy of the weights each call,
+// small next to the convolution: batch norm folding, done per call because the operands may
+// change between calls). A matmul takes only the shift (scaling its weights would copy K x N
+// floats). The remaining post-ops (relu, and whatever follows a step that is not affine) stay.
+size_t affine_prefix(const std::vector<compiler::PostOp>& epilogue, bool scale) {
+    using K = compiler::PostOp::Kind;
+    size_t n = 0;
+    for (const auto& p : epilogue) {
+        bool affine = (p.kind == K::Binary && (p.op == Op::Add || p.op == Op::Sub ||
+                                               (scale && p.op == Op::Mul))) ||
+                      (p.kind == K::Linear && (scale || p.alpha == 1));
+        if (!affine) break;
+        ++n;
+    }
+    return n;
+}
+
+void affine_of(const std::vector<compiler::PostOp>& epilogue, size_t n,
+               const std::vector<const Array*>& operands, int64_t channels, float* scale,
+               float* shift) {
+    for (int64_t c = 0; c < channels; ++c) {
+        // in f32, step by step, as the ops would round
+        float s = 1, t = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const compiler::PostOp& p = epilogue[i];
+            if (p.kind == compiler::PostOp::Kind::Linear) {
+                s *= float(p.alpha);
+                t = t * float(p.alpha) + float(p.beta);
+                continue;
+            }
+            const float* v = static_cast<const float*>(operands[i]->raw());
+            float x = v[p.per_channel ? c : 0];
+            if (p.op == Op::Add) t += x;
+            if (p.op == Op::Sub) t -= x;
+            if (p.op == Op::Mul) s *= x, t *= x;
+        }
+        scale[c] = s;
+        shift[c] = t;
+    }
+}
+
+std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue) {
+    std::string k;
+    char buf[96];
+    for (const auto& p : epilogue) {
+        std::snprintf(buf, sizeof buf, "|%d %s %d %a %a", int(p.kind), op_name(p.op),
+                      int(p.per_channel), p.alpha, p.beta);
+        k += buf;
+    }
+    return k;
+}
+
+void add_post_op_args(std::unordered_map<int, dnnl::memory>& args,
+                      const std::vector<compiler::PostOp>& epilogue,
+                      const std::vector<const Array*>& operands, const ChannelDim& c,
+                      size_t first) {
+    for (size_t i = first; i < epilogue.size(); ++i) {
+        if (epilogue[i].kind != compiler::PostOp::Kind::Binary) continue;
+        SJ_ASSERT(i < operands.size() && operands[i]) << "post-op " << i << " has no operand";
+        args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i - first)) | DNNL_ARG_SRC_1] =
+            dnnl::memory(post_operand_desc(epilogue[i], c), dnnl_engine(),
+                         const_cast<void*>(operands[i]->raw()));
     }
 }
 

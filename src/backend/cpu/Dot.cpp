@@ -19,6 +19,7 @@
 #include <numeric>
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
 
 namespace sj::cpu {
 
@@ -87,26 +88,33 @@ void gemm_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A
 struct GemmKey {
     int64_t batch, m, n, k;
     bool ta, tb;
+    std::string post; // post_ops_key of the epilogue
     bool operator<(const GemmKey& o) const {
-        return std::tie(batch, m, n, k, ta, tb) < std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb);
+        return std::tie(batch, m, n, k, ta, tb, post) <
+               std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb, o.post);
     }
 };
+
+/// The GEMM's [batch, M, N] result holds the channels along N.
+ChannelDim gemm_channels(const GemmKey& key) { return {3, 2, key.n}; }
 
 struct Gemm {
     dnnl::matmul prim;
     dnnl::memory::desc a, b, c;
+    size_t shift = 0;       // the epilogue's leading adds, the call's bias (Note [Affine prefix])
+    dnnl::memory::desc bias;
     size_t scratch_bytes = 0;
 };
 
 /// The cached matmul primitive for row-major [batch, M, K] x [batch, K, N] -> [batch, M, N]
 /// (A stored as [batch, K, M] when ta, B as [batch, N, K] when tb).
-const Gemm& gemm_for(const GemmKey& key) {
+const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& epilogue) {
     static std::mutex mu;
     static auto* cache = new std::map<GemmKey, Gemm>; // never destroyed: kernels may run late
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache->find(key); it != cache->end()) return it->second;
     using dnnl::memory;
-    const auto [B, M, N, K, ta, tb] = key;
+    const auto& [B, M, N, K, ta, tb, post] = key;
     memory::dims sa = ta ? memory::dims{M * K, 1, M} : memory::dims{M * K, K, 1};
     memory::dims sb = tb ? memory::dims{K * N, 1, K} : memory::dims{K * N, N, 1};
     Gemm g;
@@ -115,8 +123,12 @@ const Gemm& gemm_for(const GemmKey& key) {
     g.c = memory::desc({B, M, N}, memory::data_type::f32, memory::dims{M * N, N, 1});
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    g.shift = affine_prefix(epilogue, false);
+    set_post_ops(attr, epilogue, gemm_channels(key), g.shift);
+    if (g.shift) g.bias = memory::desc({1, 1, N}, memory::data_type::f32, memory::dims{N, N, 1});
     try {
-        dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(g.a, g.b, g.c), attr, dnnl_engine());
+        auto desc = g.shift ? dnnl::matmul::desc(g.a, g.b, g.bias, g.c) : dnnl::matmul::desc(g.a, g.b, g.c);
+        dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
         g.scratch_bytes = pd.scratchpad_desc().get_size();
         g.prim = dnnl::matmul(pd);
     } catch (const dnnl::error& e) {
@@ -126,8 +138,10 @@ const Gemm& gemm_for(const GemmKey& key) {
     return cache->emplace(key, std::move(g)).first->second;
 }
 
-void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c) {
-    const Gemm& g = gemm_for(key);
+void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c,
+              const std::vector<compiler::PostOp>& epilogue,
+              const std::vector<const Array*>& post_operands) {
+    const Gemm& g = gemm_for(key, epilogue);
     thread_local dnnl::stream stream(dnnl_engine());
     thread_local std::vector<unsigned char> scratch;
     if (scratch.size() < g.scratch_bytes) scratch.resize(g.scratch_bytes);
@@ -136,8 +150,17 @@ void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c) {
     memory ma(g.a, e, const_cast<float*>(a)), mb(g.b, e, const_cast<float*>(b)), mc(g.c, e, c);
     memory ms(dnnl::memory::desc({int64_t(g.scratch_bytes)}, memory::data_type::u8, memory::format_tag::a), e,
               scratch.data());
-    g.prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
-                            {DNNL_ARG_SCRATCHPAD, ms}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb},
+                                         {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
+    thread_local std::vector<float> scale, shift;
+    if (g.shift) {
+        scale.resize(size_t(key.n));
+        shift.resize(size_t(key.n));
+        affine_of(epilogue, g.shift, post_operands, key.n, scale.data(), shift.data());
+        args[DNNL_ARG_BIAS] = memory(g.bias, e, shift.data());
+    }
+    add_post_op_args(args, epilogue, post_operands, gemm_channels(key), g.shift);
+    g.prim.execute(stream, args);
     stream.wait();
 }
 
@@ -147,15 +170,17 @@ double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
     return 2.0 * double(numel(out)) * double(prod(lhs, d.lhs_contract));
 }
 
-void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out) {
+bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out,
+                 const std::vector<compiler::PostOp>& epilogue,
+                 const std::vector<const Array*>& post_operands) {
     auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
     auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
     int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
     int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
-    if (out.size() == 0) return;
+    if (out.size() == 0) return epilogue.empty();
     if (K == 0) {
         std::memset(out.raw(), 0, size_t(out.nbytes()));
-        return;
+        return epilogue.empty();
     }
     // lhs as [batch, M, K] (or [batch, K, M] transposed)
     std::vector<int64_t> pa(d.lhs_batch), pat(d.lhs_batch);
@@ -182,15 +207,17 @@ void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     }
     if (out.dtype() == DType::F32) {
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
-        gemm_f32({B, M, N, K, ta, tb}, static_cast<const float*>(A.raw()), static_cast<const float*>(Bm.raw()),
-                 static_cast<float*>(out.raw()));
-        return;
+        gemm_f32({B, M, N, K, ta, tb, post_ops_key(epilogue)}, static_cast<const float*>(A.raw()),
+                 static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,
+                 post_operands);
+        return true;
     }
     int64_t lda = ta ? M : K, ldb = tb ? K : N;
     for (int64_t b = 0; b < B; ++b)
         gemm_f64(ta, tb, M, N, K, static_cast<const double*>(A.raw()) + b * M * K, lda,
                  static_cast<const double*>(Bm.raw()) + b * K * N, ldb, static_cast<double*>(out.raw()) + b * M * N,
                  N);
+    return epilogue.empty();
 }
 
 } // namespace sj::cpu

@@ -1,6 +1,8 @@
 // dot_general on the CPU: f32 through oneDNN's sgemm, f64 through a plain blocked loop.
 #pragma once
 
+#include "../../compiler/Fusion.h"
+
 #include <symjax/Array.h>
 #include <symjax/Attrs.h>
 
@@ -9,7 +11,13 @@ namespace sj::cpu {
 /// out = dot_general(lhs, rhs) with XLA dims; `out` is allocated by the caller with the result
 /// shape. Operands whose dims are not [batch, free, contract] / [batch, contract, free] (or the
 /// transposed forms a GEMM accepts) are first copied into that order.
-void dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array& out);
+/// An f32 call applies `epilogue` (Note [Epilogue fusion] in src/compiler/Fusion.cpp; the rhs has
+/// one free dim, the channels) as post-ops, `post_operands[i]` the operand of the i-th when it is
+/// binary, and returns true; false when it did not (f64, an empty result, no contracted
+/// elements): then `out` holds the plain product and the caller applies the epilogue.
+bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array& out,
+                 const std::vector<compiler::PostOp>& epilogue = {},
+                 const std::vector<const Array*>& post_operands = {});
 
 /// Estimated floating-point operations of the call (2 M N K per batch).
 double dot_flops(const Shape& lhs, const DotAttrs& dims, const Shape& out);
