@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 
 namespace sj::test {
 
@@ -42,19 +43,22 @@ inline FunctionOptions on(const char* backend) {
     return o;
 }
 
-/// The message of the IOError `f` throws (fails the test when it throws nothing or another type).
-template <class F> std::string io_error(F&& f) {
+/// The message of the E that `f` throws (fails the test when it throws nothing or another type).
+template <class E, class F> std::string message_of(F&& f) {
     try {
         f();
-    } catch (const IOError& e) {
+    } catch (const E& e) {
         return e.what();
     } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected IOError, got: " << e.what();
+        ADD_FAILURE() << "threw the wrong exception type: " << e.what();
         return "";
     }
-    ADD_FAILURE() << "expected IOError, nothing thrown";
+    ADD_FAILURE() << "did not throw";
     return "";
 }
+
+/// The message of the IOError `f` throws.
+template <class F> std::string io_error(F&& f) { return message_of<IOError>(std::forward<F>(f)); }
 
 } // namespace sj::test
 

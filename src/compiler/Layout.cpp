@@ -161,13 +161,7 @@ NodePtr block_window(const NodePtr& n) {
     bool result = w.result && blockable(n->shape());
     if (result) mask |= kBlockedResult;
     if (mask == 0) return nullptr;
-    Attrs a = n->attrs();
-    std::visit(
-        [&](auto& x) {
-            if constexpr (requires { x.blocked; }) x.blocked = mask;
-        },
-        a);
-    NodePtr b = make(n->op(), std::move(a), std::move(in));
+    NodePtr b = make(n->op(), detail::with_blocked_mask(n->attrs(), mask), std::move(in));
     return result ? unblock(b) : b;
 }
 

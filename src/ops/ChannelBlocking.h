@@ -43,11 +43,18 @@ inline bool blockable(const Shape& s) {
     return s.size() >= 3 && s[1] > 0 && s[1] % kChannelBlock == 0;
 }
 
-/// The `blocked` mask of a conv or pool op (0 for other ops).
-inline int64_t blocked_mask(const Node& n) {
-    if (const auto* c = std::get_if<ConvAttrs>(&n.attrs())) return c->blocked;
-    if (const auto* p = std::get_if<PoolAttrs>(&n.attrs())) return p->blocked;
+/// The `blocked` mask of conv or pool attrs (0 for other attrs).
+inline int64_t blocked_mask(const Attrs& a) {
+    if (const auto* c = std::get_if<ConvAttrs>(&a)) return c->blocked;
+    if (const auto* p = std::get_if<PoolAttrs>(&a)) return p->blocked;
     return 0;
+}
+inline int64_t blocked_mask(const Node& n) { return blocked_mask(n.attrs()); }
+/// Conv or pool attrs `a` with the `blocked` mask set to `mask`.
+inline Attrs with_blocked_mask(Attrs a, int64_t mask) {
+    if (auto* c = std::get_if<ConvAttrs>(&a)) c->blocked = mask;
+    if (auto* p = std::get_if<PoolAttrs>(&a)) p->blocked = mask;
+    return a;
 }
 /// The number of spatial dims of a window op or a blocking op (from its logical layout).
 inline size_t logical_spatial_rank(const Node& n) {

@@ -168,19 +168,27 @@ TensorType infer_conv(const InferCtx& c) {
     return {c.in[0].dtype, out};
 }
 
+/// The checks both conv backward ops start with: two operands (`names`) and an optional shape
+/// source, one float dtype, the layouts, the attrs. Returns the number of spatial dims.
+size_t check_conv_backward(const InferCtx& c, const char* names, const char* layout0,
+                           const char* layout1) {
+    SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
+        << c.where() << ": takes " << names << " and an optional shape source";
+    check_same_dtype(c, 0, 1);
+    check_float(c, 0);
+    check_layout(c, 0, 0, layout0);
+    size_t nsp = c.in[0].shape.size() - 2;
+    check_layout(c, 1, nsp, layout1);
+    check_conv_attrs(c, c.attr<ConvAttrs>(), nsp, true);
+    return nsp;
+}
+
 // conv_backward_data(dy [N, O, out...], w [O, C / groups, k...][, like]) -> [N, C, src...]
 TensorType infer_conv_backward_data(const InferCtx& c) {
     const auto& a = c.attr<ConvAttrs>();
-    SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
-        << c.where() << ": takes (dy, w) and an optional shape source";
-    check_same_dtype(c, 0, 1);
-    check_float(c, 0);
-    check_layout(c, 0, 0, "[N, O, spatial...]");
+    size_t nsp = check_conv_backward(c, "(dy, w)", "[N, O, spatial...]", "[O, C / groups, k...]");
     const Shape& ds = c.in[0].shape;
-    size_t nsp = ds.size() - 2;
-    check_layout(c, 1, nsp, "[O, C / groups, k...]");
     const Shape& ws = c.in[1].shape;
-    check_conv_attrs(c, a, nsp, true);
     if (!dims_agree(ds[1], ws[0])) {
         std::ostringstream os;
         os << c.where() << ": " << c.name(0) << " (shape " << shape_str(ds) << ") has " << ds[1]
@@ -201,16 +209,9 @@ TensorType infer_conv_backward_data(const InferCtx& c) {
 // conv_backward_filter(x [N, C, in...], dy [N, O, out...][, like]) -> [O, C / groups, k...]
 TensorType infer_conv_backward_filter(const InferCtx& c) {
     const auto& a = c.attr<ConvAttrs>();
-    SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
-        << c.where() << ": takes (x, dy) and an optional shape source";
-    check_same_dtype(c, 0, 1);
-    check_float(c, 0);
-    check_layout(c, 0, 0, "[N, C, spatial...]");
+    size_t nsp = check_conv_backward(c, "(x, dy)", "[N, C, spatial...]", "[N, O, spatial...]");
     const Shape& xs = c.in[0].shape;
-    size_t nsp = xs.size() - 2;
-    check_layout(c, 1, nsp, "[N, O, spatial...]");
     const Shape& ds = c.in[1].shape;
-    check_conv_attrs(c, a, nsp, true);
     if (!dims_agree(xs[0], ds[0])) {
         std::ostringstream os;
         os << c.where() << ": batch sizes differ: " << c.name(0) << " has shape "
@@ -342,12 +343,7 @@ TensorType infer_avg_pool_backward(const InferCtx& c) {
 /// The type rule of a window op whose `blocked` mask may be set: the op's own rule on the
 /// operands' [N, C, spatial...] shapes, and the result blocked when its bit is set.
 template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
-    const int64_t mask = std::visit(
-        [](const auto& a) -> int64_t {
-            if constexpr (requires { a.blocked; }) return a.blocked;
-            else return 0;
-        },
-        c.attrs);
+    const int64_t mask = blocked_mask(c.attrs);
     if (mask == 0) return Logical(c);
     std::vector<TensorType> in = c.in;
     for (size_t i = 0; i < in.size(); ++i) {

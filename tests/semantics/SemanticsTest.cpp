@@ -1,4 +1,6 @@
 // Behaviour specs of functions, updates, clone, RNG, scopes, variables and autodiff (after SymJAX).
+#include "TestUtil.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
@@ -9,26 +11,13 @@
 
 using namespace sj;
 using ::testing::HasSubstr;
+using sj::test::message_of;
 
 namespace {
 
 Array f32s(std::vector<float> v, Shape s) { return Array(v, std::move(s)); }
 Array f32v(std::vector<float> v) { return Array(v); }
 float item(const Array& a) { return a.item<float>(); }
-
-/// The message of the E thrown by f (fails the test when f throws nothing or something else).
-template <class E, class F> std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "threw the wrong exception type: " << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "did not throw";
-    return "";
-}
 
 } // namespace
 

@@ -344,10 +344,10 @@ std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o) {
 }
 
 /// block_channels / unblock_channels: one oneDNN reorder between the two layouts.
-std::shared_ptr<WindowPrimitive> make_reblock(const Node& n, const Operands& o) {
+/// `logical`: the [N, C, spatial...] side's shape.
+std::shared_ptr<WindowPrimitive> make_reblock(const Node& n, const Shape& logical) {
     auto p = std::make_shared<WindowPrimitive>();
     bool to_blocked = n.is(Op::BlockChannels);
-    const Shape& logical = to_blocked ? o.in[0] : o.out;
     memory::desc from = to_blocked ? plain(logical) : blocked(logical);
     memory::desc to = to_blocked ? blocked(logical) : plain(logical);
     dnnl::reorder::primitive_desc pd(dnnl_engine(), from, dnnl_engine(), to, user_scratchpad());
@@ -458,16 +458,13 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
         // calls will run with
         match_dnnl_threads();
         try {
-            Operands o = n.is(Op::BlockChannels)
-                             ? Operands{{in[0].shape}, in[0].shape, 0}
-                             : n.is(Op::UnblockChannels) ? Operands{{out.shape}, out.shape, 0}
-                                                         : logical_operands(n, in, out);
             bool conv = n.is(Op::Conv) || n.is(Op::ConvBackwardData) ||
                         n.is(Op::ConvBackwardFilter);
-            bool reblock = n.is(Op::BlockChannels) || n.is(Op::UnblockChannels);
-            std::shared_ptr<WindowPrimitive> made = reblock ? make_reblock(n, o)
-                                                    : conv  ? make_conv(n, o, epilogue)
-                                                            : make_pool(n, o);
+            std::shared_ptr<WindowPrimitive> made =
+                n.is(Op::BlockChannels)     ? make_reblock(n, in[0].shape)
+                : n.is(Op::UnblockChannels) ? make_reblock(n, out.shape)
+                : conv                      ? make_conv(n, logical_operands(n, in, out), epilogue)
+                                            : make_pool(n, logical_operands(n, in, out));
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
         } catch (const dnnl::error& e) {

@@ -6,11 +6,11 @@
 // two). We also avoid linking liblapacke.so, whose liblapack.so.3 dependency resolves through
 // Debian's alternatives to the pthread build of OpenBLAS: a second BLAS with its own threads.
 // CBLAS takes row-major directly. Batches of small matrices, and the right-hand sides of a
-// large solve, are split over our thread pool, each piece a single-threaded BLAS call: OpenBLAS
-// threads a 16 x 100000 trsm badly (10x slower on 2 threads than on 1), and its OpenMP team
-// would otherwise meet our pool's threads on the same cores.
+// large solve, are split over our threads (the OpenMP team), each piece a single-threaded BLAS
+// call: OpenBLAS threads a 16 x 100000 trsm badly (10x slower on 2 threads than on 1).
 #include "Linalg.h"
 
+#include "../reference/Reference.h"
 #include "ThreadPool.h"
 
 #include <symjax/Attrs.h>
@@ -25,17 +25,6 @@
 namespace sj::cpu {
 
 namespace {
-
-int64_t batch_count(const Shape& s) {
-    int64_t n = 1;
-    for (size_t i = 0; i + 2 < s.size(); ++i) n *= s[i];
-    return n;
-}
-
-/// "cholesky(M)", or "cholesky L" for a node the user named L (as the reference kernel says).
-std::string where(const Node& n) {
-    return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
-}
 
 /// OpenBLAS (OpenMP build) runs on one thread while the calling thread's OpenMP thread count
 /// is 1: set for the scope of one piece of work, then restored (a per-thread setting).
@@ -73,9 +62,9 @@ void potrf(double* a, int n, int* info) {
 template <class T> void cholesky_t(const Node& node, const Array& x, Array& out) {
     if (x.nbytes() > 0) std::memcpy(out.raw(), x.raw(), size_t(x.nbytes()));
     int64_t n = x.shape().back();
-    int64_t nb = batch_count(x.shape());
+    int64_t nb = ref::matrix_count(x.shape());
     if (n == 0 || nb == 0) return;
-    SJ_CHECK(n <= INT32_MAX, InputError) << where(node) << ": matrix size " << n << " is too large for LAPACK";
+    SJ_CHECK(n <= INT32_MAX, InputError) << ref::linalg_where(node) << ": matrix size " << n << " is too large for LAPACK";
     std::vector<int> info(nb, 0);
     T* base = static_cast<T*>(out.raw());
     split(nb, double(n) * n * n / 3, [&](int64_t b0, int64_t b1) {
@@ -88,7 +77,7 @@ template <class T> void cholesky_t(const Node& node, const Array& x, Array& out)
     });
     for (int64_t b = 0; b < nb; ++b) {
         SJ_CHECK(info[b] <= 0, InputError)
-            << where(node) << ": matrix " << b << " of " << shape_str(x.shape())
+            << ref::linalg_where(node) << ": matrix " << b << " of " << shape_str(x.shape())
             << " is not positive definite (its leading minor of order " << info[b] << " is not positive)";
         SJ_ASSERT(info[b] == 0) << "potrf: bad argument " << -info[b];
     }
@@ -116,8 +105,8 @@ void triangular_solve_t(const Node& node, const Array& am, const Array& bm, Arra
     const Shape& bs = bm.shape();
     int64_t rows = bs[bs.size() - 2], cols = bs.back();
     SJ_CHECK(rows <= INT32_MAX && cols <= INT32_MAX, InputError)
-        << where(node) << ": right-hand side " << shape_str(bs) << " is too large for BLAS";
-    int64_t nb = batch_count(am.shape());
+        << ref::linalg_where(node) << ": right-hand side " << shape_str(bs) << " is too large for BLAS";
+    int64_t nb = ref::matrix_count(am.shape());
     const T* a = static_cast<const T*>(am.raw());
     T* x = static_cast<T*>(out.raw());
     if (rows == 0 || cols == 0 || nb == 0) return;

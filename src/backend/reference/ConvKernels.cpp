@@ -71,6 +71,24 @@ template <class F> Array float_dispatch(DType d, F&& f) {
     return d == DType::F32 ? f(float{}) : f(double{});
 }
 
+/// Calls f(xi, wi, yi) for every product x[xi] * w[wi] that contributes to y[yi] (flat indices
+/// into x [N, C, in...], w [O, C / G, k...] and y [N, O, out...]), in the order n, oc, o, ic, kk.
+/// The three conv kernels are this loop with the sum landing in y, x or w.
+template <class F> void for_each_product(const ConvDims& d, F&& f) {
+    for (int64_t n = 0; n < d.N; ++n)
+        for (int64_t oc = 0; oc < d.O; ++oc)
+            for (int64_t o = 0; o < d.P; ++o) {
+                const int64_t* row = &d.table[size_t(o * d.K)];
+                int64_t yi = (n * d.O + oc) * d.P + o;
+                for (int64_t ic = 0; ic < d.I; ++ic) {
+                    int64_t xc = (n * d.C + d.first_channel(oc) + ic) * d.S;
+                    int64_t wk = (oc * d.I + ic) * d.K;
+                    for (int64_t kk = 0; kk < d.K; ++kk)
+                        if (row[kk] >= 0) f(xc + row[kk], wk + kk, yi);
+                }
+            }
+}
+
 // y[n, oc, o] = sum over the group's input channels ic and window positions kk of
 // x[n, g(oc) + ic, at(o, kk)] * w[oc, ic, kk]
 Array conv_kernel(const KernelCtx& c) {
@@ -82,19 +100,9 @@ Array conv_kernel(const KernelCtx& c) {
         const T* px = ptr<T>(x);
         const T* pw = ptr<T>(w);
         std::vector<double> acc(size_t(d.N * d.O * d.P), 0.0);
-        for (int64_t n = 0; n < d.N; ++n)
-            for (int64_t oc = 0; oc < d.O; ++oc)
-                for (int64_t o = 0; o < d.P; ++o) {
-                    double s = 0;
-                    const int64_t* row = &d.table[size_t(o * d.K)];
-                    for (int64_t ic = 0; ic < d.I; ++ic) {
-                        const T* xc = px + (n * d.C + d.first_channel(oc) + ic) * d.S;
-                        const T* wk = pw + (oc * d.I + ic) * d.K;
-                        for (int64_t kk = 0; kk < d.K; ++kk)
-                            if (row[kk] >= 0) s += double(xc[row[kk]]) * double(wk[kk]);
-                    }
-                    acc[size_t((n * d.O + oc) * d.P + o)] = s;
-                }
+        for_each_product(d, [&](int64_t xi, int64_t wi, int64_t yi) {
+            acc[size_t(yi)] += double(px[xi]) * double(pw[wi]);
+        });
         return cast_from<T>(acc, c.out);
     });
 }
@@ -109,24 +117,15 @@ Array conv_backward_data_kernel(const KernelCtx& c) {
         const T* pd = ptr<T>(dy);
         const T* pw = ptr<T>(w);
         std::vector<double> acc(size_t(d.N * d.C * d.S), 0.0);
-        for (int64_t n = 0; n < d.N; ++n)
-            for (int64_t oc = 0; oc < d.O; ++oc)
-                for (int64_t o = 0; o < d.P; ++o) {
-                    double g = pd[(n * d.O + oc) * d.P + o];
-                    const int64_t* row = &d.table[size_t(o * d.K)];
-                    for (int64_t ic = 0; ic < d.I; ++ic) {
-                        double* xc = acc.data() + (n * d.C + d.first_channel(oc) + ic) * d.S;
-                        const T* wk = pw + (oc * d.I + ic) * d.K;
-                        for (int64_t kk = 0; kk < d.K; ++kk)
-                            if (row[kk] >= 0) xc[row[kk]] += g * double(wk[kk]);
-                    }
-                }
+        for_each_product(d, [&](int64_t xi, int64_t wi, int64_t yi) {
+            acc[size_t(xi)] += double(pd[yi]) * double(pw[wi]);
+        });
         return cast_from<T>(acc, c.out);
     });
 }
 
-// the adjoint of conv in w: dw[oc, ic, kk] = sum over n, o of dy[n, oc, o] * x[n, g + ic, at(o,
-// kk)]
+// the adjoint of conv in w: dw[oc, ic, kk] = sum over n, o of dy[n, oc, o] * x[n, g + ic,
+// at(o, kk)]
 Array conv_backward_filter_kernel(const KernelCtx& c) {
     const Array& x = c.in[0];
     const Array& dy = c.in[1];
@@ -136,18 +135,9 @@ Array conv_backward_filter_kernel(const KernelCtx& c) {
         const T* px = ptr<T>(x);
         const T* pd = ptr<T>(dy);
         std::vector<double> acc(size_t(d.O * d.I * d.K), 0.0);
-        for (int64_t n = 0; n < d.N; ++n)
-            for (int64_t oc = 0; oc < d.O; ++oc)
-                for (int64_t o = 0; o < d.P; ++o) {
-                    double g = pd[(n * d.O + oc) * d.P + o];
-                    const int64_t* row = &d.table[size_t(o * d.K)];
-                    for (int64_t ic = 0; ic < d.I; ++ic) {
-                        const T* xc = px + (n * d.C + d.first_channel(oc) + ic) * d.S;
-                        double* wk = acc.data() + (oc * d.I + ic) * d.K;
-                        for (int64_t kk = 0; kk < d.K; ++kk)
-                            if (row[kk] >= 0) wk[kk] += g * double(xc[row[kk]]);
-                    }
-                }
+        for_each_product(d, [&](int64_t xi, int64_t wi, int64_t yi) {
+            acc[size_t(wi)] += double(pd[yi]) * double(px[xi]);
+        });
         return cast_from<T>(acc, c.out);
     });
 }

@@ -83,24 +83,12 @@ Array dot_general_kernel(const KernelCtx& c) {
     return out;
 }
 
-/// Number of matrices in a [..., rows, cols] array.
-int64_t batch_count(const Shape& s) {
-    int64_t n = 1;
-    for (size_t i = 0; i + 2 < s.size(); ++i) n *= s[i];
-    return n;
-}
-
-/// "cholesky(M)", or "cholesky L" for a node the user named L.
-std::string where(const Node& n) {
-    return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
-}
-
 // A = L L^T, Cholesky-Banachiewicz, row by row, reading only the lower triangle of A
 Array cholesky_kernel(const KernelCtx& c) {
     const Array& x = c.in[0];
     Array out(c.out.dtype, c.out.shape);
     int64_t n = x.shape().back();
-    int64_t nb = batch_count(x.shape());
+    int64_t nb = matrix_count(x.shape());
     std::vector<double> a(n * n), l(n * n);
     for (int64_t b = 0; b < nb; ++b) {
         for (int64_t i = 0; i < n * n; ++i) a[i] = x.at(b * n * n + i);
@@ -111,7 +99,7 @@ Array cholesky_kernel(const KernelCtx& c) {
                 for (int64_t k = 0; k < j; ++k) s -= l[i * n + k] * l[j * n + k];
                 if (i == j) {
                     SJ_CHECK(s > 0, InputError)
-                        << where(c.node) << ": matrix " << b << " of "
+                        << linalg_where(c.node) << ": matrix " << b << " of "
                         << shape_str(x.shape()) << " is not positive definite (its leading minor "
                         << "of order " << i + 1 << " is not positive)";
                     l[i * n + i] = std::sqrt(s);
@@ -138,7 +126,7 @@ Array triangular_solve_kernel(const KernelCtx& c) {
     int64_t n = am.shape().back();
     const Shape& bs = bm.shape();
     int64_t rows = bs[bs.size() - 2], cols = bs.back();
-    int64_t nb = batch_count(am.shape());
+    int64_t nb = matrix_count(am.shape());
     int64_t nvec = t.left_side ? cols : rows; // right-hand sides per matrix
     std::vector<double> a(n * n), b(rows * cols), x(rows * cols), m(n * n);
     for (int64_t bi = 0; bi < nb; ++bi) {

@@ -4,6 +4,7 @@
 #include <symjax/Array.h>
 #include <symjax/Node.h>
 
+#include <string>
 #include <vector>
 
 namespace sj::ref {
@@ -25,6 +26,18 @@ TensorType concrete_type(const Node& node, const std::vector<Array>& in);
 Kernel kernel_for(Op op);
 /// Evaluates one node on concrete inputs. Leaves are not evaluated here (the caller binds them).
 Array eval_node(const Node& node, const std::vector<Array>& in, uint64_t counter);
+
+/// Number of matrices in a [..., rows, cols] array.
+inline int64_t matrix_count(const Shape& s) {
+    int64_t n = 1;
+    for (size_t i = 0; i + 2 < s.size(); ++i) n *= s[i];
+    return n;
+}
+/// How a linear-algebra error names its node: "cholesky(M)", or "cholesky L" for a node the user
+/// named L (the reference kernels and the cpu backend's LAPACK calls say the same).
+inline std::string linalg_where(const Node& n) {
+    return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
+}
 
 // Each family file fills its rows of the kernel table.
 void register_elementwise_kernels(Kernel* table);
