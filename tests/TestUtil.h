@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 namespace sj::test {
@@ -50,10 +51,11 @@ template <class E, class F> std::string message_of(F&& f) {
     } catch (const E& e) {
         return e.what();
     } catch (const std::exception& e) {
-        ADD_FAILURE() << "threw the wrong exception type: " << e.what();
+        ADD_FAILURE() << "expected " << typeid(E).name() << ", got " << typeid(e).name() << ": "
+                      << e.what();
         return "";
     }
-    ADD_FAILURE() << "did not throw";
+    ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
     return "";
 }
 

@@ -1,4 +1,6 @@
 // Error tests: each user mistake throws the right sj::Error subclass with a helpful message.
+#include "TestUtil.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
@@ -10,23 +12,9 @@
 using namespace sj;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using sj::test::message_of;
 
 namespace {
-
-/// The message of the E thrown by f; fails the test when f throws nothing or another type.
-template <class E, class F> std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << "expected " << typeid(E).name() << ", got " << typeid(e).name() << ": "
-                      << e.what();
-        return "";
-    }
-    ADD_FAILURE() << "expected " << typeid(E).name() << ", nothing was thrown";
-    return "";
-}
 
 Array f32v(std::vector<float> v) { return Array(v); }
 
