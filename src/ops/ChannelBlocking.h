@@ -1,6 +1,5 @@
-// The channel-blocked layout (Note [Channel-blocked layout]): shapes, operand masks and the
-// reference conversions, shared by the op rules, the reference kernels, the cpu backend and the
-// layout pass.
+// The channel-blocked layout (Note [Channel-blocked layout]): shapes and operand masks, shared by
+// the op rules, the reference kernels, the cpu backend and the layout pass.
 #pragma once
 
 #include <symjax/Array.h>
@@ -61,9 +60,5 @@ inline size_t logical_spatial_rank(const Node& n) {
     bool blocked_result = n.is(Op::BlockChannels) || (blocked_mask(n) & kBlockedResult);
     return n.shape().size() - 2 - (blocked_result ? 1 : 0);
 }
-
-/// The reference conversions (row-major copies).
-Array block_channels_array(const Array& x);
-Array unblock_channels_array(const Array& b);
 
 } // namespace sj::detail

@@ -245,6 +245,31 @@ Array avg_pool_backward_kernel(const KernelCtx& c) {
     });
 }
 
+/// Copies between [N, C, S] (S: the flat spatial size) and [N, C / 16, S, 16], either way
+/// (Note [Channel-blocked layout]).
+Array reblock(const Array& src, bool to_blocked) {
+    using detail::kChannelBlock;
+    const Shape to = to_blocked ? detail::blocked_shape(src.shape())
+                                : detail::unblocked_shape(src.shape());
+    Array out(src.dtype(), to);
+    const Shape& logical = to_blocked ? src.shape() : to;
+    int64_t N = logical[0], C = logical[1], S = numel(spatial(logical));
+    size_t es = size_t(dtype_size(src.dtype()));
+    const char* from = static_cast<const char*>(src.raw());
+    char* dst = static_cast<char*>(out.raw());
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t s = 0; s < S; ++s) {
+                int64_t plain = (n * C + c) * S + s;
+                int64_t blocked =
+                    ((n * (C / kChannelBlock) + c / kChannelBlock) * S + s) * kChannelBlock +
+                    c % kChannelBlock;
+                int64_t i = to_blocked ? plain : blocked, o = to_blocked ? blocked : plain;
+                std::memcpy(dst + size_t(o) * es, from + size_t(i) * es, es);
+            }
+    return out;
+}
+
 /// A window op with channel-blocked operands (Note [Channel-blocked layout]): the kernel on the
 /// operands unblocked, its result blocked when the op's mask says so.
 template <Kernel Logical> Array window_kernel(const KernelCtx& c) {
@@ -252,17 +277,15 @@ template <Kernel Logical> Array window_kernel(const KernelCtx& c) {
     if (mask == 0) return Logical(c);
     std::vector<Array> in;
     for (size_t i = 0; i < c.in.size(); ++i)
-        in.push_back(mask & (int64_t(1) << i) ? detail::unblock_channels_array(c.in[i]) : c.in[i]);
+        in.push_back(mask & (int64_t(1) << i) ? reblock(c.in[i], false) : c.in[i]);
     TensorType out = c.out;
     if (mask & detail::kBlockedResult) out.shape = detail::unblocked_shape(out.shape);
     Array r = Logical(KernelCtx{c.node, in, out, c.counter});
-    return mask & detail::kBlockedResult ? detail::block_channels_array(r) : r;
+    return mask & detail::kBlockedResult ? reblock(r, true) : r;
 }
 
-Array block_channels_kernel(const KernelCtx& c) { return detail::block_channels_array(c.in[0]); }
-Array unblock_channels_kernel(const KernelCtx& c) {
-    return detail::unblock_channels_array(c.in[0]);
-}
+Array block_channels_kernel(const KernelCtx& c) { return reblock(c.in[0], true); }
+Array unblock_channels_kernel(const KernelCtx& c) { return reblock(c.in[0], false); }
 
 } // namespace
 
@@ -278,35 +301,3 @@ void register_conv_kernels(Kernel* table) {
 }
 
 } // namespace sj::ref
-
-namespace sj::detail {
-
-namespace {
-/// Copies between [N, C, S] (S: the flat spatial size) and [N, C / 16, S, 16], either way.
-Array reblock(const Array& src, const Shape& to, bool to_blocked) {
-    Array out(src.dtype(), to);
-    const Shape& logical = to_blocked ? src.shape() : to;
-    int64_t N = logical[0], C = logical[1], S = numel(Shape(logical.begin() + 2, logical.end()));
-    size_t es = size_t(dtype_size(src.dtype()));
-    const char* from = static_cast<const char*>(src.raw());
-    char* dst = static_cast<char*>(out.raw());
-    for (int64_t n = 0; n < N; ++n)
-        for (int64_t c = 0; c < C; ++c)
-            for (int64_t s = 0; s < S; ++s) {
-                int64_t plain = (n * C + c) * S + s;
-                int64_t blocked = ((n * (C / kChannelBlock) + c / kChannelBlock) * S + s) *
-                                      kChannelBlock +
-                                  c % kChannelBlock;
-                int64_t i = to_blocked ? plain : blocked, o = to_blocked ? blocked : plain;
-                std::memcpy(dst + size_t(o) * es, from + size_t(i) * es, es);
-            }
-    return out;
-}
-} // namespace
-
-Array block_channels_array(const Array& x) { return reblock(x, blocked_shape(x.shape()), true); }
-Array unblock_channels_array(const Array& b) {
-    return reblock(b, unblocked_shape(b.shape()), false);
-}
-
-} // namespace sj::detail
