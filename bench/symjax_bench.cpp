@@ -5,6 +5,8 @@
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
+//   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
+//                                [--max_steps N | --steps N,N,...]
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -192,6 +194,105 @@ void compile_time() {
     emit("compile_time", "mlp_train_" + phase, ms, "ms", extra);
 }
 
+/// One graph of `steps` repeated steps for compile_scaling (Note [Compile scaling] in
+/// src/compiler/Fusion.cpp): `inputs` are its placeholders, `outputs` what the function returns.
+struct ChainGraph {
+    std::vector<Tensor> inputs, outputs;
+    Updates updates;
+    size_t nodes = 0; // graph nodes reachable from the outputs and updates
+};
+
+ChainGraph make_chain(const std::string& kind, int64_t steps, int64_t width) {
+    ChainGraph g;
+    Placeholder x({width}, f32, "x");
+    g.inputs = {x};
+    Tensor h = x;
+    if (kind == "elementwise") {
+        // one value through the same ops: h = tanh(h * 0.9 + 0.1)
+        for (int64_t i = 0; i < steps; ++i) h = tanh(h * 0.9 + 0.1);
+        g.outputs = {sum(h)};
+    } else if (kind == "shared_recurrence") {
+        // an unrolled RNN cell: every step reads h twice and the shared inputs a and b
+        Placeholder a({width}, f32, "a"), b({width}, f32, "b");
+        g.inputs = {x, a, b};
+        for (int64_t i = 0; i < steps; ++i) h = tanh(h * a + b) + h * 0.5;
+        g.outputs = {sum(h)};
+    } else if (kind == "gelu") {
+        for (int64_t i = 0; i < steps; ++i) h = nn::gelu(h, true);
+        g.outputs = {sum(h)};
+    } else if (kind == "mlp_step") {
+        // a deep MLP of `steps` layers with its gradients and an SGD update per parameter
+        Placeholder xb({-1, width}, f32, "xb");
+        g.inputs = {xb};
+        std::vector<Variable> params;
+        Tensor a = xb;
+        for (int64_t l = 0; l < steps; ++l) {
+            Array W = randn({width, width}, uint64_t(l), 1.0 / std::sqrt(double(width)));
+            params.emplace_back(W, "W" + std::to_string(l));
+            params.emplace_back(Array(f32, {width}), "b" + std::to_string(l));
+            a = maximum(matmul(a, params[size_t(2 * l)]) + params[size_t(2 * l + 1)], 0.0);
+        }
+        Tensor loss = mean(a * a);
+        auto gs = gradients(loss, std::vector<Tensor>(params.begin(), params.end()));
+        for (size_t i = 0; i < params.size(); ++i) g.updates.add(params[i], params[i] - 0.01 * gs[i]);
+        g.outputs = {loss};
+    } else {
+        throw std::runtime_error("unknown chain kind " + kind);
+    }
+    std::vector<Tensor> all = g.outputs;
+    for (const auto& [v, t] : g.updates.items()) all.push_back(t);
+    g.nodes = graph_size(all);
+    return g;
+}
+
+/// Compile time against graph size: chains of 10^2..10^5 steps of several kinds; the per-node
+/// cost (function_ms / nodes) must stay flat as the graph grows.
+void compile_scaling() {
+    std::vector<std::string> kinds = {"elementwise", "shared_recurrence", "gelu", "mlp_step"};
+    if (opt("kind", "all") != "all") kinds = {opt("kind", "all")};
+    int64_t max_steps = std::stoll(opt("max_steps", "100000"));
+    for (const auto& kind : kinds) {
+        // the MLP step has ~40 nodes and a library call per layer: 10^4 layers is its largest
+        int64_t cap = kind == "mlp_step" ? std::min<int64_t>(max_steps, 10000) : max_steps;
+        int64_t width = kind == "mlp_step" ? 16 : 1024;
+        std::vector<int64_t> sizes;
+        if (opt("steps", "") != "") {
+            std::string list = opt("steps", "");
+            for (size_t p = 0; p < list.size();) {
+                size_t q = list.find(',', p);
+                sizes.push_back(std::stoll(list.substr(p, q - p)));
+                p = q == std::string::npos ? list.size() : q + 1;
+            }
+        } else {
+            for (int64_t steps = 100; steps <= cap; steps *= 10) sizes.push_back(steps);
+        }
+        for (int64_t steps : sizes) {
+            auto t0 = Clock::now();
+            ChainGraph g = make_chain(kind, steps, width);
+            double graph_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            auto t1 = Clock::now();
+            Function f = function(g.inputs, g.outputs, g.updates);
+            double function_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+            std::vector<Function::Arg> args;
+            for (const auto& in : g.inputs) {
+                Shape s = in.shape();
+                for (auto& d : s) d = d < 0 ? 8 : d;
+                args.emplace_back(randn(s, 1, 0.1));
+            }
+            auto t2 = Clock::now();
+            f.call(args);
+            double first_call_ms = std::chrono::duration<double, std::milli>(Clock::now() - t2).count();
+            char extra[320];
+            std::snprintf(extra, sizeof extra,
+                          "\"steps\": %lld, \"nodes\": %zu, \"graph_ms\": %.1f, \"first_call_ms\": %.1f, "
+                          "\"us_per_node\": %.2f, \"kernels\": %zu",
+                          (long long)steps, g.nodes, graph_ms, first_call_ms,
+                          1e3 * (function_ms + first_call_ms) / double(g.nodes), f.stats().kernels);
+            emit("compile_scaling", kind, function_ms, "ms", extra);
+        }
+    }
+}
+
 void mvn_logpdf() {
     int64_t n = std::stoll(opt("n", "100000")), d = std::stoll(opt("d", "16"));
     Placeholder x({n, d}, f32, "x");
@@ -317,7 +418,7 @@ int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows [--key value]...\n",
+                     "cnn_train|reduce_rows|compile_scaling [--key value]...\n",
                      argv[0]);
         return 2;
     }
@@ -329,6 +430,7 @@ int main(int argc, char** argv) {
         else if (b == "mlp_train") mlp_train();
         else if (b == "call_overhead") call_overhead();
         else if (b == "compile_time") compile_time();
+        else if (b == "compile_scaling") compile_scaling();
         else if (b == "mvn_logpdf") mvn_logpdf();
         else if (b == "cnn_train") cnn_train();
         else if (b == "reduce_rows") reduce_rows();

@@ -75,6 +75,23 @@ std::string PostOp::str() const {
 // (the leading affine steps as bias and weight scales, the rest as post-ops) is Note [Affine
 // prefix] in src/backend/cpu/Dnnl.cpp.
 
+// Note [Compile scaling]
+// fuse() must stay near-linear in graph size: unrolled recurrences, GELU chains and deep
+// networks of 10^4..10^5 steps compile like short ones (bench/run compile_time). Three habits
+// keep it so:
+// - Walks through values that kernels recompute inline are memoised per group (compute_deps
+//   visits an inline node once per group that reads it). The walk used to follow every path,
+//   and an elementwise recurrence whose steps each read the carry twice has 2^steps paths:
+//   130 steps took 23 s, 140 more than a minute.
+// - Groups keep their member lists and their dependents, so a merge touches the two groups
+//   and their neighbours, never the whole graph.
+// - Each group has a depth (1 + its deepest dependency), kept valid through merges; a group
+//   depends on another only if it is deeper, so a dependency walk skips everything not deeper
+//   than its target, and two groups of one depth are independent without a walk. The walks
+//   and candidate pairs spend one budget (kMergeWorkBase + kMergeWorkPerNode per node) that no
+//   ordinary network spends; past it, "depends" answers yes (nothing merges) and siblings of
+//   one depth still merge. A huge graph then gets fewer multi-output kernels, never a wrong one.
+
 namespace {
 
 enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Window, Fallback };
@@ -131,7 +148,16 @@ struct Fuser {
     bool inline_node(const Node* n) { return duplicable(n) || groupset.count(n); }
     std::vector<Group> groups;
     std::vector<size_t> group_size;
+    /// The nodes of each group (group_of[n] == g), so merging moves only the moved group's nodes.
+    std::vector<std::vector<const Node*>> nodes_of;
     FusionPlan plan;
+    /// Work left for the merging phases (Note [Compile scaling]).
+    int64_t budget = 0;
+
+    void join(const Node* n, int g) {
+        group_of[n] = g;
+        nodes_of[size_t(g)].push_back(n);
+    }
 
     /// A movement op over a buffer: expanded inline into every consumer (address arithmetic).
     bool duplicable(const Node* n) {
@@ -158,8 +184,9 @@ struct Fuser {
         g.roots.push_back(root->shared_from_this());
         groups.push_back(std::move(g));
         group_size.push_back(1);
+        nodes_of.emplace_back();
         int id = static_cast<int>(groups.size()) - 1;
-        group_of[root] = id;
+        join(root, id);
         return id;
     }
 
@@ -323,7 +350,7 @@ struct Fuser {
             std::vector<size_t> ch = channel_dims(*n);
             if (ch.empty()) continue;
             std::vector<PostOp> epi;
-            std::vector<const Node*> members, bcasts;
+            std::vector<const Node*> epi_nodes, bcasts;
             const Node* cur = n;
             std::string stop;
             while (true) {
@@ -352,7 +379,7 @@ struct Fuser {
                     }
                     epi.push_back(p);
                 }
-                members.insert(members.end(), ms.begin(), ms.end());
+                epi_nodes.insert(epi_nodes.end(), ms.begin(), ms.end());
                 bcasts.insert(bcasts.end(), bs.begin(), bs.end());
                 cur = p.node.get();
             }
@@ -366,7 +393,7 @@ struct Fuser {
             plan.decisions.push_back("epilogue of " + what + ":" + ops + "; stops: " + stop);
             int id = new_group(n->is(Op::Conv) ? Group::Kind::Window : Group::Kind::Dot, n);
             groups[size_t(id)].epilogue = std::move(epi);
-            for (const Node* m : members) group_of[m] = id;
+            for (const Node* m : epi_nodes) join(m, id);
             for (const Node* b : bcasts) dup[b] = true;
         }
     }
@@ -422,7 +449,7 @@ struct Fuser {
                     why = "kernel size cap reached";
                 }
             if (ok && gs.size() == 1) {
-                group_of[n] = *gs.begin();
+                join(n, *gs.begin());
                 ++group_size[*gs.begin()];
             } else if (ok) {
                 groupset[n] = gs;
@@ -448,38 +475,106 @@ struct Fuser {
         }
     }
 
-    /// Groups in dependency order, with g's dependencies as group indices.
-    std::vector<std::set<int>> deps;
+    /// g's dependencies (groups whose values g reads) and dependents, as group indices; depth[g]
+    /// is 1 + the largest depth of its dependencies, so g depends on h only if depth[g] >
+    /// depth[h] (kept so through merges: Note [Compile scaling]).
+    std::vector<std::set<int>> deps, rdeps;
+    std::vector<int64_t> depth;
+    void add_dep(int g, int h) {
+        deps[size_t(g)].insert(h);
+        rdeps[size_t(h)].insert(g);
+    }
     void compute_deps() {
         deps.assign(groups.size(), {});
-        for (const Node* n : order) {
-            auto g = group_of.find(n);
-            if (g == group_of.end()) continue;
-            std::function<void(const Node*)> visit = [&](const Node* m) {
+        rdeps.assign(groups.size(), {});
+        // a node recomputed inline is walked once per group that reads it, not once per path
+        std::unordered_map<const Node*, int> walked_by;
+        std::vector<const Node*> stack;
+        for (size_t g = 0; g < groups.size(); ++g) {
+            stack.assign(nodes_of[g].begin(), nodes_of[g].end());
+            while (!stack.empty()) {
+                const Node* m = stack.back();
+                stack.pop_back();
                 for (size_t i = 0; i < m->num_inputs(); ++i) {
                     if (!value_edge(*m, i)) continue;
                     const Node* x = m->input(i).get();
                     auto h = group_of.find(x);
                     if (h != group_of.end()) {
-                        if (h->second != g->second) deps[g->second].insert(h->second);
+                        if (h->second != int(g)) add_dep(int(g), h->second);
                     } else if (inline_node(x)) {
-                        visit(x);
+                        auto [it, fresh] = walked_by.try_emplace(x, int(g));
+                        if (!fresh && it->second == int(g)) continue;
+                        it->second = int(g);
+                        stack.push_back(x);
                     }
                 }
-            };
-            visit(n);
+            }
+        }
+        // depths in dependency order (Kahn)
+        depth.assign(groups.size(), 0);
+        std::vector<size_t> waiting(groups.size());
+        std::vector<int> ready;
+        for (size_t g = 0; g < groups.size(); ++g)
+            if ((waiting[g] = deps[g].size()) == 0) ready.push_back(int(g));
+        while (!ready.empty()) {
+            int h = ready.back();
+            ready.pop_back();
+            for (int g : rdeps[size_t(h)]) {
+                depth[size_t(g)] = std::max(depth[size_t(g)], depth[size_t(h)] + 1);
+                if (--waiting[size_t(g)] == 0) ready.push_back(g);
+            }
         }
     }
 
-    bool depends(int a, int b) { // does group a (transitively) depend on group b?
+    /// After a merge into g: dependents of g get deeper than g, and theirs than them.
+    void raise_dependents(int g) {
+        std::vector<int> work{g};
+        while (!work.empty()) {
+            int x = work.back();
+            work.pop_back();
+            for (int r : rdeps[size_t(x)])
+                if (depth[size_t(r)] <= depth[size_t(x)]) {
+                    depth[size_t(r)] = depth[size_t(x)] + 1;
+                    work.push_back(r);
+                }
+        }
+    }
+
+    /// Moves group a's nodes and edges into group b (a is then empty).
+    void absorb(int b, int a) {
+        for (const Node* n : nodes_of[size_t(a)]) join(n, b);
+        nodes_of[size_t(a)].clear();
+        group_size[size_t(b)] += group_size[size_t(a)];
+        for (int r : rdeps[size_t(a)]) {
+            deps[size_t(r)].erase(a);
+            if (r != b) add_dep(r, b);
+        }
+        for (int d : deps[size_t(a)]) {
+            rdeps[size_t(d)].erase(a);
+            if (d != b) add_dep(b, d);
+        }
+        deps[size_t(a)].clear();
+        rdeps[size_t(a)].clear();
+        depth[size_t(b)] = std::max(depth[size_t(b)], depth[size_t(a)]);
+        raise_dependents(b);
+    }
+
+    /// Does group a (transitively) depend on group b? A path from a down to b passes only
+    /// through groups deeper than b, so the walk skips the rest. Each step spends the merging
+    /// budget; once it is spent the answer is "yes", the one that merges nothing.
+    bool depends(int a, int b) {
+        if (a == b) return true;
+        if (depth[size_t(a)] <= depth[size_t(b)]) return false;
         std::vector<int> stack{a};
-        std::unordered_set<int> seen;
+        std::unordered_set<int> seen{a};
         while (!stack.empty()) {
             int x = stack.back();
             stack.pop_back();
-            if (x == b) return true;
-            if (!seen.insert(x).second) continue;
-            for (int d : deps[x]) stack.push_back(d);
+            if (--budget < 0) return true;
+            for (int d : deps[size_t(x)]) {
+                if (d == b) return true;
+                if (depth[size_t(d)] > depth[size_t(b)] && seen.insert(d).second) stack.push_back(d);
+            }
         }
         return false;
     }
@@ -511,8 +606,8 @@ struct Fuser {
         };
         // a's outputs are stored over b's loops: the spaces must be the same
         if (groups[a].space->shape() != groups[b].space->shape()) return false;
-        for (const Node* n : order)
-            if (auto g = group_of.find(n); g != group_of.end() && g->second == b) visit(n);
+        budget -= int64_t(nodes_of[size_t(b)].size());
+        for (const Node* n : nodes_of[size_t(b)]) visit(n);
         return ok && any;
     }
 
@@ -523,10 +618,10 @@ struct Fuser {
     ///   W = W - 0.01*v (kernel B: loads v, stores W)   stores v and W
     /// Other readers of the roots must not be needed before the consumer runs.
     void merge_producers(std::vector<int>& alias) {
-        for (size_t b = 0; b < groups.size(); ++b) {
+        for (size_t b = 0; b < groups.size() && budget > 0; ++b) {
             if (groups[b].kind != Group::Kind::Kernel || alias[b] != int(b)) continue;
             bool again = true;
-            while (again) {
+            while (again && budget > 0) {
                 again = false;
                 for (int a : std::vector<int>(deps[b].begin(), deps[b].end())) {
                     Group& ga = groups[a];
@@ -540,11 +635,11 @@ struct Fuser {
                     bool trailing = true;
                     for (size_t i = 0; i < ra.size(); ++i) trailing = trailing && ra[i] == rank - int64_t(ra.size() - i);
                     if (!trailing) continue;
+                    // another path from b down to a, or from a up to b, would become a cycle
                     bool cycle = false;
                     for (int d : deps[b]) cycle = cycle || (d != a && depends(d, a));
-                    for (size_t c = 0; c < groups.size() && !cycle; ++c)
-                        if (int(c) != a && int(c) != int(b) && alias[c] == int(c) && deps[c].count(a))
-                            cycle = depends(int(b), int(c));
+                    for (int c : rdeps[size_t(a)])
+                        if (!cycle && c != int(b)) cycle = depends(int(b), c);
                     if (cycle) continue;
                     plan.decisions.push_back("merged producer " + ga.roots[0]->describe(1) + " into " +
                                              groups[b].roots[0]->describe(1));
@@ -552,14 +647,7 @@ struct Fuser {
                     for (auto& r : groups[b].roots) roots.push_back(r);
                     groups[b].roots = std::move(roots);
                     ga.roots.clear();
-                    for (auto& [n, g] : group_of)
-                        if (g == a) g = int(b);
-                    group_size[b] += group_size[a];
-                    for (auto& d : deps)
-                        if (d.erase(a)) d.insert(int(b));
-                    for (int d : deps[a]) deps[b].insert(d);
-                    deps[b].erase(int(b));
-                    deps[a].clear();
+                    absorb(int(b), a);
                     alias[a] = int(b);
                     again = true;
                     break;
@@ -576,20 +664,34 @@ struct Fuser {
         std::vector<int> alias(groups.size());
         for (size_t i = 0; i < alias.size(); ++i) alias[i] = int(i);
         merge_producers(alias);
-        for (size_t a = 0; a < groups.size(); ++a) {
-            Group& ga = groups[a];
-            if (ga.kind != Group::Kind::Kernel || alias[a] != int(a)) continue;
+        // candidates share the iteration space: one list per static shape, in group order
+        std::map<Shape, std::vector<int>> by_space;
+        std::vector<size_t> place(groups.size());
+        for (size_t g = 0; g < groups.size(); ++g)
+            if (groups[g].kind == Group::Kind::Kernel && is_static(groups[g].space->shape())) {
+                auto& list = by_space[groups[g].space->shape()];
+                place[g] = list.size();
+                list.push_back(int(g));
+            }
+        for (size_t ua = 0; ua < groups.size(); ++ua) {
+            int a = int(ua);
+            Group& ga = groups[ua];
+            if (ga.kind != Group::Kind::Kernel || alias[ua] != a) continue;
             if (!is_static(ga.space->shape())) continue;
-            for (size_t b = a + 1; b < groups.size(); ++b) {
-                Group& gb = groups[b];
-                if (gb.kind != Group::Kind::Kernel || alias[b] != int(b)) continue;
-                if (gb.space->shape() != ga.space->shape()) continue;
+            const std::vector<int>& list = by_space[ga.space->shape()];
+            for (size_t ib = place[ua] + 1; ib < list.size(); ++ib) {
+                int b = list[ib];
+                Group& gb = groups[size_t(b)];
+                if (alias[size_t(b)] != b) continue;
                 bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
                 if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
-                if (group_size[a] + group_size[b] > kMaxKernelInsts) continue;
-                if (depends(int(a), int(b)) || depends(int(b), int(a))) {
-                    plan.decisions.push_back("not merged: " + gb.roots[0]->describe(1) + " and " +
-                                             ga.roots[0]->describe(1) + " depend on each other");
+                if (group_size[ua] + group_size[size_t(b)] > kMaxKernelInsts) continue;
+                // with the budget spent only groups of one depth (never dependent) merge
+                if (--budget < 0 && depth[ua] != depth[size_t(b)]) continue;
+                if (depends(a, b) || depends(b, a)) {
+                    if (budget > 0)
+                        plan.decisions.push_back("not merged: " + gb.roots[0]->describe(1) + " and " +
+                                                 ga.roots[0]->describe(1) + " depend on each other");
                     continue;
                 }
                 // merge b into a; keep the reducing group's space first
@@ -600,17 +702,8 @@ struct Fuser {
                 }
                 for (auto& r : gb.roots) ga.roots.push_back(r);
                 gb.roots.clear();
-                for (auto& [n, g] : group_of)
-                    if (g == int(b)) g = int(a);
-                group_size[a] += group_size[b];
-                for (auto& d : deps) {
-                    if (d.erase(int(b))) d.insert(int(a));
-                }
-                for (int d : deps[b]) deps[a].insert(d);
-                deps[a].erase(int(a));
-                deps[b].clear();
-                alias[b] = int(a);
-                ra = ra || rb;
+                absorb(a, b);
+                alias[size_t(b)] = a;
             }
         }
         // drop merged-away groups, renumber, order by dependencies
@@ -755,6 +848,7 @@ FusionPlan fuse(const std::vector<NodePtr>& roots) {
         std::sort(us.begin(), us.end());
         us.erase(std::unique(us.begin(), us.end()), us.end());
     }
+    f.budget = kMergeWorkBase + kMergeWorkPerNode * int64_t(f.order.size());
     f.find_epilogues();
     f.assign();
     f.merge_siblings();

@@ -80,6 +80,12 @@ inline constexpr size_t kMaxKernelInsts = 512;
 /// Most kernels an elementwise value is recomputed in before it is materialised instead.
 inline constexpr size_t kMaxRecompute = 4;
 
+/// Work the merging phases may spend on dependency walks and candidate pairs: a base that no
+/// ordinary network reaches, plus a share per node, so that fusion stays linear in graph size
+/// (Note [Compile scaling] in Fusion.cpp).
+inline constexpr int64_t kMergeWorkBase = int64_t(1) << 22;
+inline constexpr int64_t kMergeWorkPerNode = 64;
+
 /// Partitions the graph under `roots`.
 FusionPlan fuse(const std::vector<NodePtr>& roots);
 

@@ -1,0 +1,86 @@
+// Compile time stays near-linear in graph size (Note [Compile scaling] in src/compiler/Fusion.cpp):
+// long elementwise recurrences, which once took exponential time in fusion, compile in seconds and
+// compute what the reference interpreter computes. The per-node cost curve is bench/run
+// compile_time's compile_scaling rows; these tests only catch a return of the blow-up.
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+#include <symjax/nn.h>
+#include <symjax/symjax.h>
+
+#include "compiler/Fusion.h"
+
+#include <chrono>
+
+using namespace sj;
+using sj::test::expect_close;
+using sj::test::on;
+using sj::test::random_array;
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// An exponential pass takes minutes from about 130 steps on (23 s at 130, > 60 s at 140 before
+// the fix), a linear one well under a second per 10^4 steps on this 2-core machine: 60 s is 20x
+// the time the whole test takes here, under load from a parallel build too, and far below the
+// blow-up. It is a guard against the blow-up, not a speed measurement (those are in bench/).
+constexpr double kGuardSeconds = 60;
+
+/// h <- tanh(h * a + b) + h * 0.5: every step reads the carry twice and the shared a and b.
+Tensor shared_recurrence(Tensor h, const Tensor& a, const Tensor& b, int steps) {
+    for (int i = 0; i < steps; ++i) h = tanh(h * a + b) + h * 0.5;
+    return h;
+}
+
+} // namespace
+
+TEST(CompileScaling, RecurrenceOf10000StepsCompilesAndMatchesTheReference) {
+    Placeholder x({8}, f32, "x"), a({8}, f32, "a"), b({8}, f32, "b");
+    Tensor y = shared_recurrence(x, a, b, 10000);
+    auto t0 = std::chrono::steady_clock::now();
+    Function f = function({x, a, b}, {y});
+    Array xv = random_array(f32, {8}, 1), av = random_array(f32, {8}, 2, -0.5, 0.5),
+          bv = random_array(f32, {8}, 3);
+    Array got = f(xv, av, bv)[0];
+    double s = seconds_since(t0);
+    EXPECT_LT(s, kGuardSeconds) << "compiling and running 10^4 steps";
+    Array want = function({x, a, b}, {y}, {}, on("reference"))(xv, av, bv)[0];
+    // each step is a contraction (|d/dh| <= 0.5 + |a| <= 1), so rounding does not grow with the
+    // step count; 1e-5 covers tanh's few-ulp differences between the backends
+    expect_close(got, want, 1e-5, 1e-5, "10^4-step recurrence");
+}
+
+TEST(CompileScaling, GradientOfALongGeluChainCompiles) {
+    // the GELU chain of the issue, with its gradient: the backward pass reads every step's input
+    Placeholder x({16}, f32, "x");
+    Tensor h = x;
+    for (int i = 0; i < 2000; ++i) h = nn::gelu(h, true);
+    Tensor loss = sum(h);
+    Tensor g = gradients(loss, {x})[0];
+    auto t0 = std::chrono::steady_clock::now();
+    Function f = function({x}, {loss, g});
+    Array xv = random_array(f32, {16}, 4, 0.5, 2.0);
+    auto got = f(xv);
+    EXPECT_LT(seconds_since(t0), kGuardSeconds);
+    auto want = function({x}, {loss, g}, {}, on("reference"))(xv);
+    // positive inputs stay positive and shrink slowly through gelu; both backends round the
+    // same ops in f32, the reference accumulating sums in f64
+    expect_close(got[0], want[0], 1e-4, 1e-5, "loss");
+    expect_close(got[1], want[1], 1e-4, 1e-5, "gradient");
+}
+
+TEST(CompileScaling, FusionOfRecurrencesAroundTheKernelCapIsFast) {
+    // 120..200 steps: around the point where the kernel instruction cap splits the chain into
+    // groups whose values several kernels recompute (where the walk once went exponential)
+    for (int steps : {120, 130, 140, 200}) {
+        Placeholder x({4}, f32, "x"), a({4}, f32, "a"), b({4}, f32, "b");
+        Tensor y = shared_recurrence(x, a, b, steps);
+        auto t0 = std::chrono::steady_clock::now();
+        compiler::FusionPlan p = compiler::fuse({y.node()});
+        EXPECT_LT(seconds_since(t0), kGuardSeconds) << steps << " steps";
+        EXPECT_GE(p.kernels(), 1u);
+    }
+}
