@@ -367,7 +367,11 @@ void save_variables(const std::string& path, const std::string& glob,
     SJ_CHECK(!vars.empty(), InputError)
         << "save_variables(" << path << "): no variable matches '" << glob << "'";
     std::map<std::string, Array> tensors;
-    for (const Variable& v : vars) tensors.emplace(v.full_name(), v.value());
+    // one step's values of all of them (Note [Consistent snapshots] in Variable.cpp)
+    std::vector<const detail::VariableState*> states;
+    for (const Variable& v : vars) states.push_back(&v.state());
+    std::vector<Array> values = detail::snapshot_values(states);
+    for (size_t i = 0; i < vars.size(); ++i) tensors.emplace(vars[i].full_name(), std::move(values[i]));
     write_safetensors(path, tensors, metadata);
 }
 
@@ -395,8 +399,14 @@ void load_variables(const std::string& path, const std::string& glob) {
         SJ_CHECK(!glob_match(glob, name) || wanted.count(name), IOError)
             << at(path, e.header_offset) << "tensor '" << name << "' matches '" << glob
             << "' but no live variable has that name";
-    // Everything is decoded and checked: assign (cannot fail now).
-    for (const Variable& v : vars) v.assign(p.tensors.at(v.full_name()).value);
+    // Everything is decoded and checked: assign all at once for the calls that read them.
+    std::vector<detail::VariableState*> states;
+    std::vector<Array> values;
+    for (const Variable& v : vars) {
+        states.push_back(&v.state());
+        values.push_back(std::move(p.tensors.at(v.full_name()).value));
+    }
+    detail::assign_values(states, std::move(values));
 }
 
 } // namespace sj

@@ -86,6 +86,10 @@ public:
     FunctionStats stats;
     std::mutex mu; // one call at a time per function (the counter and commit are sequential)
     uint64_t calls = 0;
+    /// Program::variables' states, and whether the program updates each (its lock is then
+    /// exclusive during a call).
+    std::vector<VariableState*> var_states;
+    std::vector<bool> var_updated;
 };
 
 } // namespace detail
@@ -134,6 +138,9 @@ Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& 
     for (const auto& [v, t] : updates.items())
         p.updates.emplace_back(add_var(v.node()), t.node());
 
+    impl->var_updated.assign(p.variables.size(), false);
+    for (const auto& v : p.variables) impl->var_states.push_back(v->attr<VariableAttrs>().state.get());
+    for (const auto& [k, t] : p.updates) impl->var_updated[k] = true;
     impl->options = options;
     impl->exe = detail::find_backend(options.backend)(p, options);
     impl->stats = impl->exe->stats();
@@ -184,6 +191,9 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     for (size_t i = 0; i < args.size(); ++i) in.push_back(check_input(*p.inputs[i], args[i], i));
 
     std::lock_guard<std::mutex> lock(im.mu);
+    // The variables it updates exclusively, the others shared, until the commit (Note
+    // [Consistent snapshots] in Variable.cpp).
+    detail::VariableLocks step(im.var_states, im.var_updated);
     // Snapshot variable values (buffers are shared, never written while a call reads them: a
     // commit swaps in new buffers).
     std::vector<Array> vals;
