@@ -30,6 +30,20 @@ namespace {
 /// Below this many iteration points a kernel runs on the calling thread alone.
 constexpr int64_t kParallelPoints = 1 << 15;
 
+// Note [Thread-count-independent sums]
+// Results must not depend on the thread count (same build, same seed, any SJ_NUM_THREADS: the
+// same bits; docs/reliability.md). A reduction whose loop 0 is reduced used to give each
+// thread its own range: one thread summed everything in one pass, two threads summed halves
+// and added them, so batch-norm gradients and the Adam moments behind them differed by up to
+// 5e-6 between 1 and 2 threads. Now loop 0 is always cut into the same kReduceChunks ranges
+// (fewer when it is shorter), each reduced into private outputs and combined in chunk order in
+// double: the threads only decide who computes which chunk. Kernels below kParallelPoints
+// run whole on one thread whatever the thread count, and kernels split over a kept loop give
+// each thread whole output points, so neither depends on it either. The chunk count bounds the
+// parallelism of such reductions (16 threads); its cost at one thread is a combine over 16
+// partial outputs, which are small (the kept dims of a bias or batch-norm gradient).
+constexpr int64_t kReduceChunks = 16;
+
 struct GroupCall {
     compiler::KernelLaunch launch; // kernel groups
     KernelFn fn = nullptr;
@@ -460,33 +474,41 @@ private:
             for (int s : gc.in_slots) bufs.push_back(const_cast<void*>(env[s].raw()));
             for (auto& o : outs) bufs.push_back(o.raw());
             ThreadPool& pool = ThreadPool::get();
-            int nt = L.points >= kParallelPoints ? std::min<int64_t>(pool.threads(), L.outer) : 1;
-            if (nt <= 1) {
+            bool parallel = L.points >= kParallelPoints;
+            int nt = parallel ? int(std::min<int64_t>(pool.threads(), L.outer)) : 1;
+            if (parallel && L.split_reduce && L.outer > 1) {
+                // reduction over loop 0: fixed chunks, whatever the thread count, each reduced
+                // into private outputs, combined in chunk order (Note [Thread-count-independent
+                // sums])
+                int nc = int(std::min<int64_t>(kReduceChunks, L.outer));
+                size_t nl = gc.in_slots.size();
+                std::vector<std::vector<Array>> part(static_cast<size_t>(nc));
+                std::vector<std::vector<void*>> tb(static_cast<size_t>(nc), bufs);
+                for (int c = 0; c < nc; ++c)
+                    for (size_t k = 0; k < outs.size(); ++k)
+                        if (g.outputs[k].reduced) {
+                            part[size_t(c)].emplace_back(outs[k].dtype(), outs[k].shape());
+                            tb[size_t(c)][nl + k] = part[size_t(c)].back().raw();
+                        } else {
+                            part[size_t(c)].emplace_back();
+                        }
+                int tasks = std::min(nt, nc);
+                pool.run(tasks, [&](int t) {
+                    for (int c = t; c < nc; c += tasks) {
+                        int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
+                        gc.fn(tb[size_t(c)].data(), L.params.data(), b, e);
+                    }
+                });
+                for (size_t k = 0; k < outs.size(); ++k)
+                    if (g.outputs[k].reduced) combine(outs[k], part, k, g.outputs[k].reduce_op);
+            } else if (nt <= 1 || L.split_reduce) {
                 gc.fn(bufs.data(), L.params.data(), 0, L.outer);
-            } else if (!L.split_reduce) {
+            } else {
+                // kept loop 0: each thread computes whole output points of its range
                 pool.run(nt, [&](int t) {
                     int64_t b = L.outer * t / nt, e = L.outer * (t + 1) / nt;
                     gc.fn(bufs.data(), L.params.data(), b, e);
                 });
-            } else {
-                // reduction over loop 0: each thread reduces its range into private outputs
-                size_t nl = gc.in_slots.size();
-                std::vector<std::vector<Array>> part(nt);
-                std::vector<std::vector<void*>> tb(nt, bufs);
-                for (int t = 0; t < nt; ++t)
-                    for (size_t k = 0; k < outs.size(); ++k)
-                        if (g.outputs[k].reduced) {
-                            part[t].emplace_back(outs[k].dtype(), outs[k].shape());
-                            tb[t][nl + k] = part[t].back().raw();
-                        } else {
-                            part[t].emplace_back();
-                        }
-                pool.run(nt, [&](int t) {
-                    int64_t b = L.outer * t / nt, e = L.outer * (t + 1) / nt;
-                    gc.fn(tb[t].data(), L.params.data(), b, e);
-                });
-                for (size_t k = 0; k < outs.size(); ++k)
-                    if (g.outputs[k].reduced) combine(outs[k], part, k, g.outputs[k].reduce_op);
             }
         }
         for (size_t k = 0; k < gc.out_slots.size(); ++k) env[gc.out_slots[k]] = std::move(outs[k]);
