@@ -8,6 +8,7 @@
 
 #include <symjax/Graph.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -50,25 +51,43 @@ void after(const char* pass, const std::vector<NodePtr>& roots, int& step) {
 }
 } // namespace
 
+/// Runs one pass; at SJ_DEBUG >= 2 prints its time and the graph size after it.
+template <class F> std::vector<NodePtr> timed(const char* pass, F&& run) {
+    if (debug_level() < 2) return run();
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<NodePtr> out = run();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<Tensor> ts(out.begin(), out.end());
+    std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu nodes after\n", pass, ms, graph_size(ts));
+    return out;
+}
+
 Compiled compile(const std::vector<NodePtr>& input) {
     Compiled c;
     int step = 0;
     after("build", input, step);
-    c.roots = canonicalize(input, &c.rewrites);
+    c.roots = timed("canonicalize", [&] { return canonicalize(input, &c.rewrites); });
     after("canonicalize", c.roots, step);
-    c.roots = stabilize(c.roots, &c.rewrites);
+    c.roots = timed("stabilize", [&] { return stabilize(c.roots, &c.rewrites); });
     after("stabilize", c.roots, step);
-    c.roots = canonicalize(c.roots, &c.rewrites);
-    c.roots = specialize(c.roots, &c.rewrites);
+    c.roots = timed("canonicalize", [&] { return canonicalize(c.roots, &c.rewrites); });
+    c.roots = timed("specialize", [&] { return specialize(c.roots, &c.rewrites); });
     after("specialize", c.roots, step);
     if (blocked_layout()) {
-        c.roots = layout(c.roots, &c.rewrites);
+        c.roots = timed("layout", [&] { return layout(c.roots, &c.rewrites); });
         after("layout", c.roots, step);
     }
+    auto t0 = std::chrono::steady_clock::now();
     c.plan = fuse(c.roots);
-    std::string plan = c.plan.str();
-    if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());
-    dump_file(std::to_string(step++) + "_fusion.txt", plan);
+    if (debug_level() >= 2)
+        std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu groups\n", "fusion",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                     c.plan.groups.size());
+    if (debug_level() >= 3 || std::getenv("SJ_DUMP")) {
+        std::string plan = c.plan.str();
+        if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());
+        dump_file(std::to_string(step++) + "_fusion.txt", plan);
+    }
     return c;
 }
 
