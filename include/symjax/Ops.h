@@ -66,7 +66,8 @@ Tensor stop_gradient(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-/// True division for floats; for integers, division truncating toward zero (as C++).
+/// True division for floats; for integers, division truncating toward zero (as C++), with
+/// x / 0 == 0 and MIN / -1 == MIN (wrapping) instead of a trap (docs/ops.md).
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double b);
@@ -74,7 +75,7 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, double b);
-/// Remainder with the sign of the divisor (Python's %, NumPy's mod).
+/// Remainder with the sign of the divisor (Python's %, NumPy's mod); integer x mod 0 == 0.
 Tensor mod(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& y, const Tensor& x);
 Tensor eq(const Tensor& a, const Tensor& b);

@@ -36,7 +36,7 @@ Array gather_kernel(const KernelCtx& c) {
     int64_t outer, len, inner;
     split_axis(x.shape(), c.attr<AxisAttrs>().axis, outer, len, inner);
     Array out(c.out.dtype, c.out.shape);
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     int64_t m = idx.size();
     const auto* p = static_cast<const unsigned char*>(x.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
@@ -65,7 +65,8 @@ Array scatter_add_kernel(const KernelCtx& c) {
                 {
                     T& dst = q[(o * len + j) * inner + i];
                     T src = u[(o * m + k) * inner + i];
-                    dst = x.dtype() == DType::Bool ? T(dst || src) : T(dst + src); // bool: NumPy's or
+                    dst = x.dtype() == DType::Bool ? T(dst || src)
+                                                   : add_wrap<T>(dst, src); // bool: or
                 }
         }
     });
@@ -94,7 +95,7 @@ Array dynamic_slice_kernel(const KernelCtx& c) {
     auto s0 = clamped_starts(starts, x.shape(), c.out.shape);
     auto st = row_major_strides(x.shape());
     Array out(c.out.dtype, c.out.shape);
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     const auto* p = static_cast<const unsigned char*>(x.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(c.out.shape, {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
@@ -111,7 +112,7 @@ Array dus_kernel(const KernelCtx& c) {
     auto s0 = clamped_starts(starts, x.shape(), u.shape());
     auto st = row_major_strides(x.shape());
     Array out = x.clone();
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     const auto* p = static_cast<const unsigned char*>(u.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(u.shape(), {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
