@@ -76,9 +76,12 @@ struct AxesAttrs {
 };
 /// Slice per dim, Python style: start/stop may be negative (from the end) and stop may be
 /// Index::kEnd-like INT64_MAX; step > 0. Resolved against the concrete dim by slice_bounds().
+/// Bit i of `index_dims`: dim i was picked by a single index (`x[k]`, start = k, stop = k + 1),
+/// which must be in range when the dim's size is bound at call time (a slice would clamp).
 struct SliceAttrs {
     std::vector<int64_t> start, stop, step;
-    SJ_FIELDS(start, stop, step);
+    uint64_t index_dims = 0;
+    SJ_FIELDS(start, stop, step, index_dims);
 };
 /// Pad per dim: lo, hi (>= 0) and interior (>= 0, elements inserted between neighbours).
 struct PadAttrs {
