@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <ostream>
+#include <string>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -105,6 +106,15 @@ struct OneHotAttrs {
     DType dtype = DType::F32;
     SJ_FIELDS(depth, dtype);
 };
+/// check_index: indices must lie in [0, depth), or equal `ignore` when `has_ignore`; `what`
+/// starts the error message ("nn::losses::sparse_softmax_crossentropy_logits: label").
+struct CheckIndexAttrs {
+    int64_t depth = 0;
+    bool has_ignore = false;
+    int64_t ignore = 0;
+    std::string what;
+    SJ_FIELDS(depth, has_ignore, ignore, what);
+};
 /// dot_general: result dims are batch..., lhs free..., rhs free... (XLA's convention).
 struct DotAttrs {
     std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
@@ -155,7 +165,7 @@ struct PhiloxAttrs {
 
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
-                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, DotAttrs,
+                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
                            TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs>;
 
 bool attrs_equal(const Attrs& a, const Attrs& b);

@@ -159,6 +159,11 @@ Tensor dynamic_slice(const Tensor& x, const Tensor& starts, const Shape& sizes);
 Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const Tensor& starts);
 /// one_hot(i, depth)[..., k] = (i == k); out-of-range indices give a zero row.
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::F32);
+/// `indices` unchanged, checked when the function runs: an index outside [0, depth) that is not
+/// `ignore` throws InputError, before any variable is updated, with a message that starts with
+/// `what` (default "check_index: index") and names the value, its position and the tensor.
+Tensor check_index(const Tensor& indices, int64_t depth, std::optional<int64_t> ignore = {},
+                   const std::string& what = "");
 
 // ---- linear algebra ------------------------------------------------------------------------
 struct DotDims {

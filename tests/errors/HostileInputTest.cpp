@@ -6,6 +6,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@ using sj::test::message_of;
 using sj::test::on;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+namespace L = sj::nn::losses;
 
 namespace {
 const char* const kBackends[] = {"reference", "cpu"};
@@ -112,6 +114,50 @@ TEST(HostileInput, NumbersThatDoNotFitAnIntegerInput) {
         Function ff = function({nf}, {nf}, {}, on(b));
         EXPECT_EQ(ff(1e30)[0].item<float>(), 1e30f) << b;
         EXPECT_TRUE(std::isnan(ff(std::nan(""))[0].item<float>())) << b;
+    }
+}
+
+// ---- class labels out of range --------------------------------------------------------------
+
+// Out-of-range labels used to give loss 0 and zero gradient silently. Now the call throws,
+// naming the label and its position, and no variable is updated (also when only the update
+// reads the labels).
+TEST(HostileInput, CrossEntropyLabelOutOfRange) {
+    for (const char* b : kBackends) {
+        Placeholder y({-1}, i32, "labels"), x({-1, 2}, f32, "feats");
+        Array w0(std::vector<float>{0.5f, -0.25f, 1.0f, 0.75f, 0.1f, -0.3f}, {2, 3});
+        Variable w(w0, std::string("ce_w_") + b);
+        Tensor loss = mean(L::sparse_softmax_crossentropy_logits(y, matmul(x, w)));
+        Updates upd{{w, w - 0.5 * gradients(loss, {w})[0]}};
+        Function step = function({y, x}, {loss}, upd, on(b));
+        Function step_only = function({y, x}, {}, upd, on(b));
+        Array xs(std::vector<float>{1, 2, -1, 0.5f}, {2, 2});
+        for (const Function& f : {step, step_only}) {
+            std::string m = message_of<InputError>([&] {
+                f(Array(std::vector<int32_t>{1, 3}), xs);
+            });
+            EXPECT_THAT(m, AllOf(HasSubstr("sparse_softmax_crossentropy_logits"),
+                                 HasSubstr("label 3 at position [1] of labels i32[2]"),
+                                 HasSubstr("out of range [0, 3)")))
+                << b;
+            EXPECT_TRUE(w.value().equals(w0)) << b << ": a call that threw changed a variable";
+            m = message_of<InputError>([&] { f(Array(std::vector<int32_t>{-1, 0}), xs); });
+            EXPECT_THAT(m, HasSubstr("label -1 at position [0]")) << b;
+            EXPECT_TRUE(w.value().equals(w0)) << b;
+        }
+        step(Array(std::vector<int32_t>{1, 2}), xs); // valid labels: the update happens
+        EXPECT_FALSE(w.value().equals(w0)) << b;
+
+        // with ignore_index, that value passes and any other out-of-range label still throws
+        Tensor li = L::sparse_softmax_crossentropy_logits(y, matmul(x, w), -1);
+        Function fi = function({y, x}, {li}, {}, on(b));
+        EXPECT_EQ(fi(Array(std::vector<int32_t>{-1, 0}), xs)[0].to_vector<float>()[0], 0.0f) << b;
+        EXPECT_THAT(
+            message_of<InputError>([&] {
+                fi(Array(std::vector<int32_t>{-2, 0}), xs);
+            }),
+            AllOf(HasSubstr("label -2 at position [0]"), HasSubstr("is not the ignore_index -1")))
+            << b;
     }
 }
 

@@ -138,6 +138,34 @@ Array one_hot_kernel(const KernelCtx& c) {
     return out;
 }
 
+/// "[1, 2]": the multi-index of flat position k in shape s.
+std::string position_str(const Shape& s, int64_t k) {
+    Shape idx(s.size());
+    for (size_t d = s.size(); d-- > 0;) {
+        idx[d] = s[d] > 0 ? k % s[d] : 0;
+        k = s[d] > 0 ? k / s[d] : 0;
+    }
+    return shape_str(idx);
+}
+
+Array check_index_kernel(const KernelCtx& c) {
+    const Array& idx = c.in[0];
+    const auto& a = c.attr<CheckIndexAttrs>();
+    for (int64_t k = 0; k < idx.size(); ++k) {
+        int64_t v = index_at(idx, k);
+        if ((v >= 0 && v < a.depth) || (a.has_ignore && v == a.ignore))
+            continue;
+        SJ_THROW(InputError) << a.what << " " << v << " at position "
+                             << position_str(idx.shape(), k) << " of "
+                             << c.node.input(0)->describe() << " " << idx.type_str()
+                             << " is out of range [0, " << a.depth << ")"
+                             << (a.has_ignore
+                                     ? " and is not the ignore_index " + std::to_string(a.ignore)
+                                     : std::string());
+    }
+    return idx;
+}
+
 } // namespace
 
 void register_indexing_kernels(Kernel* t) {
@@ -146,6 +174,7 @@ void register_indexing_kernels(Kernel* t) {
     t[int(Op::DynamicSlice)] = dynamic_slice_kernel;
     t[int(Op::DynamicUpdateSlice)] = dus_kernel;
     t[int(Op::OneHot)] = one_hot_kernel;
+    t[int(Op::CheckIndex)] = check_index_kernel;
 }
 
 } // namespace sj::ref

@@ -542,6 +542,9 @@ def gen_indexing():
              (wide(i)[..., None] == np.arange(depth)).astype(out),
              [[arr([-1, 0, 3, 4, 2], "i32")], [arr([[0, 1], [2, 5]], "u8")], [arr(1, "i64")],
               [arr([2, 0], "u32")]])
+    each("check_index", lambda i: i, [[arr([0, 4, 1, 3], "i32")], [arr([[0], [4]], "u8")],
+                                      [arr(2, "i64")], [arr([4, 0], "u32")]])
+    each("check_index_ignore", lambda i: i, [[arr([-1, 2, 0, -1], "i64")], [arr([1, -1], "i32")]])
 
 
 def gen_linalg():
