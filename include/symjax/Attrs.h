@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <ostream>
+#include <string>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -76,9 +77,12 @@ struct AxesAttrs {
 };
 /// Slice per dim, Python style: start/stop may be negative (from the end) and stop may be
 /// Index::kEnd-like INT64_MAX; step > 0. Resolved against the concrete dim by slice_bounds().
+/// Bit i of `index_dims`: dim i was picked by a single index (`x[k]`, start = k, stop = k + 1),
+/// which must be in range when the dim's size is bound at call time (a slice would clamp).
 struct SliceAttrs {
     std::vector<int64_t> start, stop, step;
-    SJ_FIELDS(start, stop, step);
+    uint64_t index_dims = 0;
+    SJ_FIELDS(start, stop, step, index_dims);
 };
 /// Pad per dim: lo, hi (>= 0) and interior (>= 0, elements inserted between neighbours).
 struct PadAttrs {
@@ -101,6 +105,15 @@ struct OneHotAttrs {
     int64_t depth = 0;
     DType dtype = DType::F32;
     SJ_FIELDS(depth, dtype);
+};
+/// check_index: indices must lie in [0, depth), or equal `ignore` when `has_ignore`; `what`
+/// starts the error message ("nn::losses::sparse_softmax_crossentropy_logits: label").
+struct CheckIndexAttrs {
+    int64_t depth = 0;
+    bool has_ignore = false;
+    int64_t ignore = 0;
+    std::string what;
+    SJ_FIELDS(depth, has_ignore, ignore, what);
 };
 /// dot_general: result dims are batch..., lhs free..., rhs free... (XLA's convention).
 struct DotAttrs {
@@ -152,7 +165,7 @@ struct PhiloxAttrs {
 
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
-                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, DotAttrs,
+                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
                            TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs>;
 
 bool attrs_equal(const Attrs& a, const Attrs& b);

@@ -3,6 +3,7 @@
 
 #include <symjax/Variable.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,14 +73,26 @@ class FunctionImpl;
 class Function {
 public:
     Function() = default;
-    /// One argument: an Array, or a C++ number for a 0-d input (converted to its dtype).
+    /// One argument: an Array, or a C++ number for a 0-d input, converted to its dtype only when
+    /// the value is exact there: for an integer input a NaN, an infinity, a fraction or a value
+    /// out of the dtype's range is an InputError naming the input; a bool input takes 0 or 1.
     struct Arg {
         Arg(const Array& a) : array(a) {} // NOLINT: implicit by design
         template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
-        Arg(T v) : number(static_cast<double>(v)), is_number(true) {} // NOLINT
+        Arg(T v) : number(static_cast<double>(v)), is_number(true) { // NOLINT
+            // integers keep their exact value (a double holds only 53 bits)
+            if constexpr (std::is_integral_v<T>) {
+                if (!std::is_signed_v<T> && static_cast<uint64_t>(v) > uint64_t(INT64_MAX))
+                    return;
+                integer = static_cast<int64_t>(v);
+                is_integer = true;
+            }
+        }
         Array array;
         double number = 0;
+        int64_t integer = 0;
         bool is_number = false;
+        bool is_integer = false; // `integer` holds the exact value
     };
     std::vector<Array> call(const std::vector<Arg>& inputs) const;
     template <class... A> std::vector<Array> operator()(const A&... args) const {

@@ -66,7 +66,8 @@ Tensor stop_gradient(const Tensor& x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
-/// True division for floats; for integers, division truncating toward zero (as C++).
+/// True division for floats; for integers, division truncating toward zero (as C++), with
+/// x / 0 == 0 and MIN / -1 == MIN (wrapping) instead of a trap (docs/ops.md).
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double b);
@@ -74,7 +75,7 @@ Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, double b);
-/// Remainder with the sign of the divisor (Python's %, NumPy's mod).
+/// Remainder with the sign of the divisor (Python's %, NumPy's mod); integer x mod 0 == 0.
 Tensor mod(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& y, const Tensor& x);
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -158,6 +159,11 @@ Tensor dynamic_slice(const Tensor& x, const Tensor& starts, const Shape& sizes);
 Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const Tensor& starts);
 /// one_hot(i, depth)[..., k] = (i == k); out-of-range indices give a zero row.
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::F32);
+/// `indices` unchanged, checked when the function runs: an index outside [0, depth) that is not
+/// `ignore` throws InputError, before any variable is updated, with a message that starts with
+/// `what` (default "check_index: index") and names the value, its position and the tensor.
+Tensor check_index(const Tensor& indices, int64_t depth, std::optional<int64_t> ignore = {},
+                   const std::string& what = "");
 
 // ---- linear algebra ------------------------------------------------------------------------
 struct DotDims {

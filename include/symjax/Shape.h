@@ -14,8 +14,12 @@ inline constexpr int64_t kAnyDim = -1;
 
 /// "[2, -1, 3]"
 std::string shape_str(const Shape& s);
-/// Number of elements, or -1 when a dim is unknown.
+/// Number of elements, or -1 when a dim is unknown. Throws ShapeError naming the shape when the
+/// product of its known dims does not fit in int64 (a shape with a 0 dim has 0 elements).
 int64_t numel(const Shape& s);
+/// numel(s) * elem_size: the bytes of a value of shape s, or -1 when a dim is unknown. Throws
+/// ShapeError naming the shape when that (or the known dims' part of it) does not fit in int64.
+int64_t byte_size(const Shape& s, int64_t elem_size);
 /// True when every dim is known.
 bool is_static(const Shape& s);
 /// Row-major strides in elements.

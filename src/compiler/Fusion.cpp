@@ -114,11 +114,8 @@ Kind classify(const Node& n) {
         return Kind::Reduce;
     if (op == Op::Broadcast || op == Op::Permute || op == Op::Slice || op == Op::Flip)
         return Kind::Movement;
-    if (has_trait(op, kElementwise)) {
-        // integer division by zero must raise an error: the reference kernel does that
-        if ((op == Op::Div || op == Op::Mod) && !is_float(n.dtype())) return Kind::Fallback;
+    if (has_trait(op, kElementwise))
         return Kind::Elementwise;
-    }
     return Kind::Fallback;
 }
 

@@ -9,8 +9,22 @@
 namespace sj {
 
 namespace {
+/// The element count of an array of this type: every dim known, and the count and the byte
+/// size fit in int64 (then so do nbytes() and its rounding up to 64 bytes in size_t).
+int64_t checked_size(DType dtype, const Shape& shape) {
+    for (int64_t d : shape)
+        SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(shape)
+                                     << " has a negative dim (arrays hold concrete values)";
+    try {
+        byte_size(shape, dtype_size(dtype));
+    } catch (const ShapeError& e) {
+        throw ShapeError(std::string("Array ") + dtype_name(dtype) + ": " + e.what());
+    }
+    return numel(shape);
+}
+
 std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero) {
-    size_t n = static_cast<size_t>((nbytes + 63) / 64 * 64);
+    size_t n = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
     if (n == 0) n = 64;
     void* p = std::aligned_alloc(64, n);
     if (!p) throw std::bad_alloc();
@@ -20,10 +34,7 @@ std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero) {
 } // namespace
 
 Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-    for (int64_t d : shape_)
-        SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(shape_)
-                                     << " has a negative dim (arrays hold concrete values)";
-    size_ = numel(shape_);
+    size_ = checked_size(dtype_, shape_);
     buf_ = alloc_bytes(nbytes(), true);
 }
 
@@ -31,9 +42,7 @@ Array Array::uninitialized(DType dtype, Shape shape) {
     Array a;
     a.dtype_ = dtype;
     a.shape_ = std::move(shape);
-    for (int64_t d : a.shape_)
-        SJ_CHECK(d >= 0, InputError) << "Array: shape " << shape_str(a.shape_) << " has a negative dim";
-    a.size_ = numel(a.shape_);
+    a.size_ = checked_size(a.dtype_, a.shape_);
     a.buf_ = alloc_bytes(a.nbytes(), false);
     return a;
 }

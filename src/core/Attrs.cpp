@@ -23,6 +23,10 @@ void hash_field(Hasher& h, const std::vector<int64_t>& v) {
     h.add(v.size());
     for (int64_t x : v) h.add(static_cast<uint64_t>(x));
 }
+void hash_field(Hasher& h, const std::string& v) {
+    h.add(v.size());
+    h.add_bytes(v.data(), v.size());
+}
 void hash_field(Hasher& h, PoolKind v) { h.add(static_cast<uint64_t>(v) + 2000); }
 void hash_field(Hasher&, const Array&) {} // covered by content_hash
 void hash_field(Hasher& h, const std::shared_ptr<detail::VariableState>& p) {
@@ -38,6 +42,9 @@ void put_field(std::ostream& os, uint64_t v) { os << v; }
 void put_field(std::ostream& os, double v) { os << v; }
 void put_field(std::ostream& os, DType v) { os << dtype_name(v); }
 void put_field(std::ostream& os, const std::vector<int64_t>& v) { os << shape_str(v); }
+void put_field(std::ostream& os, const std::string& v) {
+    os << '"' << v << '"';
+}
 void put_field(std::ostream& os, PoolKind v) { os << (v == PoolKind::Max ? "max" : "avg"); }
 void put_field(std::ostream& os, const Array& a) { os << a.str(8); }
 void put_field(std::ostream& os, const std::shared_ptr<detail::VariableState>&) { os << "state"; }

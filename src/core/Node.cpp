@@ -83,6 +83,11 @@ NodePtr Node::make(Op op, Attrs attrs, std::vector<NodePtr> inputs) {
     }
     detail::InferCtx ctx{op, attrs, types, &inputs, false};
     TensorType type = def.infer(ctx);
+    try { // every value a graph can compute has a size that fits in int64 (Shape.h)
+        byte_size(type.shape, dtype_size(type.dtype));
+    } catch (const ShapeError& e) {
+        throw ShapeError(ctx.where() + ": result " + dtype_name(type.dtype) + ": " + e.what());
+    }
 
     detail::Hasher h;
     h.add(static_cast<uint64_t>(op));

@@ -14,13 +14,34 @@ std::string shape_str(const Shape& s) {
     return os.str();
 }
 
-int64_t numel(const Shape& s) {
-    int64_t n = 1;
-    for (int64_t d : s) {
-        if (d < 0) return -1;
-        n *= d;
-    }
+namespace {
+/// The product of the known dims of s times `factor`, or -1 on int64 overflow (0 when a dim
+/// is 0, whatever the others).
+int64_t known_product(const Shape& s, int64_t factor) {
+    for (int64_t d : s)
+        if (d == 0)
+            return 0;
+    int64_t n = factor;
+    for (int64_t d : s)
+        if (d > 0 && __builtin_mul_overflow(n, d, &n))
+            return -1;
     return n;
+}
+} // namespace
+
+int64_t numel(const Shape& s) {
+    int64_t n = known_product(s, 1);
+    SJ_CHECK(n >= 0, ShapeError) << "shape " << shape_str(s)
+                                 << " has too many elements: their number overflows int64";
+    return is_static(s) ? n : -1;
+}
+
+int64_t byte_size(const Shape& s, int64_t elem_size) {
+    int64_t n = known_product(s, elem_size);
+    SJ_CHECK(n >= 0, ShapeError) << "shape " << shape_str(s) << " is too large: "
+                                 << "its size in bytes (" << elem_size
+                                 << " per element) overflows int64";
+    return is_static(s) ? n : -1;
 }
 
 bool is_static(const Shape& s) {

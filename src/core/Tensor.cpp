@@ -1,4 +1,6 @@
 // Tensor: handle methods and NumPy-style subscripts.
+#include "../ops/OpDef.h"
+
 #include <symjax/Ops.h>
 #include <symjax/Tensor.h>
 
@@ -62,7 +64,11 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
             drop.push_back(int64_t(i));
         }
     }
-    Tensor s = slice(*this, start, stop, step);
+    uint64_t index_dims = 0;
+    for (int64_t a : drop)
+        if (a < 64)
+            index_dims |= uint64_t(1) << a;
+    Tensor s = detail::index_slice(*this, start, stop, step, index_dims);
     if (drop.empty()) return s;
     // dropped dims are size 1 now; remove them
     Shape out;

@@ -6,13 +6,25 @@
 
 namespace sj::nn::losses {
 
-Tensor sparse_softmax_crossentropy_logits(const Tensor &labels, const Tensor &logits) {
+Tensor sparse_softmax_crossentropy_logits(const Tensor& labels, const Tensor& logits,
+                                          std::optional<int64_t> ignore_index) {
     detail::check_logits(logits, "sparse_softmax_crossentropy_logits");
     detail::check_int_labels(labels, logits, "sparse_softmax_crossentropy_logits");
+    int64_t classes = logits.dim(-1);
+    // labels are runtime data: a label out of range would pick no class (loss 0, no gradient)
+    Tensor checked = check_index(labels, classes, ignore_index,
+                                 "nn::losses::sparse_softmax_crossentropy_logits: label");
     // -log_softmax at the label: where() picks it without multiplying the other entries by 0
-    Tensor picked =
-        where(one_hot(labels, logits.dim(-1), DType::Bool), log_softmax(logits, -1), 0.0);
-    return neg(sum(picked, {-1}));
+    Tensor picked = where(one_hot(checked, classes, DType::Bool), log_softmax(logits, -1), 0.0);
+    Tensor loss = neg(sum(picked, {-1}));
+    // an ignore_index inside [0, C) still picks a class: mask the example out explicitly
+    // (compared in i64: the ignore_index need not be representable in the labels' dtype)
+    if (ignore_index) {
+        Tensor kept = ne(detail::as_dtype(checked, DType::I64),
+                         constant(Array::scalar<int64_t>(*ignore_index)));
+        loss = where(kept, loss, 0.0);
+    }
+    return loss;
 }
 
 Tensor softmax_crossentropy_logits(const Tensor &labels, const Tensor &logits) {

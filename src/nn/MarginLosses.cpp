@@ -19,7 +19,10 @@ Tensor multiclass_hinge(const Tensor &labels, const Tensor &scores, double margi
     detail::check_logits(scores, "multiclass_hinge");
     detail::check_int_labels(labels, scores, "multiclass_hinge");
     const double inf = std::numeric_limits<double>::infinity();
-    Tensor is_true = one_hot(labels, scores.dim(-1), DType::Bool);
+    // a label out of range would pick no true class and score max(0, margin + max s) silently
+    Tensor checked =
+        check_index(labels, scores.dim(-1), std::nullopt, "nn::losses::multiclass_hinge: label");
+    Tensor is_true = one_hot(checked, scores.dim(-1), DType::Bool);
     Tensor true_score = sum(where(is_true, scores, 0.0), {-1});
     Tensor best_other = max(where(is_true, -inf, scores), {-1});
     return maximum(best_other - true_score + margin, 0.0);

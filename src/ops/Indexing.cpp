@@ -97,6 +97,13 @@ TensorType infer_one_hot(const InferCtx& c) {
     return {a.dtype, out};
 }
 
+TensorType infer_check_index(const InferCtx& c) {
+    const auto& a = c.attr<CheckIndexAttrs>();
+    check_index_dtype(c, 0);
+    SJ_CHECK(a.depth >= 0, ShapeError) << c.where() << ": depth must be >= 0, got " << a.depth;
+    return c.in[0];
+}
+
 void register_grads(OpDef* t) {
     // d gather(x, i)/dx: scatter the gradient back to the gathered positions
     t[int(Op::Gather)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
@@ -130,6 +137,7 @@ void register_indexing_ops(OpDef* t) {
     t[int(Op::DynamicSlice)].infer = infer_dynamic_slice;
     t[int(Op::DynamicUpdateSlice)].infer = infer_dus;
     t[int(Op::OneHot)].infer = infer_one_hot;
+    t[int(Op::CheckIndex)].infer = infer_check_index; // no gradient: integer indices
     register_grads(t);
 }
 
@@ -157,6 +165,13 @@ Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const Tensor&
 
 Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype) {
     return make(Op::OneHot, {indices}, OneHotAttrs{depth, dtype});
+}
+
+Tensor check_index(const Tensor& indices, int64_t depth, std::optional<int64_t> ignore,
+                   const std::string& what) {
+    return make(Op::CheckIndex, {indices},
+                CheckIndexAttrs{depth, ignore.has_value(), ignore.value_or(0),
+                                what.empty() ? std::string("check_index: index") : what});
 }
 
 } // namespace sj

@@ -121,6 +121,12 @@ TensorType infer_slice(const InferCtx& c) {
         SJ_CHECK(a.step[i] > 0, ShapeError)
             << c.where() << ": step " << a.step[i] << " on dim " << i << " must be > 0 (use flip)";
         out[i] = s[i] < 0 ? -1 : slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).count;
+        // x[k] on a dim whose size was unknown when the graph was built (start >= 0 then)
+        if (s[i] >= 0 && i < 64 && (a.index_dims >> i & 1) && a.start[i] >= s[i])
+            shape_fail(c, "subscript of " + c.name(0) + ": index " + std::to_string(a.start[i]) +
+                              " out of range for dim " + std::to_string(i) + " of size " +
+                              std::to_string(s[i]) + " (" + c.name(0) + " is " + type_str(c.in[0]) +
+                              " in this call)");
     }
     return {c.in[0].dtype, out};
 }
@@ -252,7 +258,7 @@ void register_grads(OpDef* t) {
             stop[i] = a.hi[i] > 0 ? -a.hi[i] : Index::kEnd;
             step[i] = a.interior[i] + 1;
         }
-        d[0] = detail::make(Op::Slice, {g}, SliceAttrs{start, stop, step});
+        d[0] = detail::make(Op::Slice, {g}, SliceAttrs{start, stop, step, 0});
     };
     t[int(Op::Flip)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         d[0] = flip(g, n.attr<AxesAttrs>().axes);
@@ -369,11 +375,18 @@ Tensor flatten(const Tensor& x, int64_t start_axis) {
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
              const std::vector<int64_t>& step) {
+    return detail::index_slice(x, start, stop, step, 0);
+}
+
+namespace detail {
+Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
+                   const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
+                   uint64_t index_dims) {
     int r = x.rank();
     SJ_CHECK(start.size() <= size_t(r) && stop.size() <= size_t(r) && step.size() <= size_t(r), ShapeError)
         << "slice(" << x.name() << "): bounds for more dims than " << x.type_str() << " has";
     SliceAttrs a{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, Index::kEnd),
-                 std::vector<int64_t>(r, 1)};
+                 std::vector<int64_t>(r, 1), 0};
     for (size_t i = 0; i < start.size(); ++i) a.start[i] = start[i];
     for (size_t i = 0; i < stop.size(); ++i) a.stop[i] = stop[i];
     for (size_t i = 0; i < step.size(); ++i) a.step[i] = step[i];
@@ -392,8 +405,13 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
         }
     }
     if (identity) return x;
+    // only unknown dims need the check at call time (known ones were checked by the caller)
+    for (int i = 0; i < r && i < 64; ++i)
+        if (x.shape()[i] < 0)
+            a.index_dims |= index_dims & (uint64_t(1) << i);
     return make(Op::Slice, {x}, std::move(a));
 }
+} // namespace detail
 
 Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
     int ax = normalize_axis(axis, x.rank(), "slice_axis");

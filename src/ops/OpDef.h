@@ -76,6 +76,12 @@ inline bool shape_only_input(const Node& n, size_t i) {
                n.is(Op::AvgPoolBackward);
     return i == 2 && (n.is(Op::ConvBackwardData) || n.is(Op::ConvBackwardFilter));
 }
+/// slice(), where bit i of `index_dims` marks dim i as picked by a single index `x[k]`: on a dim
+/// unknown when the graph is built, k out of range is an InputError naming the index, the dim
+/// and x when the function is called (SliceAttrs::index_dims).
+Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
+                   const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
+                   uint64_t index_dims);
 /// Builds (or finds) the node op(inputs) with attrs and returns its handle.
 Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});
 /// Sums g down to `shape` (the static shape of an input that was broadcast to g's shape):

@@ -35,6 +35,12 @@ public:
     virtual std::string dump() const { return ""; }
 };
 
+/// FunctionOptions::nan_guard: throws Error naming `n` (its description, type, the flat index
+/// and scope) when the float `value` it computed holds a NaN or an infinity. Every backend calls
+/// it, when the option is set, on each value it computes (a node, or each root of a fused group),
+/// in execution order, so the error names the first node that produced one.
+void check_finite(const Node& n, const Array& value);
+
 using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const FunctionOptions&);
 /// Registers a backend under a name ("reference", "cpu", ...).
 void register_backend(const std::string& name, BackendFactory f);

@@ -4,7 +4,10 @@
 #include <symjax/Function.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -67,6 +70,22 @@ std::vector<std::string> backend_names() {
 void register_backend(const std::string& name, BackendFactory f) {
     std::lock_guard<std::mutex> lock(g_backends_mu);
     backends()[name] = f;
+}
+
+void check_finite(const Node& n, const Array& value) {
+    if (!is_float(value.dtype()))
+        return;
+    int64_t bad = dispatch(value.dtype(), [&](auto tag) -> int64_t {
+        using T = typename decltype(tag)::type;
+        const T* p = static_cast<const T*>(value.raw());
+        for (int64_t i = 0; i < value.size(); ++i)
+            if (!std::isfinite(static_cast<double>(p[i])))
+                return i;
+        return -1;
+    });
+    SJ_CHECK(bad < 0, Error) << "NaN guard: " << n.describe() << " " << type_str(n.type())
+                             << " produced " << value.at(bad) << " at flat index " << bad
+                             << (n.scope().empty() ? "" : " (scope " + n.scope() + ")");
 }
 
 BackendFactory find_backend(const std::string& name) {
@@ -150,6 +169,52 @@ Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& 
 }
 
 namespace {
+/// A C++ number as a 0-d array of dtype `t`, refusing conversions that would change its value
+/// (Array::full saturates and maps NaN to 0: right for a fill value, silent for an input).
+Array number_input(const Function::Arg& arg, DType t, size_t i, const std::string& name) {
+    if (is_float(t))
+        return Array::full(t, {}, arg.is_integer ? double(arg.integer) : arg.number);
+    auto where = [&] { return "input " + std::to_string(i) + " ('" + name + "'): "; };
+    auto given = [&] { // the shortest text that reads back as the value given
+        if (arg.is_integer)
+            return std::to_string(arg.integer);
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof buf, arg.number);
+        return std::string(buf, r.ptr);
+    };
+    if (t == DType::Bool) {
+        bool ok = arg.is_integer ? (arg.integer == 0 || arg.integer == 1)
+                                 : (arg.number == 0 || arg.number == 1);
+        SJ_CHECK(ok, InputError) << where() << "a bool input takes true, false, 0 or 1, got "
+                                 << given();
+        return Array::full(t, {}, arg.is_integer ? double(arg.integer) : arg.number);
+    }
+    return dispatch(t, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        using L = std::numeric_limits<T>;
+        auto range = [&] {
+            return std::string(dtype_name(t)) + " [" + std::to_string(+L::lowest()) + ", " +
+                   std::to_string(+L::max()) + "]";
+        };
+        if (arg.is_integer) {
+            int64_t x = arg.integer;
+            bool fits = x >= int64_t(L::lowest()) && (x < 0 || uint64_t(x) <= uint64_t(L::max()));
+            SJ_CHECK(fits, InputError)
+                << where() << given() << " is out of the range of " << range();
+            return Array::scalar<T>(static_cast<T>(arg.integer));
+        }
+        double v = arg.number;
+        SJ_CHECK(std::isfinite(v), InputError)
+            << where() << given() << " cannot be converted to the integer type " << dtype_name(t);
+        SJ_CHECK(std::trunc(v) == v, InputError)
+            << where() << given() << " is not an integer (the input is " << dtype_name(t) << ")";
+        // 2^bits bounds are exact doubles, where max() itself may not be (2^63 - 1)
+        SJ_CHECK(v >= double(L::lowest()) && v < 2.0 * double(L::max() / 2 + 1), InputError)
+            << where() << given() << " is out of the range of " << range();
+        return Array::scalar<T>(static_cast<T>(v));
+    });
+}
+
 /// Checks one argument against its placeholder, binding -1 dims. Numbers become 0-d arrays of
 /// the placeholder's dtype.
 Array check_input(const Node& ph, const Function::Arg& arg, size_t i) {
@@ -159,7 +224,7 @@ Array check_input(const Node& ph, const Function::Arg& arg, size_t i) {
         SJ_CHECK(a.shape.empty(), InputError)
             << "input " << i << " ('" << name << "'): a number was given for a tensor of type "
             << type_str(ph.type());
-        return Array::full(a.dtype, {}, arg.number);
+        return number_input(arg, a.dtype, i, name);
     }
     const Array& v = arg.array;
     SJ_CHECK(v.defined(), InputError) << "input " << i << " ('" << name << "'): undefined Array";

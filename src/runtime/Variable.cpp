@@ -87,6 +87,11 @@ Placeholder::Placeholder(const Shape& shape, DType dtype, const std::string& nam
     for (int64_t d : shape)
         SJ_CHECK(d >= -1, ShapeError) << "Placeholder '" << name << "': shape " << shape_str(shape)
                                       << " has a dim < -1";
+    try {
+        byte_size(shape, dtype_size(dtype));
+    } catch (const ShapeError& e) {
+        throw ShapeError("Placeholder '" + name + "' " + dtype_name(dtype) + ": " + e.what());
+    }
     NodePtr n = Node::make(Op::Placeholder, PlaceholderAttrs{g_next_placeholder++, dtype, shape}, {});
     n->set_name(Scope::qualify(name));
     static_cast<Tensor&>(*this) = Tensor(n);

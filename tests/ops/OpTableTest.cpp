@@ -544,6 +544,21 @@ std::vector<OpRow> make_table() {
                  .cases = {{{in_range({5}, -1, 4)}}, {{in_range({2, 2}, 0, 2)}}},
                  .dtypes = kInt});
 
+    // in range (or the ignore value): the indices unchanged; out of range throws (tests/errors)
+    t.push_back({.name = "check_index",
+                 .op = "check_index",
+                 .build = [](Xs x) { return check_index(x[0], 5); },
+                 .cases = {{{in_range({6}, 0, 4)}},
+                           {{in_range({}, 0, 4)}},
+                           {{in_range({2, 3}, 0, 4)}},
+                           {{in_range({0}, 0, 4)}}},
+                 .dtypes = kInt});
+    t.push_back({.name = "check_index_ignore",
+                 .op = "check_index",
+                 .build = [](Xs x) { return check_index(x[0], 3, -1); },
+                 .cases = {{{in_range({6}, -1, 2)}}, {{in_range({2, 2}, -1, 2)}}},
+                 .dtypes = {DType::I32, DType::I64}});
+
     // ---- library ----------------------------------------------------------------------------
     auto dot = [&](std::string name, DotDims dims, std::vector<Case> cs) {
         t.push_back({.name = std::move(name),

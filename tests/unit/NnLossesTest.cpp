@@ -201,3 +201,32 @@ TEST(NnLosses, KlDivergence) {
     for (double v : same(Array(pv, {2, 3}))[0].to_vector<double>())
         EXPECT_NEAR(v, 0.0, 1e-15);
 }
+
+// PyTorch's ignore_index: an ignored example has loss 0 and zero gradient (whether the value is
+// outside [0, C), as -100, or a class, as 1), the others are unchanged; on both backends.
+TEST(NnLosses, SparseSoftmaxCrossEntropyIgnoreIndex) {
+    Placeholder y({-1}, i32, "y");
+    Placeholder z({-1, 4}, f64, "z");
+    for (int64_t ignore : {-100, 1}) {
+        Tensor l = L::sparse_softmax_crossentropy_logits(y, z, ignore);
+        Tensor g = gradients(sum(l), z);
+        for (const char* backend : {"reference", "cpu"}) {
+            FunctionOptions o;
+            o.backend = backend;
+            Function f = function({y, z}, {l, g}, {}, o);
+            std::vector<int32_t> labels{2, int32_t(ignore), 1};
+            auto r = f(Array(labels), Array(kLogits, {3, 4}));
+            std::vector<double> lv = r[0].to_vector<double>(), gv = r[1].to_vector<double>();
+            for (int i = 0; i < 3; ++i) {
+                std::vector<double> row(kLogits.begin() + 4 * i, kLogits.begin() + 4 * i + 4);
+                std::vector<double> ls = host_log_softmax(row);
+                bool ignored = labels[i] == ignore;
+                EXPECT_NEAR(lv[i], ignored ? 0.0 : -ls[labels[i]], 1e-12) << backend << " " << i;
+                for (int c = 0; c < 4; ++c) // d sum / dz = softmax - onehot, or 0 when ignored
+                    EXPECT_NEAR(gv[4 * i + c], ignored ? 0.0 : std::exp(ls[c]) - (c == labels[i]),
+                                1e-12)
+                        << backend << " " << i << " " << c;
+            }
+        }
+    }
+}

@@ -3,6 +3,9 @@
 
 #include <symjax/Tensor.h>
 
+#include <cstdint>
+#include <optional>
+
 namespace sj::nn::losses {
 
 // Every loss returns one value per example, of shape [N] for a batch of N (take mean() of it).
@@ -13,8 +16,13 @@ namespace sj::nn::losses {
 
 /// -log softmax(logits)[label]: labels are integer class indices [N] (i32 or i64) and logits
 /// [N, C] (C known when the graph is built). Computed from log_softmax, so finite and with
-/// correct gradients for logits of any magnitude. Out-of-range labels give a loss of 0.
-Tensor sparse_softmax_crossentropy_logits(const Tensor &labels, const Tensor &logits);
+/// correct gradients for logits of any magnitude. A label outside [0, C) is an InputError when
+/// the function runs (naming the label and its position; no variable is updated), except one
+/// equal to `ignore_index` (PyTorch's option; none by default), whose example gets loss 0 and
+/// zero gradient. mean() of the result counts ignored examples: PyTorch's reduction='mean'
+/// divides by the number of the others, sum(loss) / sum(labels != ignore_index).
+Tensor sparse_softmax_crossentropy_logits(const Tensor& labels, const Tensor& logits,
+                                          std::optional<int64_t> ignore_index = std::nullopt);
 /// -sum_c labels[c] log softmax(logits)[c], with labels a distribution [N, C] over classes.
 Tensor softmax_crossentropy_logits(const Tensor &labels, const Tensor &logits);
 /// Binary cross-entropy from logits x with targets z in [0, 1], in the stable form
@@ -29,7 +37,7 @@ Tensor huber(const Tensor &targets, const Tensor &predictions, double delta = 1.
 /// max(0, 1 - y x) with labels y in {-1, +1} and scores x.
 Tensor hinge(const Tensor &labels, const Tensor &scores);
 /// Crammer-Singer multiclass hinge max(0, margin + max_{j != y} x_j - x_y), with integer labels
-/// [N] and scores [N, C].
+/// [N] and scores [N, C]; a label outside [0, C) is an InputError when the function runs.
 Tensor multiclass_hinge(const Tensor &labels, const Tensor &scores, double margin = 1.0);
 /// KL(p || q) = sum_c p_c (log p_c - log q_c) between categorical distributions given as
 /// probabilities [N, C]; terms with p_c = 0 count 0.

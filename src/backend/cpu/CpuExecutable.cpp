@@ -255,8 +255,10 @@ private:
             for (int s : operand_slots(c_.plan.groups[gi])) last[s] = int(gi);
         std::vector<bool> keep(slot_nodes_.size(), false);
         for (const auto& r : c_.roots) keep[slot_.at(r.get())] = true;
-        bool fallback_after = false; // may a later group throw? then no in-place writes
-        std::vector<bool> throws_after(c_.plan.groups.size() + 1, false);
+        // may a later group throw (a reference kernel's checks, or the NaN guard after any
+        // group)? then no in-place writes, so a call that throws changes no variable
+        bool fallback_after = opts_.nan_guard;
+        std::vector<bool> throws_after(c_.plan.groups.size() + 1, opts_.nan_guard);
         for (size_t gi = c_.plan.groups.size(); gi-- > 0;) {
             fallback_after = fallback_after || c_.plan.groups[gi].kind == Group::Kind::Fallback;
             throws_after[gi] = fallback_after;
@@ -587,17 +589,8 @@ private:
     }
 
     void check_finite(const Group& g, const GroupCall& gc, const std::vector<Array>& env) {
-        for (size_t k = 0; k < gc.out_slots.size(); ++k) {
-            const Array& a = env[gc.out_slots[k]];
-            if (!is_float(a.dtype())) continue;
-            for (int64_t i = 0; i < a.size(); ++i) {
-                double v = a.at(i);
-                SJ_CHECK(std::isfinite(v), Error)
-                    << "NaN guard: " << g.roots[k]->describe() << " " << type_str(g.roots[k]->type())
-                    << " produced " << v << " at flat index " << i
-                    << (g.roots[k]->scope().empty() ? "" : " (scope " + g.roots[k]->scope() + ")");
-            }
-        }
+        for (size_t k = 0; k < gc.out_slots.size(); ++k)
+            detail::check_finite(*g.roots[k], env[gc.out_slots[k]]);
     }
 
     detail::Program p_;

@@ -204,13 +204,40 @@ struct Renderer {
         SJ_THROW(InternalError) << "cpu codegen: no unary rule for " << op_name(op);
     }
 
+    /// Integer div (truncating) and mod (the divisor's sign), with the reference's results where
+    /// the hardware traps: x / 0 = x % 0 = 0, MIN / -1 = MIN (wrapping), MIN % -1 = 0 (Note
+    /// [Integer arithmetic wraps] in reference/ElementwiseKernels.cpp). Divisors 0 and -1 are
+    /// replaced by 1 before dividing, then the result is selected.
+    Value* emit_int_div_mod(Op op, Value* x, Value* y, bool sg) {
+        llvm::Type* ty = x->getType();
+        Value* zero = llvm::ConstantInt::get(ty, 0);
+        Value* one = llvm::ConstantInt::get(ty, 1);
+        Value* by_zero = b.CreateICmpEQ(y, zero);
+        Value* by_minus_one =
+            sg ? b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b.getFalse();
+        Value* safe = b.CreateSelect(b.CreateOr(by_zero, by_minus_one), one, y);
+        if (op == Op::Div) {
+            Value* q = sg ? b.CreateSDiv(x, safe) : b.CreateUDiv(x, safe);
+            if (sg)
+                q = b.CreateSelect(by_minus_one, b.CreateSub(zero, x), q); // no nsw: wraps
+            return b.CreateSelect(by_zero, zero, q);
+        }
+        Value* r = sg ? b.CreateSRem(x, safe) : b.CreateURem(x, safe); // x % 1 == 0 covers 0, -1
+        if (!sg)
+            return r;
+        Value* fix = b.CreateAnd(b.CreateICmpNE(r, zero),
+                                 b.CreateXor(b.CreateICmpSLT(r, zero), b.CreateICmpSLT(y, zero)));
+        return b.CreateSelect(fix, b.CreateAdd(r, y), r);
+    }
+
     Value* emit_binary(Op op, Value* x, Value* y, DType t) {
         bool f = is_float(t), sg = is_signed(t);
         switch (op) {
         case Op::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
         case Op::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
         case Op::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
-        case Op::Div: return b.CreateFDiv(x, y); // integer division is never fused (see Fusion)
+        case Op::Div:
+            return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
         case Op::Pow: return call_libm("powf", "pow", {x, y});
         case Op::Atan2: return call_libm("atan2f", "atan2", {x, y});
         case Op::Max:
@@ -222,6 +249,8 @@ struct Renderer {
             if (t == DType::Bool) return b.CreateAnd(x, y);
             return intrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {x, y});
         case Op::Mod: { // float: fmod, then take the divisor's sign (Python/NumPy)
+            if (!f)
+                return emit_int_div_mod(op, x, y, sg);
             Value* r = b.CreateFRem(x, y);
             llvm::Type* ty = x->getType();
             Value* fix = b.CreateAnd(b.CreateFCmpONE(r, fconst(ty, 0)),

@@ -11,6 +11,40 @@ namespace {
 
 template <class T> constexpr bool kFloat = std::is_floating_point_v<T>;
 
+// Note [Integer arithmetic wraps]
+// Integer add, sub, mul, neg, sums and products wrap modulo 2^bits, as NumPy's fixed-width
+// integers do (and as LLVM's add/mul without nsw flags do in the cpu backend). C++ leaves signed
+// overflow undefined, so the reference computes in the unsigned type of at least int's width
+// (no promotion back to a signed int) and converts back, which C++20 defines as modular.
+// Integer div truncates (C++); mod takes the divisor's sign (Python). The two cases where the
+// hardware traps are defined as NumPy defines them: x / 0 == 0 and x % 0 == 0, and for signed
+// types MIN / -1 wraps to MIN with MIN % -1 == 0. The cpu backend generates the same selects
+// (LlvmRenderer.cpp, emit_int_div_mod).
+
+template <class T> T int_div(T a, T b) {
+    if (b == 0)
+        return T(0);
+    if constexpr (std::is_signed_v<T>)
+        if (b == T(-1))
+            return wrap<T>(Wide<T>(0) - Wide<T>(a)); // MIN / -1 wraps to MIN
+    return T(a / b);
+}
+
+template <class T> T int_mod(T a, T b) {
+    if (b == 0)
+        return T(0);
+    if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1))
+            return T(0); // MIN % -1 traps in hardware; every x % -1 is 0
+        T r = T(a % b);
+        if (r != 0 && ((r < 0) != (b < 0)))
+            r = T(r + b);
+        return r;
+    } else {
+        return T(a % b);
+    }
+}
+
 /// Converts with defined results where C++ leaves them undefined: NaN -> 0, out of range
 /// saturates to the target's limits, to bool is x != 0.
 template <class D, class S> D convert(S v, bool to_bool) {
@@ -53,9 +87,11 @@ template <class T> T unary_value(Op op, T x, const Node& n) {
         }
     } else {
         switch (op) {
-        case Op::Neg: return T(-x);
-        case Op::Abs:
-            if constexpr (std::is_signed_v<T>) return x < 0 ? T(-x) : x;
+        case Op::Neg:
+            return wrap<T>(Wide<T>(0) - Wide<T>(x));
+        case Op::Abs: // abs(MIN) wraps to MIN, as NumPy
+            if constexpr (std::is_signed_v<T>)
+                return x < 0 ? wrap<T>(Wide<T>(0) - Wide<T>(x)) : x;
             else return x;
         case Op::Sign: return T((x > 0) - (x < T(0)));
         case Op::LogicalNot: return T(!x);
@@ -67,7 +103,7 @@ template <class T> T unary_value(Op op, T x, const Node& n) {
                             << dtype_name(n.input(0)->dtype());
 }
 
-template <class T> T binary_value(Op op, T a, T b, const Node& n) {
+template <class T> T binary_value(Op op, T a, T b) {
     if constexpr (kFloat<T>) {
         double x = a, y = b;
         switch (op) {
@@ -87,22 +123,20 @@ template <class T> T binary_value(Op op, T a, T b, const Node& n) {
         default: break;
         }
     } else {
+        using U = Wide<T>;
         switch (op) {
-        case Op::Add: return T(a + b);
-        case Op::Sub: return T(a - b);
-        case Op::Mul: return T(a * b);
+        case Op::Add:
+            return wrap<T>(U(a) + U(b));
+        case Op::Sub:
+            return wrap<T>(U(a) - U(b));
+        case Op::Mul:
+            return wrap<T>(U(a) * U(b));
         case Op::Div:
-            SJ_CHECK(b != 0, InputError) << n.describe() << ": integer division by zero";
-            return T(a / b);
+            return int_div(a, b);
         case Op::Max: return a > b ? a : b;
         case Op::Min: return a < b ? a : b;
-        case Op::Mod: {
-            SJ_CHECK(b != 0, InputError) << n.describe() << ": integer modulo by zero";
-            T r = T(a % b);
-            if constexpr (std::is_signed_v<T>)
-                if (r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
-            return r;
-        }
+        case Op::Mod:
+            return int_mod(a, b);
         case Op::LogicalAnd: return T(a && b);
         case Op::LogicalOr: return T(a || b);
         case Op::LogicalXor: return T(bool(a) != bool(b));
@@ -172,7 +206,7 @@ Array binary_kernel(const KernelCtx& c) {
         } else {
             T* po = ptr<T>(out);
             for_each_index(c.out.shape, st, [&](int64_t i, const auto&, const auto& off) {
-                po[i] = binary_value<T>(op, pa[off[0]], pb[off[1]], c.node);
+                po[i] = binary_value<T>(op, pa[off[0]], pb[off[1]]);
             });
         }
     });

@@ -36,7 +36,7 @@ Array gather_kernel(const KernelCtx& c) {
     int64_t outer, len, inner;
     split_axis(x.shape(), c.attr<AxisAttrs>().axis, outer, len, inner);
     Array out(c.out.dtype, c.out.shape);
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     int64_t m = idx.size();
     const auto* p = static_cast<const unsigned char*>(x.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
@@ -65,7 +65,8 @@ Array scatter_add_kernel(const KernelCtx& c) {
                 {
                     T& dst = q[(o * len + j) * inner + i];
                     T src = u[(o * m + k) * inner + i];
-                    dst = x.dtype() == DType::Bool ? T(dst || src) : T(dst + src); // bool: NumPy's or
+                    dst = x.dtype() == DType::Bool ? T(dst || src)
+                                                   : add_wrap<T>(dst, src); // bool: or
                 }
         }
     });
@@ -94,7 +95,7 @@ Array dynamic_slice_kernel(const KernelCtx& c) {
     auto s0 = clamped_starts(starts, x.shape(), c.out.shape);
     auto st = row_major_strides(x.shape());
     Array out(c.out.dtype, c.out.shape);
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     const auto* p = static_cast<const unsigned char*>(x.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(c.out.shape, {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
@@ -111,7 +112,7 @@ Array dus_kernel(const KernelCtx& c) {
     auto s0 = clamped_starts(starts, x.shape(), u.shape());
     auto st = row_major_strides(x.shape());
     Array out = x.clone();
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     const auto* p = static_cast<const unsigned char*>(u.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(u.shape(), {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
@@ -137,6 +138,34 @@ Array one_hot_kernel(const KernelCtx& c) {
     return out;
 }
 
+/// "[1, 2]": the multi-index of flat position k in shape s.
+std::string position_str(const Shape& s, int64_t k) {
+    Shape idx(s.size());
+    for (size_t d = s.size(); d-- > 0;) {
+        idx[d] = s[d] > 0 ? k % s[d] : 0;
+        k = s[d] > 0 ? k / s[d] : 0;
+    }
+    return shape_str(idx);
+}
+
+Array check_index_kernel(const KernelCtx& c) {
+    const Array& idx = c.in[0];
+    const auto& a = c.attr<CheckIndexAttrs>();
+    for (int64_t k = 0; k < idx.size(); ++k) {
+        int64_t v = index_at(idx, k);
+        if ((v >= 0 && v < a.depth) || (a.has_ignore && v == a.ignore))
+            continue;
+        SJ_THROW(InputError) << a.what << " " << v << " at position "
+                             << position_str(idx.shape(), k) << " of "
+                             << c.node.input(0)->describe() << " " << idx.type_str()
+                             << " is out of range [0, " << a.depth << ")"
+                             << (a.has_ignore
+                                     ? " and is not the ignore_index " + std::to_string(a.ignore)
+                                     : std::string());
+    }
+    return idx;
+}
+
 } // namespace
 
 void register_indexing_kernels(Kernel* t) {
@@ -145,6 +174,7 @@ void register_indexing_kernels(Kernel* t) {
     t[int(Op::DynamicSlice)] = dynamic_slice_kernel;
     t[int(Op::DynamicUpdateSlice)] = dus_kernel;
     t[int(Op::OneHot)] = one_hot_kernel;
+    t[int(Op::CheckIndex)] = check_index_kernel;
 }
 
 } // namespace sj::ref

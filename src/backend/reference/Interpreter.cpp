@@ -62,7 +62,7 @@ namespace {
 /// Executes a program with the reference kernels, freeing each intermediate after its last use.
 class Interpreter : public detail::Executable {
 public:
-    explicit Interpreter(const detail::Program& p) : p_(p) {
+    Interpreter(const detail::Program& p, bool nan_guard) : p_(p), nan_guard_(nan_guard) {
         std::vector<const Node*> roots;
         for (const auto& o : p.outputs) roots.push_back(o.get());
         for (const auto& u : p.updates) roots.push_back(u.second.get());
@@ -98,6 +98,8 @@ public:
                 ins.clear();
                 for (const auto& in : n->inputs()) ins.push_back(env[pos_[in.get()]]);
                 env[i] = eval_node(*n, ins, counter);
+                if (nan_guard_)
+                    detail::check_finite(*n, env[i]);
                 for (const auto& in : n->inputs()) {
                     size_t j = pos_[in.get()];
                     if (last_use_[j] == i) env[j] = Array();
@@ -115,6 +117,7 @@ public:
 
 private:
     detail::Program p_;
+    bool nan_guard_;
     std::vector<const Node*> order_;
     std::unordered_map<const Node*, size_t> pos_, input_slot_, var_slot_;
     std::vector<size_t> last_use_;
@@ -125,7 +128,7 @@ private:
 } // namespace sj::ref
 
 namespace sj::detail {
-std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions&) {
-    return std::make_unique<ref::Interpreter>(p);
+std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions& o) {
+    return std::make_unique<ref::Interpreter>(p, o.nan_guard);
 }
 } // namespace sj::detail

@@ -3,6 +3,7 @@
 
 #include <symjax/Array.h>
 
+#include <type_traits>
 #include <vector>
 
 namespace sj::ref {
@@ -35,6 +36,27 @@ void for_each_index(const Shape& shape, const std::vector<std::vector<int64_t>>&
             idx[d] = 0;
         }
     }
+}
+
+/// The unsigned type in which T's arithmetic wraps without promotion to a signed int (Note
+/// [Integer arithmetic wraps] in ElementwiseKernels.cpp).
+template <class T>
+using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+template <class T, class U> T wrap(U v) {
+    return static_cast<T>(v);
+}
+/// a + b and a * b: in double for floats, wrapping for integers.
+template <class T> T add_wrap(T a, T b) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>)
+        return T(a + b);
+    else
+        return wrap<T>(Wide<T>(a) + Wide<T>(b));
+}
+template <class T> T mul_wrap(T a, T b) {
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, bool>)
+        return T(a * b);
+    else
+        return wrap<T>(Wide<T>(a) * Wide<T>(b));
 }
 
 template <class T> const T* ptr(const Array& a) { return static_cast<const T*>(a.raw()); }

@@ -11,7 +11,7 @@ namespace {
 template <class SrcFn> Array gather_copy(const KernelCtx& c, SrcFn&& src, double fill = 0.0) {
     const Array& x = c.in[0];
     Array out = Array::full(c.out.dtype, c.out.shape, fill);
-    int sz = dtype_size(x.dtype());
+    int64_t sz = dtype_size(x.dtype());
     const auto* p = static_cast<const unsigned char*>(x.raw());
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(c.out.shape, {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
@@ -94,7 +94,7 @@ Array flip_kernel(const KernelCtx& c) {
 Array concat_kernel(const KernelCtx& c) {
     int64_t ax = c.attr<AxisAttrs>().axis;
     Array out(c.out.dtype, c.out.shape);
-    int sz = dtype_size(c.out.dtype);
+    int64_t sz = dtype_size(c.out.dtype);
     int64_t outer = 1, inner = 1;
     for (int64_t i = 0; i < ax; ++i) outer *= c.out.shape[i];
     for (size_t i = ax + 1; i < c.out.shape.size(); ++i) inner *= c.out.shape[i];

@@ -63,13 +63,15 @@ Array reduce_kernel(const KernelCtx& c) {
             return;
         }
         if (op == Op::ReduceSum || op == Op::ReduceProd) {
-            // floats accumulate in double; integers in their own type (wrapping as C++ does
-            // for unsigned, as NumPy does for fixed-width ints)
+            // floats accumulate in double; integers in their own type, wrapping (Note [Integer
+            // arithmetic wraps] in ElementwiseKernels.cpp)
             using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
             std::vector<Acc> acc(n_out, op == Op::ReduceSum ? Acc(0) : Acc(1));
             for_each_index(x.shape(), st, [&](int64_t i, const auto&, const auto& off) {
-                if (op == Op::ReduceSum) acc[off[0]] = Acc(acc[off[0]] + Acc(p[i]));
-                else acc[off[0]] = Acc(acc[off[0]] * Acc(p[i]));
+                if (op == Op::ReduceSum)
+                    acc[off[0]] = add_wrap<Acc>(acc[off[0]], Acc(p[i]));
+                else
+                    acc[off[0]] = mul_wrap<Acc>(acc[off[0]], Acc(p[i]));
             });
             for (int64_t o = 0; o < n_out; ++o) ptr<T>(out)[o] = static_cast<T>(acc[o]);
             return;
@@ -116,7 +118,7 @@ Array cumsum_kernel(const KernelCtx& c) {
                 for (int64_t k = 0; k < len; ++k) {
                     int64_t kk = a.reverse ? len - 1 - k : k;
                     int64_t i = (o * len + kk) * inner + in;
-                    acc = Acc(acc + Acc(p[i]));
+                    acc = add_wrap<Acc>(acc, Acc(p[i]));
                     q[i] = static_cast<T>(acc);
                 }
             }

@@ -20,7 +20,7 @@ import numpy as np
 warnings.simplefilter("ignore")  # NumPy warns on empty means and 0/0; NaN is what we expect
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden.json")
-MAX_BYTES = 200_000
+MAX_BYTES = 204_800
 
 NP = {"bool": np.bool_, "u8": np.uint8, "i32": np.int32, "i64": np.int64, "u32": np.uint32,
       "f32": np.float32, "f64": np.float64}
@@ -351,17 +351,32 @@ def gen_binary():
     each("mul", ew(np.multiply), pairs(NUMERIC) + sp + u8_wrap)
     ints_div = [[arr([-7, 7, -7, 7, 0, 9], dt), arr([2, 2, -2, -2, 3, 4], dt)]
                 for dt in ("i32", "i64")]
-    each("div", lambda a, b: out_as(a.astype(np.float64) / b, NAME[a.dtype]) if a.dtype.kind == "f"
-         else out_as(trunc_div(a, b), NAME[a.dtype]),
-         pairs(NUMERIC, b_kind="nonzero") + sp + ints_div +
-         [[arr([200, 9], "u8"), arr([7, 2], "u8")]])
+    # where hardware traps, NumPy's results: x // 0 == x % 0 == 0, MIN // -1 wraps to MIN and
+    # MIN % -1 == 0 (computed by NumPy in the dtype itself, not widened)
+    def traps(dt):
+        lo, hi = np.iinfo(NP[dt]).min, np.iinfo(NP[dt]).max
+        return [np.array([lo, lo, 7, -7, 0, hi, lo], NP[dt]),
+                np.array([-1, 0, 0, 0, 0, -1, 1], NP[dt])]
+    traps_cases = [traps(dt) for dt in ("i32", "i64")] + [
+        [np.array([7, 0, 255], NP[dt]), np.array([0, 0, 0], NP[dt])] for dt in ("u8", "u32")]
+
+    def div(a, b):
+        if a.dtype.kind == "f":
+            return out_as(a.astype(np.float64) / b, NAME[a.dtype])
+        trap = (b == 0) | (b == -1) if a.dtype.kind == "i" else b == 0
+        return np.where(trap, np.floor_divide(a, b),
+                        out_as(trunc_div(a, np.where(trap, 1, b)), NAME[a.dtype]))
+
+    each("div", div, pairs(NUMERIC, b_kind="nonzero") + sp + ints_div +
+         [[arr([200, 9], "u8"), arr([7, 2], "u8")]] + traps_cases)
     each("pow", ew(np.power), pairs(FLOATS, a_lo=0.5, b_lo=-2, b_hi=2) + sp)
     for name, f in (("max", np.maximum), ("min", np.minimum)):
         each(name, lambda a, b, f=f: f(a, b), pairs(ALL) + sp)
     ints_mod = [[arr([-7, 7, -7, 7, 0, 9], dt), arr([2, 2, -2, -2, 3, 4], dt)]
                 for dt in ("i32", "i64")]
-    each("mod", ew(np.mod), pairs(NUMERIC, b_kind="nonzero") + sp + ints_mod +
-         [[arr([5.5, -5.5, 5.5, -5.5], "f64"), arr([2, 2, -2, -2], "f64")]])
+    each("mod", lambda a, b: np.mod(a, b) if a.dtype.kind in "iu" else ew(np.mod)(a, b),
+         pairs(NUMERIC, b_kind="nonzero") + sp + ints_mod +
+         [[arr([5.5, -5.5, 5.5, -5.5], "f64"), arr([2, 2, -2, -2], "f64")]] + traps_cases)
     each("atan2", ew(np.arctan2), pairs(FLOATS) + sp)
     for name, f in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
                     ("gt", np.greater), ("ge", np.greater_equal)):
@@ -527,6 +542,9 @@ def gen_indexing():
              (wide(i)[..., None] == np.arange(depth)).astype(out),
              [[arr([-1, 0, 3, 4, 2], "i32")], [arr([[0, 1], [2, 5]], "u8")], [arr(1, "i64")],
               [arr([2, 0], "u32")]])
+    each("check_index", lambda i: i, [[arr([0, 4, 1, 3], "i32")], [arr([[0], [4]], "u8")],
+                                      [arr(2, "i64")], [arr([4, 0], "u32")]])
+    each("check_index_ignore", lambda i: i, [[arr([-1, 2, 0, -1], "i64")], [arr([1, -1], "i32")]])
 
 
 def gen_linalg():
