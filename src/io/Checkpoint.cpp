@@ -65,6 +65,18 @@ std::string at(const std::string& path, uint64_t off) {
     return path + ": byte " + std::to_string(off) + ": ";
 }
 
+/// Where the `nth` (1-based) spelling of `name` as an object key (its canonical JSON string,
+/// then optional blanks and ':') starts in `text`, searching from `from`; npos if absent. A
+/// string value cannot match: a value is followed by ',', ']' or '}', never by ':'.
+size_t key_offset(const std::string& text, const std::string& name, size_t from, int nth) {
+    const std::string quoted = nlohmann::json(name).dump();
+    for (size_t p = text.find(quoted, from); p != std::string::npos; p = text.find(quoted, p + 1)) {
+        size_t q = text.find_first_not_of(" \t\r\n", p + quoted.size());
+        if (q != std::string::npos && text[q] == ':' && --nth == 0) return p;
+    }
+    return std::string::npos;
+}
+
 /// A tensor as found in a file, with where it was described and stored (for messages).
 struct Entry {
     Array value;
@@ -123,13 +135,23 @@ Parsed parse(const std::string& path, const std::vector<uint8_t>& b) {
         return 8 + (p == std::string::npos ? 0 : p);
     };
 
-    // Duplicate top-level keys would silently keep the last one: reject them.
-    std::set<std::string> keys;
-    std::string duplicate;
-    json::parser_callback_t on_event = [&](int depth, json::parse_event_t ev, json& v) {
-        if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-            !keys.insert(v.get<std::string>()).second)
-            duplicate = v.get<std::string>();
+    // nlohmann::json keeps the last of duplicate names (other readers keep the first): find
+    // them at every depth while parsing, and refuse the file.
+    std::vector<std::set<std::string>> open; // the names seen in each open object
+    std::string entry;                       // the latest top-level name
+    std::string duplicate, duplicate_entry;  // the first duplicate name, and its entry
+    size_t duplicate_depth = 0;              // 1: a top-level name; 2+: in duplicate_entry
+    json::parser_callback_t on_event = [&](int, json::parse_event_t ev, json& v) {
+        if (ev == json::parse_event_t::object_start) {
+            open.emplace_back();
+        } else if (ev == json::parse_event_t::object_end) {
+            if (!open.empty()) open.pop_back();
+        } else if (ev == json::parse_event_t::key && !open.empty()) {
+            const std::string& name = v.get_ref<const std::string&>();
+            if (open.size() == 1) entry = name;
+            if (!open.back().insert(name).second && duplicate.empty())
+                duplicate = name, duplicate_entry = entry, duplicate_depth = open.size();
+        }
         return true;
     };
     json j;
@@ -139,9 +161,20 @@ Parsed parse(const std::string& path, const std::vector<uint8_t>& b) {
         SJ_THROW(IOError) << at(path, 8 + (e.byte ? e.byte - 1 : 0)) << "header is not valid JSON ("
                           << e.what() << ")";
     }
-    SJ_CHECK(duplicate.empty(), IOError)
-        << at(path, where(duplicate, where(duplicate) - 8 + 1)) << "duplicate header entry '"
-        << duplicate << "'";
+    if (!duplicate.empty()) {
+        // the second spelling of the name as a key, in the entry that holds it
+        const size_t from = duplicate_depth == 1 ? 0 : key_offset(header, duplicate_entry, 0, 1);
+        const size_t second =
+            key_offset(header, duplicate, from == std::string::npos ? 0 : from, 2);
+        const uint64_t off = 8 + (second == std::string::npos ? 0 : second);
+        const char* reason = " (JSON readers disagree on which one counts)";
+        SJ_CHECK(duplicate_depth != 1, IOError)
+            << at(path, off) << "duplicate header entry '" << duplicate << "'" << reason;
+        SJ_CHECK(duplicate_entry != "__metadata__", IOError)
+            << at(path, off) << "__metadata__: duplicate key '" << duplicate << "'" << reason;
+        SJ_THROW(IOError) << at(path, off) << "tensor '" << duplicate_entry
+                          << "': duplicate field '" << duplicate << "'" << reason;
+    }
     SJ_CHECK(j.is_object(), IOError) << at(path, 8) << "header is JSON but not an object";
 
     Parsed out;

@@ -161,6 +161,20 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
     };
     std::string gap_h = "{" + a_ok + R"(,"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}})";
     std::string bool_h = "{" + a_ok + R"(,"c":{"dtype":"BOOL","shape":[2],"data_offsets":[8,10]}})";
+    // duplicate names inside an entry and in __metadata__ (nlohmann::json would keep the last)
+    const std::string a_dupfield =
+        R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"dtype":"I32"})";
+    const std::string meta_dup = R"({"__metadata__":{"k":"1","j":"2","k":"3"},)";
+    const std::string meta_twice = R"({"__metadata__":{"k":"1"},"__metadata__":{"k":"2"},)";
+    // offsets of the second spelling: entry a starts at file byte 9 (8 + the '{')
+    const auto second = [](const std::string& text, const std::string& key) {
+        return text.find(key, text.find(key) + 1);
+    };
+    const std::string dupfield_at =
+        "byte " + std::to_string(9 + second(a_dupfield, "\"dtype\"")) + ":";
+    const std::string metadup_at = "byte " + std::to_string(8 + second(meta_dup, "\"k\"")) + ":";
+    const std::string metatwice_at =
+        "byte " + std::to_string(8 + second(meta_twice, "\"__metadata__\"")) + ":";
     Bytes bool_data = f32_bytes({1, 2});
     bool_data.push_back(1);
     bool_data.push_back(2);
@@ -201,6 +215,12 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
         {"dup",
          st_file(dup, d12),
          {"duplicate header entry 'a'", "byte " + std::to_string(9 + a_ok.size() + 1) + ":"}},
+        {"dupfield", st_file(hdr(a_dupfield), d12),
+         {dupfield_at, "tensor 'a': duplicate field 'dtype'"}},
+        {"dupmeta", st_file(meta_dup + a_ok + "," + b_ok + "}", d12),
+         {metadup_at, "__metadata__: duplicate key 'k'"}},
+        {"twometa", st_file(meta_twice + a_ok + "," + b_ok + "}", d12),
+         {metatwice_at, "duplicate header entry '__metadata__'"}},
         {"field",
          st_file(hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"), d12),
          {"unknown field 'x'"}},
