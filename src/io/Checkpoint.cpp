@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -301,12 +302,37 @@ void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
     }
 }
 
-/// A unique temporary name next to `path`.
-std::string temp_name(const std::string& path) {
+/// At most this many bytes of the checkpoint's file name start its temporary's name, so that any
+/// name that fits NAME_MAX (255 bytes) leaves room for the ".tmp.<12 hex digits>" suffix.
+constexpr size_t kTempPrefix = 64;
+
+/// Creates a fresh temporary file next to `path` ("<name, cut to kTempPrefix bytes>.tmp.<12 hex
+/// digits>", mode 0666 less the umask) and returns its descriptor; *tmp receives its path.
+int create_temp(const std::string& path, std::string* tmp) {
+    const fs::path p(path);
+    std::string name = p.filename().string();
+    if (name.size() > kTempPrefix) {
+        size_t cut = kTempPrefix; // not inside a UTF-8 sequence (10xxxxxx continues one)
+        while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+        name.resize(cut);
+    }
     static std::atomic<uint64_t> counter{0};
-    const auto t = std::chrono::steady_clock::now().time_since_epoch().count();
-    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
-           std::to_string(static_cast<uint64_t>(t) % 1000000007ULL);
+    for (int attempt = 0;; ++attempt) {
+        // splitmix64 of the process, a counter and the time: unique enough; O_EXCL makes sure
+        uint64_t z =
+            (uint64_t(::getpid()) << 40) ^ counter++ ^
+            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+                0x9e3779b97f4a7c15ULL;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        char hex[13];
+        std::snprintf(hex, sizeof hex, "%012llx",
+                      static_cast<unsigned long long>(z & 0xffffffffffffULL));
+        *tmp = (p.parent_path() / (name + ".tmp." + hex)).string();
+        int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST || attempt == 16) return fd;
+    }
 }
 
 } // namespace
@@ -350,8 +376,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Arra
 
     std::string dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
-    const std::string tmp = temp_name(path);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    std::string tmp;
+    int fd = create_temp(path, &tmp);
     SJ_CHECK(fd >= 0, IOError) << path << ": cannot create the temporary file " << tmp << " ("
                                << std::strerror(errno) << ")";
     try {

@@ -362,6 +362,34 @@ TEST(Checkpoint, FailedSaveLeavesTargetAndNoTemporary) {
     EXPECT_TRUE(r.count("y"));
 }
 
+// The temporary file must fit NAME_MAX (255 bytes) whatever the checkpoint's name: a 250-byte
+// name (and one of 255) is saved and read back, with nothing left beside it.
+TEST(Checkpoint, LongFileNamesSave) {
+    TempDir t;
+    for (size_t len : {size_t(250), size_t(255)}) {
+        const std::string name = std::string(len - 3, 'c') + ".st";
+        ASSERT_EQ(name.size(), len);
+        write_safetensors(t / name, {{"x", Array(std::vector<float>{1, 2})}}, {{"k", "v"}});
+        EXPECT_EQ(read_safetensors(t / name).at("x").to_vector<float>(),
+                  (std::vector<float>{1, 2}));
+        EXPECT_EQ(t.files(), std::vector<std::string>{name});
+        fs::remove(t / name);
+    }
+    // a multi-byte UTF-8 name (the temporary's prefix is cut between characters)
+    std::string utf8;
+    while (utf8.size() < 240) utf8 += "\xc3\xa9"; // é
+    utf8 += ".st";
+    write_safetensors(t / utf8, {{"x", Array(std::vector<float>{3})}});
+    EXPECT_EQ(read_safetensors(t / utf8).at("x").to_vector<float>(), std::vector<float>{3});
+    EXPECT_EQ(t.files(), std::vector<std::string>{utf8});
+    fs::remove(t / utf8);
+    // a name the file system refuses: a clear error, and no temporary left behind
+    const std::string too_long = std::string(253, 'd') + ".st";
+    std::string msg = io_error([&] { write_safetensors(t / too_long, {{"x", Array::scalar(1.f)}}); });
+    EXPECT_CONTAINS(msg, t / too_long);
+    EXPECT_TRUE(t.files().empty()) << t.files()[0];
+}
+
 // A child process saves large checkpoints in a loop and is SIGKILLed at random moments: the file
 // on disk must always be a complete checkpoint, old or new, that loads.
 TEST(Checkpoint, SigkillDuringSaveNeverLeavesAPartialFile) {
