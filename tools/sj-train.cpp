@@ -68,7 +68,7 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --schedule S      cosine (decays to 0 over the run) or constant       [cosine]
   --dropout P       dropout rate of the hidden layers (0 disables)      [0.2]
   --seed N          seed of the initialisation, data order and dropout  [0]
-  --threads N       worker threads (default: all cores)
+  --threads N       worker threads, 1 to 4 per core (default: all cores)
   --data DIR        Fashion-MNIST IDX files (.gz or raw)  [/usr/share/datasets/fashion-mnist]
   --out DIR         metrics.csv, metrics.png, checkpoint.safetensors    [runs/fmnist-<model>]
   --resume          continue from <out>/checkpoint.safetensors
@@ -95,6 +95,15 @@ template <class T> T parse_number(const std::string& flag, const std::string& v)
     return x;
 }
 
+/// --threads N: a whole number >= 1, lowered to sj::max_threads() with a warning.
+int parse_threads(const std::string& v) {
+    try {
+        return parse_thread_count(v, "sj-train: --threads");
+    } catch (const InputError& e) {
+        throw UsageError(e.what());
+    }
+}
+
 Options parse_args(int argc, char** argv) {
     Options o;
     bool out_given = false;
@@ -114,7 +123,7 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--schedule") o.schedule = value();
         else if (a == "--dropout") o.dropout = parse_number<double>(a, value());
         else if (a == "--seed") o.seed = parse_number<uint64_t>(a, value());
-        else if (a == "--threads") o.threads = parse_number<int>(a, value());
+        else if (a == "--threads") o.threads = parse_threads(value());
         else if (a == "--data") o.data = value();
         else if (a == "--out") o.out = value(), out_given = true;
         else if (a == "--backend") o.backend = value();
@@ -134,7 +143,6 @@ Options parse_args(int argc, char** argv) {
     if (o.batch < 1) throw UsageError("sj-train: --batch must be >= 1");
     if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("sj-train: --lr must be > 0");
     if (!(o.dropout >= 0 && o.dropout < 1)) throw UsageError("sj-train: --dropout must be in [0, 1)");
-    if (o.threads < 0) throw UsageError("sj-train: --threads must be >= 0");
     if (o.schedule != "cosine" && o.schedule != "constant")
         throw UsageError("sj-train: --schedule must be cosine or constant");
     if (o.progress != "auto" && o.progress != "bar" && o.progress != "lines")

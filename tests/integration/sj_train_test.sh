@@ -42,6 +42,18 @@ cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "resumed
 [ $rc = 1 ] && grep -q "dataset-fashion-mnist" "$T/e4.log" || fail "missing data: rc $rc"
 "$BIN" "${SMALL[@]}" --out "$T/b" --resume --batch 32 >"$T/e5.log" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "trained with batch 64" "$T/e5.log" || fail "resume with other settings: rc $rc"
+for bad in 0 -2 abc 1.5; do
+  "$BIN" --threads "$bad" >"$T/e6.log" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q -- "--threads: expected a whole number of threads >= 1, got '$bad'" "$T/e6.log" || { cat "$T/e6.log"; fail "--threads $bad: rc $rc"; }
+done
+# Thread counts far beyond the machine are lowered (with a warning), not a crash in OpenMP.
+TINY=(--limit 128 --test-limit 100 --batch 64 --epochs 1 --no-plot --progress lines)
+"$BIN" "${TINY[@]}" --threads 100000 --out "$T/t1" >"$T/t1.log" 2>&1 || { cat "$T/t1.log"; fail "--threads 100000"; }
+grep -q "warning: sj-train: --threads: 100000 threads is more than" "$T/t1.log" || { cat "$T/t1.log"; fail "--threads 100000: no warning"; }
+SJ_NUM_THREADS=100000 "$BIN" "${TINY[@]}" --out "$T/t2" >"$T/t2.log" 2>&1 || { cat "$T/t2.log"; fail "SJ_NUM_THREADS=100000"; }
+grep -q "warning: SJ_NUM_THREADS: 100000 threads is more than" "$T/t2.log" || { cat "$T/t2.log"; fail "SJ_NUM_THREADS=100000: no warning"; }
+SJ_NUM_THREADS=lots "$BIN" "${TINY[@]}" --out "$T/t3" >"$T/t3.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "SJ_NUM_THREADS: expected a whole number of threads >= 1, got 'lots'" "$T/t3.log" || { cat "$T/t3.log"; fail "SJ_NUM_THREADS=lots: rc $rc"; }
 
 # 4. The CNN model trains too (a smoke run: 512 images, one epoch).
 "$BIN" --model cnn --limit 512 --test-limit 200 --epochs 1 --no-plot --progress lines --out "$T/cnn" >"$T/cnn.log" 2>&1 || { cat "$T/cnn.log"; fail "cnn run"; }
