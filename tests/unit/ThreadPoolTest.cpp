@@ -46,7 +46,8 @@ TEST(ThreadCount, NonNumbersAndCountsBelowOneAreErrors) {
     for (const std::string bad : {"0", "-1", "-99999999999999999999", "", "abc", "4x", " 4", "4 ",
                                   "+4", "1.5", "1e3", "0x10"}) {
         std::string msg = message_of<InputError>([&] { parse_thread_count(bad, "--threads"); });
-        EXPECT_CONTAINS(msg, "--threads: expected a whole number of threads >= 1, got '" + bad + "'");
+        EXPECT_CONTAINS(msg,
+                        "--threads: expected a whole number of threads >= 1, got '" + bad + "'");
     }
 }
 
