@@ -385,7 +385,8 @@ TEST(Checkpoint, LongFileNamesSave) {
     fs::remove(t / utf8);
     // a name the file system refuses: a clear error, and no temporary left behind
     const std::string too_long = std::string(253, 'd') + ".st";
-    std::string msg = io_error([&] { write_safetensors(t / too_long, {{"x", Array::scalar(1.f)}}); });
+    std::string msg =
+        io_error([&] { write_safetensors(t / too_long, {{"x", Array::scalar(1.f)}}); });
     EXPECT_CONTAINS(msg, t / too_long);
     EXPECT_TRUE(t.files().empty()) << t.files()[0];
 }
