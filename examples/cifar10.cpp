@@ -121,7 +121,7 @@ Options parse(int argc, char** argv) {
         if (a == "--epochs") o.epochs = num();
         else if (a == "--batch") o.batch = num();
         else if (a == "--limit") o.limit = num();
-        else if (a == "--threads") o.threads = static_cast<int>(num());
+        else if (a == "--threads") o.threads = parse_thread_count(next(), "cifar10: --threads");
         else if (a == "--seed") o.seed = static_cast<uint64_t>(num());
         else if (a == "--data") o.data = next();
         else if (a == "--csv") o.csv = next();

@@ -12,6 +12,7 @@
 #include <symjax/symjax.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -68,7 +69,7 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --schedule S      cosine (decays to 0 over the run) or constant       [cosine]
   --dropout P       dropout rate of the hidden layers (0 disables)      [0.2]
   --seed N          seed of the initialisation, data order and dropout  [0]
-  --threads N       worker threads (default: all cores)
+  --threads N       worker threads, 1 to 4 per core (default: all cores)
   --data DIR        Fashion-MNIST IDX files (.gz or raw)  [/usr/share/datasets/fashion-mnist]
   --out DIR         metrics.csv, metrics.png, checkpoint.safetensors    [runs/fmnist-<model>]
   --resume          continue from <out>/checkpoint.safetensors
@@ -95,6 +96,15 @@ template <class T> T parse_number(const std::string& flag, const std::string& v)
     return x;
 }
 
+/// --threads N: a whole number >= 1, lowered to sj::max_threads() with a warning.
+int parse_threads(const std::string& v) {
+    try {
+        return parse_thread_count(v, "sj-train: --threads");
+    } catch (const InputError& e) {
+        throw UsageError(e.what());
+    }
+}
+
 Options parse_args(int argc, char** argv) {
     Options o;
     bool out_given = false;
@@ -114,7 +124,7 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--schedule") o.schedule = value();
         else if (a == "--dropout") o.dropout = parse_number<double>(a, value());
         else if (a == "--seed") o.seed = parse_number<uint64_t>(a, value());
-        else if (a == "--threads") o.threads = parse_number<int>(a, value());
+        else if (a == "--threads") o.threads = parse_threads(value());
         else if (a == "--data") o.data = value();
         else if (a == "--out") o.out = value(), out_given = true;
         else if (a == "--backend") o.backend = value();
@@ -134,7 +144,6 @@ Options parse_args(int argc, char** argv) {
     if (o.batch < 1) throw UsageError("sj-train: --batch must be >= 1");
     if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("sj-train: --lr must be > 0");
     if (!(o.dropout >= 0 && o.dropout < 1)) throw UsageError("sj-train: --dropout must be in [0, 1)");
-    if (o.threads < 0) throw UsageError("sj-train: --threads must be >= 0");
     if (o.schedule != "cosine" && o.schedule != "constant")
         throw UsageError("sj-train: --schedule must be cosine or constant");
     if (o.progress != "auto" && o.progress != "bar" && o.progress != "lines")
@@ -247,16 +256,44 @@ struct EpochRow {
 
 const char* kCsvHeader = "epoch,train_loss,train_acc,test_loss,test_acc,seconds,images_per_s,lr";
 
-/// Keeps the rows of an earlier run up to `upto` epochs (used by --resume, so a run that died
-/// after writing a row but before its checkpoint does not leave a duplicate).
+// Note [Metrics and checkpoint agree]
+// Each epoch writes its metrics.csv row first and its checkpoint second. A run killed between
+// the two leaves a row for an epoch the checkpoint does not hold; --resume drops it and trains
+// that epoch again, which writes the same row. (The other order lost rows: a run killed after
+// the checkpoint but before the row resumed after that epoch, and its row was never written.)
+
+/// The rows of an earlier run for epochs 1..`upto` (used by --resume; later rows belong to
+/// epochs the checkpoint does not hold). Warns about missing epochs.
 std::vector<std::string> read_csv_rows(const fs::path& p, int64_t upto) {
     std::vector<std::string> rows;
     std::ifstream in(p);
     std::string line;
+    int64_t line_no = 0, expect = 1;
     while (std::getline(in, line)) {
+        ++line_no;
         if (line.empty() || line.rfind("epoch", 0) == 0) continue;
-        if (std::stoll(line.substr(0, line.find(','))) <= upto) rows.push_back(line);
+        int64_t epoch = 0;
+        const std::string first = line.substr(0, line.find(','));
+        auto [end, ec] = std::from_chars(first.data(), first.data() + first.size(), epoch);
+        SJ_CHECK(ec == std::errc() && end == first.data() + first.size() && epoch >= 1, IOError)
+            << p.string() << ": line " << line_no << ": expected a row starting with an epoch "
+            << "number >= 1, got '" << line << "'";
+        if (epoch > upto) continue;
+        SJ_CHECK(epoch >= expect, IOError)
+            << p.string() << ": line " << line_no << ": epoch " << epoch << " after epoch "
+            << expect - 1 << " (rows must be in order, one per epoch)";
+        if (epoch > expect)
+            std::fprintf(stderr, "sj-train: warning: %s has no rows for epochs %lld..%lld\n",
+                         p.c_str(), static_cast<long long>(expect),
+                         static_cast<long long>(epoch - 1));
+        rows.push_back(line);
+        expect = epoch + 1;
     }
+    if (expect <= upto)
+        std::fprintf(stderr, "sj-train: warning: %s has no rows for epochs %lld..%lld (the "
+                     "checkpoint holds epoch %lld)\n",
+                     p.c_str(), static_cast<long long>(expect), static_cast<long long>(upto),
+                     static_cast<long long>(upto));
     return rows;
 }
 
@@ -397,7 +434,9 @@ int run(const Options& o) {
         mismatch("epochs_planned", std::to_string(o.epochs));
         load_variables(ckpt.string());
         start_epoch = std::stoll(meta.at("epoch")) + 1;
+        // Rows and checkpoint agree from here on (Note [Metrics and checkpoint agree]).
         rows = read_csv_rows(out / "metrics.csv", start_epoch - 1);
+        write_csv(out / "metrics.csv", rows);
         std::printf("sj-train: resumed from %s after epoch %lld\n", ckpt.c_str(),
                     static_cast<long long>(start_epoch - 1));
         if (start_epoch > o.epochs) {
@@ -480,7 +519,9 @@ int run(const Options& o) {
                     100 * row.train_acc, row.test_loss, 100 * row.test_acc, secs, row.ips);
         std::fflush(stdout);
 
-        // Checkpoint first, then the metrics that refer to it.
+        // The row first, then the checkpoint (Note [Metrics and checkpoint agree]).
+        rows.push_back(csv_row(row));
+        write_csv(out / "metrics.csv", rows);
         save_variables(ckpt.string(), "*",
                        {{"epoch", std::to_string(epoch)},
                         {"model", o.model},
@@ -489,8 +530,6 @@ int run(const Options& o) {
                         {"train_images", std::to_string(train.size())},
                         {"epochs_planned", std::to_string(o.epochs)},
                         {"test_accuracy", std::to_string(row.test_acc)}});
-        rows.push_back(csv_row(row));
-        write_csv(out / "metrics.csv", rows);
         if (o.plot) plot(out);
         if (epoch == o.stop_after && epoch < o.epochs) {
             std::printf("sj-train: stopped after epoch %lld as asked; continue with --resume\n",

@@ -74,7 +74,8 @@ Array read_image(const std::string& path, int channels = 0);
 /// Reads `root/<class>/<image>.{png,jpg,jpeg}`: classes are the subfolders sorted by name (label
 /// = position), images sorted by file name within each class. All images must have the same
 /// height and width. `channels` 0 takes the first image's channel count and converts the others
-/// to it; 1 or 3 forces. Decoding runs on `threads` threads (0: hardware concurrency).
+/// to it; 1 or 3 forces. Decoding runs on `threads` threads (0: hardware concurrency; at most
+/// max_threads()).
 Dataset read_image_folder(const std::string& root, int channels = 0, int threads = 0);
 
 /// Reads a list of images described by a JSON file at `root/metadata`:

@@ -32,6 +32,11 @@ class IOError : public Error {
 public:
     using Error::Error;
 };
+/// Memory could not be allocated: names the byte count and what it was for.
+class OutOfMemoryError : public Error {
+public:
+    using Error::Error;
+};
 /// An internal invariant failed: a bug in symjax, not in the user's program.
 class InternalError : public Error {
 public:

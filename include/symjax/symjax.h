@@ -28,4 +28,5 @@
 #include <symjax/Scope.h>
 #include <symjax/Shape.h>
 #include <symjax/Tensor.h>
+#include <symjax/Threads.h>
 #include <symjax/Variable.h>

@@ -2,6 +2,7 @@
 #include <symjax/Array.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -23,11 +24,31 @@ int64_t checked_size(DType dtype, const Shape& shape) {
     return numel(shape);
 }
 
-std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero) {
-    size_t n = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
-    if (n == 0) n = 64;
-    void* p = std::aligned_alloc(64, n);
-    if (!p) throw std::bad_alloc();
+/// "8.0 GiB", "12 bytes".
+std::string byte_size_str(uint64_t bytes) {
+    const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = double(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 6) v /= 1024, ++u;
+    char buf[64];
+    if (u == 0)
+        std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/// 64-byte aligned storage for an array; OutOfMemoryError naming the array when there is none
+/// (std::bad_alloc would not say what was being allocated).
+std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero, DType dtype,
+                                           const Shape& shape) {
+    const uint64_t want = static_cast<uint64_t>(nbytes);
+    size_t n = want > SIZE_MAX - 63 ? 0 : static_cast<size_t>((want + 63) / 64 * 64);
+    if (n == 0 && want == 0) n = 64;
+    void* p = n ? std::aligned_alloc(64, n) : nullptr;
+    SJ_CHECK(p, OutOfMemoryError) << "out of memory allocating " << byte_size_str(want) << " ("
+                                  << want << " bytes) for array " << dtype_name(dtype)
+                                  << shape_str(shape);
     if (zero) std::memset(p, 0, n);
     return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), std::free);
 }
@@ -35,7 +56,7 @@ std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero) {
 
 Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
     size_ = checked_size(dtype_, shape_);
-    buf_ = alloc_bytes(nbytes(), true);
+    buf_ = alloc_bytes(nbytes(), true, dtype_, shape_);
 }
 
 Array Array::uninitialized(DType dtype, Shape shape) {
@@ -43,7 +64,7 @@ Array Array::uninitialized(DType dtype, Shape shape) {
     a.dtype_ = dtype;
     a.shape_ = std::move(shape);
     a.size_ = checked_size(a.dtype_, a.shape_);
-    a.buf_ = alloc_bytes(a.nbytes(), false);
+    a.buf_ = alloc_bytes(a.nbytes(), false, a.dtype_, a.shape_);
     return a;
 }
 

@@ -38,67 +38,73 @@ bool is_gzip(const std::vector<uint8_t>& bytes) {
     return bytes.size() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b;
 }
 
-namespace {
-struct Inflater {
-    z_stream zs{};
-    bool live = false;
-    ~Inflater() {
-        if (live) inflateEnd(&zs);
-    }
-};
-} // namespace
+void GzipReader::InflateEnd::operator()(z_stream_s* zs) const {
+    inflateEnd(zs);
+    delete zs;
+}
 
-std::vector<uint8_t> gunzip(const std::vector<uint8_t>& bytes, const std::string& path) {
+GzipReader::GzipReader(const std::vector<uint8_t>& bytes, std::string path)
+    : bytes_(bytes), path_(std::move(path)) {}
+
+GzipReader::~GzipReader() = default;
+
+void GzipReader::start_member() {
+    auto zs = std::make_unique<z_stream>();
+    int rc = inflateInit2(zs.get(), 16 + MAX_WBITS);
+    SJ_CHECK(rc == Z_OK, IOError) << path_ << ": cannot start the gzip decoder (zlib error " << rc
+                                  << ")";
+    zs_.reset(zs.release());
+    consumed_ = 0;
+}
+
+void GzipReader::end_member() {
+    zs_.reset();
+    pos_ += consumed_;
+    consumed_ = 0;
+    const size_t n = bytes_.size();
+    if (pos_ == n) {
+        done_ = true;
+        return;
+    }
+    if (n - pos_ >= 2 && bytes_[pos_] == 0x1f && bytes_[pos_ + 1] == 0x8b)
+        return; // next member
+    // Zero padding after the last member (as tape archives leave) is harmless.
+    done_ = std::all_of(bytes_.begin() + static_cast<std::ptrdiff_t>(pos_), bytes_.end(),
+                        [](uint8_t b) { return !b; });
+    SJ_CHECK(done_, IOError) << path_ << ": byte " << pos_ << ": " << n - pos_
+                             << " unexpected bytes after the end of the gzip stream";
+}
+
+bool GzipReader::read_to(std::vector<uint8_t>& out, size_t size) {
     constexpr size_t kChunk = size_t(1) << 30; // z_stream counts are 32-bit
-    std::vector<uint8_t> out;
-    // ISIZE (the last 4 bytes) is the uncompressed size mod 2^32: a good first guess, capped by
-    // deflate's largest ratio (about 1032:1) so that a damaged trailer cannot reserve gigabytes.
-    if (bytes.size() >= 18) {
-        const uint8_t* t = bytes.data() + bytes.size() - 4;
-        uint32_t isize = t[0] | t[1] << 8 | t[2] << 16 | uint32_t(t[3]) << 24;
-        out.reserve(std::min<size_t>(isize, bytes.size() * 1032 + (1 << 16)));
-    }
-    size_t used = 0, pos = 0;
-    while (true) {
-        Inflater inf;
-        int rc = inflateInit2(&inf.zs, 16 + MAX_WBITS);
-        SJ_CHECK(rc == Z_OK, IOError) << path << ": cannot start the gzip decoder (zlib error "
-                                      << rc << ")";
-        inf.live = true;
-        size_t consumed = 0;
-        while (true) {
-            if (used == out.size()) out.resize(std::max<size_t>(out.size() * 2, 1 << 16));
-            size_t room = std::min(out.size() - used, kChunk);
-            size_t in_left = std::min(bytes.size() - pos - consumed, kChunk);
-            inf.zs.next_in = const_cast<Bytef*>(bytes.data() + pos + consumed);
-            inf.zs.avail_in = static_cast<uInt>(in_left);
-            inf.zs.next_out = out.data() + used;
-            inf.zs.avail_out = static_cast<uInt>(room);
-            rc = inflate(&inf.zs, Z_NO_FLUSH);
-            used += room - inf.zs.avail_out;
-            consumed += in_left - inf.zs.avail_in;
-            if (rc == Z_STREAM_END) break;
-            if (rc == Z_OK) continue;
-            SJ_CHECK(rc != Z_BUF_ERROR, IOError)
-                << path << ": byte " << pos + consumed << ": truncated gzip stream (the compressed "
-                << "data ends before the end of the stream; " << used << " bytes decoded)";
-            SJ_CHECK(rc != Z_MEM_ERROR, IOError) << path << ": out of memory decoding gzip data";
-            SJ_THROW(IOError) << path << ": byte " << pos + consumed << ": corrupt gzip stream ("
-                              << (inf.zs.msg ? inf.zs.msg : "zlib error " + std::to_string(rc))
-                              << ")";
+    while (out.size() < size && !done_) {
+        if (!zs_) start_member();
+        size_t used = out.size();
+        // Grow geometrically: `size` comes from the file and is only trusted as data arrives.
+        out.resize(std::min(size, std::max<size_t>(used * 2, used + (size_t(1) << 16))));
+        const size_t room = std::min(out.size() - used, kChunk);
+        const size_t in_left = std::min<size_t>(bytes_.size() - pos_ - consumed_, kChunk);
+        zs_->next_in = const_cast<Bytef*>(bytes_.data() + pos_ + consumed_);
+        zs_->avail_in = static_cast<uInt>(in_left);
+        zs_->next_out = out.data() + used;
+        zs_->avail_out = static_cast<uInt>(room);
+        int rc = inflate(zs_.get(), Z_NO_FLUSH);
+        used += room - zs_->avail_out;
+        consumed_ += in_left - zs_->avail_in;
+        out.resize(used);
+        if (rc == Z_STREAM_END) {
+            end_member();
+            continue;
         }
-        pos += consumed;
-        if (pos == bytes.size()) break;
-        if (bytes.size() - pos >= 2 && bytes[pos] == 0x1f && bytes[pos + 1] == 0x8b) continue;
-        // Zero padding after the last member (as tape archives leave) is harmless.
-        bool zeros = std::all_of(bytes.begin() + pos, bytes.end(), [](uint8_t b) { return !b; });
-        SJ_CHECK(zeros, IOError) << path << ": byte " << pos << ": " << bytes.size() - pos
-                                 << " unexpected bytes after the end of the gzip stream";
-        break;
+        if (rc == Z_OK) continue;
+        SJ_CHECK(rc != Z_BUF_ERROR, IOError)
+            << path_ << ": byte " << compressed_offset() << ": truncated gzip stream (the "
+            << "compressed data ends before the end of the stream; " << used << " bytes decoded)";
+        SJ_CHECK(rc != Z_MEM_ERROR, IOError) << path_ << ": out of memory decoding gzip data";
+        SJ_THROW(IOError) << path_ << ": byte " << compressed_offset() << ": corrupt gzip stream ("
+                          << (zs_->msg ? zs_->msg : "zlib error " + std::to_string(rc)) << ")";
     }
-    out.resize(used);
-    out.shrink_to_fit();
-    return out;
+    return out.size() >= size;
 }
 
 } // namespace detail
@@ -149,58 +155,96 @@ std::string find_idx(const std::string& dir, const std::string& prefix, const st
                       << "train-images-idx3-ubyte.gz)";
 }
 
-Array read_idx_impl(const std::string& path, bool* gz_out) {
-    std::vector<uint8_t> raw = detail::read_file(path);
-    const bool gz = detail::is_gzip(raw);
-    if (gz_out) *gz_out = gz;
-    std::vector<uint8_t> b = gz ? detail::gunzip(raw, path) : std::move(raw);
-    const uint64_t n = b.size();
+/// What an IDX header declares.
+struct IdxHeader {
+    uint8_t type = 0; // the element type code
+    int esize = 0;    // bytes per element in the file
+    DType dtype = DType::U8;
+    Shape shape;
+    uint64_t count = 0;      // elements
+    uint64_t data_begin = 0; // header bytes
+    uint64_t data_bytes = 0; // count * esize
+};
 
+/// The largest header: magic, type, rank 16 and 16 dims.
+constexpr uint64_t kMaxIdxHeader = 4 + 4 * 16;
+
+/// Parses the header at the start of `b`, which holds the whole file or at least its first
+/// kMaxIdxHeader bytes.
+IdxHeader parse_idx_header(const std::vector<uint8_t>& b, const std::string& path, bool gz) {
+    const uint64_t n = b.size();
     SJ_CHECK(n >= 4, IOError) << at(path, n, gz) << "truncated header: the IDX magic needs 4 "
                               << "bytes, the file has " << n;
     SJ_CHECK(b[0] == 0 && b[1] == 0, IOError)
         << at(path, 0, gz) << "bad magic " << hex_byte(b[0]) << " " << hex_byte(b[1])
         << " (an IDX file starts with two zero bytes, a type code and the rank)";
-    int esize = 0;
-    DType dtype = DType::U8;
-    switch (b[2]) {
-    case 0x08: esize = 1, dtype = DType::U8; break;
-    case 0x09: esize = 1, dtype = DType::I32; break;
-    case 0x0B: esize = 2, dtype = DType::I32; break;
-    case 0x0C: esize = 4, dtype = DType::I32; break;
-    case 0x0D: esize = 4, dtype = DType::F32; break;
-    case 0x0E: esize = 8, dtype = DType::F64; break;
+    IdxHeader h;
+    h.type = b[2];
+    switch (h.type) {
+    case 0x08: h.esize = 1, h.dtype = DType::U8; break;
+    case 0x09: h.esize = 1, h.dtype = DType::I32; break;
+    case 0x0B: h.esize = 2, h.dtype = DType::I32; break;
+    case 0x0C: h.esize = 4, h.dtype = DType::I32; break;
+    case 0x0D: h.esize = 4, h.dtype = DType::F32; break;
+    case 0x0E: h.esize = 8, h.dtype = DType::F64; break;
     }
-    SJ_CHECK(esize > 0, IOError) << at(path, 2, gz) << "unknown element type code "
-                                 << hex_byte(b[2])
-                                 << " (expected 0x08, 0x09, 0x0b, 0x0c, 0x0d or 0x0e)";
+    SJ_CHECK(h.esize > 0, IOError)
+        << at(path, 2, gz) << "unknown element type code " << hex_byte(b[2])
+        << " (expected 0x08, 0x09, 0x0b, 0x0c, 0x0d or 0x0e)";
     const int rank = b[3];
     SJ_CHECK(rank >= 1 && rank <= 16, IOError)
         << at(path, 3, gz) << "rank " << rank << " is not in 1..16";
-    const uint64_t header = 4 + 4 * uint64_t(rank);
-    SJ_CHECK(n >= header, IOError) << at(path, n, gz) << "truncated header: " << rank
-                                   << " dims need bytes 4.." << header << ", the file has " << n;
-    Shape shape;
-    uint64_t count = 1;
+    h.data_begin = 4 + 4 * uint64_t(rank);
+    SJ_CHECK(n >= h.data_begin, IOError)
+        << at(path, n, gz) << "truncated header: " << rank << " dims need bytes 4.." << h.data_begin
+        << ", the file has " << n;
+    h.count = 1;
     for (int i = 0; i < rank; ++i) {
         uint64_t d = be32(b.data() + 4 + 4 * i);
-        SJ_CHECK(d == 0 || count <= (uint64_t(1) << 62) / d / uint64_t(esize), IOError)
+        SJ_CHECK(d == 0 || h.count <= (uint64_t(1) << 62) / d / uint64_t(h.esize), IOError)
             << at(path, 4 + 4 * i, gz) << "dims too large (" << d << " at dim " << i << ")";
-        count *= d;
-        shape.push_back(static_cast<int64_t>(d));
+        h.count *= d;
+        h.shape.push_back(static_cast<int64_t>(d));
     }
-    const uint64_t need = count * uint64_t(esize);
+    h.data_bytes = h.count * uint64_t(h.esize);
+    return h;
+}
+
+Array read_idx_impl(const std::string& path, bool* gz_out) {
+    std::vector<uint8_t> raw = detail::read_file(path);
+    const bool gz = detail::is_gzip(raw);
+    if (gz_out) *gz_out = gz;
+    std::vector<uint8_t> b;
+    IdxHeader h;
+    if (gz) {
+        // Decode the header, then only the data it declares and one byte more (to tell a stream
+        // that goes on from one that ends there): a gzip bomb stops at that byte.
+        detail::GzipReader z(raw, path);
+        z.read_to(b, kMaxIdxHeader);
+        h = parse_idx_header(b, path, gz);
+        const uint64_t end = h.data_begin + h.data_bytes;
+        SJ_CHECK(!z.read_to(b, static_cast<size_t>(end) + 1), IOError)
+            << at(path, end, gz) << "the gzip stream holds more data than the header declares ("
+            << "dims " << shape_str(h.shape) << " of " << h.esize
+            << "-byte elements: " << h.data_bytes << " bytes from byte " << h.data_begin
+            << "); decoding stopped at compressed byte " << z.compressed_offset() << " of "
+            << raw.size();
+    } else {
+        b = std::move(raw);
+        h = parse_idx_header(b, path, gz);
+    }
+    const uint64_t n = b.size(), header = h.data_begin, need = h.data_bytes;
     SJ_CHECK(n - header >= need, IOError)
-        << at(path, n, gz) << "truncated data: dims " << shape_str(shape) << " need " << need
+        << at(path, n, gz) << "truncated data: dims " << shape_str(h.shape) << " need " << need
         << " bytes from byte " << header << ", only " << n - header << " present";
     SJ_CHECK(n - header == need, IOError)
         << at(path, header + need, gz) << n - header - need
-        << " unexpected bytes after the data (dims " << shape_str(shape) << ")";
+        << " unexpected bytes after the data (dims " << shape_str(h.shape) << ")";
 
-    Array out(dtype, shape);
+    Array out(h.dtype, h.shape);
     const uint8_t* src = b.data() + header;
-    const auto m = static_cast<int64_t>(count);
-    switch (b[2]) {
+    const auto m = static_cast<int64_t>(h.count);
+    switch (h.type) {
     case 0x08: if (m) std::memcpy(out.raw(), src, static_cast<size_t>(m)); break;
     case 0x09: convert_be<int8_t>(src, m, out.data<int32_t>()); break;
     case 0x0B: convert_be<int16_t>(src, m, out.data<int32_t>()); break;

@@ -2,6 +2,7 @@
 #include "data/DataIO.h"
 
 #include <symjax/Data.h>
+#include <symjax/Threads.h>
 
 #include <jpeglib.h>
 #include <nlohmann/json.hpp>
@@ -267,7 +268,7 @@ Array decode_all(const std::vector<Item>& items, int channels, int threads) {
         }
     };
     if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = static_cast<int>(std::min<int64_t>(threads, n));
+    threads = static_cast<int>(std::min<int64_t>({threads, n, max_threads()}));
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) pool.emplace_back(work);
     work();

@@ -13,6 +13,7 @@
 #include <bit>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -63,6 +64,18 @@ bool st_known_unsupported(const std::string& s) {
 
 std::string at(const std::string& path, uint64_t off) {
     return path + ": byte " + std::to_string(off) + ": ";
+}
+
+/// Where the `nth` (1-based) spelling of `name` as an object key (its canonical JSON string,
+/// then optional blanks and ':') starts in `text`, searching from `from`; npos if absent. A
+/// string value cannot match: a value is followed by ',', ']' or '}', never by ':'.
+size_t key_offset(const std::string& text, const std::string& name, size_t from, int nth) {
+    const std::string quoted = nlohmann::json(name).dump();
+    for (size_t p = text.find(quoted, from); p != std::string::npos; p = text.find(quoted, p + 1)) {
+        size_t q = text.find_first_not_of(" \t\r\n", p + quoted.size());
+        if (q != std::string::npos && text[q] == ':' && --nth == 0) return p;
+    }
+    return std::string::npos;
 }
 
 /// A tensor as found in a file, with where it was described and stored (for messages).
@@ -123,13 +136,23 @@ Parsed parse(const std::string& path, const std::vector<uint8_t>& b) {
         return 8 + (p == std::string::npos ? 0 : p);
     };
 
-    // Duplicate top-level keys would silently keep the last one: reject them.
-    std::set<std::string> keys;
-    std::string duplicate;
-    json::parser_callback_t on_event = [&](int depth, json::parse_event_t ev, json& v) {
-        if (ev == json::parse_event_t::key && depth == 1 && duplicate.empty() &&
-            !keys.insert(v.get<std::string>()).second)
-            duplicate = v.get<std::string>();
+    // nlohmann::json keeps the last of duplicate names (other readers keep the first): find
+    // them at every depth while parsing, and refuse the file.
+    std::vector<std::set<std::string>> open; // the names seen in each open object
+    std::string entry;                       // the latest top-level name
+    std::string duplicate, duplicate_entry;  // the first duplicate name, and its entry
+    size_t duplicate_depth = 0;              // 1: a top-level name; 2+: in duplicate_entry
+    json::parser_callback_t on_event = [&](int, json::parse_event_t ev, json& v) {
+        if (ev == json::parse_event_t::object_start) {
+            open.emplace_back();
+        } else if (ev == json::parse_event_t::object_end) {
+            if (!open.empty()) open.pop_back();
+        } else if (ev == json::parse_event_t::key && !open.empty()) {
+            const std::string& name = v.get_ref<const std::string&>();
+            if (open.size() == 1) entry = name;
+            if (!open.back().insert(name).second && duplicate.empty())
+                duplicate = name, duplicate_entry = entry, duplicate_depth = open.size();
+        }
         return true;
     };
     json j;
@@ -139,9 +162,20 @@ Parsed parse(const std::string& path, const std::vector<uint8_t>& b) {
         SJ_THROW(IOError) << at(path, 8 + (e.byte ? e.byte - 1 : 0)) << "header is not valid JSON ("
                           << e.what() << ")";
     }
-    SJ_CHECK(duplicate.empty(), IOError)
-        << at(path, where(duplicate, where(duplicate) - 8 + 1)) << "duplicate header entry '"
-        << duplicate << "'";
+    if (!duplicate.empty()) {
+        // the second spelling of the name as a key, in the entry that holds it
+        const size_t from = duplicate_depth == 1 ? 0 : key_offset(header, duplicate_entry, 0, 1);
+        const size_t second =
+            key_offset(header, duplicate, from == std::string::npos ? 0 : from, 2);
+        const uint64_t off = 8 + (second == std::string::npos ? 0 : second);
+        const char* reason = " (JSON readers disagree on which one counts)";
+        SJ_CHECK(duplicate_depth != 1, IOError)
+            << at(path, off) << "duplicate header entry '" << duplicate << "'" << reason;
+        SJ_CHECK(duplicate_entry != "__metadata__", IOError)
+            << at(path, off) << "__metadata__: duplicate key '" << duplicate << "'" << reason;
+        SJ_THROW(IOError) << at(path, off) << "tensor '" << duplicate_entry
+                          << "': duplicate field '" << duplicate << "'" << reason;
+    }
     SJ_CHECK(j.is_object(), IOError) << at(path, 8) << "header is JSON but not an object";
 
     Parsed out;
@@ -268,12 +302,37 @@ void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
     }
 }
 
-/// A unique temporary name next to `path`.
-std::string temp_name(const std::string& path) {
+/// At most this many bytes of the checkpoint's file name start its temporary's name, so that any
+/// name that fits NAME_MAX (255 bytes) leaves room for the ".tmp.<12 hex digits>" suffix.
+constexpr size_t kTempPrefix = 64;
+
+/// Creates a fresh temporary file next to `path` ("<name, cut to kTempPrefix bytes>.tmp.<12 hex
+/// digits>", mode 0666 less the umask) and returns its descriptor; *tmp receives its path.
+int create_temp(const std::string& path, std::string* tmp) {
+    const fs::path p(path);
+    std::string name = p.filename().string();
+    if (name.size() > kTempPrefix) {
+        size_t cut = kTempPrefix; // not inside a UTF-8 sequence (10xxxxxx continues one)
+        while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+        name.resize(cut);
+    }
     static std::atomic<uint64_t> counter{0};
-    const auto t = std::chrono::steady_clock::now().time_since_epoch().count();
-    return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." +
-           std::to_string(static_cast<uint64_t>(t) % 1000000007ULL);
+    for (int attempt = 0;; ++attempt) {
+        // splitmix64 of the process, a counter and the time: unique enough; O_EXCL makes sure
+        uint64_t z =
+            (uint64_t(::getpid()) << 40) ^ counter++ ^
+            static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+                0x9e3779b97f4a7c15ULL;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        char hex[13];
+        std::snprintf(hex, sizeof hex, "%012llx",
+                      static_cast<unsigned long long>(z & 0xffffffffffffULL));
+        *tmp = (p.parent_path() / (name + ".tmp." + hex)).string();
+        int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST || attempt == 16) return fd;
+    }
 }
 
 } // namespace
@@ -317,8 +376,8 @@ void write_safetensors(const std::string& path, const std::map<std::string, Arra
 
     std::string dir = fs::path(path).parent_path().string();
     if (dir.empty()) dir = ".";
-    const std::string tmp = temp_name(path);
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    std::string tmp;
+    int fd = create_temp(path, &tmp);
     SJ_CHECK(fd >= 0, IOError) << path << ": cannot create the temporary file " << tmp << " ("
                                << std::strerror(errno) << ")";
     try {

@@ -25,11 +25,31 @@ awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "test accuracy $acc after 2 
 "$BIN" "${SMALL[@]}" --out "$T/b" --stop-after 1 >"$T/b1.log" 2>&1 || { cat "$T/b1.log"; fail "stop-after run"; }
 grep -q 'stopped after epoch 1' "$T/b1.log" || fail "stop-after message"
 [ "$(wc -l <"$T/b/metrics.csv")" = 2 ] || fail "after epoch 1, metrics.csv should have 1 row"
+cp "$T/b/checkpoint.safetensors" "$T/ckpt1" && cp "$T/b/metrics.csv" "$T/csv1"
 "$BIN" "${SMALL[@]}" --out "$T/b" --resume >"$T/b2.log" 2>&1 || { cat "$T/b2.log"; fail "resume run"; }
 grep -q 'resumed from .* after epoch 1' "$T/b2.log" || fail "resume message"
 grep -q 'epoch  1/2' "$T/b2.log" && fail "resume re-ran epoch 1"
 cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "resumed run differs from the uninterrupted one"
 [ "$(cut -d, -f1-5 "$T/a/metrics.csv")" = "$(cut -d, -f1-5 "$T/b/metrics.csv")" ] || fail "metrics differ after resume"
+
+# 2b. metrics.csv and the checkpoint agree after an interruption (Note [Metrics and checkpoint
+#     agree] in sj-train.cpp). An epoch writes its row, then its checkpoint:
+#     - when the row cannot be written (its temporary is made a folder), no checkpoint is saved;
+mkdir -p "$T/k/metrics.csv.tmp"
+"$BIN" "${SMALL[@]}" --out "$T/k" >"$T/k.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "metrics" "$T/k.log" || { cat "$T/k.log"; fail "failed metrics write: rc $rc"; }
+[ -e "$T/k/checkpoint.safetensors" ] && fail "a checkpoint was saved without its metrics row"
+#     - killed between the two (epoch 2's row written, its checkpoint not): --resume trains
+#       epoch 2 again and ends with one row per epoch, equal to the uninterrupted run's;
+cp "$T/ckpt1" "$T/b/checkpoint.safetensors"
+"$BIN" "${SMALL[@]}" --out "$T/b" --resume >"$T/b3.log" 2>&1 || { cat "$T/b3.log"; fail "resume after a kill"; }
+grep -q 'resumed from .* after epoch 1' "$T/b3.log" || fail "resume after a kill: message"
+[ "$(cut -d, -f1-5 "$T/a/metrics.csv")" = "$(cut -d, -f1-5 "$T/b/metrics.csv")" ] || { cat "$T/b/metrics.csv"; fail "rows differ after a resume that redid an epoch"; }
+cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "checkpoint differs after a resume that redid an epoch"
+#     - rows lost some other way (a checkpoint ahead of metrics.csv) are named in a warning.
+cp "$T/csv1" "$T/b/metrics.csv"
+"$BIN" "${SMALL[@]}" --out "$T/b" --resume >"$T/b4.log" 2>&1 || { cat "$T/b4.log"; fail "resume of a finished run"; }
+grep -q "warning: .*metrics.csv has no rows for epochs 2..2" "$T/b4.log" || { cat "$T/b4.log"; fail "no warning about the missing row"; }
 
 # 3. Bad usage: clear messages, no crash, distinct exit codes.
 "$BIN" --model nope >"$T/e1.log" 2>&1; rc=$?
@@ -42,6 +62,18 @@ cmp "$T/a/checkpoint.safetensors" "$T/b/checkpoint.safetensors" || fail "resumed
 [ $rc = 1 ] && grep -q "dataset-fashion-mnist" "$T/e4.log" || fail "missing data: rc $rc"
 "$BIN" "${SMALL[@]}" --out "$T/b" --resume --batch 32 >"$T/e5.log" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "trained with batch 64" "$T/e5.log" || fail "resume with other settings: rc $rc"
+for bad in 0 -2 abc 1.5; do
+  "$BIN" --threads "$bad" >"$T/e6.log" 2>&1; rc=$?
+  [ $rc = 2 ] && grep -q -- "--threads: expected a whole number of threads >= 1, got '$bad'" "$T/e6.log" || { cat "$T/e6.log"; fail "--threads $bad: rc $rc"; }
+done
+# Thread counts far beyond the machine are lowered (with a warning), not a crash in OpenMP.
+TINY=(--limit 128 --test-limit 100 --batch 64 --epochs 1 --no-plot --progress lines)
+"$BIN" "${TINY[@]}" --threads 100000 --out "$T/t1" >"$T/t1.log" 2>&1 || { cat "$T/t1.log"; fail "--threads 100000"; }
+grep -q "warning: sj-train: --threads: 100000 threads is more than" "$T/t1.log" || { cat "$T/t1.log"; fail "--threads 100000: no warning"; }
+SJ_NUM_THREADS=100000 "$BIN" "${TINY[@]}" --out "$T/t2" >"$T/t2.log" 2>&1 || { cat "$T/t2.log"; fail "SJ_NUM_THREADS=100000"; }
+grep -q "warning: SJ_NUM_THREADS: 100000 threads is more than" "$T/t2.log" || { cat "$T/t2.log"; fail "SJ_NUM_THREADS=100000: no warning"; }
+SJ_NUM_THREADS=lots "$BIN" "${TINY[@]}" --out "$T/t3" >"$T/t3.log" 2>&1; rc=$?
+[ $rc = 1 ] && grep -q "SJ_NUM_THREADS: expected a whole number of threads >= 1, got 'lots'" "$T/t3.log" || { cat "$T/t3.log"; fail "SJ_NUM_THREADS=lots: rc $rc"; }
 
 # 4. The CNN model trains too (a smoke run: 512 images, one epoch).
 "$BIN" --model cnn --limit 512 --test-limit 200 --epochs 1 --no-plot --progress lines --out "$T/cnn" >"$T/cnn.log" 2>&1 || { cat "$T/cnn.log"; fail "cnn run"; }

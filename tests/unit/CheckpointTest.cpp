@@ -161,6 +161,20 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
     };
     std::string gap_h = "{" + a_ok + R"(,"b":{"dtype":"I32","shape":[1],"data_offsets":[12,16]}})";
     std::string bool_h = "{" + a_ok + R"(,"c":{"dtype":"BOOL","shape":[2],"data_offsets":[8,10]}})";
+    // duplicate names inside an entry and in __metadata__ (nlohmann::json would keep the last)
+    const std::string a_dupfield =
+        R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"dtype":"I32"})";
+    const std::string meta_dup = R"({"__metadata__":{"k":"1","j":"2","k":"3"},)";
+    const std::string meta_twice = R"({"__metadata__":{"k":"1"},"__metadata__":{"k":"2"},)";
+    // offsets of the second spelling: entry a starts at file byte 9 (8 + the '{')
+    const auto second = [](const std::string& text, const std::string& key) {
+        return text.find(key, text.find(key) + 1);
+    };
+    const std::string dupfield_at =
+        "byte " + std::to_string(9 + second(a_dupfield, "\"dtype\"")) + ":";
+    const std::string metadup_at = "byte " + std::to_string(8 + second(meta_dup, "\"k\"")) + ":";
+    const std::string metatwice_at =
+        "byte " + std::to_string(8 + second(meta_twice, "\"__metadata__\"")) + ":";
     Bytes bool_data = f32_bytes({1, 2});
     bool_data.push_back(1);
     bool_data.push_back(2);
@@ -201,6 +215,12 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
         {"dup",
          st_file(dup, d12),
          {"duplicate header entry 'a'", "byte " + std::to_string(9 + a_ok.size() + 1) + ":"}},
+        {"dupfield", st_file(hdr(a_dupfield), d12),
+         {dupfield_at, "tensor 'a': duplicate field 'dtype'"}},
+        {"dupmeta", st_file(meta_dup + a_ok + "," + b_ok + "}", d12),
+         {metadup_at, "__metadata__: duplicate key 'k'"}},
+        {"twometa", st_file(meta_twice + a_ok + "," + b_ok + "}", d12),
+         {metatwice_at, "duplicate header entry '__metadata__'"}},
         {"field",
          st_file(hdr(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1})"), d12),
          {"unknown field 'x'"}},
@@ -340,6 +360,35 @@ TEST(Checkpoint, FailedSaveLeavesTargetAndNoTemporary) {
     auto r = read_safetensors(t / "keep.st");
     EXPECT_EQ(r.size(), 1u);
     EXPECT_TRUE(r.count("y"));
+}
+
+// The temporary file must fit NAME_MAX (255 bytes) whatever the checkpoint's name: a 250-byte
+// name (and one of 255) is saved and read back, with nothing left beside it.
+TEST(Checkpoint, LongFileNamesSave) {
+    TempDir t;
+    for (size_t len : {size_t(250), size_t(255)}) {
+        const std::string name = std::string(len - 3, 'c') + ".st";
+        ASSERT_EQ(name.size(), len);
+        write_safetensors(t / name, {{"x", Array(std::vector<float>{1, 2})}}, {{"k", "v"}});
+        EXPECT_EQ(read_safetensors(t / name).at("x").to_vector<float>(),
+                  (std::vector<float>{1, 2}));
+        EXPECT_EQ(t.files(), std::vector<std::string>{name});
+        fs::remove(t / name);
+    }
+    // a multi-byte UTF-8 name (the temporary's prefix is cut between characters)
+    std::string utf8;
+    while (utf8.size() < 240) utf8 += "\xc3\xa9"; // é
+    utf8 += ".st";
+    write_safetensors(t / utf8, {{"x", Array(std::vector<float>{3})}});
+    EXPECT_EQ(read_safetensors(t / utf8).at("x").to_vector<float>(), std::vector<float>{3});
+    EXPECT_EQ(t.files(), std::vector<std::string>{utf8});
+    fs::remove(t / utf8);
+    // a name the file system refuses: a clear error, and no temporary left behind
+    const std::string too_long = std::string(253, 'd') + ".st";
+    std::string msg =
+        io_error([&] { write_safetensors(t / too_long, {{"x", Array::scalar(1.f)}}); });
+    EXPECT_CONTAINS(msg, t / too_long);
+    EXPECT_TRUE(t.files().empty()) << t.files()[0];
 }
 
 // A child process saves large checkpoints in a loop and is SIGKILLed at random moments: the file

@@ -79,6 +79,33 @@ Bytes idx_file(uint8_t type, const std::vector<uint32_t>& dims, const Bytes& dat
     return b;
 }
 
+/// A gzip bomb: a member whose data is `head` then `mib` MiB of zeros, from one deflate piece of
+/// 1 MiB of zeros (about 1 KiB, decodable on its own after a full flush) repeated `mib` times.
+/// The stream has no last block and no trailer: a reader that decodes all of it inflates
+/// `mib` MiB and then fails with "truncated gzip stream".
+Bytes gzip_bomb(const Bytes& head, int mib) {
+    z_stream zs{};
+    EXPECT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, -MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    auto deflate_all = [&](const Bytes& in) {
+        Bytes out(deflateBound(&zs, in.size()) + 64);
+        zs.next_in = const_cast<Bytef*>(in.data());
+        zs.avail_in = static_cast<uInt>(in.size());
+        zs.next_out = out.data();
+        zs.avail_out = static_cast<uInt>(out.size());
+        EXPECT_EQ(deflate(&zs, Z_FULL_FLUSH), Z_OK);
+        EXPECT_EQ(zs.avail_in, 0u);
+        out.resize(out.size() - zs.avail_out);
+        return out;
+    };
+    Bytes b = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3}; // gzip header: deflate, no name, Unix
+    Bytes first = deflate_all(head);
+    Bytes piece = deflate_all(Bytes(size_t(1) << 20, 0));
+    deflateEnd(&zs);
+    b.insert(b.end(), first.begin(), first.end());
+    for (int i = 0; i < mib; ++i) b.insert(b.end(), piece.begin(), piece.end());
+    return b;
+}
+
 Bytes iota_bytes(size_t n, int start = 0) {
     Bytes b(n);
     for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>((start + i * 7) % 256);
@@ -220,6 +247,51 @@ TEST(DataIdx, ReadsConcatenatedGzipMembers) {
     z.insert(z.end(), z2.begin(), z2.end());
     write_bytes(t / "m.gz", z);
     EXPECT_EQ(read_idx(t / "m.gz").to_vector<uint8_t>(), iota_bytes(200));
+    // members split inside the header, data over many decoding steps, zero padding at the end
+    Bytes big = idx_file(0x08, {3, 100000}, iota_bytes(300000));
+    Bytes a(big.begin(), big.begin() + 6), b(big.begin() + 6, big.begin() + 200000),
+        c(big.begin() + 200000, big.end());
+    Bytes zb = gzip(a);
+    for (const Bytes* part : {&b, &c}) {
+        Bytes zp = gzip(*part);
+        zb.insert(zb.end(), zp.begin(), zp.end());
+    }
+    zb.resize(zb.size() + 512, 0);
+    write_bytes(t / "big.gz", zb);
+    EXPECT_EQ(read_idx(t / "big.gz").to_vector<uint8_t>(), iota_bytes(300000));
+}
+
+// A 2 MiB file that inflates to 2 GiB, behind a header that declares 4 data bytes: the reader
+// stops one byte past the declared data, so it neither inflates the gigabytes (memory, time) nor
+// reaches the stream's missing end (which would make the message "truncated gzip stream").
+TEST(DataIdx, GzipBombStopsAtTheDeclaredSize) {
+    TempDir t;
+    const Bytes head = idx_file(0x08, {4}, {1, 2, 3, 4}); // 8 header bytes, 4 data bytes
+    const Bytes bomb = gzip_bomb(head, 2048);
+    ASSERT_LT(bomb.size(), size_t(4) << 20);
+    write_bytes(t / "bomb.idx.gz", bomb);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string msg = io_error([&] { read_idx(t / "bomb.idx.gz"); });
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_CONTAINS(msg, t / "bomb.idx.gz");
+    EXPECT_CONTAINS(msg, "byte 12 of the decompressed data:");
+    EXPECT_CONTAINS(msg, "more data than the header declares");
+    EXPECT_CONTAINS(msg, "dims [4]");
+    // where decoding stopped: within the first piece of 1 MiB, not at the end of the file
+    const size_t at = msg.find("compressed byte ");
+    ASSERT_NE(at, std::string::npos) << msg;
+    EXPECT_LT(std::stoull(msg.substr(at + 16)), 64u * 1024) << msg;
+    // decoding 2 GiB takes seconds; the bounded read a few milliseconds (generous for a busy CI)
+    EXPECT_LT(secs, 1.0);
+
+    // The same rule for an honest stream with a few bytes too many: one byte past is enough.
+    Bytes extra = head;
+    extra.resize(extra.size() + 100, 9);
+    write_bytes(t / "extra.idx.gz", gzip(extra));
+    msg = io_error([&] { read_idx(t / "extra.idx.gz"); });
+    EXPECT_CONTAINS(msg, "byte 12 of the decompressed data:");
+    EXPECT_CONTAINS(msg, "more data than the header declares");
 }
 
 TEST(DataIdx, RejectsMalformedFiles) {

@@ -12,6 +12,8 @@
 
 #include "backend/cpu/Jit.h"
 
+#include <chrono>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -26,11 +28,23 @@
 #include <sstream>
 #include <string>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
 extern char** environ;
+
+// Sanitizers reserve terabytes of address space: RLIMIT_AS cannot bound their processes.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SJ_KC_HAS_SANITIZER 1
+#endif
+#endif
+#ifndef SJ_KC_HAS_SANITIZER
+#define SJ_KC_HAS_SANITIZER 0
+#endif
 
 using namespace sj;
 namespace fs = std::filesystem;
@@ -87,7 +101,9 @@ void spit(const fs::path& p, const std::string& s) { std::ofstream(p, std::ios::
 /// Starts the test binary as a child running KernelCacheChild.Run with the cache in
 /// `cache`; its counters go to `out`, its output to `out`.log.
 /// `max_file_bytes` > 0 limits the size of every file the child writes (RLIMIT_FSIZE).
-pid_t spawn_child(const fs::path& cache, const fs::path& out, int64_t max_file_bytes = 0) {
+/// `extra_env` adds NAME=value entries (SJ_DEBUG=1 for a log of the cache's decisions).
+pid_t spawn_child(const fs::path& cache, const fs::path& out, int64_t max_file_bytes = 0,
+                  const std::vector<std::string>& extra_env = {}) {
     std::vector<std::string> env_s;
     for (char** e = environ; *e; ++e) {
         std::string s = *e;
@@ -99,6 +115,7 @@ pid_t spawn_child(const fs::path& cache, const fs::path& out, int64_t max_file_b
     env_s.push_back("SJ_KC_OUT=" + out.string());
     env_s.push_back("SJ_NUM_THREADS=1");
     if (max_file_bytes > 0) env_s.push_back("SJ_KC_FSIZE=" + std::to_string(max_file_bytes));
+    env_s.insert(env_s.end(), extra_env.begin(), extra_env.end());
     std::vector<std::string> arg_s = {"/proc/self/exe", "--gtest_filter=KernelCacheChild.Run"};
     std::vector<char*> argv, envp;
     for (auto& a : arg_s) argv.push_back(a.data());
@@ -116,15 +133,34 @@ pid_t spawn_child(const fs::path& cache, const fs::path& out, int64_t max_file_b
     return rc == 0 ? pid : -1;
 }
 
+/// A child that has not finished after this long hangs (it is killed and reported).
+constexpr auto kChildTimeout = std::chrono::seconds(300);
+
 ChildResult wait_child(pid_t pid, const fs::path& out) {
     ChildResult r;
     int st = 0;
-    if (pid > 0 && ::waitpid(pid, &st, 0) == pid && WIFEXITED(st)) r.status = WEXITSTATUS(st);
+    bool timed_out = false;
+    const auto deadline = std::chrono::steady_clock::now() + kChildTimeout;
+    while (pid > 0) {
+        pid_t w = ::waitpid(pid, &st, WNOHANG);
+        if (w == pid && WIFEXITED(st)) r.status = WEXITSTATUS(st);
+        if (w != 0) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &st, 0);
+            timed_out = true;
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     std::istringstream in(slurp(out));
     std::string k;
     int64_t v;
     while (in >> k >> v) r.counters[k] = v;
     r.log = slurp(out.string() + ".log");
+    if (pid <= 0) r.log += "\n[the child could not be started]";
+    if (timed_out) r.log += "\n[killed: still running after " +
+                            std::to_string(kChildTimeout.count()) + " s]";
     return r;
 }
 
@@ -160,9 +196,12 @@ protected:
         fs::remove_all(root_, ec);
     }
     /// Runs one child and checks that it passed; `what` names the run in messages.
-    ChildResult child(const std::string& what) {
-        fs::path out = root_ / "out" / (what + std::to_string(n_++));
-        ChildResult r = run_child(cache_, out);
+    ChildResult child(const std::string& what, const std::vector<std::string>& extra_env = {}) {
+        std::string file = what + std::to_string(n_++);
+        for (char& c : file)
+            if (!std::isalnum(static_cast<unsigned char>(c))) c = '_'; // "symlink to /dev/zero"
+        fs::path out = root_ / "out" / file;
+        ChildResult r = wait_child(spawn_child(cache_, out, 0, extra_env), out);
         EXPECT_EQ(r.status, 0) << what << ": the child failed:\n" << r.log;
         EXPECT_EQ(r.counters["ok"], 1) << what << ":\n" << r.log;
         return r;
@@ -190,6 +229,13 @@ TEST(KernelCacheChild, Run) {
         rlim_t n = std::strtoull(fsize, nullptr, 10);
         struct rlimit lim = {n, n};
         ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &lim), 0);
+    }
+    if (const char* vm = std::getenv("SJ_KC_MAX_VM")) { // bounds an endless read (not with ASan)
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !SJ_KC_HAS_SANITIZER
+        rlim_t n = std::strtoull(vm, nullptr, 10);
+        struct rlimit lim = {n, n};
+        ASSERT_EQ(::setrlimit(RLIMIT_AS, &lim), 0);
+#endif
     }
     TwoKernels k;
     FunctionOptions cpu, ref;
@@ -309,6 +355,53 @@ TEST_F(KernelCache, ConcurrentProcessesShareOneEmptyDirectory) {
     EXPECT_TRUE(s.empty()) << "left behind: " << s[0];
     ChildResult warm = child("after");
     EXPECT_EQ(warm.counters["disk_hits"], kKernels) << "the cache did not end up valid";
+    EXPECT_EQ(warm.counters["disk_rejects"], 0);
+}
+
+// Entries that are not regular files: a directory (a stream read of it threw through
+// std::terminate), a FIFO (opening it for reading blocks until a writer comes) and a symbolic
+// link to /dev/zero (a read never ends). Each must be a miss that SJ_DEBUG=1 explains: the child
+// compiles, passes, and does not hang or grow without bound.
+TEST_F(KernelCache, EntriesThatAreNotRegularFilesAreLoggedMisses) {
+    child("populate");
+    const auto good = entries(cache_);
+    ASSERT_EQ(good.size(), size_t(kEntries));
+    const std::string name = good.begin()->first;
+    const fs::path entry = cache_ / name;
+    struct Kind {
+        const char* name;
+        std::function<void()> make;
+        const char* reason; // in the child's log
+        bool replaced;      // the rebuilt entry is renamed over it
+    };
+    std::vector<Kind> kinds = {
+        {"directory", [&] { fs::create_directories(entry / "inside"); }, "a directory", false},
+        {"fifo", [&] { ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0); }, "a FIFO", true},
+        {"symlink to /dev/zero", [&] { fs::create_symlink("/dev/zero", entry); },
+         "a symbolic link", true},
+    };
+    for (const Kind& kind : kinds) {
+        const std::string what = kind.name;
+        fs::remove_all(entry);
+        kind.make();
+        ChildResult r = child(what, {"SJ_DEBUG=1", "SJ_KC_MAX_VM=" + std::to_string(8LL << 30)});
+        EXPECT_EQ(r.counters["disk_rejects"], kEntries) << what;
+        EXPECT_EQ(r.counters["disk_hits"], 0) << what;
+        EXPECT_EQ(r.counters["compiles"], kKernels) << what;
+        EXPECT_NE(r.log.find("kernel cache: " + entry.string() + ": " + kind.reason),
+                  std::string::npos)
+            << what << ": no SJ_DEBUG line saying why:\n"
+            << r.log;
+        if (kind.replaced) {
+            EXPECT_EQ(r.counters["disk_writes"], kEntries) << what;
+            ASSERT_TRUE(fs::is_regular_file(fs::symlink_status(entry))) << what << ": not replaced";
+            EXPECT_TRUE(slurp(entry) == good.at(name)) << what << ": not rebuilt";
+        } else {
+            EXPECT_EQ(r.counters["disk_writes"], 0) << what << ": renamed over a directory?";
+        }
+    }
+    ChildResult warm = child("after"); // the last kind's entry was rebuilt: a plain hit now
+    EXPECT_EQ(warm.counters["disk_hits"], kKernels);
     EXPECT_EQ(warm.counters["disk_rejects"], 0);
 }
 

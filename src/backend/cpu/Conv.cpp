@@ -383,8 +383,10 @@ class Arena {
 public:
     char* reserve(size_t bytes) {
         if (bytes > cap_) {
+            cap_ = 0; // a failed allocation leaves no buffer
             data_.reset(static_cast<char*>(std::aligned_alloc(64, aligned(bytes))));
-            SJ_CHECK(data_, Error) << "out of memory: " << bytes << " bytes for a oneDNN call";
+            SJ_CHECK(data_, OutOfMemoryError)
+                << "out of memory allocating " << bytes << " bytes of scratch for a oneDNN call";
             cap_ = aligned(bytes);
         }
         next_ = data_.get();

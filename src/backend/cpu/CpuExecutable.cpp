@@ -527,10 +527,17 @@ private:
     }
 
     /// The output buffer of a slot: last call's if nobody else holds it, else a new one.
-    static Array buffer(const CallPlan& plan, int slot, const TensorType& t) {
+    Array buffer(const CallPlan& plan, int slot, const TensorType& t) const {
         Array& p = plan.pool[slot];
-        if (!p.defined() || !p.unique() || p.shape() != t.shape || p.dtype() != t.dtype)
-            p = Array::uninitialized(t.dtype, t.shape);
+        if (!p.defined() || !p.unique() || p.shape() != t.shape || p.dtype() != t.dtype) {
+            try {
+                p = Array::uninitialized(t.dtype, t.shape);
+            } catch (const OutOfMemoryError& e) { // say which value of the user's graph
+                SJ_THROW(OutOfMemoryError)
+                    << "cpu backend: the value of " << slot_nodes_[size_t(slot)]->describe()
+                    << ": " << e.what();
+            }
+        }
         return p;
     }
 

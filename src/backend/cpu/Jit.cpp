@@ -30,13 +30,17 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
@@ -144,28 +148,101 @@ std::string hex(uint64_t v) {
     return b;
 }
 
-/// Reads a cache entry; returns "" when absent, foreign (another key) or corrupt (setting
-/// *present when a file was there).
+/// The largest entry read: a function's kernels make an object of kilobytes to a few megabytes.
+constexpr off_t kMaxEntryBytes = off_t(256) << 20;
+
+/// A present cache entry that cannot be used: a miss (the kernels are compiled), never an error;
+/// SJ_DEBUG=1 says why.
+std::string miss(const std::string& path, const std::string& why) {
+    if (compiler::debug_level() >= 1)
+        std::fprintf(stderr, "[symjax] kernel cache: %s: %s; compiling instead\n", path.c_str(),
+                     why.c_str());
+    return "";
+}
+
+const char* file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+/// The bytes of a cache entry, read without following a symbolic link, without blocking (a
+/// FIFO), and no more than its size (a device never ends); sets *why on failure.
+std::string read_entry_bytes(const std::string& path, bool* present, std::string* why) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *present = errno != ENOENT && errno != ENOTDIR;
+        *why = errno == ELOOP ? "a symbolic link (entries are regular files)"
+                              : std::string("cannot open (") + std::strerror(errno) + ")";
+        return "";
+    }
+    *present = true;
+    std::string data;
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+        *why = std::string("cannot stat (") + std::strerror(errno) + ")";
+    } else if (!S_ISREG(st.st_mode)) {
+        *why = std::string(file_kind(st.st_mode)) + ", expected a regular file";
+    } else if (st.st_size > kMaxEntryBytes) {
+        *why = std::to_string(st.st_size) + " bytes, more than the " +
+               std::to_string(kMaxEntryBytes) + " an entry may have";
+    } else {
+        data.resize(static_cast<size_t>(st.st_size));
+        for (size_t got = 0; got < data.size();) {
+            ssize_t r = ::read(fd, data.data() + got, data.size() - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                *why = r == 0 ? "shorter than its size (changed while read)"
+                              : std::string("read failed (") + std::strerror(errno) + ")";
+                data.clear();
+                break;
+            }
+            got += static_cast<size_t>(r);
+        }
+    }
+    ::close(fd);
+    return data;
+}
+
+/// Reads a cache entry; returns "" when absent, unusable (not a regular file, too large,
+/// unreadable), foreign (another key) or corrupt, setting *present when something was there.
+/// Never throws.
 std::string read_entry(const std::string& path, const std::string& key, bool* present) {
-    std::ifstream f(path, std::ios::binary);
-    *present = static_cast<bool>(f);
-    if (!f) return "";
-    std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    *present = false;
+    std::string why;
+    std::string data;
+    try {
+        data = read_entry_bytes(path, present, &why);
+    } catch (const std::exception& e) { // bad_alloc: an entry's size is at most kMaxEntryBytes
+        *present = true;
+        return miss(path, e.what());
+    }
+    if (!*present) return "";
+    if (!why.empty()) return miss(path, why);
     size_t need = sizeof kMagic + 4 + 8 + 8 + 8;
-    if (data.size() < need || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return "";
+    if (data.size() < need || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
+        return miss(path, "not a kernel cache entry (no SJKCACHE header)");
     size_t p = sizeof kMagic;
     uint32_t schema;
     uint64_t klen, olen, sum;
     std::memcpy(&schema, data.data() + p, 4), p += 4;
     std::memcpy(&klen, data.data() + p, 8), p += 8;
-    if (schema != kSchemaVersion || klen != key.size() || data.size() < p + klen + 16) return "";
-    if (data.compare(p, klen, key) != 0) return "";
+    if (schema != kSchemaVersion)
+        return miss(path, "schema " + std::to_string(schema) + ", expected " +
+                              std::to_string(kSchemaVersion));
+    if (klen != key.size() || data.size() - p < klen + 16 || data.compare(p, klen, key) != 0)
+        return miss(path, "the entry of another key (a hash collision or a damaged key)");
     p += klen;
     std::memcpy(&olen, data.data() + p, 8), p += 8;
     std::memcpy(&sum, data.data() + p, 8), p += 8;
-    if (data.size() != p + olen) return "";
+    if (data.size() - p != olen)
+        return miss(path, "object of " + std::to_string(data.size() - p) +
+                              " bytes, the entry says " + std::to_string(olen));
     std::string obj = data.substr(p);
-    if (checksum(obj) != sum) return "";
+    if (checksum(obj) != sum) return miss(path, "checksum mismatch (a damaged object)");
     return obj;
 }
 

@@ -14,7 +14,8 @@ namespace sj::cpu {
 // [OpenMP wait policy] in ThreadPool.cpp).
 class ThreadPool {
 public:
-    /// The process-wide pool: SJ_NUM_THREADS threads, else the number of hardware threads.
+    /// The process-wide pool: SJ_NUM_THREADS threads (checked by parse_thread_count: InputError
+    /// unless a whole number >= 1, at most max_threads()), else the number of hardware threads.
     static ThreadPool& get();
     explicit ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {}
     int threads() const { return threads_; }
