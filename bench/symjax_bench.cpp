@@ -6,7 +6,7 @@
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
-//                                [--max_steps N | --steps N,N,...]
+//                                [--max_steps N | --steps N,N,...] [--width W]
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -254,7 +254,7 @@ void compile_scaling() {
     for (const auto& kind : kinds) {
         // the MLP step has ~40 nodes and a library call per layer: 10^4 layers is its largest
         int64_t cap = kind == "mlp_step" ? std::min<int64_t>(max_steps, 10000) : max_steps;
-        int64_t width = kind == "mlp_step" ? 16 : 1024;
+        int64_t width = std::stoll(opt("width", kind == "mlp_step" ? "16" : "1024"));
         std::vector<int64_t> sizes;
         if (opt("steps", "") != "") {
             std::string list = opt("steps", "");
@@ -284,9 +284,9 @@ void compile_scaling() {
             double first_call_ms = std::chrono::duration<double, std::milli>(Clock::now() - t2).count();
             char extra[320];
             std::snprintf(extra, sizeof extra,
-                          "\"steps\": %lld, \"nodes\": %zu, \"graph_ms\": %.1f, \"first_call_ms\": %.1f, "
+                          "\"steps\": %lld, \"width\": %lld, \"nodes\": %zu, \"graph_ms\": %.1f, \"first_call_ms\": %.1f, "
                           "\"us_per_node\": %.2f, \"kernels\": %zu",
-                          (long long)steps, g.nodes, graph_ms, first_call_ms,
+                          (long long)steps, (long long)width, g.nodes, graph_ms, first_call_ms,
                           1e3 * (function_ms + first_call_ms) / double(g.nodes), f.stats().kernels);
             emit("compile_scaling", kind, function_ms, "ms", extra);
         }
