@@ -3,6 +3,7 @@
 
 #include "Canonicalize.h"
 #include "Layout.h"
+#include "MergeConstants.h"
 #include "Specialize.h"
 #include "Stabilize.h"
 
@@ -54,7 +55,8 @@ Compiled compile(const std::vector<NodePtr>& input) {
     Compiled c;
     int step = 0;
     after("build", input, step);
-    c.roots = canonicalize(input, &c.rewrites);
+    c.roots = merge_constants(input, &c.rewrites); // autodiff and clone are done with identities
+    c.roots = canonicalize(c.roots, &c.rewrites);
     after("canonicalize", c.roots, step);
     c.roots = stabilize(c.roots, &c.rewrites);
     after("stabilize", c.roots, step);
@@ -65,6 +67,7 @@ Compiled compile(const std::vector<NodePtr>& input) {
         c.roots = layout(c.roots, &c.rewrites);
         after("layout", c.roots, step);
     }
+    c.roots = merge_constants(c.roots, &c.rewrites); // the constants the rewrites made
     c.plan = fuse(c.roots);
     std::string plan = c.plan.str();
     if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());
