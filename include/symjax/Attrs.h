@@ -40,11 +40,16 @@ struct VariableAttrs {
     std::shared_ptr<detail::VariableState> state;
     SJ_FIELDS(state);
 };
-/// Constant: the value itself (compared by content).
+/// Constant: the value itself (compared by content) and an identity. A constant the user makes
+/// (constant(), scalar(), ones(), `x * 3.0`...) gets a unique `id`, so it is a leaf of its own:
+/// gradients and clone keyed on it never touch an equal constant (Theano's semantics). The
+/// compiler merges equal constants into the one with `id` 0, which is interned by value
+/// (Note [Constant identity] in src/compiler/MergeConstants.h).
 struct ConstantAttrs {
     Array value;
     uint64_t content_hash = 0;
-    SJ_FIELDS(content_hash, value);
+    uint64_t id = 0;
+    SJ_FIELDS(content_hash, id, value);
 };
 struct CastAttrs {
     DType to = DType::F32;

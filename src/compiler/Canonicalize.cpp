@@ -24,7 +24,7 @@ NodePtr fold_constants(const NodePtr& n) {
         vals.push_back(i->attr<ConstantAttrs>().value);
     }
     try {
-        return constant(ref::eval_node(*n, vals, 0)).node();
+        return detail::shared_constant(ref::eval_node(*n, vals, 0));
     } catch (const InputError&) {
         return nullptr; // e.g. an out-of-range index: leave it to fail at call time, as written
     }

@@ -3,6 +3,7 @@
 
 #include "Canonicalize.h"
 #include "Layout.h"
+#include "MergeConstants.h"
 #include "Specialize.h"
 #include "Stabilize.h"
 
@@ -66,7 +67,9 @@ Compiled compile(const std::vector<NodePtr>& input) {
     Compiled c;
     int step = 0;
     after("build", input, step);
-    c.roots = timed("canonicalize", [&] { return canonicalize(input, &c.rewrites); });
+    // autodiff and clone are done with identities
+    c.roots = timed("merge_constants", [&] { return merge_constants(input, &c.rewrites); });
+    c.roots = timed("canonicalize", [&] { return canonicalize(c.roots, &c.rewrites); });
     after("canonicalize", c.roots, step);
     c.roots = timed("stabilize", [&] { return stabilize(c.roots, &c.rewrites); });
     after("stabilize", c.roots, step);
@@ -77,6 +80,8 @@ Compiled compile(const std::vector<NodePtr>& input) {
         c.roots = timed("layout", [&] { return layout(c.roots, &c.rewrites); });
         after("layout", c.roots, step);
     }
+    // the constants the rewrites made
+    c.roots = timed("merge_constants", [&] { return merge_constants(c.roots, &c.rewrites); });
     auto t0 = std::chrono::steady_clock::now();
     c.plan = fuse(c.roots);
     if (debug_level() >= 2)

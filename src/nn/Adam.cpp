@@ -15,8 +15,15 @@ Adam::Adam(LearningRate lr, AdamOptions options, const std::string &name, bool d
         << "optim::Adam: eps and weight_decay must be >= 0";
 }
 
-AdamW::AdamW(LearningRate lr, AdamOptions options, const std::string &name)
-    : Adam(std::move(lr), options, name, true) {}
+AdamW::AdamW(LearningRate lr, AdamWOptions options, const std::string &name)
+    : Adam(std::move(lr),
+           AdamOptions{.beta1 = options.beta1,
+                       .beta2 = options.beta2,
+                       .eps = options.eps,
+                       .weight_decay = options.weight_decay,
+                       .amsgrad = options.amsgrad},
+           name, true),
+      ow_(options) {}
 
 Tensor Adam::update(const Variable &p, const Tensor &grad, const StepContext &ctx, Updates &slots) {
     Tensor g = (!decoupled_ && o_.weight_decay > 0) ? grad + o_.weight_decay * p : grad;

@@ -5,6 +5,7 @@
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
 
+#include <atomic>
 #include <cmath>
 
 namespace sj {
@@ -29,19 +30,44 @@ void register_leaf_ops(OpDef* t) {
 
 } // namespace detail
 
-Tensor constant(const Array& value) {
-    SJ_CHECK(value.defined(), InputError) << "constant: undefined Array";
+namespace {
+uint64_t content_hash(const Array& value) {
     detail::Hasher h;
     h.add(static_cast<uint64_t>(value.dtype()));
     for (int64_t d : value.shape()) h.add(static_cast<uint64_t>(d));
     h.add_bytes(value.raw(), static_cast<size_t>(value.nbytes()));
+    return h.h;
+}
+std::atomic<uint64_t> g_next_constant_id{1};
+
+/// A user constant (a leaf of its own, Note [Constant identity]) holding `owned`, an array no
+/// one else can write.
+Tensor own_constant(Array owned) {
+    uint64_t h = content_hash(owned);
+    return detail::make(Op::Constant, {}, ConstantAttrs{std::move(owned), h, g_next_constant_id++});
+}
+} // namespace
+
+NodePtr detail::shared_constant(const Array& value) {
     // Constants are immutable: copy so later writes to the caller's buffer cannot change them.
-    return detail::make(Op::Constant, {}, ConstantAttrs{value.clone(), h.h});
+    return Node::make(Op::Constant, ConstantAttrs{value.clone(), content_hash(value), 0}, {});
+}
+
+NodePtr detail::shared_constant(const Node& c) {
+    const auto& a = c.attr<ConstantAttrs>();
+    if (a.id == 0) return c.shared_from_this();
+    return Node::make(Op::Constant, ConstantAttrs{a.value, a.content_hash, 0}, {});
+}
+
+Tensor constant(const Array& value) {
+    SJ_CHECK(value.defined(), InputError) << "constant: undefined Array";
+    // constants are immutable: copy so later writes to the caller's buffer cannot change them
+    return own_constant(value.clone());
 }
 
 Tensor::Tensor(const Array& value) : Tensor(constant(value)) {}
 
-Tensor scalar(double v, DType dtype) { return constant(Array::full(dtype, {}, v)); }
+Tensor scalar(double v, DType dtype) { return own_constant(Array::full(dtype, {}, v)); }
 
 Tensor scalar_like(double v, const Tensor& t) {
     DType d = t.dtype();
@@ -78,7 +104,7 @@ Tensor arange(double start, double stop, double step, DType dtype) {
     Array a(DType::F64, {n});
     double* p = a.data<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = start + double(i) * step;
-    return constant(a.astype(dtype));
+    return own_constant(a.astype(dtype));
 }
 Tensor arange(int64_t stop, DType dtype) { return arange(0.0, double(stop), 1.0, dtype); }
 
@@ -89,7 +115,7 @@ Tensor linspace(double start, double stop, int64_t num, DType dtype) {
     for (int64_t i = 0; i < num; ++i)
         p[i] = num == 1 ? start : start + (stop - start) * double(i) / double(num - 1);
     if (num > 1) p[num - 1] = stop;
-    return constant(a.astype(dtype));
+    return own_constant(a.astype(dtype));
 }
 
 Tensor eye(int64_t n, int64_t m, DType dtype) {
@@ -98,7 +124,7 @@ Tensor eye(int64_t n, int64_t m, DType dtype) {
     Array a(DType::F64, {n, m});
     double* p = a.data<double>();
     for (int64_t i = 0; i < std::min(n, m); ++i) p[i * m + i] = 1.0;
-    return constant(a.astype(dtype));
+    return own_constant(a.astype(dtype));
 }
 
 } // namespace sj

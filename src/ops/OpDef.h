@@ -82,6 +82,11 @@ inline bool shape_only_input(const Node& n, size_t i) {
 Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
                    uint64_t index_dims);
+/// The constant of `value` interned by value (ConstantAttrs::id 0): what the compiler merges
+/// equal constants into and what its rewrites make (Note [Constant identity]).
+NodePtr shared_constant(const Array& value);
+/// The interned twin of the constant node c (c itself when it is interned).
+NodePtr shared_constant(const Node& c);
 /// Builds (or finds) the node op(inputs) with attrs and returns its handle.
 Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});
 /// Sums g down to `shape` (the static shape of an input that was broadcast to g's shape):

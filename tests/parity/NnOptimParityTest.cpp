@@ -77,8 +77,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const std::string &cls, const j
                              .amsgrad = o.value("amsgrad", false)};
         if (cls == "Adam")
             return std::make_unique<optim::Adam>(lr, a);
-        a.weight_decay = o.value("weight_decay", 1e-2); // PyTorch's AdamW default
-        return std::make_unique<optim::AdamW>(lr, a);
+        return std::make_unique<optim::AdamW>(
+            lr, optim::AdamWOptions{.beta1 = a.beta1,
+                                    .beta2 = a.beta2,
+                                    .eps = a.eps,
+                                    .weight_decay = o.value("weight_decay", 1e-2), // PyTorch's
+                                    .amsgrad = a.amsgrad});
     }
     if (cls == "RMSprop")
         return std::make_unique<optim::RMSprop>(

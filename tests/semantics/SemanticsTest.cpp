@@ -129,12 +129,13 @@ TEST(Semantics, FunctionWithOnlyUpdates) {
 TEST(Semantics, UpdatesMergeAndRejectDuplicates) {
     Variable a(Array::scalar(1.0f), "merge_a");
     Variable b(Array::scalar(10.0f), "merge_b");
-    Updates ua{{a, a + 1.0}};
-    Updates ub{{b, b * 3.0}};
+    Tensor na = a + 1.0, nb = b * 3.0; // (a + 1.0 again would be another graph: its own 1.0)
+    Updates ua{{a, na}};
+    Updates ub{{b, nb}};
     Updates both = ua + ub;
     EXPECT_EQ(both.size(), 2u);
-    EXPECT_TRUE(both.get(a).same(a + 1.0));
-    EXPECT_TRUE(both.get(b).same(b * 3.0));
+    EXPECT_TRUE(both.get(a).same(na));
+    EXPECT_TRUE(both.get(b).same(nb));
     EXPECT_FALSE(ua.get(b).defined());
     Function f = function({}, {}, both);
     f();
@@ -404,6 +405,47 @@ TEST(Semantics, CloneReplacesAConstantByAnExpression) {
     out = f();
     expect(out[0], 1, 3);
     expect(out[1], 8, 3);
+}
+
+// ---- constant identity (Note [Constant identity] in src/compiler/MergeConstants.h) -----------
+
+// A constant the user makes is a leaf of its own: d(3a + 1)/da = 3, the 1.0 is not a.
+TEST(Semantics, GradientWrtAConstantIgnoresEqualConstants) {
+    Tensor a = ones({});
+    EXPECT_EQ(item(gradients(a * 3.0 + 1.0, {a})[0].eval()), 3.0f);
+    // d(2a + 3b)/da = 2 with b = ones({}) another leaf of the same value
+    Tensor b = ones({});
+    EXPECT_EQ(item(gradients(a * 2.0 + b * 3.0, {a})[0].eval()), 2.0f);
+    EXPECT_EQ(item(gradients(a * 2.0 + b * 3.0, {b})[0].eval()), 3.0f);
+    // also through a compiled function
+    Function f = function({}, {gradients(a * 3.0 + 1.0, {a})[0]});
+    EXPECT_EQ(item(f()[0]), 3.0f);
+}
+
+// clone replaces the constant it names: 2 * 10 + 1 = 21 (not 2 * 10 + 10 = 30).
+TEST(Semantics, CloneOfAConstantIgnoresEqualConstants) {
+    Tensor a = ones({});
+    Tensor c = clone(a * 2.0 + 1.0, {{a, scalar(10.0)}});
+    EXPECT_EQ(item(c.eval()), 21.0f);
+    EXPECT_EQ(item(function({}, {c})()[0]), 21.0f);
+}
+
+// SymJAX's clone test with two equal constants: replacing one leaves the other.
+TEST(Semantics, CloneReplacesOneOfTwoEqualConstants) {
+    Tensor a = ones({10, 1});
+    Tensor b = ones({10, 1});
+    Tensor c = concat({a, b}, 1);
+    Variable w(Array(std::vector<float>(10, 1.0f), {10, 1}), "clone_two_w");
+    Tensor d = clone(c, {{a, 2.0 * w}});
+    std::vector<Array> out = function({}, {c, d})();
+    std::vector<float> want_c, want_d;
+    for (int i = 0; i < 10; ++i) {
+        want_c.insert(want_c.end(), {1, 1});
+        want_d.insert(want_d.end(), {2, 1});
+    }
+    EXPECT_EQ(out[0].to_vector<float>(), want_c);
+    EXPECT_EQ(out[1].to_vector<float>(), want_d);
+    EXPECT_EQ(d.eval().to_vector<float>(), want_d);
 }
 
 // ---- lazy evaluation ----------------------------------------------------------------------------

@@ -109,8 +109,9 @@ TEST(NnModule, StateUpdatesFollowTheGraph) {
     Variable other(Array::scalar<float>(0), "other", false);
     Placeholder x({2}, f32, "x");
     Tensor h = x * 2.0;
-    nn::attach_state_updates(h, Updates{{counter, counter + 1.0}});
-    nn::attach_state_updates(h, Updates{{counter, counter + 1.0}}); // same again: no-op
+    Updates increment{{counter, counter + 1.0}};
+    nn::attach_state_updates(h, increment);
+    nn::attach_state_updates(h, increment); // the same update again: no-op
     Tensor unrelated = x * 3.0;
     nn::attach_state_updates(unrelated, Updates{{other, other + 1.0}});
 

@@ -93,6 +93,67 @@ TEST(NnOptim, AdamWDecouplesWeightDecay) {
     EXPECT_NEAR(value(z)[0], 2.0 - 0.1, 1e-7);
 }
 
+// Naming some options keeps PyTorch's defaults for the others (torch.optim's documentation:
+// SGD momentum 0, dampening 0, nesterov False, weight_decay 0; Adam betas (0.9, 0.999), eps 1e-8,
+// weight_decay 0, amsgrad False; AdamW the same but weight_decay 0.01; RMSprop alpha 0.99,
+// eps 1e-8, weight_decay 0, momentum 0, centered False; Adagrad lr_decay 0, weight_decay 0,
+// initial_accumulator_value 0, eps 1e-10).
+TEST(NnOptim, SomeOptionsKeepTheOtherDefaults) {
+    Scope s("nnopt_defaults");
+    optim::SGD sgd(0.1, {.dampening = 0.1, .weight_decay = 0.5});
+    EXPECT_EQ(sgd.options().momentum, 0.0);
+    EXPECT_FALSE(sgd.options().nesterov);
+    optim::SGD sgd1(0.1, {.momentum = 0.9, .nesterov = true});
+    EXPECT_EQ(sgd1.options().dampening, 0.0);
+    EXPECT_EQ(sgd1.options().weight_decay, 0.0);
+    optim::SGD sgd2(0.1, {.momentum = 0.9});
+    EXPECT_FALSE(sgd2.options().nesterov);
+    EXPECT_EQ(sgd2.options().weight_decay, 0.0);
+
+    optim::Adam adam(0.1, {.eps = 1e-6});
+    EXPECT_EQ(adam.options().beta1, 0.9);
+    EXPECT_EQ(adam.options().beta2, 0.999);
+    EXPECT_EQ(adam.options().weight_decay, 0.0);
+    EXPECT_FALSE(adam.options().amsgrad);
+    optim::Adam adam2(0.1, {.amsgrad = true});
+    EXPECT_EQ(adam2.options().eps, 1e-8);
+
+    optim::AdamW adamw(0.1, {.eps = 1e-8});
+    EXPECT_EQ(adamw.options().weight_decay, 0.01);
+    EXPECT_EQ(adamw.options().beta1, 0.9);
+    EXPECT_EQ(adamw.options().beta2, 0.999);
+    optim::AdamW adamw2(0.1, {.beta2 = 0.99, .amsgrad = true});
+    EXPECT_EQ(adamw2.options().weight_decay, 0.01);
+    EXPECT_EQ(adamw2.options().eps, 1e-8);
+    optim::AdamW adamw3;
+    EXPECT_EQ(adamw3.options().weight_decay, 0.01);
+
+    optim::RMSprop rms(0.1, {.momentum = 0.5});
+    EXPECT_EQ(rms.options().alpha, 0.99);
+    EXPECT_EQ(rms.options().eps, 1e-8);
+    EXPECT_FALSE(rms.options().centered);
+    EXPECT_EQ(rms.options().weight_decay, 0.0);
+    optim::RMSprop rms2(0.1, {.centered = true});
+    EXPECT_EQ(rms2.options().momentum, 0.0);
+
+    optim::Adagrad ada(0.1, {.weight_decay = 0.5});
+    EXPECT_EQ(ada.options().eps, 1e-10);
+    EXPECT_EQ(ada.options().lr_decay, 0.0);
+    EXPECT_EQ(ada.options().initial_accumulator, 0.0);
+    optim::Adagrad ada2(0.1, {.eps = 1e-8});
+    EXPECT_EQ(ada2.options().weight_decay, 0.0);
+}
+
+TEST(NnOptim, AdamWDecaysWhenOtherOptionsAreGiven) {
+    // zero gradient: only the default decoupled decay acts, w (1 - lr 0.01)
+    Scope s("nnopt_adamw_default");
+    Variable w(Array(std::vector<double>{2.0}), "w");
+    optim::AdamW adamw(0.1, {.eps = 1e-8});
+    Function f = function({}, {}, adamw.apply({zeros_like(w)}, {w}));
+    f();
+    EXPECT_NEAR(value(w)[0], 2.0 * (1 - 0.1 * 0.01), 1e-14);
+}
+
 TEST(NnOptim, ClipByGlobalNorm) {
     Scope s("nnopt_clip");
     Variable a(Array(std::vector<double>{3.0}), "a");

@@ -11,6 +11,8 @@
 #include "compiler/Canonicalize.h"
 #include "compiler/Fusion.h"
 #include "compiler/Layout.h"
+#include "compiler/MergeConstants.h"
+#include "backend/cpu/Jit.h"
 #include "ops/ChannelBlocking.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Specialize.h"
@@ -116,6 +118,68 @@ void expect_cpu_matches_reference(const std::vector<Tensor>& ins, const std::vec
 
 } // namespace
 
+// ---- merge constants (Note [Constant identity]) -------------------------------------------
+
+//   add(mul(x, 2#1), mul(x, 2#2))  ->  add(%m, %m), m = mul(x, 2)
+TEST(MergeConstants, EqualConstantsBecomeOneNode) {
+    Placeholder x({3}, f32, "x");
+    Tensor y = x * 2.0 + x * 2.0 + x * 3.0;
+    EXPECT_EQ(count(y, Op::Mul), 3) << "each user constant is a leaf of its own";
+    Rewritten r = run(cc::merge_constants, {y});
+    EXPECT_EQ(count(r[0], Op::Mul), 2) << to_text(r.outs);
+    const Node& sum2 = *r[0].node()->input(0);
+    ASSERT_TRUE(sum2.is(Op::Add)) << to_text(r.outs);
+    EXPECT_EQ(sum2.input(0), sum2.input(1)) << to_text(r.outs);
+    EXPECT_EQ(r.stats.hits["merge_constants"], 3);
+    // a merged graph has nothing left to merge
+    Rewritten again = run(cc::merge_constants, r.outs);
+    EXPECT_TRUE(again[0].same(r[0]));
+    EXPECT_EQ(again.stats.hits["merge_constants"], 0);
+    expect_same_value({x}, {y}, r.outs, {random_array(f32, {3}, 1)});
+}
+
+// The pipeline merges before it folds: x * (2 + 3) + x * 5 has one product, by 5.
+TEST(MergeConstants, PipelineMergesThenFolds) {
+    Placeholder x({3}, f64, "x");
+    Tensor y = x * (scalar(2.0, f64) + scalar(3.0, f64)) + x * 5.0;
+    cc::Compiled c = compile({y});
+    std::vector<Tensor> out{Tensor(c.roots[0])};
+    EXPECT_EQ(count(out, Op::Mul), 1) << to_text(out);
+    std::vector<const Node*> rs{c.roots[0].get()};
+    for (const Node* n : topo_order(rs))
+        if (n->is(Op::Constant)) {
+            EXPECT_EQ(n->attr<ConstantAttrs>().value.item<double>(), 5.0) << to_text(out);
+            EXPECT_EQ(n->attr<ConstantAttrs>().id, 0u) << "a constant was left unmerged";
+        }
+    Array r = function({x}, {y})(Array(std::vector<double>{1, -2, 0.5}))[0];
+    EXPECT_EQ(r.to_vector<double>(), (std::vector<double>{10, -20, 5}));
+}
+
+// Two builds of the same graph have distinct constants but compile to the same kernels: the
+// second build finds all of them in the kernel cache.
+TEST(MergeConstants, TwoBuildsOfAGraphShareTheirKernels) {
+    auto build = [] {
+        Placeholder x({1000}, f32, "x");
+        Tensor h = exp(x * 0.25 + 1.0);
+        return function({x}, {h * 0.25 + sum(h * 1.0 + 0.25)});
+    };
+    Array in(std::vector<float>(1000, 0.0f));
+    Function f = build();
+    Array a = f(in)[0];
+    auto before = cpu::kernel_cache_stats();
+    Function g = build();
+    Array b = g(in)[0];
+    auto after = cpu::kernel_cache_stats();
+    EXPECT_EQ(after.compiles, before.compiles) << "the second build compiled new kernels";
+    EXPECT_EQ(after.memory_hits - before.memory_hits, int64_t(g.stats().kernels));
+    EXPECT_EQ(f.dump(), g.dump());
+    EXPECT_EQ(f.stats().kernels, g.stats().kernels);
+    // h = e everywhere: e / 4 + 1000 (e + 1/4)
+    float want = float(std::exp(1.0) / 4 + 1000 * (std::exp(1.0) + 0.25));
+    EXPECT_NEAR(a.to_vector<float>()[0], want, 1e-6 * want);
+    EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+}
+
 // ---- canonicalize -------------------------------------------------------------------------
 
 //   add(x, mul(add([1,2,3], 2), [4,5,6]))  ->  add(x, [12, 20, 30])
@@ -159,7 +223,7 @@ TEST(Canonicalize, AlgebraicIdentities) {
                               ((x * 1.0 + 0.0) * ones({2, 3}) - 0.0) / 1.0};
     Rewritten r = run(cc::canonicalize, ys);
     for (size_t i = 0; i < ys.size(); ++i) EXPECT_TRUE(r[i].same(x)) << i << ": " << to_text({r[i]});
-    EXPECT_EQ(r.stats.hits["mul_one"], 3); // the last x * 1.0 is the first one (hash-consed)
+    EXPECT_EQ(r.stats.hits["mul_one"], 4); // each x * 1.0 has its own 1.0 (merged later)
     EXPECT_EQ(r.stats.hits["add_zero"], 7);
     EXPECT_EQ(r.stats.hits["neg_neg"], 1);
     EXPECT_EQ(r.stats.hits["drop_stop_gradient"], 1);
@@ -305,8 +369,10 @@ TEST(Stabilize, SoftplusForms) {
     Placeholder x({4}, f64, "x");
     Tensor a = log1p(exp(x)), b = log(1.0 + exp(x));
     Rewritten r = run(cc::stabilize, {a, b});
-    EXPECT_TRUE(r[0].same(r[1])) << to_text(r.outs);
-    EXPECT_TRUE(r[0].same(softplus(x)));
+    // each rewrite makes its own constants: equal graphs are one node once constants are merged
+    Rewritten m = run(cc::merge_constants, {r[0], r[1], softplus(x)});
+    EXPECT_TRUE(m[0].same(m[1])) << to_text(m.outs);
+    EXPECT_TRUE(m[0].same(m[2])) << to_text(m.outs);
     Array xv(std::vector<double>{-800, -3, 0.5, 800});
     Array got = eval_on("reference", {x}, {r[0]}, {xv})[0];
     for (int i = 0; i < 4; ++i) {
@@ -670,7 +736,7 @@ TEST(Epilogue, ConvBiasReluIsOneCall) {
     const cc::Group* g = library_group(c.plan, Op::Conv);
     ASSERT_TRUE(g) << c.plan.str();
     EXPECT_EQ(post_ops(*g), "add[channel] relu") << c.plan.str();
-    EXPECT_EQ(g->result(0), y.node());
+    EXPECT_EQ(g->result(0), c.roots[0]); // y, with its constant merged
     EXPECT_TRUE(has_decision(c.plan, "epilogue of conv")) << c.plan.str();
     std::vector<Array> args = {random_array(f32, {2, 3, 7, 7}, 31), random_array(f32, {8, 3, 3, 3}, 32),
                                random_array(f32, {8}, 33)};

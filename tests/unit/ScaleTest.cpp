@@ -16,9 +16,14 @@ namespace {
 constexpr double kA = 1.0001; // x <- x * kA + kB
 constexpr double kB = 0.5;
 
-/// x_n after n steps of x <- x * a + b, starting from x0.
+/// x_n after n steps of x <- x * a + b, starting from x0 (each step makes its own two constants).
 Tensor affine_chain(Tensor x, int64_t n) {
     for (int64_t k = 0; k < n; ++k) x = x * kA + kB;
+    return x;
+}
+/// The same chain over two given constant leaves.
+Tensor affine_chain(Tensor x, int64_t n, const Tensor& a, const Tensor& b) {
+    for (int64_t k = 0; k < n; ++k) x = x * a + b;
     return x;
 }
 
@@ -28,8 +33,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 } // namespace
 
-// A 100k-step chain: 200k interned nodes (the constants are shared), a 100k-node gradient, both
-// evaluated and checked against the closed form, printed, then dropped without deep recursion.
+// A 100k-step chain: 400k nodes (each step's two constants are leaves of their own, Note
+// [Constant identity]), a 100k-node gradient, both evaluated and checked against the closed
+// form, printed, then dropped without deep recursion.
 TEST(Scale, HundredThousandNodeChain) {
     constexpr int64_t kSteps = 100000;
     const size_t base = live_node_count();
@@ -37,13 +43,21 @@ TEST(Scale, HundredThousandNodeChain) {
     {
         Placeholder x0({}, f64, "chain_x0");
         Tensor x = affine_chain(x0, kSteps);
-        // x0, the two shared constants, and one mul and one add per step
+        // x0, and two constants, one mul and one add per step
         size_t built = graph_size({x});
-        EXPECT_EQ(built, size_t(2 * kSteps + 3));
+        EXPECT_EQ(built, size_t(4 * kSteps + 1));
         EXPECT_EQ(live_node_count() - base, built);
-        // building the same chain again finds every node (hash-consing): nothing new is made
-        Tensor again = affine_chain(x0, kSteps);
-        EXPECT_TRUE(again.same(x));
+        {
+            // over the same two constants the chain has 2n + 3 nodes, and building it again finds
+            // every node (hash-consing): nothing new is made
+            Tensor a = scalar(kA, f64), b = scalar(kB, f64);
+            Tensor shared = affine_chain(x0, kSteps, a, b);
+            EXPECT_EQ(graph_size({shared}), size_t(2 * kSteps + 3));
+            const size_t live = live_node_count();
+            Tensor again = affine_chain(x0, kSteps, a, b);
+            EXPECT_TRUE(again.same(shared));
+            EXPECT_EQ(live_node_count(), live);
+        }
         EXPECT_EQ(live_node_count() - base, built);
 
         Tensor g = gradients(x, x0); // d x_n / d x0 = a^n
@@ -72,7 +86,7 @@ TEST(Scale, HundredThousandNodeChain) {
         // clone is iterative too: substitute the start of the chain
         Placeholder y0({}, f64, "chain_y0");
         Tensor y = clone(x, {{x0, y0 * 2.0}});
-        EXPECT_EQ(graph_size({y}), size_t(2 * kSteps + 5)); // + mul(y0, 2) and the constant 2
+        EXPECT_EQ(graph_size({y}), size_t(4 * kSteps + 3)); // y0, 2, mul(y0, 2) and the chain
         double yv = function({y0}, {y}, {}, reference)(1.0)[0].item<double>();
         EXPECT_NEAR(yv, xn, 1e-8 * std::abs(xn));
     }

@@ -97,7 +97,11 @@ private:
     std::vector<Variable> slot_order_;
 };
 
-/// Options of SGD.
+// Each optimizer's defaults are PyTorch's, and they live in its own options struct, so that
+// naming some options (`{.eps = 1e-7}`) keeps the others; options() returns them. The learning
+// rate is the constructor's first argument (SGD has no default, as PyTorch 2.1).
+
+/// Options of SGD (PyTorch's defaults).
 struct SGDOptions {
     double momentum = 0;
     /// Scales the new gradient in the momentum buffer by (1 - dampening) (after the first step,
@@ -112,6 +116,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
 public:
     explicit SGD(LearningRate lr, SGDOptions options = {}, const std::string &name = "sgd");
+    const SGDOptions &options() const { return o_; }
 
 protected:
     Tensor update(const Variable &p, const Tensor &g, const StepContext &ctx,
@@ -121,12 +126,19 @@ private:
     SGDOptions o_;
 };
 
-/// Options of Adam and AdamW.
+/// Options of Adam (PyTorch's defaults).
 struct AdamOptions {
     double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-    /// Adam: L2 added to the gradient. AdamW: decoupled decay p -= lr * wd * p.
+    /// L2 added to the gradient: g + wd * p.
     double weight_decay = 0;
     /// Reddi et al. (2018): divide by the running maximum of the second moment.
+    bool amsgrad = false;
+};
+/// Options of AdamW (PyTorch's defaults): Adam's, but a decoupled weight decay of 0.01.
+struct AdamWOptions {
+    double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+    /// Decoupled decay: p -= lr * wd * p before the Adam step.
+    double weight_decay = 1e-2;
     bool amsgrad = false;
 };
 /// Adam (Kingma and Ba 2015), textbook with bias correction:
@@ -136,6 +148,7 @@ class Adam : public Optimizer {
 public:
     explicit Adam(LearningRate lr = 1e-3, AdamOptions options = {},
                   const std::string &name = "adam");
+    const AdamOptions &options() const { return o_; }
 
 protected:
     Adam(LearningRate lr, AdamOptions options, const std::string &name, bool decoupled);
@@ -150,8 +163,12 @@ private:
 /// Adam step (default wd 0.01, as PyTorch).
 class AdamW : public Adam {
 public:
-    explicit AdamW(LearningRate lr = 1e-3, AdamOptions options = AdamOptions{.weight_decay = 1e-2},
+    explicit AdamW(LearningRate lr = 1e-3, AdamWOptions options = {},
                    const std::string &name = "adamw");
+    const AdamWOptions &options() const { return ow_; }
+
+private:
+    AdamWOptions ow_;
 };
 
 /// Options of RMSprop (PyTorch's defaults).
@@ -167,6 +184,7 @@ class RMSprop : public Optimizer {
 public:
     explicit RMSprop(LearningRate lr = 1e-2, RMSpropOptions options = {},
                      const std::string &name = "rmsprop");
+    const RMSpropOptions &options() const { return o_; }
 
 protected:
     Tensor update(const Variable &p, const Tensor &g, const StepContext &ctx,
@@ -186,6 +204,7 @@ class Adagrad : public Optimizer {
 public:
     explicit Adagrad(LearningRate lr = 1e-2, AdagradOptions options = {},
                      const std::string &name = "adagrad");
+    const AdagradOptions &options() const { return o_; }
 
 protected:
     Tensor update(const Variable &p, const Tensor &g, const StepContext &ctx,

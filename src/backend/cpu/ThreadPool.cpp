@@ -42,27 +42,7 @@ int parse_thread_count(const std::string& text, const std::string& where) {
 
 namespace sj::cpu {
 
-// Note [OpenMP wait policy]
-// libgomp's default makes a thread that reaches the end of a parallel region spin (about
-// 300,000 iterations) before it sleeps. On a quiet machine that keeps the team hot between the
-// short regions of a training step. On a busy one it is ruinous: with 2 threads on 2 cores and
-// one other process, every region ends waiting for a descheduled thread while the spinning one
-// burns the core it needs (the brief CNN's step fell to 50-75 images/s, against 650-700 with
-// passive waits, in the same minutes). So unless the environment chooses (OMP_WAIT_POLICY or
-// GOMP_SPINCOUNT), a program that links symjax starts libgomp with passive waits. libgomp reads
-// its environment once, in its own initialiser, before any of ours: the setting is made from the
-// executable's .preinit_array, which runs first (symjax is a static library, so this entry is
-// part of the executable). It changes the process's environment, so OpenMP code of the user's
-// in the same program waits passively too.
-namespace {
-void passive_openmp_waits(int, char**, char**) {
-    if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT"))
-        setenv("OMP_WAIT_POLICY", "passive", 0);
-}
-} // namespace
-[[gnu::section(".preinit_array"), gnu::used]] static void (*const kPassiveWaits)(int, char**,
-                                                                               char**) =
-    passive_openmp_waits;
+// Passive waits by default: Note [OpenMP wait policy] in src/startup/OpenMpWaitPolicy.cpp.
 
 ThreadPool& ThreadPool::get() {
     // A bad SJ_NUM_THREADS throws from here on every call (a throwing initialiser is retried).

@@ -11,7 +11,7 @@ namespace sj::cpu {
 // (OMP_WAIT_POLICY's default) while our workers wake up for the next generated kernel, and on a
 // 2-core machine the spinning threads took the cores our kernels needed. So our kernels run on
 // OpenMP's team too: one set of threads for everything (and passive waits by default, Note
-// [OpenMP wait policy] in ThreadPool.cpp).
+// [OpenMP wait policy] in src/startup/OpenMpWaitPolicy.cpp).
 class ThreadPool {
 public:
     /// The process-wide pool: SJ_NUM_THREADS threads (checked by parse_thread_count: InputError
