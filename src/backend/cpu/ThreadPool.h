@@ -10,7 +10,7 @@ namespace sj::cpu {
 // of threads on the same cores: after each oneDNN call libgomp's workers spin for a while
 // (OMP_WAIT_POLICY's default) while our workers wake up for the next generated kernel, and on a
 // 2-core machine the spinning threads took the cores our kernels needed. So our kernels run on
-// OpenMP's team too: one set of threads for everything (and passive waits by default, Note
+// OpenMP's team too: one set of threads for everything (and a short spin by default, Note
 // [OpenMP wait policy] in src/startup/OpenMpWaitPolicy.cpp).
 class ThreadPool {
 public:
