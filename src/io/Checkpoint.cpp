@@ -161,6 +161,8 @@ Parsed parse(const std::string& path, const std::vector<uint8_t>& b) {
     } catch (const json::parse_error& e) {
         SJ_THROW(IOError) << at(path, 8 + (e.byte ? e.byte - 1 : 0)) << "header is not valid JSON ("
                           << e.what() << ")";
+    } catch (const json::exception& e) { // e.g. a number too large for a double (found by fuzzing)
+        SJ_THROW(IOError) << at(path, 8) << "header cannot be read as JSON (" << e.what() << ")";
     }
     if (!duplicate.empty()) {
         // the second spelling of the name as a key, in the entry that holds it

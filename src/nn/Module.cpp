@@ -204,7 +204,9 @@ Updates state_updates(const std::vector<Tensor> &ts) {
     }
     // compose repeated updates of one variable in graph order (see Note [State updates])
     std::vector<std::pair<Variable, Tensor>> merged;
-    for (const auto &[var, value] : found) {
+    for (const auto &item : found) {
+        const Variable &var = item.first;
+        const Tensor &value = item.second;
         auto it = std::find_if(merged.begin(), merged.end(),
                                [&](const auto &p) { return p.first.same(var); });
         if (it == merged.end())

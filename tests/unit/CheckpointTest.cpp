@@ -183,6 +183,10 @@ TEST(Checkpoint, EveryHeaderRuleIsChecked) {
         {"huge", huge, {"byte 0:", "exceeds the file size"}},
         {"zero", zero, {"byte 0:", "too small"}},
         {"json", st_file(R"({"a": {"dtype": )", d12), {"byte 2", "not valid JSON"}},
+        // a number beyond double's range: nlohmann::json throws out_of_range, not parse_error
+        // (found by fuzz/fuzz_safetensors)
+        {"bignum", st_file(hdr(R"("a":{"dtype":"F32","shape":[7e777],"data_offsets":[0,8]})"), d12),
+         {"byte 8:", "cannot be read as JSON", "number overflow"}},
         {"array", st_file("[1, 2]", d12), {"byte 8:", "not an object"}},
         {"dtype", st_file(hdr(R"("a":{"dtype":"Q8","shape":[2],"data_offsets":[0,8]})"), d12),
          {"byte 9:", "tensor 'a'", "\"Q8\" is not a safetensors dtype"}},
