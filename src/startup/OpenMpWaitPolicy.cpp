@@ -10,19 +10,22 @@
 // one burns the core it needs. Passive waits (spin count 0) fix that but pay a futex wake-up
 // per region on a quiet machine. A short spin has both: the threads stay hot across the
 // microseconds between the regions of a step and sleep soon when the core is wanted elsewhere.
-// Measured on 2 threads (AMD EPYC, 2026-12-01, build2/symjax_bench, images/s or steps/s):
+// Measured on 2 threads (AMD EPYC, 2026-12-01, symjax_bench, images/s or steps/s):
 //
 //   GOMP_SPINCOUNT         0      3,000   10,000   30,000   100,000   300,000 (libgomp's)
 //   MLP train step       476        541      550      544       505       550
 //   symjax CNN train    2601       3123     3265     3209      3093      2882
 //   brief CNN train     1388          .     1750        .         .      1757   quiet
-//   brief CNN train      548          .      813        .         .       523   2 busy loops
+//   brief CNN train  432-597          .  445-454        .         .   411-505   2 busy loops,
+//                                                                             3 runs each
 //
 // So unless the environment chooses (OMP_WAIT_POLICY or GOMP_SPINCOUNT), a program that links
-// symjax starts libgomp with GOMP_SPINCOUNT=10000: the quiet speed of the default spin and,
-// under contention, 46% of it (passive: 31% of a slower quiet speed; the default: 30%). It
-// changes the process's environment, so OpenMP code of the user's in the same program spins as
-// briefly too.
+// symjax starts libgomp with GOMP_SPINCOUNT=10000: the quiet speed of the default spin, 14-25%
+// above passive waits. Beside a busy process per core no setting keeps more than a third of the
+// quiet speed (passive waits do a little better there, within the runs' spread); that needs
+// fewer, larger parallel regions, not a wait policy (docs/reliability.md, "Gaps"). It changes
+// the process's environment, so OpenMP code of the user's in the same program spins as briefly
+// too.
 //
 // libgomp reads its environment once, in its own initialiser, so the variable must be set
 // before that runs, and after libc's (which sets `environ` back to the array the kernel passed,
