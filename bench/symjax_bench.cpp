@@ -60,6 +60,11 @@ double measure(const std::function<void()>& fn, int warmup = 3, int repeats = 7,
     return s[s.size() / 2];
 }
 
+/// Milliseconds since t.
+double ms_since(Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
 void emit(const std::string& bench, const std::string& cs, double value, const char* unit,
           const std::string& extra = "") {
     std::printf("{\"bench\": \"%s\", \"case\": \"%s\", \"impl\": \"symjax\", \"threads\": %d, "
@@ -172,21 +177,20 @@ void call_overhead() {
 void compile_time() {
     std::string phase = opt("phase", "cold");
     auto t0 = Clock::now();
-    auto since = [&](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
     Mlp m(512);
-    double build_ms = since(t0);
+    double build_ms = ms_since(t0);
     auto t1 = Clock::now();
     Function step = function({m.x, m.y}, {m.loss}, m.upd);
-    double function_ms = since(t1);
+    double function_ms = ms_since(t1);
     Array xb = randn({128, 784}, 7);
     Array yb(i32, {128});
     auto t2 = Clock::now();
     step(xb, yb); // kernels are specialised on the first call's shapes
-    double first_call_ms = since(t2);
-    double ms = since(t0);
+    double first_call_ms = ms_since(t2);
+    double ms = ms_since(t0);
     auto t3 = Clock::now();
     step(xb, yb);
-    double second_call_ms = since(t3);
+    double second_call_ms = ms_since(t3);
     char extra[256];
     std::snprintf(extra, sizeof extra,
                   "\"graph_ms\": %.1f, \"function_ms\": %.1f, \"first_call_ms\": %.1f, \"second_call_ms\": %.1f",
@@ -269,10 +273,10 @@ void compile_scaling() {
         for (int64_t steps : sizes) {
             auto t0 = Clock::now();
             ChainGraph g = make_chain(kind, steps, width);
-            double graph_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+            double graph_ms = ms_since(t0);
             auto t1 = Clock::now();
             Function f = function(g.inputs, g.outputs, g.updates);
-            double function_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+            double function_ms = ms_since(t1);
             std::vector<Function::Arg> args;
             for (const auto& in : g.inputs) {
                 Shape s = in.shape();
@@ -281,7 +285,7 @@ void compile_scaling() {
             }
             auto t2 = Clock::now();
             f.call(args);
-            double first_call_ms = std::chrono::duration<double, std::milli>(Clock::now() - t2).count();
+            double first_call_ms = ms_since(t2);
             char extra[320];
             std::snprintf(extra, sizeof extra,
                           "\"steps\": %lld, \"width\": %lld, \"nodes\": %zu, \"graph_ms\": %.1f, \"first_call_ms\": %.1f, "

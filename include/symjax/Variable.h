@@ -49,16 +49,21 @@ std::vector<Array> snapshot_values(const std::vector<const VariableState*>& vars
 void assign_values(const std::vector<VariableState*>& vars, std::vector<Array> values);
 
 /// Locks on a set of variables in one global order (by address), so that calls and snapshots
-/// over overlapping sets never deadlock: exclusive where `exclusive[i]`, else shared.
+/// over overlapping sets never deadlock.
 class VariableLocks {
 public:
-    VariableLocks(std::vector<VariableState*> vars, const std::vector<bool>& exclusive);
+    using Order = std::vector<std::pair<VariableState*, bool>>;
+    /// One entry per variable in the global order, exclusive where any of its uses is
+    /// (`exclusive[i]` for vars[i]); a Function computes it once, not per call.
+    static Order order(const std::vector<VariableState*>& vars, const std::vector<bool>& exclusive);
+    /// Takes the locks of `ordered` (which must outlive this object).
+    explicit VariableLocks(const Order& ordered);
     ~VariableLocks();
     VariableLocks(const VariableLocks&) = delete;
     VariableLocks& operator=(const VariableLocks&) = delete;
 
 private:
-    std::vector<std::pair<VariableState*, bool>> held_;
+    const Order& held_;
 };
 } // namespace detail
 

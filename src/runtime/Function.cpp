@@ -105,10 +105,8 @@ public:
     FunctionStats stats;
     std::mutex mu; // one call at a time per function (the counter and commit are sequential)
     uint64_t calls = 0;
-    /// Program::variables' states, and whether the program updates each (its lock is then
-    /// exclusive during a call).
-    std::vector<VariableState*> var_states;
-    std::vector<bool> var_updated;
+    /// The locks a call takes: Program::variables' states, exclusive for those it updates.
+    VariableLocks::Order var_locks;
 };
 
 } // namespace detail
@@ -157,9 +155,11 @@ Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& 
     for (const auto& [v, t] : updates.items())
         p.updates.emplace_back(add_var(v.node()), t.node());
 
-    impl->var_updated.assign(p.variables.size(), false);
-    for (const auto& v : p.variables) impl->var_states.push_back(v->attr<VariableAttrs>().state.get());
-    for (const auto& [k, t] : p.updates) impl->var_updated[k] = true;
+    std::vector<detail::VariableState*> states;
+    std::vector<bool> updated(p.variables.size(), false);
+    for (const auto& v : p.variables) states.push_back(v->attr<VariableAttrs>().state.get());
+    for (const auto& [k, t] : p.updates) updated[k] = true;
+    impl->var_locks = detail::VariableLocks::order(states, updated);
     impl->options = options;
     impl->exe = detail::find_backend(options.backend)(p, options);
     impl->stats = impl->exe->stats();
@@ -258,7 +258,7 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     std::lock_guard<std::mutex> lock(im.mu);
     // The variables it updates exclusively, the others shared, until the commit (Note
     // [Consistent snapshots] in Variable.cpp).
-    detail::VariableLocks step(im.var_states, im.var_updated);
+    detail::VariableLocks step(im.var_locks);
     // Snapshot variable values (buffers are shared, never written while a call reads them: a
     // commit swaps in new buffers).
     std::vector<Array> vals;

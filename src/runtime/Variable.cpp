@@ -203,20 +203,23 @@ namespace detail {
 
 VariableState::~VariableState() { VariableTable::get().release(*this); }
 
-VariableLocks::VariableLocks(std::vector<VariableState*> vars, const std::vector<bool>& exclusive) {
-    for (size_t i = 0; i < vars.size(); ++i) held_.emplace_back(vars[i], exclusive[i]);
-    std::sort(held_.begin(), held_.end());
-    // one lock per variable: exclusive if any use is
-    std::vector<std::pair<VariableState*, bool>> one;
-    for (const auto& [v, ex] : held_) {
+VariableLocks::Order VariableLocks::order(const std::vector<VariableState*>& vars,
+                                           const std::vector<bool>& exclusive) {
+    Order all;
+    for (size_t i = 0; i < vars.size(); ++i) all.emplace_back(vars[i], exclusive[i]);
+    std::sort(all.begin(), all.end());
+    Order one;
+    for (const auto& [v, ex] : all) {
         if (!one.empty() && one.back().first == v) one.back().second = one.back().second || ex;
         else one.emplace_back(v, ex);
     }
-    held_.clear();
-    for (const auto& [v, ex] : one) {
+    return one;
+}
+
+VariableLocks::VariableLocks(const Order& ordered) : held_(ordered) {
+    for (const auto& [v, ex] : held_) {
         if (ex) v->rw.lock();
         else v->rw.lock_shared();
-        held_.emplace_back(v, ex);
     }
 }
 
@@ -230,7 +233,8 @@ VariableLocks::~VariableLocks() {
 std::vector<Array> snapshot_values(const std::vector<const VariableState*>& vars) {
     std::vector<VariableState*> vs;
     for (const VariableState* v : vars) vs.push_back(const_cast<VariableState*>(v));
-    VariableLocks locks(vs, std::vector<bool>(vs.size(), false));
+    const VariableLocks::Order order = VariableLocks::order(vs, std::vector<bool>(vs.size(), false));
+    VariableLocks locks(order);
     std::vector<Array> out;
     out.reserve(vs.size());
     for (VariableState* v : vs) {
@@ -243,7 +247,8 @@ std::vector<Array> snapshot_values(const std::vector<const VariableState*>& vars
 void assign_values(const std::vector<VariableState*>& vars, std::vector<Array> values) {
     SJ_ASSERT(vars.size() == values.size()) << "assign_values: " << vars.size() << " variables, "
                                             << values.size() << " values";
-    VariableLocks locks(vars, std::vector<bool>(vars.size(), true));
+    const VariableLocks::Order order = VariableLocks::order(vars, std::vector<bool>(vars.size(), true));
+    VariableLocks locks(order);
     for (size_t i = 0; i < vars.size(); ++i) {
         std::lock_guard<std::mutex> lock(vars[i]->mu);
         vars[i]->value = std::move(values[i]);
