@@ -1,7 +1,6 @@
 // Fusion: producer-consumer grouping in reverse topological order, then sibling merging.
 #include "Fusion.h"
 
-#include "../ops/ChannelBlocking.h"
 #include "../ops/OpDef.h"
 
 #include <symjax/Attrs.h>
@@ -58,17 +57,19 @@ std::string PostOp::str() const {
 //
 // An op joins while the value so far has exactly one reader (that op; the leaky-relu diamond
 // counts as one) and is no function output, and the op's other operand is a scalar constant or
-// a buffer broadcast along every dim but the channels: conv's dim 1 (blocked results [N, C/16,
-// s..., 16]: dims 1 and the last, whose row-major bytes are the plain [C] vector's; Note
-// [Channel-blocked layout]), matmul's last dim (with one rhs free dim, so that it is the GEMM's
-// N). The first op that does not qualify ends the epilogue; it and the rest fuse into kernels as
+// a buffer broadcast along every dim but the channels. The target says which calls take an
+// epilogue and where their channels are (Target::epilogue; the cpu target: conv's dim 1, or dims
+// 1 and the last of a channel-blocked result [N, C/16, s..., 16], whose row-major bytes are the
+// plain [C] vector's; matmul's last dim, with one rhs free dim so that it is the GEMM's N).
+// The first op that does not qualify ends the epilogue; it and the rest fuse into kernels as
 // before. The ops of the epilogue belong to the library group (so they are in no kernel), its
 // last op's value is the group's result, and an operand's buffer is materialised before the
 // call (a computed per-channel operand, e.g. rsqrt(var + eps), becomes a small kernel of its
 // own; an explicit broadcast of it is address arithmetic). Scalar affine steps in a row compose
 // into one linear post-op. oneDNN 2.6's jit convolution applies one parameter set per eltwise
-// algorithm of a chain (relu(leaky_relu(y, 0.1) + b) computed a leaky relu twice), so a relu or
-// linear step whose parameters differ from an earlier one of its kind ends the epilogue
+// algorithm of a chain (relu(leaky_relu(y, 0.1) + b) computed a leaky relu twice), so on a
+// target that says so (EpilogueRule::one_parameter_set_per_eltwise) a relu or linear step whose
+// parameters differ from an earlier one of its kind ends the epilogue
 // (Epilogue.OneParameterSetPerEltwiseKind). In training, autodiff of relu reads
 // the pre-activation and batch norm's statistics read the conv result: those epilogues stop at
 // once, while the logits' bias add usually folds. How the backend hands the chain to oneDNN
@@ -96,19 +97,19 @@ namespace {
 
 enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Window, Fallback };
 
-/// Sliding-window ops a library runs: f32 with 1 to 3 spatial dims (oneDNN's and cuDNN's
-/// range); others take their reference kernel.
-bool library_window(const Node& n) {
-    size_t nsp = detail::logical_spatial_rank(n);
-    return n.dtype() == DType::F32 && nsp >= 1 && nsp <= 3;
-}
-
-Kind classify(const Node& n) {
+/// The fusion class of a node on `target`: library calls where the target has one, the
+/// reference kernel for dot_general and window ops it has none for.
+Kind classify(const Node& n, const Target& target) {
     Op op = n.op();
     if (has_trait(op, kLeaf)) return Kind::Leaf;
     if (op == Op::Reshape) return Kind::View;
-    if (op == Op::DotGeneral) return is_float(n.dtype()) ? Kind::Dot : Kind::Fallback;
-    if (has_trait(op, kWindow)) return library_window(n) ? Kind::Window : Kind::Fallback;
+    if (op == Op::DotGeneral || has_trait(op, kWindow)) {
+        switch (target.library_call(n)) {
+        case LibraryCall::Dot: return Kind::Dot;
+        case LibraryCall::Window: return Kind::Window;
+        case LibraryCall::None: return Kind::Fallback;
+        }
+    }
     if (op == Op::ReduceSum || op == Op::ReduceProd || op == Op::ReduceMax || op == Op::ReduceMin ||
         op == Op::ReduceAny || op == Op::ReduceAll)
         return Kind::Reduce;
@@ -134,6 +135,7 @@ const char* kind_name(Group::Kind k) {
 }
 
 struct Fuser {
+    const Target* target = nullptr;
     std::vector<const Node*> order;
     std::unordered_set<const Node*> root_set;
     std::unordered_map<const Node*, std::vector<const Node*>> users;
@@ -189,22 +191,10 @@ struct Fuser {
 
     // ---- epilogues (Note [Epilogue fusion]) ------------------------------------------------
 
-    /// The dims of a library op's result that hold its channels (empty: no epilogue).
-    std::vector<size_t> channel_dims(const Node& n) {
-        if (n.dtype() != DType::F32) return {};
-        size_t rank = n.shape().size();
-        if (n.is(Op::Conv) && kind[&n] == Kind::Window) {
-            if (detail::blocked_mask(n) & detail::kBlockedResult) return {1, rank - 1};
-            return {1};
-        }
-        if (n.is(Op::DotGeneral) && kind[&n] == Kind::Dot && rank >= 1) {
-            // the result's last dim is the GEMM's N only when the rhs has one free dim
-            const auto& d = n.attr<DotAttrs>();
-            size_t rhs_free =
-                n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
-            if (rhs_free == 1) return {rank - 1};
-        }
-        return {};
+    /// The target's epilogue rule for a library op's result (no channel dims: no epilogue).
+    EpilogueRule epilogue_rule(const Node& n) {
+        if (kind[&n] != Kind::Dot && kind[&n] != Kind::Window) return {};
+        return target->epilogue(n);
     }
 
     /// An operand of an epilogue op, as a post-op takes it.
@@ -344,7 +334,8 @@ struct Fuser {
     /// groups are made here, with the epilogue's ops as members.
     void find_epilogues() {
         for (const Node* n : order) {
-            std::vector<size_t> ch = channel_dims(*n);
+            EpilogueRule rule = epilogue_rule(*n);
+            const std::vector<size_t>& ch = rule.channel_dims;
             if (ch.empty()) continue;
             std::vector<PostOp> epi;
             std::vector<const Node*> epi_nodes, bcasts;
@@ -364,11 +355,11 @@ struct Fuser {
                     q.alpha = p.alpha * q.alpha;
                     q.node = p.node;
                 } else {
-                    // oneDNN 2.6's jit convolution applies one parameter set per eltwise
-                    // algorithm of a chain (Note [Epilogue fusion])
+                    // a target may apply one parameter set per eltwise algorithm of a chain
+                    // (Note [Epilogue fusion])
                     bool clash = false;
                     for (const auto& q : epi)
-                        clash = clash || (eltwise && q.kind == p.kind &&
+                        clash = clash || (eltwise && rule.one_parameter_set_per_eltwise && q.kind == p.kind &&
                                           (q.alpha != p.alpha || q.beta != p.beta));
                     if (clash) {
                         stop = "a second " + p.str() + " post-op with other parameters";
@@ -826,8 +817,9 @@ struct Fuser {
 
 } // namespace
 
-FusionPlan fuse(const std::vector<NodePtr>& roots) {
+FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
     Fuser f;
+    f.target = &target;
     f.plan.chains.push_back({});
     f.chain_ids[{}] = 0;
     std::vector<const Node*> rs;
@@ -837,7 +829,7 @@ FusionPlan fuse(const std::vector<NodePtr>& roots) {
     }
     f.order = topo_order(rs);
     for (const Node* n : f.order) {
-        f.kind[n] = classify(*n);
+        f.kind[n] = classify(*n, target);
         for (size_t i = 0; i < n->num_inputs(); ++i)
             if (value_edge(*n, i)) f.users[n->input(i).get()].push_back(n);
     }

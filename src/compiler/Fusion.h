@@ -4,6 +4,7 @@
 #pragma once
 
 #include "KernelIR.h"
+#include "Target.h"
 
 #include <string>
 #include <unordered_map>
@@ -86,7 +87,8 @@ inline constexpr size_t kMaxRecompute = 4;
 inline constexpr int64_t kMergeWorkBase = int64_t(1) << 22;
 inline constexpr int64_t kMergeWorkPerNode = 64;
 
-/// Partitions the graph under `roots`.
-FusionPlan fuse(const std::vector<NodePtr>& roots);
+/// Partitions the graph under `roots` for `target` (which ops its libraries run, which
+/// epilogues they absorb).
+FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target);
 
 } // namespace sj::compiler

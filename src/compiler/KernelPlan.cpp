@@ -127,7 +127,7 @@ bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads) {
 
 } // namespace
 
-KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of) {
+KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of, int vector_lanes) {
     KernelLaunch L;
     const Shape& space = shape_of(g.space.get());
     size_t R = space.size();
@@ -216,13 +216,14 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     }
 
     // Note [Short inner loops]
-    // The loop vectoriser runs 16 f32 lanes times an interleave of up to 4: an innermost loop of
-    // fewer trips than that, known only at run time, runs in its scalar remainder. Channel-blocked
-    // tensors ([N, C / 16, H, W, 16] next to a per-channel [1, C / 16, 1, 1, 16]) and small
-    // feature dims make exactly such loops, so a kept innermost loop of at most kShortInner trips
-    // gets its trip count compiled in: LLVM then turns it into whole vector operations. Only that
-    // count joins the kernel's key; the other sizes stay runtime arguments.
-    constexpr int64_t kShortInner = 64;
+    // The loop vectoriser runs 16 f32 lanes (AVX-512; Target::vector_lanes) times an interleave
+    // of up to 4: an innermost loop of fewer trips than that, known only at run time, runs in its
+    // scalar remainder. Channel-blocked tensors ([N, C / 16, H, W, 16] next to a per-channel
+    // [1, C / 16, 1, 1, 16]) and small feature dims make exactly such loops, so a kept innermost
+    // loop of at most kShortInner trips gets its trip count compiled in: LLVM then turns it into
+    // whole vector operations. Only that count joins the kernel's key; the other sizes stay
+    // runtime arguments.
+    const int64_t kShortInner = 4 * int64_t(vector_lanes);
     if (s.row == 0 && ls.size() >= 2 && !ls.back().reduce && ls.back().size <= kShortInner)
         s.inner = ls.back().size;
 

@@ -22,7 +22,8 @@ using ShapeOf = std::function<const Shape&(const Node*)>;
 /// Computes the launch of kernel group `g` for the concrete shapes given by `shape_of`:
 /// composes the movement chains into affine strides, orders loops (kept dims, then reduced
 /// dims; or the last kept loop innermost, Note [Row reductions] in KernelPlan.cpp), collapses
-/// contiguous dims and classifies the inner strides.
-KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of);
+/// contiguous dims and classifies the inner strides. `vector_lanes`: the target's f32 lanes
+/// (inner loops shorter than 4 vectors get their trip count compiled in).
+KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of, int vector_lanes);
 
 } // namespace sj::compiler

@@ -2,7 +2,6 @@
 #include "Pipeline.h"
 
 #include "Canonicalize.h"
-#include "Layout.h"
 #include "MergeConstants.h"
 #include "Specialize.h"
 #include "Stabilize.h"
@@ -17,33 +16,9 @@
 
 namespace sj::compiler {
 
-int debug_level() {
-    static int level = [] {
-        const char* e = std::getenv("SJ_DEBUG");
-        return e ? std::atoi(e) : 0;
-    }();
-    return level;
-}
-
-bool blocked_layout() {
-    static bool on = [] {
-        const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
-        return !(e && std::string(e) == "0");
-    }();
-    return on;
-}
-
-void dump_file(const std::string& name, const std::string& text) {
-    const char* dir = std::getenv("SJ_DUMP");
-    if (!dir || !*dir) return;
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    std::ofstream(std::string(dir) + "/" + name) << text;
-}
-
 namespace {
 void after(const char* pass, const std::vector<NodePtr>& roots, int& step) {
-    if (debug_level() < 5 && !std::getenv("SJ_DUMP")) return;
+    if (debug_level() < 5 && !detail::dumping()) return;
     std::vector<Tensor> ts;
     for (const auto& r : roots) ts.emplace_back(r);
     std::string text = to_text(ts);
@@ -63,7 +38,7 @@ template <class F> std::vector<NodePtr> timed(const char* pass, F&& run) {
     return out;
 }
 
-Compiled compile(const std::vector<NodePtr>& input) {
+Compiled compile(const std::vector<NodePtr>& input, const Target& target) {
     Compiled c;
     int step = 0;
     after("build", input, step);
@@ -76,19 +51,18 @@ Compiled compile(const std::vector<NodePtr>& input) {
     c.roots = timed("canonicalize", [&] { return canonicalize(c.roots, &c.rewrites); });
     c.roots = timed("specialize", [&] { return specialize(c.roots, &c.rewrites); });
     after("specialize", c.roots, step);
-    if (blocked_layout()) {
-        c.roots = timed("layout", [&] { return layout(c.roots, &c.rewrites); });
-        after("layout", c.roots, step);
-    }
+    // the target's own rewrites (the cpu target: channel-blocked conv chains)
+    c.roots = timed("lower", [&] { return target.lower(c.roots, &c.rewrites); });
+    after("lower", c.roots, step);
     // the constants the rewrites made
     c.roots = timed("merge_constants", [&] { return merge_constants(c.roots, &c.rewrites); });
     auto t0 = std::chrono::steady_clock::now();
-    c.plan = fuse(c.roots);
+    c.plan = fuse(c.roots, target);
     if (debug_level() >= 2)
         std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu groups\n", "fusion",
                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
                      c.plan.groups.size());
-    if (debug_level() >= 3 || std::getenv("SJ_DUMP")) {
+    if (debug_level() >= 3 || detail::dumping()) {
         std::string plan = c.plan.str();
         if (debug_level() >= 3) std::fprintf(stderr, "[symjax] fusion:\n%s", plan.c_str());
         dump_file(std::to_string(step++) + "_fusion.txt", plan);

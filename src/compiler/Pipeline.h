@@ -2,7 +2,9 @@
 #pragma once
 
 #include "Fusion.h"
+#include "../core/Debug.h"
 #include "Rewrite.h"
+#include "Target.h"
 
 #include <string>
 #include <vector>
@@ -15,16 +17,13 @@ struct Compiled {
     RewriteStats rewrites;
 };
 
-/// Runs canonicalize, stabilize, canonicalize, specialize, layout and fusion over `roots`. With
-/// SJ_DUMP=dir set, writes the graph after each pass and the fusion plan there; SJ_DEBUG >= 5
-/// prints the graphs, >= 3 the fusion decisions.
-Compiled compile(const std::vector<NodePtr>& roots);
+/// Runs merge_constants, canonicalize, stabilize, canonicalize, specialize, the target's lowering,
+/// merge_constants and fusion for `target` over `roots`. With SJ_DUMP=dir set, writes the graph
+/// after each pass and the fusion plan there; SJ_DEBUG >= 5 prints the graphs, >= 3 the fusion
+/// decisions, >= 2 each pass's time.
+Compiled compile(const std::vector<NodePtr>& roots, const Target& target);
 
-/// Whether the layout pass runs: yes unless SJ_BLOCKED_LAYOUT=0 (for measuring what it gains).
-bool blocked_layout();
-/// The SJ_DEBUG level (0 when unset).
-int debug_level();
-/// Writes `text` to $SJ_DUMP/name when SJ_DUMP is set.
-void dump_file(const std::string& name, const std::string& text);
+using detail::debug_level;
+using detail::dump_file;
 
 } // namespace sj::compiler

@@ -1,5 +1,5 @@
 // Tensor::eval: lazy evaluation through the reference interpreter.
-#include "Backend.h"
+#include "../backend/Backend.h"
 
 #include <symjax/Graph.h>
 
@@ -23,7 +23,7 @@ Array Tensor::eval(const Givens& givens) const {
         std::lock_guard<std::mutex> lock(s.mu);
         vals.push_back(s.value);
     }
-    auto exe = detail::make_reference_executable(p, {});
+    auto exe = detail::find_backend("reference")(p, {});
     Array out = exe->run({}, vals, 0).outputs[0];
     // a leaf's value (a constant or a variable) must not be handed out by reference
     return has_trait(t.node()->op(), kLeaf) ? out.clone() : out;

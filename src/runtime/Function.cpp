@@ -1,5 +1,5 @@
 // Function: validation of inputs, execution through a backend, and the atomic commit of updates.
-#include "Backend.h"
+#include "../backend/Backend.h"
 
 #include <symjax/Function.h>
 
@@ -48,54 +48,7 @@ Tensor Updates::get(const Variable& var) const {
     return {};
 }
 
-// ---- backends registry --------------------------------------------------------------------------
 namespace detail {
-
-namespace {
-std::mutex g_backends_mu;
-std::map<std::string, BackendFactory>& backends() {
-    static std::map<std::string, BackendFactory> m{
-        {"reference", make_reference_executable}, {"cpu", make_cpu_executable}};
-    return m;
-}
-} // namespace
-
-std::vector<std::string> backend_names() {
-    std::lock_guard<std::mutex> lock(g_backends_mu);
-    std::vector<std::string> n;
-    for (const auto& [k, v] : backends()) n.push_back(k);
-    return n;
-}
-
-void register_backend(const std::string& name, BackendFactory f) {
-    std::lock_guard<std::mutex> lock(g_backends_mu);
-    backends()[name] = f;
-}
-
-void check_finite(const Node& n, const Array& value) {
-    if (!is_float(value.dtype()))
-        return;
-    int64_t bad = dispatch(value.dtype(), [&](auto tag) -> int64_t {
-        using T = typename decltype(tag)::type;
-        const T* p = static_cast<const T*>(value.raw());
-        for (int64_t i = 0; i < value.size(); ++i)
-            if (!std::isfinite(static_cast<double>(p[i])))
-                return i;
-        return -1;
-    });
-    SJ_CHECK(bad < 0, Error) << "NaN guard: " << n.describe() << " " << type_str(n.type())
-                             << " produced " << value.at(bad) << " at flat index " << bad
-                             << (n.scope().empty() ? "" : " (scope " + n.scope() + ")");
-}
-
-BackendFactory find_backend(const std::string& name) {
-    std::lock_guard<std::mutex> lock(g_backends_mu);
-    auto it = backends().find(name);
-    if (it != backends().end()) return it->second;
-    std::string known;
-    for (const auto& [k, v] : backends()) known += (known.empty() ? "" : ", ") + k;
-    SJ_THROW(Error) << "unknown backend '" << name << "' (known: " << known << ")";
-}
 
 class FunctionImpl {
 public:

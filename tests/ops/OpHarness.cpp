@@ -1,7 +1,7 @@
 // The op-consistency harness: input generators, comparisons, the checks and golden-file loading.
 #include "OpHarness.h"
 
-#include "runtime/Backend.h"
+#include "backend/Backend.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

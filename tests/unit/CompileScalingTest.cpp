@@ -8,6 +8,7 @@
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
+#include "backend/cpu/CpuTarget.h"
 #include "compiler/Fusion.h"
 
 #include <chrono>
@@ -79,7 +80,7 @@ TEST(CompileScaling, FusionOfRecurrencesAroundTheKernelCapIsFast) {
         Placeholder x({4}, f32, "x"), a({4}, f32, "a"), b({4}, f32, "b");
         Tensor y = shared_recurrence(x, a, b, steps);
         auto t0 = std::chrono::steady_clock::now();
-        compiler::FusionPlan p = compiler::fuse({y.node()});
+        compiler::FusionPlan p = compiler::fuse({y.node()}, cpu::cpu_target());
         EXPECT_LT(seconds_since(t0), kGuardSeconds) << steps << " steps";
         EXPECT_GE(p.kernels(), 1u);
     }

@@ -3,6 +3,7 @@
 #include "TestUtil.h"
 #include "backend/cpu/ThreadPool.h"
 #include "compiler/KernelPlan.h"
+#include "backend/cpu/CpuTarget.h"
 #include "compiler/Pipeline.h"
 
 #include <gtest/gtest.h>
@@ -26,7 +27,7 @@ namespace {
 compiler::KernelLaunch launch_of(const std::vector<Tensor>& outs) {
     std::vector<NodePtr> roots;
     for (const auto& t : outs) roots.push_back(t.node());
-    compiler::Compiled c = compiler::compile(roots);
+    compiler::Compiled c = compiler::compile(roots, cpu::cpu_target());
     const compiler::Group* kernel = nullptr;
     for (const auto& g : c.plan.groups)
         if (g.kind == compiler::Group::Kind::Kernel) {
@@ -38,7 +39,7 @@ compiler::KernelLaunch launch_of(const std::vector<Tensor>& outs) {
         return {};
     }
     auto shape_of = [](const Node* n) -> const Shape& { return n->shape(); };
-    return compiler::plan_kernel(*kernel, c.plan, shape_of);
+    return compiler::plan_kernel(*kernel, c.plan, shape_of, cpu::cpu_target().vector_lanes());
 }
 
 

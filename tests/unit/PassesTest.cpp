@@ -10,7 +10,8 @@
 
 #include "compiler/Canonicalize.h"
 #include "compiler/Fusion.h"
-#include "compiler/Layout.h"
+#include "backend/cpu/CpuTarget.h"
+#include "backend/cpu/LayoutPass.h"
 #include "compiler/MergeConstants.h"
 #include "backend/cpu/Jit.h"
 #include "ops/ChannelBlocking.h"
@@ -104,7 +105,7 @@ bool has_decision(const cc::FusionPlan& p, const std::string& text) {
 cc::Compiled compile(const std::vector<Tensor>& outs) {
     std::vector<NodePtr> roots;
     for (const auto& t : outs) roots.push_back(t.node());
-    return cc::compile(roots);
+    return cc::compile(roots, cpu::cpu_target());
 }
 
 /// The cpu backend (fused) against the reference interpreter; f64 graphs without
@@ -589,7 +590,7 @@ TEST(Layout, ConvChainStaysBlocked) {
     Placeholder s({16}, f32, "s");
     Tensor h = nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5);
     Tensor y = conv2d(h, w2, {}, "SAME");
-    Rewritten r = run(cc::layout, {y});
+    Rewritten r = run(cpu::layout, {y});
     EXPECT_EQ(count(r.outs, Op::BlockChannels), 0) << to_text(r.outs);
     EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
     EXPECT_EQ(r[0].node()->op(), Op::UnblockChannels);
@@ -612,7 +613,7 @@ TEST(Layout, BatchNormStatisticsReduceTheBlockedTensor) {
     Tensor v = var(y, {0, 2, 3}, true);
     Tensor out = (y - mu) * rsqrt(v + 1e-5);
     Tensor running = reshape(mu, {32});
-    Rewritten r = run(cc::layout, {out, running});
+    Rewritten r = run(cpu::layout, {out, running});
     EXPECT_EQ(count(r.outs, Op::BlockChannels), 1) << "x: the chain's input\n" << to_text(r.outs);
     EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
     std::vector<const Node*> rs = {r[0].node().get(), r[1].node().get()};
@@ -632,7 +633,7 @@ TEST(Layout, PlainOperandStopsTheSinking) {
     Placeholder w({16, 16, 1, 1}, f32, "w");
     Placeholder z({2, 16, 4, 4}, f32, "z");
     Tensor y = conv2d(x, w) + z;
-    Rewritten r = run(cc::layout, {y});
+    Rewritten r = run(cpu::layout, {y});
     EXPECT_EQ(r[0].node()->op(), Op::Add);
     EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
     EXPECT_EQ(count(r.outs, Op::BlockChannels), 1) << "x only\n" << to_text(r.outs);
@@ -647,11 +648,11 @@ TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
     Placeholder x({2, 16, 4, 4}, f32, "x");
     Placeholder w({16, 16, 3, 3}, f32, "w");
     Tensor plain_pool = max_pool2d(x, {2, 2});
-    Rewritten r = run(cc::layout, {plain_pool});
+    Rewritten r = run(cpu::layout, {plain_pool});
     EXPECT_EQ(r[0].node(), plain_pool.node()) << to_text(r.outs);
 
     Tensor chained = max_pool2d(conv2d(x, w, {}, "SAME"), {2, 2});
-    Rewritten c = run(cc::layout, {chained});
+    Rewritten c = run(cpu::layout, {chained});
     EXPECT_EQ(mask_of(c.outs, Op::Pool), 1 | detail::kBlockedResult) << to_text(c.outs);
     EXPECT_EQ(count(c.outs, Op::UnblockChannels), 1);
     std::vector<Array> args = {random_array(f32, {2, 16, 4, 4}, 10), random_array(f32, {16, 16, 3, 3}, 11)};
@@ -660,7 +661,7 @@ TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
     Placeholder x8({2, 8, 4, 4}, f32, "x8");
     Placeholder w8({8, 8, 3, 3}, f32, "w8");
     Tensor small = nn::relu(conv2d(x8, w8));
-    Rewritten s = run(cc::layout, {small});
+    Rewritten s = run(cpu::layout, {small});
     EXPECT_EQ(s[0].node(), small.node()) << to_text(s.outs);
     EXPECT_TRUE(s.stats.hits.empty());
 }

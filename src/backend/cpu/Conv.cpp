@@ -3,7 +3,7 @@
 // layout where that is faster; Note [Conv layouts]).
 #include "Conv.h"
 
-#include "../../compiler/Pipeline.h"
+#include "../../core/Debug.h"
 #include "../../ops/ChannelBlocking.h"
 #include "Dnnl.h"
 
@@ -470,13 +470,13 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
         } catch (const dnnl::error& e) {
-            if (compiler::debug_level() >= 1)
+            if (detail::debug_level() >= 1)
                 std::fprintf(stderr, "[symjax] oneDNN declined %s: %s (reference kernel)\n",
                              key.c_str(), e.message);
             p = nullptr;
         }
     }
-    if (p && compiler::debug_level() >= 3)
+    if (p && detail::debug_level() >= 3)
         std::fprintf(stderr, "[symjax] %s: oneDNN %s%s%s\n", op_name(n.op()), p->impl.c_str(),
                      epilogue.empty() ? "" : ", post-ops", post_ops_key(epilogue).c_str());
     std::lock_guard<std::mutex> lock(c.mu);

@@ -1,11 +1,12 @@
-// The cpu backend's Executable: runs the fused groups (JIT kernels, GEMM, views, reference
-// fallbacks) over call plans cached per input-shape signature.
-#include "../../compiler/KernelPlan.h"
-#include "../../compiler/Pipeline.h"
+// The cpu backend's Executable: a runner of the compiler's plan (src/compiler/ExecPlan.h). It
+// runs the steps (JIT kernels, GEMM, oneDNN calls, views, reference fallbacks) over the plan
+// bound to each input-shape signature (Note [Plans and runners] in src/compiler/ExecPlan.cpp).
+#include "../../compiler/ExecPlan.h"
 #include "../../ops/OpDef.h"
-#include "../../runtime/Backend.h"
+#include "../Backend.h"
 #include "../reference/Reference.h"
 #include "Conv.h"
+#include "CpuTarget.h"
 #include "Dot.h"
 #include "Jit.h"
 #include "Linalg.h"
@@ -44,29 +45,21 @@ constexpr int64_t kParallelPoints = 1 << 15;
 // partial outputs, which are small (the kept dims of a bias or batch-norm gradient).
 constexpr int64_t kReduceChunks = 16;
 
-struct GroupCall {
-    compiler::KernelLaunch launch; // kernel groups
-    KernelFn fn = nullptr;
-    std::vector<int> in_slots;     // loads / operands
-    std::vector<int> out_slots;    // roots
-    std::vector<int> inplace_var;  // per output: written into this variable slot's buffer, or -1
-    /// window groups: oneDNN's primitive for these shapes (null: the reference kernel runs)
+/// What the runner made of one step for the shapes of a call.
+struct StepCode {
+    KernelFn fn = nullptr; // kernel steps: the compiled code
+    /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
-    std::vector<int> free_after;   // slots whose last reader is this group
-    int64_t bytes = 0;
     double flops = 0;
 };
 
+/// The plan bound to one input-shape signature, and its code.
 struct CallPlan {
-    std::vector<TensorType> types; // concrete type per slot
+    compiler::BoundPlan bound;
+    std::vector<StepCode> code; // per step
     /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no
     /// allocator round trips on the hot path).
     mutable std::vector<Array> pool;
-    std::vector<GroupCall> calls;  // per group
-    /// Concrete types of every node (the epilogue of a library call that falls back to the
-    /// reference kernels runs them on nodes that have no slot).
-    std::unordered_map<const Node*, TensorType> node_types;
-    int64_t intermediate_bytes = 0, peak_bytes = 0;
 };
 
 struct Profile {
@@ -77,35 +70,18 @@ struct Profile {
 
 class CpuExecutable : public detail::Executable {
 public:
-    CpuExecutable(const detail::Program& p, const FunctionOptions& o) : p_(p), opts_(o) {
-        std::vector<NodePtr> roots = p.outputs;
-        for (const auto& u : p.updates) roots.push_back(u.second);
+    CpuExecutable(const detail::Program& p, const FunctionOptions& o) : opts_(o) {
         auto t0 = std::chrono::steady_clock::now();
-        c_ = compiler::compile(roots);
-        // slots: every leaf and every group root of the rewritten graph
-        std::vector<const Node*> rs;
-        for (const auto& r : c_.roots) rs.push_back(r.get());
-        order_ = topo_order(rs);
-        auto add_slot = [&](const Node* n) {
-            if (!slot_.count(n)) {
-                slot_[n] = int(slot_nodes_.size());
-                slot_nodes_.push_back(n);
-            }
-        };
-        for (const Node* n : order_)
-            if (has_trait(n->op(), kLeaf)) add_slot(n);
-        for (const auto& g : c_.plan.groups)
-            for (size_t k = 0; k < g.roots.size(); ++k) add_slot(g.result(k).get());
-        for (size_t i = 0; i < p.inputs.size(); ++i) input_of_[p.inputs[i].get()] = int(i);
-        for (size_t i = 0; i < p.variables.size(); ++i) var_of_[p.variables[i].get()] = int(i);
-        stats_.nodes = order_.size();
-        stats_.kernels = c_.plan.kernels();
-        stats_.library_calls = c_.plan.library_calls();
-        stats_.post_ops = c_.plan.post_ops();
+        plan_ = compiler::compile(p, cpu_target(), {o.inplace_updates, o.nan_guard});
+        const compiler::FusionPlan& fp = plan_.compiled.plan;
+        stats_.nodes = plan_.order.size();
+        stats_.kernels = fp.kernels();
+        stats_.library_calls = fp.library_calls();
+        stats_.post_ops = fp.post_ops();
         compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (compiler::debug_level() >= 1)
+        if (detail::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu library calls) in %.1f ms\n",
-                         order_.size(), c_.plan.groups.size(), stats_.kernels, stats_.library_calls, compile_ms_);
+                         plan_.order.size(), fp.groups.size(), stats_.kernels, stats_.library_calls, compile_ms_);
     }
 
     ~CpuExecutable() override {
@@ -113,7 +89,7 @@ public:
     }
 
     FunctionStats stats() const override { return stats_; }
-    std::string dump() const override { return c_.plan.str(); }
+    std::string dump() const override { return plan_.compiled.plan.str(); }
 
     std::string profile_report() const override {
         std::ostringstream os;
@@ -125,7 +101,7 @@ public:
         for (size_t i = 0; i < prof_.size(); ++i) {
             const Profile& p = prof_[i];
             if (!p.calls) continue;
-            const Group& g = c_.plan.groups[i];
+            const Group& g = plan_.group(plan_.steps[i]);
             const char* kind = g.kind == Group::Kind::Kernel     ? "kernel"
                                : g.kind == Group::Kind::Dot      ? "gemm"
                                : g.kind == Group::Kind::Window   ? "window"
@@ -143,228 +119,130 @@ public:
 
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
-        // the plan depends only on the shapes of inputs (variables and constants are static)
+        // the bound plan depends only on the shapes of inputs (variables and constants are static)
         std::string sig;
         for (const auto& a : inputs) sig += shape_str(a.shape());
         auto it = plans_.find(sig);
         if (it == plans_.end()) it = plans_.emplace(sig, make_plan(inputs)).first;
         const CallPlan& plan = it->second;
-        if (plan.pool.size() != slot_nodes_.size()) plan.pool.resize(slot_nodes_.size());
+        if (plan.pool.size() != plan_.slots.size()) plan.pool.resize(plan_.slots.size());
 
-        std::vector<Array> env(slot_nodes_.size());
-        for (size_t s = 0; s < slot_nodes_.size(); ++s) {
-            const Node* n = slot_nodes_[s];
-            switch (n->op()) {
-            case Op::Placeholder: env[s] = inputs[input_of_.at(n)]; break;
-            case Op::Variable: env[s] = vals[var_of_.at(n)]; break;
-            case Op::Constant: env[s] = n->attr<ConstantAttrs>().value; break;
-            case Op::RngCounter: env[s] = Array::scalar<int64_t>(int64_t(counter)); break;
-            default: break;
+        std::vector<Array> env(plan_.slots.size());
+        for (size_t s = 0; s < plan_.slots.size(); ++s) {
+            const compiler::Slot& sl = plan_.slots[s];
+            switch (sl.source) {
+            case compiler::SlotSource::Input: env[s] = inputs[size_t(sl.index)]; break;
+            case compiler::SlotSource::Variable: env[s] = vals[size_t(sl.index)]; break;
+            case compiler::SlotSource::Constant: env[s] = sl.node->attr<ConstantAttrs>().value; break;
+            case compiler::SlotSource::RngCounter: env[s] = Array::scalar<int64_t>(int64_t(counter)); break;
+            case compiler::SlotSource::Step: break;
             }
         }
-        if (prof_.size() != c_.plan.groups.size()) prof_.assign(c_.plan.groups.size(), {});
-        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi) {
-            const Group& g = c_.plan.groups[gi];
-            const GroupCall& gc = plan.calls[gi];
+        if (prof_.size() != plan_.steps.size()) prof_.assign(plan_.steps.size(), {});
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            const Group& g = plan_.group(st);
             auto t0 = std::chrono::steady_clock::now();
-            execute(g, gc, plan, env, counter);
-            if (opts_.profile || compiler::debug_level() >= 2) {
+            execute(g, st, si, plan, env, counter);
+            if (opts_.profile || detail::debug_level() >= 2) {
                 double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-                Profile& p = prof_[gi];
+                Profile& p = prof_[si];
                 p.ms += ms;
                 ++p.calls;
-                p.bytes += double(gc.bytes);
-                p.flops += gc.flops;
-                if (compiler::debug_level() >= 2)
-                    std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", gi, g.roots[0]->describe(1).c_str(), ms);
+                p.bytes += double(plan.bound.steps[si].bytes);
+                p.flops += plan.code[si].flops;
+                if (detail::debug_level() >= 2)
+                    std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", si, g.roots[0]->describe(1).c_str(), ms);
             }
-            if (opts_.nan_guard) check_finite(g, gc, env);
-            for (int s : gc.free_after) env[s] = Array();
+            if (opts_.nan_guard) check_finite(g, st, env);
+            for (int s : st.free_after) env[size_t(s)] = Array();
         }
         detail::ExecResult r;
-        for (size_t k = 0; k < p_.outputs.size(); ++k) {
-            const Node* n = c_.roots[k].get();
-            Array a = env[slot_.at(n)];
+        for (int s : plan_.output_slots) {
+            const Node* n = plan_.slots[size_t(s)].node;
+            Array a = env[size_t(s)];
             // a variable returned as an output must not alias its buffer (updates may write it)
             if (n->is(Op::Variable) || n->is(Op::Constant)) a = a.clone();
             r.outputs.push_back(a);
         }
-        for (size_t k = 0; k < p_.updates.size(); ++k)
-            r.new_values.push_back(env[slot_.at(c_.roots[p_.outputs.size() + k].get())]);
+        for (int s : plan_.update_slots) r.new_values.push_back(env[size_t(s)]);
         return r;
     }
 
 private:
-    /// Binds the shapes of one call: concrete types for every node (which also checks every op
-    /// on these shapes before anything runs), kernel launches and compiled code, buffer lifetimes.
+    int slot(const Node* n) const { return plan_.slot_of.at(n); }
+
+    /// Binds the shapes of one call (compiler::bind: concrete types, which also checks every op
+    /// on these shapes before anything runs; kernel launches) and makes its code: the kernels,
+    /// compiled together, and oneDNN's primitives.
     CallPlan make_plan(const std::vector<Array>& inputs) {
         CallPlan plan;
-        std::unordered_map<const Node*, TensorType> types;
-        for (const Node* n : order_) {
-            switch (n->op()) {
-            case Op::Placeholder: {
-                auto it = input_of_.find(n);
-                SJ_CHECK(it != input_of_.end(), InputError)
-                    << "placeholder '" << n->name() << "' is not bound to a value";
-                const Array& a = inputs[it->second];
-                types[n] = {a.dtype(), a.shape()};
+        std::vector<TensorType> in;
+        for (const auto& a : inputs) in.push_back({a.dtype(), a.shape()});
+        plan.bound = compiler::bind(plan_, in);
+        const auto& types = plan.bound.node_types;
+        plan.code.resize(plan_.steps.size());
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            const Group& g = plan_.group(st);
+            StepCode& sc = plan.code[si];
+            switch (st.kind) {
+            case compiler::StepKind::Kernel: {
+                const auto& launch = plan.bound.steps[si].launch;
+                sc.flops = double(launch.points) * double(g.insts.size());
+                if (detail::debug_level() >= 4)
+                    std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", si, launch.spec.str().c_str());
+                detail::dump_file("kernel_" + std::to_string(si) + ".txt", launch.spec.str());
+                if (detail::debug_level() >= 4 || detail::dumping())
+                    detail::dump_file("kernel_" + std::to_string(si) + ".ll", kernel_llvm_ir(launch.spec));
                 break;
             }
-            case Op::Variable: case Op::Constant: case Op::RngCounter: types[n] = n->type(); break;
-            default: {
-                std::vector<TensorType> in;
-                for (const auto& i : n->inputs()) in.push_back(types.at(i.get()));
-                detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
-                try {
-                    types[n] = detail::op_def(n->op()).infer(ctx);
-                } catch (const ShapeError& e) {
-                    throw InputError(e.what()); // at call time a shape clash comes from the inputs
-                }
-            }
-            }
-        }
-        // an update whose value does not fit its variable fails now, before any kernel runs
-        for (size_t k = 0; k < p_.updates.size(); ++k) {
-            const Node* v = p_.variables[p_.updates[k].first].get();
-            const TensorType& t = types.at(c_.roots[p_.outputs.size() + k].get());
-            SJ_CHECK(t.shape == v->shape(), InputError)
-                << "the update of variable '" << v->name() << "' " << type_str(v->type())
-                << " produced a value of shape " << type_str(t) << " with these inputs; no variable was changed";
-        }
-        plan.types.resize(slot_nodes_.size());
-        for (size_t s = 0; s < slot_nodes_.size(); ++s) plan.types[s] = types.at(slot_nodes_[s]);
-        compiler::ShapeOf shape_of = [&](const Node* n) -> const Shape& { return types.at(n).shape; };
-
-        // readers of each slot, to free buffers after their last use
-        std::vector<int> last(slot_nodes_.size(), -1);
-        auto operand_slots = [&](const Group& g) {
-            std::vector<int> s;
-            if (g.kind == Group::Kind::Kernel)
-                for (const auto& l : g.loads) s.push_back(slot_.at(l.buffer.get()));
-            else
-                for (size_t i = 0; i < g.roots[0]->num_inputs(); ++i) {
-                    const Node* x = g.roots[0]->input(i).get();
-                    if (detail::shape_only_input(*g.roots[0], i)) continue;
-                    if (slot_.count(x)) s.push_back(slot_.at(x));
-                }
-            for (const auto& p : g.epilogue)
-                if (p.operand) s.push_back(slot_.at(p.operand.get()));
-            return s;
-        };
-        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
-            for (int s : operand_slots(c_.plan.groups[gi])) last[s] = int(gi);
-        std::vector<bool> keep(slot_nodes_.size(), false);
-        for (const auto& r : c_.roots) keep[slot_.at(r.get())] = true;
-        // may a later group throw (a reference kernel's checks, or the NaN guard after any
-        // group)? then no in-place writes, so a call that throws changes no variable
-        bool fallback_after = opts_.nan_guard;
-        std::vector<bool> throws_after(c_.plan.groups.size() + 1, opts_.nan_guard);
-        for (size_t gi = c_.plan.groups.size(); gi-- > 0;) {
-            fallback_after = fallback_after || c_.plan.groups[gi].kind == Group::Kind::Fallback;
-            throws_after[gi] = fallback_after;
-        }
-
-        int64_t live = 0;
-        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi) {
-            const Group& g = c_.plan.groups[gi];
-            GroupCall gc;
-            gc.in_slots = operand_slots(g);
-            for (size_t k = 0; k < g.roots.size(); ++k)
-                gc.out_slots.push_back(slot_.at(g.result(k).get()));
-            for (int s : gc.in_slots) gc.bytes += numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
-            for (int s : gc.out_slots) {
-                int64_t b = numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
-                gc.bytes += b;
-                if (!keep[s]) {
-                    plan.intermediate_bytes += b;
-                    live += b;
-                }
-            }
-            plan.peak_bytes = std::max(plan.peak_bytes, live);
-            if (g.kind == Group::Kind::Kernel) {
-                gc.launch = compiler::plan_kernel(g, c_.plan, shape_of); // code: after the loop
-                gc.flops = double(gc.launch.points) * double(g.insts.size());
-                if (compiler::debug_level() >= 4)
-                    std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", gi, gc.launch.spec.str().c_str());
-                compiler::dump_file("kernel_" + std::to_string(gi) + ".txt", gc.launch.spec.str());
-                if (compiler::debug_level() >= 4 || std::getenv("SJ_DUMP"))
-                    compiler::dump_file("kernel_" + std::to_string(gi) + ".ll", kernel_llvm_ir(gc.launch.spec));
-                gc.inplace_var.assign(g.roots.size(), -1);
-                if (opts_.inplace_updates && !throws_after[gi])
-                    for (size_t k = 0; k < g.roots.size(); ++k) gc.inplace_var[k] = inplace_candidate(g, k, gi, last);
-            } else if (g.kind == Group::Kind::Dot) {
+            case compiler::StepKind::Dot: {
                 const Node* r = g.roots[0].get();
-                gc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
-            } else if (g.kind == Group::Kind::Window) {
-                const Node* r = g.roots[0].get();
-                std::vector<TensorType> in;
-                for (const auto& x : r->inputs()) in.push_back(types.at(x.get()));
-                gc.window = window_primitive(*r, in, types.at(r), g.epilogue);
-                gc.flops = window_flops(*r, in, types.at(r));
+                sc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
+                break;
             }
-            for (int s : gc.in_slots)
-                if (last[s] == int(gi) && !keep[s] && !has_trait(slot_nodes_[s]->op(), kLeaf)) {
-                    gc.free_after.push_back(s);
-                    live -= numel(plan.types[s].shape) * dtype_size(plan.types[s].dtype);
-                }
-            plan.calls.push_back(std::move(gc));
+            case compiler::StepKind::Window: {
+                const Node* r = g.roots[0].get();
+                std::vector<TensorType> ins;
+                for (const auto& x : r->inputs()) ins.push_back(types.at(x.get()));
+                sc.window = window_primitive(*r, ins, types.at(r), g.epilogue);
+                sc.flops = window_flops(*r, ins, types.at(r));
+                break;
+            }
+            case compiler::StepKind::View: case compiler::StepKind::Fallback: break;
+            }
         }
         // every kernel's code at once: one object per function (Note [One object per function])
         std::vector<const compiler::KernelSpec*> specs;
-        for (size_t gi = 0; gi < c_.plan.groups.size(); ++gi)
-            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) specs.push_back(&plan.calls[gi].launch.spec);
+        for (size_t si = 0; si < plan_.steps.size(); ++si)
+            if (plan_.steps[si].kind == compiler::StepKind::Kernel) specs.push_back(&plan.bound.steps[si].launch.spec);
         CompileInfo info;
         std::vector<KernelFn> fns = get_kernels(specs, &info);
-        for (size_t gi = 0, k = 0; gi < c_.plan.groups.size(); ++gi)
-            if (c_.plan.groups[gi].kind == Group::Kind::Kernel) plan.calls[gi].fn = fns[k++];
-        if (compiler::debug_level() >= 1)
+        for (size_t si = 0, k = 0; si < plan_.steps.size(); ++si)
+            if (plan_.steps[si].kind == compiler::StepKind::Kernel) plan.code[si].fn = fns[k++];
+        if (detail::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu compiled; %.1f ms\n",
                          info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
-        plan.node_types = std::move(types);
-        stats_.intermediate_bytes = plan.intermediate_bytes;
-        stats_.peak_arena_bytes = plan.peak_bytes;
+        stats_.intermediate_bytes = plan.bound.intermediate_bytes;
+        stats_.peak_arena_bytes = plan.bound.peak_bytes;
         return plan;
     }
 
-    /// A kernel output (not a reduction) that is the new value of a variable the kernel reads
-    /// only at the point it writes, and which nothing after it reads, may be written into the
-    /// variable's buffer (each output of a multi-output kernel on its own: every output's value
-    /// at a point is computed from loads at that point before any store there).
-    int inplace_candidate(const Group& g, size_t root, size_t gi, const std::vector<int>& last) {
-        if (g.outputs[root].reduced) return -1;
-        size_t n_out = p_.outputs.size();
-        for (size_t k = 0; k < p_.updates.size(); ++k) {
-            if (c_.roots[n_out + k] != g.roots[root]) continue;
-            const Node* var = p_.variables[p_.updates[k].first].get();
-            if (!slot_.count(var)) return -1;
-            int vs = slot_.at(var);
-            if (last[vs] > int(gi)) return -1; // read later: keep the old value intact
-            for (size_t o = 0; o < n_out; ++o)
-                if (c_.roots[o].get() == var) return -1; // returned to the user
-            for (int u = 0; u < int(p_.updates.size()); ++u)
-                if (c_.roots[n_out + u].get() == var) return -1; // another variable takes its value
-            for (const auto& l : g.loads)
-                if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
-            if (var->shape() != g.roots[root]->shape()) return -1;
-            return vs;
-        }
-        return -1;
-    }
-
-    void execute(const Group& g, const GroupCall& gc, const CallPlan& plan, std::vector<Array>& env,
+    void execute(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan, std::vector<Array>& env,
                  uint64_t counter) {
         switch (g.kind) {
         case Group::Kind::View: {
             const Node* r = g.roots[0].get();
-            env[gc.out_slots[0]] = env[slot_.at(r->input(0).get())].reshape(plan.types[gc.out_slots[0]].shape);
+            env[gc.out_slots[0]] = env[slot(r->input(0).get())].reshape(plan.bound.types[gc.out_slots[0]].shape);
             return;
         }
         case Group::Kind::Dot: {
             const Node* r = g.roots[0].get();
-            const TensorType& t = plan.types[gc.out_slots[0]];
+            const TensorType& t = plan.bound.types[gc.out_slots[0]];
             Array out = buffer(plan, gc.out_slots[0], t);
             bool applied =
-                dot_general(env[slot_.at(r->input(0).get())], env[slot_.at(r->input(1).get())],
+                dot_general(env[slot(r->input(0).get())], env[slot(r->input(1).get())],
                             r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
             if (!applied) out = epilogue_reference(g, out, plan, env, counter);
             env[gc.out_slots[0]] = std::move(out);
@@ -372,25 +250,25 @@ private:
         }
         case Group::Kind::Window: {
             const Node* r = g.roots[0].get();
-            if (!gc.window) { // oneDNN declined these shapes (or an operand is empty)
+            if (!plan.code[si].window) { // oneDNN declined these shapes (or an operand is empty)
                 std::vector<Array> ins = fallback_inputs(*r, env);
                 if (g.epilogue.empty()) {
                     env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
                     return;
                 }
-                ref::KernelCtx ctx{*r, ins, plan.node_types.at(r), counter};
+                ref::KernelCtx ctx{*r, ins, plan.bound.node_types.at(r), counter};
                 env[gc.out_slots[0]] =
                     epilogue_reference(g, ref::kernel_for(r->op())(ctx), plan, env, counter);
                 return;
             }
-            const TensorType& t = plan.types[gc.out_slots[0]];
+            const TensorType& t = plan.bound.types[gc.out_slots[0]];
             Array out = buffer(plan, gc.out_slots[0], t);
             std::vector<const Array*> ins;
             for (size_t i = 0; i < r->num_inputs(); ++i) {
-                auto it = slot_.find(r->input(i).get());
-                ins.push_back(it != slot_.end() ? &env[it->second] : nullptr);
+                auto it = plan_.slot_of.find(r->input(i).get());
+                ins.push_back(it != plan_.slot_of.end() ? &env[it->second] : nullptr);
             }
-            run_window(*gc.window, ins, out, post_operands(g, env));
+            run_window(*plan.code[si].window, ins, out, post_operands(g, env));
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
@@ -400,7 +278,7 @@ private:
             env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
             return;
         }
-        case Group::Kind::Kernel: run_kernel(g, gc, plan, env); return;
+        case Group::Kind::Kernel: run_kernel(g, gc, si, plan, env); return;
         }
     }
 
@@ -408,7 +286,7 @@ private:
     std::vector<const Array*> post_operands(const Group& g, const std::vector<Array>& env) const {
         std::vector<const Array*> ops;
         for (const auto& p : g.epilogue)
-            ops.push_back(p.operand ? &env[slot_.at(p.operand.get())] : nullptr);
+            ops.push_back(p.operand ? &env[slot(p.operand.get())] : nullptr);
         return ops;
     }
 
@@ -420,16 +298,16 @@ private:
         std::unordered_map<const Node*, Array> memo{{g.roots[0].get(), std::move(value)}};
         std::function<Array(const Node*)> eval = [&](const Node* n) -> Array {
             if (auto it = memo.find(n); it != memo.end()) return it->second;
-            if (auto s = slot_.find(n); s != slot_.end() && env[s->second].defined())
+            if (auto s = plan_.slot_of.find(n); s != plan_.slot_of.end() && env[s->second].defined())
                 return env[s->second];
             std::vector<Array> ins;
             for (size_t i = 0; i < n->num_inputs(); ++i) {
                 const Node* x = n->input(i).get();
-                auto s = slot_.find(x);
+                auto s = plan_.slot_of.find(x);
                 if (!detail::shape_only_input(*n, i)) ins.push_back(eval(x));
-                else ins.push_back(s != slot_.end() ? env[s->second] : Array());
+                else ins.push_back(s != plan_.slot_of.end() ? env[s->second] : Array());
             }
-            ref::KernelCtx ctx{*n, ins, plan.node_types.at(n), counter};
+            ref::KernelCtx ctx{*n, ins, plan.bound.node_types.at(n), counter};
             return memo[n] = ref::kernel_for(n->op())(ctx);
         };
         return eval(g.result(0).get());
@@ -440,8 +318,8 @@ private:
     std::vector<Array> fallback_inputs(const Node& r, const std::vector<Array>& env) const {
         std::vector<Array> ins;
         for (const auto& i : r.inputs()) {
-            auto it = slot_.find(i.get());
-            ins.push_back(it != slot_.end() ? env[it->second] : Array());
+            auto it = plan_.slot_of.find(i.get());
+            ins.push_back(it != plan_.slot_of.end() ? env[it->second] : Array());
         }
         return ins;
     }
@@ -449,9 +327,9 @@ private:
     /// A reference kernel on the plan's (already checked) concrete output type. Inputs that only
     /// give a shape (philox's `like`) are not materialised: they get empty arrays.
     Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
-        const TensorType& t = plan.types[slot_.at(&r)];
+        const TensorType& t = plan.bound.types[slot(&r)];
         if (LibraryKernel k = library_kernel(r.op())) {
-            Array out = buffer(plan, slot_.at(&r), t);
+            Array out = buffer(plan, slot(&r), t);
             k(r, ins, out);
             return out;
         }
@@ -459,11 +337,12 @@ private:
         return ref::kernel_for(r.op())(ctx);
     }
 
-    void run_kernel(const Group& g, const GroupCall& gc, const CallPlan& plan, std::vector<Array>& env) {
-        const auto& L = gc.launch;
+    void run_kernel(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan, std::vector<Array>& env) {
+        const auto& L = plan.bound.steps[si].launch;
+        KernelFn fn = plan.code[si].fn;
         std::vector<Array> outs;
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
-            const TensorType& t = plan.types[gc.out_slots[k]];
+            const TensorType& t = plan.bound.types[gc.out_slots[k]];
             int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[k];
             if (var >= 0 && exclusively_ours(plan, env, var)) outs.push_back(env[var]);
             else outs.push_back(buffer(plan, gc.out_slots[k], t));
@@ -498,18 +377,18 @@ private:
                 pool.run(tasks, [&](int t) {
                     for (int c = t; c < nc; c += tasks) {
                         int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
-                        gc.fn(tb[size_t(c)].data(), L.params.data(), b, e);
+                        fn(tb[size_t(c)].data(), L.params.data(), b, e);
                     }
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
                     if (g.outputs[k].reduced) combine(outs[k], part, k, g.outputs[k].reduce_op);
             } else if (nt <= 1 || L.split_reduce) {
-                gc.fn(bufs.data(), L.params.data(), 0, L.outer);
+                fn(bufs.data(), L.params.data(), 0, L.outer);
             } else {
                 // kept loop 0: each thread computes whole output points of its range
                 pool.run(nt, [&](int t) {
                     int64_t b = L.outer * t / nt, e = L.outer * (t + 1) / nt;
-                    gc.fn(bufs.data(), L.params.data(), b, e);
+                    fn(bufs.data(), L.params.data(), b, e);
                 });
             }
         }
@@ -534,7 +413,7 @@ private:
                 p = Array::uninitialized(t.dtype, t.shape);
             } catch (const OutOfMemoryError& e) { // say which value of the user's graph
                 SJ_THROW(OutOfMemoryError)
-                    << "cpu backend: the value of " << slot_nodes_[size_t(slot)]->describe()
+                    << "cpu backend: the value of " << plan_.slots[size_t(slot)].node->describe()
                     << ": " << e.what();
             }
         }
@@ -560,20 +439,23 @@ private:
                         m = v;
                         continue;
                     }
-                    switch (op) {
-                    case Op::ReduceSum: acc += double(v); break;
-                    case Op::ReduceProd: acc *= double(v); break;
-                    case Op::ReduceMax:
+                    // (a split reduction's op is one of the six reductions: KOutput::reduce_op)
+                    if (op == Op::ReduceSum) {
+                        acc += double(v);
+                    } else if (op == Op::ReduceProd) {
+                        acc *= double(v);
+                    } else if (op == Op::ReduceMax) {
                         if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::max(m, v);
                         else m = std::max(m, v);
-                        break;
-                    case Op::ReduceMin:
+                    } else if (op == Op::ReduceMin) {
                         if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::min(m, v);
                         else m = std::min(m, v);
-                        break;
-                    case Op::ReduceAny: m = T(m || v); break;
-                    case Op::ReduceAll: m = T(m && v); break;
-                    default: break;
+                    } else if (op == Op::ReduceAny) {
+                        m = T(m || v);
+                    } else if (op == Op::ReduceAll) {
+                        m = T(m && v);
+                    } else {
+                        SJ_ASSERT(false) << "combine: " << op_name(op) << " is not a reduction";
                     }
                 }
                 if constexpr (std::is_floating_point_v<T>) {
@@ -595,17 +477,13 @@ private:
         });
     }
 
-    void check_finite(const Group& g, const GroupCall& gc, const std::vector<Array>& env) {
+    void check_finite(const Group& g, const compiler::Step& gc, const std::vector<Array>& env) {
         for (size_t k = 0; k < gc.out_slots.size(); ++k)
             detail::check_finite(*g.roots[k], env[gc.out_slots[k]]);
     }
 
-    detail::Program p_;
     FunctionOptions opts_;
-    compiler::Compiled c_;
-    std::vector<const Node*> order_;
-    std::unordered_map<const Node*, int> slot_, input_of_, var_of_;
-    std::vector<const Node*> slot_nodes_;
+    compiler::ExecPlan plan_;
     std::map<std::string, CallPlan> plans_;
     std::vector<Profile> prof_;
     FunctionStats stats_;
@@ -616,7 +494,9 @@ private:
 } // namespace sj::cpu
 
 namespace sj::detail {
-std::unique_ptr<Executable> make_cpu_executable(const Program& p, const FunctionOptions& o) {
-    return std::make_unique<cpu::CpuExecutable>(p, o);
+void register_cpu_backend() {
+    register_backend("cpu", [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
+        return std::make_unique<cpu::CpuExecutable>(p, o);
+    });
 }
 } // namespace sj::detail

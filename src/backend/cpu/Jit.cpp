@@ -13,7 +13,7 @@
 #include "Jit.h"
 
 #include "../../core/Hash.h"
-#include "../../compiler/Pipeline.h"
+#include "../../core/Debug.h"
 #include "LlvmRenderer.h"
 
 #include <symjax/Error.h>
@@ -91,7 +91,7 @@ struct Jit {
         k << "schema=" << kSchemaVersion << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
           << " cpu=" << cpu << " features=" << features << " opt=O3 codegen=" << SJ_CODEGEN_HASH << "\n";
         key_prefix = k.str();
-        if (compiler::debug_level() >= 1)
+        if (detail::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] LLVM JIT started in %.1f ms\n",
                          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
@@ -154,7 +154,7 @@ constexpr off_t kMaxEntryBytes = off_t(256) << 20;
 /// A present cache entry that cannot be used: a miss (the kernels are compiled), never an error;
 /// SJ_DEBUG=1 says why.
 std::string miss(const std::string& path, const std::string& why) {
-    if (compiler::debug_level() >= 1)
+    if (detail::debug_level() >= 1)
         std::fprintf(stderr, "[symjax] kernel cache: %s: %s; compiling instead\n", path.c_str(),
                      why.c_str());
     return "";

@@ -1,6 +1,6 @@
 // The reference interpreter: runs a program node by node with the reference kernels.
 #include "../../ops/OpDef.h"
-#include "../../runtime/Backend.h"
+#include "../Backend.h"
 #include "Reference.h"
 
 #include <symjax/Variable.h>
@@ -128,7 +128,9 @@ private:
 } // namespace sj::ref
 
 namespace sj::detail {
-std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions& o) {
-    return std::make_unique<ref::Interpreter>(p, o.nan_guard);
+void register_reference_backend() {
+    register_backend("reference", [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
+        return std::make_unique<ref::Interpreter>(p, o.nan_guard);
+    });
 }
 } // namespace sj::detail

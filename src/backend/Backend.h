@@ -1,5 +1,8 @@
-// The interface between Function and the backends that execute a program.
+// The interface between Function and the backends that execute a program, and the registry
+// through which backends offer themselves (Note [Backend registry] in Registry.cpp).
 #pragma once
+
+#include "../core/Program.h"
 
 #include <symjax/Function.h>
 
@@ -8,15 +11,6 @@
 #include <vector>
 
 namespace sj::detail {
-
-/// What a backend compiles: placeholders in call order, outputs, the variables the graph reads,
-/// and the updates (index into `variables` -> new value).
-struct Program {
-    std::vector<NodePtr> inputs;
-    std::vector<NodePtr> outputs;
-    std::vector<NodePtr> variables; // Variable nodes
-    std::vector<std::pair<size_t, NodePtr>> updates;
-};
 
 struct ExecResult {
     std::vector<Array> outputs;
@@ -42,14 +36,12 @@ public:
 void check_finite(const Node& n, const Array& value);
 
 using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const FunctionOptions&);
-/// Registers a backend under a name ("reference", "cpu", ...).
+/// Registers a backend under a name ("reference", "cpu", ...); a later registration of the same
+/// name replaces the earlier one. Each backend calls it from its register_<name>_backend().
 void register_backend(const std::string& name, BackendFactory f);
 /// The named backend; throws Error listing the known names when absent.
 BackendFactory find_backend(const std::string& name);
-
-/// The reference interpreter as an Executable (also used by Tensor::eval).
-std::unique_ptr<Executable> make_reference_executable(const Program& p, const FunctionOptions& o);
-/// The compiler and JIT (src/backend/cpu).
-std::unique_ptr<Executable> make_cpu_executable(const Program& p, const FunctionOptions& o);
+/// The registered backends' names, sorted.
+std::vector<std::string> backend_names();
 
 } // namespace sj::detail

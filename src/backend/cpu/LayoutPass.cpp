@@ -1,14 +1,17 @@
 // Layout patterns: block the window ops, then sink each unblock_channels past the elementwise
 // ops, reductions and broadcasts that read it, until it meets a block_channels and both vanish.
-#include "Layout.h"
+#include "LayoutPass.h"
 
-#include "../ops/ChannelBlocking.h"
+#include "../../ops/ChannelBlocking.h"
 
 #include <symjax/Attrs.h>
 
 #include <algorithm>
 
-namespace sj::compiler {
+namespace sj::cpu {
+
+using compiler::Pattern;
+using compiler::RewriteStats;
 namespace {
 
 using detail::blockable;
@@ -121,15 +124,14 @@ struct WindowRoles {
 };
 
 WindowRoles roles(const Node& n) {
-    switch (n.op()) {
-    case Op::Conv: return {{0}, {}, true};
-    case Op::ConvBackwardData: return {{0}, {2}, true};
-    case Op::ConvBackwardFilter: return {{0, 1}, {}, false}; // its `like` is the filters
-    case Op::Pool: return {{0}, {}, true};
-    case Op::MaxPoolBackward: return {{0, 1}, {}, true};
-    case Op::AvgPoolBackward: return {{0}, {1}, true};
-    default: return {{}, {}, false};
-    }
+    // (the window ops of Ops.def; block/unblock_channels and every other op: no roles)
+    if (n.is(Op::Conv)) return {{0}, {}, true};
+    if (n.is(Op::ConvBackwardData)) return {{0}, {2}, true};
+    if (n.is(Op::ConvBackwardFilter)) return {{0, 1}, {}, false}; // its `like` is the filters
+    if (n.is(Op::Pool)) return {{0}, {}, true};
+    if (n.is(Op::MaxPoolBackward)) return {{0, 1}, {}, true};
+    if (n.is(Op::AvgPoolBackward)) return {{0}, {1}, true};
+    return {{}, {}, false};
 }
 
 /// conv(x, w) -> unblock(conv'(block(x), w)), and likewise for every window op whose activations
@@ -259,7 +261,7 @@ const std::vector<Pattern>& layout_patterns() {
 }
 
 std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, RewriteStats* stats) {
-    return rewrite(roots, layout_patterns(), stats);
+    return compiler::rewrite(roots, layout_patterns(), stats);
 }
 
-} // namespace sj::compiler
+} // namespace sj::cpu

@@ -1,0 +1,74 @@
+#include "CpuTarget.h"
+
+#include "../../ops/ChannelBlocking.h"
+#include "LayoutPass.h"
+#include "ThreadPool.h"
+
+#include <symjax/Attrs.h>
+
+#include <cstdlib>
+
+namespace sj::cpu {
+
+bool blocked_layout() {
+    static bool on = [] {
+        const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
+
+namespace {
+
+class CpuTarget final : public compiler::Target {
+public:
+    std::string name() const override { return "cpu"; }
+
+    /// GEMM for float dot_general (OpenBLAS / oneDNN matmul); oneDNN for f32 sliding-window ops
+    /// with 1 to 3 spatial dims and the layout reorders; the rest are generated kernels or their
+    /// reference kernels.
+    compiler::LibraryCall library_call(const Node& n) const override {
+        if (n.is(Op::DotGeneral))
+            return is_float(n.dtype()) ? compiler::LibraryCall::Dot : compiler::LibraryCall::None;
+        if (has_trait(n.op(), kWindow)) {
+            size_t nsp = detail::logical_spatial_rank(n);
+            bool dnnl = n.dtype() == DType::F32 && nsp >= 1 && nsp <= 3;
+            return dnnl ? compiler::LibraryCall::Window : compiler::LibraryCall::None;
+        }
+        return compiler::LibraryCall::None;
+    }
+
+    /// oneDNN post-ops on f32 convolutions (channels: dim 1, or dims 1 and the last of a blocked
+    /// result) and on matmuls whose rhs has one free dim (channels: the last dim, the GEMM's N).
+    compiler::EpilogueRule epilogue(const Node& n) const override {
+        compiler::EpilogueRule r;
+        r.one_parameter_set_per_eltwise = true; // oneDNN 2.6's jit convolution
+        if (n.dtype() != DType::F32) return r;
+        size_t rank = n.shape().size();
+        if (n.is(Op::Conv)) {
+            r.channel_dims = {1};
+            if (detail::blocked_mask(n) & detail::kBlockedResult) r.channel_dims.push_back(rank - 1);
+        } else if (n.is(Op::DotGeneral) && rank >= 1) {
+            const auto& d = n.attr<DotAttrs>();
+            size_t rhs_free = n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
+            if (rhs_free == 1) r.channel_dims = {rank - 1};
+        }
+        return r;
+    }
+
+    std::vector<NodePtr> lower(const std::vector<NodePtr>& roots, compiler::RewriteStats* stats) const override {
+        return blocked_layout() ? layout(roots, stats) : roots;
+    }
+
+    int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
+    int threads() const override { return ThreadPool::get().threads(); }
+};
+
+} // namespace
+
+const compiler::Target& cpu_target() {
+    static const CpuTarget t;
+    return t;
+}
+
+} // namespace sj::cpu

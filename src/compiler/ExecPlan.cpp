@@ -1,0 +1,225 @@
+// compile(Program, Target) -> ExecPlan, and bind(): the shapes of one call.
+#include "ExecPlan.h"
+
+#include "../ops/OpDef.h"
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+namespace sj::compiler {
+
+// Note [Plans and runners]
+// The compiler decides everything that does not depend on the values of a call: the rewritten
+// graph, the fusion groups (which become steps: a generated kernel, a library call, a view, a
+// reference fallback), the buffers (slots: every leaf and every value a step materialises), when
+// each buffer dies and which update may be written into its variable's buffer (the memory plan,
+// MemoryPlan.cpp). That is the ExecPlan, built once per function. What depends on the shapes
+// of the inputs (-1 dims, bound per call) is bind(): every node's concrete type (the op rules
+// run again on the concrete shapes, so a mismatch throws InputError before anything runs), each
+// kernel's loops and strides (KernelPlan.cpp), the bytes moved. A backend caches one bound plan
+// per input-shape signature, with what it made of it (compiled kernel code, library
+// primitives), so a new batch size re-binds without re-running the passes. The runner then
+// walks the steps: it owns only how a step runs (threads, buffers, library calls), never which
+// steps there are or where their values live.
+
+ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptions& o) {
+    ExecPlan plan;
+    plan.program = p;
+    plan.target = &target;
+    plan.options = o;
+    std::vector<NodePtr> roots = p.outputs;
+    for (const auto& u : p.updates) roots.push_back(u.second);
+    plan.compiled = compile(roots, target);
+    const Compiled& c = plan.compiled;
+
+    std::vector<const Node*> rs;
+    for (const auto& r : c.roots) rs.push_back(r.get());
+    plan.order = topo_order(rs);
+    std::unordered_map<const Node*, int> input_of, var_of;
+    for (size_t i = 0; i < p.inputs.size(); ++i) input_of[p.inputs[i].get()] = int(i);
+    for (size_t i = 0; i < p.variables.size(); ++i) var_of[p.variables[i].get()] = int(i);
+    auto add_slot = [&](const Node* n, SlotSource src, int index) {
+        if (plan.slot_of.count(n)) return;
+        plan.slot_of[n] = int(plan.slots.size());
+        plan.slots.push_back({n, src, index});
+    };
+    for (const Node* n : plan.order) {
+        // an unbound placeholder gets no index: bind() reports it when the function is called
+        if (n->is(Op::Placeholder)) {
+            auto it = input_of.find(n);
+            add_slot(n, SlotSource::Input, it == input_of.end() ? -1 : it->second);
+        } else if (n->is(Op::Variable)) {
+            auto it = var_of.find(n);
+            SJ_ASSERT(it != var_of.end()) << "variable " << n->describe() << " is not in the program";
+            add_slot(n, SlotSource::Variable, it->second);
+        } else if (n->is(Op::Constant)) {
+            add_slot(n, SlotSource::Constant, -1);
+        } else if (n->is(Op::RngCounter)) {
+            add_slot(n, SlotSource::RngCounter, -1);
+        } else {
+            SJ_ASSERT(!has_trait(n->op(), kLeaf)) << "leaf " << op_name(n->op()) << " has no slot source";
+        }
+    }
+    for (const auto& g : c.plan.groups)
+        for (size_t k = 0; k < g.roots.size(); ++k) add_slot(g.result(k).get(), SlotSource::Step, -1);
+
+    for (size_t gi = 0; gi < c.plan.groups.size(); ++gi) {
+        const Group& g = c.plan.groups[gi];
+        Step s;
+        s.group = gi;
+        switch (g.kind) {
+        case Group::Kind::Kernel: s.kind = StepKind::Kernel; break;
+        case Group::Kind::Dot: s.kind = StepKind::Dot; break;
+        case Group::Kind::Window: s.kind = StepKind::Window; break;
+        case Group::Kind::View: s.kind = StepKind::View; break;
+        case Group::Kind::Fallback: s.kind = StepKind::Fallback; break;
+        }
+        if (g.kind == Group::Kind::Kernel) {
+            for (const auto& l : g.loads) s.in_slots.push_back(plan.slot_of.at(l.buffer.get()));
+        } else {
+            const Node* r = g.roots[0].get();
+            for (size_t i = 0; i < r->num_inputs(); ++i) {
+                if (detail::shape_only_input(*r, i)) continue;
+                auto it = plan.slot_of.find(r->input(i).get());
+                if (it != plan.slot_of.end()) s.in_slots.push_back(it->second);
+            }
+        }
+        for (const auto& po : g.epilogue)
+            if (po.operand) s.in_slots.push_back(plan.slot_of.at(po.operand.get()));
+        for (size_t k = 0; k < g.roots.size(); ++k) s.out_slots.push_back(plan.slot_of.at(g.result(k).get()));
+        plan.steps.push_back(std::move(s));
+    }
+    for (size_t k = 0; k < p.outputs.size(); ++k) plan.output_slots.push_back(plan.slot_of.at(c.roots[k].get()));
+    for (size_t k = 0; k < p.updates.size(); ++k)
+        plan.update_slots.push_back(plan.slot_of.at(c.roots[p.outputs.size() + k].get()));
+
+    auto t0 = std::chrono::steady_clock::now();
+    plan_memory(plan);
+    if (debug_level() >= 2)
+        std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu slots\n", "memory_plan",
+                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+                     plan.slots.size());
+    if (debug_level() >= 3) std::fprintf(stderr, "[symjax] plan:\n%s", plan.str().c_str());
+    if (detail::dumping()) dump_file("plan.txt", plan.str());
+    return plan;
+}
+
+BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
+    BoundPlan b;
+    auto& types = b.node_types;
+    types.reserve(plan.order.size());
+    for (const Node* n : plan.order) {
+        if (n->is(Op::Placeholder)) {
+            int i = plan.slots[size_t(plan.slot_of.at(n))].index;
+            SJ_CHECK(i >= 0, InputError) << "placeholder '" << n->name() << "' is not bound to a value";
+            types[n] = inputs.at(size_t(i));
+        } else if (has_trait(n->op(), kLeaf)) {
+            types[n] = n->type();
+        } else {
+            std::vector<TensorType> in;
+            for (const auto& i : n->inputs()) in.push_back(types.at(i.get()));
+            detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
+            try {
+                types[n] = detail::op_def(n->op()).infer(ctx);
+            } catch (const ShapeError& e) {
+                throw InputError(e.what()); // at call time a shape clash comes from the inputs
+            }
+        }
+    }
+    // an update whose value does not fit its variable fails now, before any step runs
+    const detail::Program& p = plan.program;
+    for (size_t k = 0; k < p.updates.size(); ++k) {
+        const Node* v = p.variables[p.updates[k].first].get();
+        const TensorType& t = types.at(plan.slots[size_t(plan.update_slots[k])].node);
+        SJ_CHECK(t.shape == v->shape(), InputError)
+            << "the update of variable '" << v->name() << "' " << type_str(v->type())
+            << " produced a value of shape " << type_str(t) << " with these inputs; no variable was changed";
+    }
+    b.types.resize(plan.slots.size());
+    for (size_t s = 0; s < plan.slots.size(); ++s) b.types[s] = types.at(plan.slots[s].node);
+    ShapeOf shape_of = [&](const Node* n) -> const Shape& { return types.at(n).shape; };
+    auto bytes = [&](int s) { return numel(b.types[size_t(s)].shape) * dtype_size(b.types[size_t(s)].dtype); };
+
+    std::vector<bool> keep(plan.slots.size(), false);
+    for (int s : plan.output_slots) keep[size_t(s)] = true;
+    for (int s : plan.update_slots) keep[size_t(s)] = true;
+    int64_t live = 0;
+    for (const Step& s : plan.steps) {
+        BoundStep bs;
+        for (int i : s.in_slots) bs.bytes += bytes(i);
+        for (int o : s.out_slots) {
+            bs.bytes += bytes(o);
+            if (!keep[size_t(o)]) {
+                b.intermediate_bytes += bytes(o);
+                live += bytes(o);
+            }
+        }
+        b.peak_bytes = std::max(b.peak_bytes, live);
+        if (s.kind == StepKind::Kernel)
+            bs.launch = plan_kernel(plan.group(s), plan.compiled.plan, shape_of, plan.target->vector_lanes());
+        for (int f : s.free_after) live -= bytes(f);
+        b.steps.push_back(std::move(bs));
+    }
+    return b;
+}
+
+namespace {
+const char* step_name(StepKind k) {
+    switch (k) {
+    case StepKind::Kernel: return "kernel";
+    case StepKind::Dot: return "dot";
+    case StepKind::Window: return "window";
+    case StepKind::View: return "view";
+    case StepKind::Fallback: return "reference";
+    }
+    return "?";
+}
+const char* source_name(SlotSource s) {
+    switch (s) {
+    case SlotSource::Input: return "input";
+    case SlotSource::Variable: return "variable";
+    case SlotSource::Constant: return "constant";
+    case SlotSource::RngCounter: return "rng_counter";
+    case SlotSource::Step: return "step";
+    }
+    return "?";
+}
+} // namespace
+
+std::string ExecPlan::str() const {
+    std::ostringstream os;
+    os << "plan for target " << (target ? target->name() : "?") << ": " << slots.size() << " slots, "
+       << steps.size() << " steps\n";
+    for (size_t i = 0; i < slots.size(); ++i) {
+        const Slot& s = slots[i];
+        if (s.source == SlotSource::Step) continue;
+        os << "  %" << i << " = " << source_name(s.source);
+        if (s.index >= 0) os << " " << s.index;
+        os << " " << type_str(s.node->type()) << "  " << s.node->describe(1) << "\n";
+    }
+    for (size_t k = 0; k < steps.size(); ++k) {
+        const Step& s = steps[k];
+        os << "  step " << k << " " << step_name(s.kind) << " (";
+        for (size_t i = 0; i < s.in_slots.size(); ++i) os << (i ? ", %" : "%") << s.in_slots[i];
+        os << ") -> ";
+        for (size_t i = 0; i < s.out_slots.size(); ++i) {
+            os << (i ? ", %" : "%") << s.out_slots[i];
+            if (!s.inplace_var.empty() && s.inplace_var[i] >= 0) os << " in place of %" << s.inplace_var[i];
+        }
+        if (!s.free_after.empty()) {
+            os << "; frees";
+            for (int f : s.free_after) os << " %" << f;
+        }
+        os << "  " << group(s).roots[0]->describe(1) << "\n";
+    }
+    os << "  outputs";
+    for (int s : output_slots) os << " %" << s;
+    os << "\n  updates";
+    for (size_t k = 0; k < update_slots.size(); ++k)
+        os << " " << program.variables[program.updates[k].first]->describe(1) << " <- %" << update_slots[k];
+    os << "\n";
+    return os.str();
+}
+
+} // namespace sj::compiler

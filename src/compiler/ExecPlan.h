@@ -1,0 +1,99 @@
+// The execution plan: what the compiler hands to a backend. compile(Program, Target) runs the
+// pass pipeline, the fusion pass and the memory plan; bind() fixes the shapes of one call.
+// A backend is a runner of plan steps (Note [Plans and runners] in ExecPlan.cpp).
+#pragma once
+
+#include "../core/Program.h"
+#include "KernelPlan.h"
+#include "Pipeline.h"
+#include "Target.h"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace sj::compiler {
+
+/// Where the value of a slot comes from.
+enum class SlotSource : uint8_t {
+    Input,      // the call's argument `index`
+    Variable,   // the value of Program::variables[index] (the call's snapshot)
+    Constant,   // the constant node's value
+    RngCounter, // the call counter (random ops' stream position)
+    Step,       // computed by a step
+};
+
+/// A buffer the plan names: a leaf's value or the value a step materialises.
+struct Slot {
+    const Node* node = nullptr;
+    SlotSource source = SlotSource::Step;
+    int index = -1; // Input: argument index; Variable: variable index
+};
+
+/// What a step does (one per fusion group, in execution order).
+enum class StepKind : uint8_t {
+    Kernel,   // a generated kernel (Group::insts)
+    Dot,      // a GEMM library call, with its epilogue
+    Window,   // a convolution / pooling / reorder library call, with its epilogue
+    View,     // a reshape of its input's buffer (no copy)
+    Fallback, // the reference kernel of one op (or a target's library routine for it)
+};
+
+struct Step {
+    StepKind kind = StepKind::Kernel;
+    size_t group = 0;                // index into fusion.groups
+    std::vector<int> in_slots;       // loads (kernels) or the op's value operands, then post-op operands
+    std::vector<int> out_slots;      // one per group result
+    // The memory plan's decisions (MemoryPlan in MemoryPlan.cpp):
+    /// per output: written into this variable slot's buffer (an in-place update), or -1
+    std::vector<int> inplace_var;
+    std::vector<int> free_after;     // slots whose last reader is this step
+};
+
+/// Options that change the plan's decisions.
+struct PlanOptions {
+    bool inplace_updates = true; // FunctionOptions::inplace_updates
+    bool nan_guard = false;      // a check after every step may throw: no in-place writes
+};
+
+struct ExecPlan {
+    detail::Program program;
+    const Target* target = nullptr;
+    PlanOptions options;
+    Compiled compiled;                  // rewritten roots (outputs, then updates) and fusion plan
+    std::vector<const Node*> order;     // the rewritten graph in topological order
+    std::vector<Slot> slots;
+    std::unordered_map<const Node*, int> slot_of;
+    std::vector<Step> steps;
+    std::vector<int> output_slots;      // per program output
+    std::vector<int> update_slots;      // per program update: the slot holding the new value
+    const Group& group(const Step& s) const { return compiled.plan.groups[s.group]; }
+    /// The plan as text: slots, steps with their buffers and memory decisions.
+    std::string str() const;
+};
+
+/// Compiles `p` for `target`: passes, fusion, slots and steps, memory plan.
+ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptions& o = {});
+
+/// The memory plan pass: buffer lifetimes (free_after) and in-place updates (inplace_var).
+void plan_memory(ExecPlan& plan);
+
+/// The shapes of one call, bound to the plan (Note [Plans and runners]).
+struct BoundStep {
+    KernelLaunch launch; // Kernel steps: loop sizes, strides and the spec to compile
+    int64_t bytes = 0;   // bytes its operands and results move
+};
+
+struct BoundPlan {
+    std::vector<TensorType> types;                       // per slot
+    std::unordered_map<const Node*, TensorType> node_types; // every node of the rewritten graph
+    std::vector<BoundStep> steps;                        // per step
+    int64_t intermediate_bytes = 0, peak_bytes = 0;
+};
+
+/// Binds the types of the call's inputs: infers every node's concrete type (checking every op
+/// on these shapes: InputError before anything runs), checks each update fits its variable,
+/// and plans each kernel's loops. The result depends only on the input types.
+BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs);
+
+} // namespace sj::compiler

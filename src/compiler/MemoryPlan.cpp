@@ -1,0 +1,81 @@
+// Pass: the memory plan. Decides, once per function, when each buffer dies and which updates are
+// written into their variable's own buffer.
+#include "ExecPlan.h"
+
+namespace sj::compiler {
+
+// Note [Memory plan]
+// Slots are the plan's buffers. A slot computed by a step is freed right after its last reader
+// (free_after), unless it is a function output or an update's value; leaves are never freed (the
+// caller and the variables own them). A runner may then hand the freed buffer to a later step.
+//
+// In-place updates (FunctionOptions::inplace_updates): a kernel output that is not a reduction
+// and is the new value of a variable may be written into the variable's buffer when
+//   - nothing after the step reads the variable (the old value must stay intact until then),
+//   - the kernel reads the variable only at the point it writes (a load through the empty chain:
+//     every output's value at a point is computed from loads at that point before any store),
+//   - the variable is no output and no other variable's new value (those keep the old buffer),
+//   - the shapes agree statically,
+//   - no later step can throw (a reference kernel's checks, or the NaN guard after any step), so
+//     a call that throws still changes no variable (Note [Consistent snapshots]).
+// The runner makes the final check at run time: the buffer is written in place only when no one
+// outside the call holds it.
+
+namespace {
+
+int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t si,
+                      const std::vector<int>& last) {
+    const Group& g = plan.group(s);
+    if (g.outputs[root].reduced) return -1;
+    const detail::Program& p = plan.program;
+    const auto& roots = plan.compiled.roots;
+    size_t n_out = p.outputs.size();
+    for (size_t k = 0; k < p.updates.size(); ++k) {
+        if (roots[n_out + k] != g.roots[root]) continue;
+        const Node* var = p.variables[p.updates[k].first].get();
+        auto vs = plan.slot_of.find(var);
+        if (vs == plan.slot_of.end()) return -1;
+        if (last[size_t(vs->second)] > int(si)) return -1; // read later: keep the old value intact
+        for (size_t o = 0; o < n_out; ++o)
+            if (roots[o].get() == var) return -1; // returned to the user
+        for (size_t u = 0; u < p.updates.size(); ++u)
+            if (roots[n_out + u].get() == var) return -1; // another variable takes its value
+        for (const auto& l : g.loads)
+            if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
+        if (var->shape() != g.roots[root]->shape()) return -1;
+        return vs->second;
+    }
+    return -1;
+}
+
+} // namespace
+
+void plan_memory(ExecPlan& plan) {
+    size_t n = plan.steps.size();
+    std::vector<int> last(plan.slots.size(), -1); // last reading step per slot
+    for (size_t si = 0; si < n; ++si)
+        for (int s : plan.steps[si].in_slots) last[size_t(s)] = int(si);
+    std::vector<bool> keep(plan.slots.size(), false);
+    for (int s : plan.output_slots) keep[size_t(s)] = true;
+    for (int s : plan.update_slots) keep[size_t(s)] = true;
+    // may a later step throw? then no in-place writes
+    std::vector<bool> throws_after(n + 1, plan.options.nan_guard);
+    bool fallback_after = plan.options.nan_guard;
+    for (size_t si = n; si-- > 0;) {
+        fallback_after = fallback_after || plan.steps[si].kind == StepKind::Fallback;
+        throws_after[si] = fallback_after;
+    }
+    for (size_t si = 0; si < n; ++si) {
+        Step& s = plan.steps[si];
+        s.inplace_var.assign(s.out_slots.size(), -1);
+        if (s.kind == StepKind::Kernel && plan.options.inplace_updates && !throws_after[si])
+            for (size_t k = 0; k < s.out_slots.size(); ++k) s.inplace_var[k] = inplace_candidate(plan, s, k, si, last);
+        s.free_after.clear();
+        for (int x : s.in_slots)
+            if (last[size_t(x)] == int(si) && !keep[size_t(x)] && plan.slots[size_t(x)].source == SlotSource::Step &&
+                std::find(s.free_after.begin(), s.free_after.end(), x) == s.free_after.end())
+                s.free_after.push_back(x);
+    }
+}
+
+} // namespace sj::compiler

@@ -1,0 +1,26 @@
+#include "Target.h"
+
+namespace sj::compiler {
+namespace {
+
+class GenericTarget final : public Target {
+public:
+    std::string name() const override { return "generic"; }
+    LibraryCall library_call(const Node&) const override { return LibraryCall::None; }
+    EpilogueRule epilogue(const Node&) const override { return {}; }
+    std::vector<NodePtr> lower(const std::vector<NodePtr>& roots, RewriteStats*) const override {
+        return roots;
+    }
+    // a plain 512-bit vector unit; only the trip counts of short inner loops depend on it
+    int vector_lanes() const override { return 16; }
+    int threads() const override { return 1; }
+};
+
+} // namespace
+
+const Target& generic_target() {
+    static const GenericTarget t;
+    return t;
+}
+
+} // namespace sj::compiler
