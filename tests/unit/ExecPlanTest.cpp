@@ -1,0 +1,205 @@
+// The compiler's execution plan (src/compiler/ExecPlan.h): slots, steps, the memory plan's
+// lifetimes and in-place updates, binding shapes per call, the targets fusion asks, and the
+// backend registry.
+#include "TestUtil.h"
+
+#include <gtest/gtest.h>
+#include <symjax/nn.h>
+#include <symjax/symjax.h>
+
+#include "backend/Backend.h"
+#include "backend/cpu/CpuTarget.h"
+#include "compiler/ExecPlan.h"
+
+#include <set>
+
+using namespace sj;
+namespace cc = sj::compiler;
+using sj::test::expect_close;
+using sj::test::random_array;
+
+namespace {
+
+/// One SGD step of a two-layer MLP: loss as output, every parameter updated.
+struct Mlp {
+    Placeholder x{{-1, 8}, f32, "x"};
+    Placeholder y{{-1}, i64, "y"};
+    Variable w1{random_array(f32, {8, 16}, 1), "w1"}, b1{Array(f32, {16}), "b1"};
+    Variable w2{random_array(f32, {16, 4}, 2), "w2"}, b2{Array(f32, {4}), "b2"};
+    Tensor loss;
+    detail::Program program;
+    Mlp() {
+        Tensor h = nn::relu(matmul(x, w1) + b1);
+        loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, matmul(h, w2) + b2));
+        std::vector<Variable> vs{w1, b1, w2, b2};
+        std::vector<Tensor> ts(vs.begin(), vs.end());
+        auto g = gradients(loss, ts);
+        program.inputs = {x.node(), y.node()};
+        program.outputs = {loss.node()};
+        for (size_t i = 0; i < vs.size(); ++i) {
+            program.variables.push_back(vs[i].node());
+            program.updates.push_back({i, (vs[i] - 0.1 * g[i]).node()});
+        }
+    }
+};
+
+/// Replays the plan's steps and checks that every slot a step reads is defined then (a leaf, or
+/// computed by an earlier step and not freed yet), and that every computed slot is freed once,
+/// after its last reader, unless it is an output or an update's value.
+void check_lifetimes(const cc::ExecPlan& plan) {
+    std::vector<int> state(plan.slots.size(), 0); // 0 undefined, 1 live, 2 freed
+    for (size_t s = 0; s < plan.slots.size(); ++s)
+        if (plan.slots[s].source != cc::SlotSource::Step) state[s] = 1;
+    std::vector<int> last(plan.slots.size(), -1);
+    for (size_t k = 0; k < plan.steps.size(); ++k)
+        for (int s : plan.steps[k].in_slots) last[size_t(s)] = int(k);
+    std::set<int> kept(plan.output_slots.begin(), plan.output_slots.end());
+    kept.insert(plan.update_slots.begin(), plan.update_slots.end());
+    for (size_t k = 0; k < plan.steps.size(); ++k) {
+        const cc::Step& st = plan.steps[k];
+        for (int s : st.in_slots) ASSERT_EQ(state[size_t(s)], 1) << "step " << k << " reads %" << s << "\n" << plan.str();
+        for (int s : st.out_slots) state[size_t(s)] = 1;
+        for (int s : st.free_after) {
+            EXPECT_EQ(last[size_t(s)], int(k)) << "%" << s << " freed before its last reader";
+            EXPECT_FALSE(kept.count(s)) << "%" << s << " is an output or an update's value";
+            EXPECT_EQ(plan.slots[size_t(s)].source, cc::SlotSource::Step) << "a leaf was freed";
+            state[size_t(s)] = 2;
+        }
+    }
+    for (size_t s = 0; s < plan.slots.size(); ++s)
+        if (plan.slots[s].source == cc::SlotSource::Step && !kept.count(int(s)) && last[s] >= 0)
+            EXPECT_EQ(state[s], 2) << "%" << s << " is never freed";
+    for (int s : plan.output_slots) EXPECT_EQ(state[size_t(s)], 1);
+    for (int s : plan.update_slots) EXPECT_EQ(state[size_t(s)], 1);
+}
+
+size_t inplace_count(const cc::ExecPlan& plan) {
+    size_t n = 0;
+    for (const auto& st : plan.steps)
+        for (int v : st.inplace_var) n += v >= 0;
+    return n;
+}
+
+} // namespace
+
+TEST(ExecPlan, SlotsStepsAndLifetimes) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    EXPECT_EQ(plan.target->name(), "cpu");
+    ASSERT_EQ(plan.output_slots.size(), 1u);
+    ASSERT_EQ(plan.update_slots.size(), 4u);
+    // the inputs and the variables are slots of their own kind
+    size_t inputs = 0, vars = 0;
+    for (const auto& s : plan.slots) {
+        inputs += s.source == cc::SlotSource::Input;
+        vars += s.source == cc::SlotSource::Variable;
+    }
+    EXPECT_EQ(inputs, 2u);
+    EXPECT_EQ(vars, 4u);
+    size_t dots = 0;
+    for (const auto& st : plan.steps) dots += st.kind == cc::StepKind::Dot;
+    EXPECT_GE(dots, 4u) << plan.str(); // two forward matmuls and their gradients
+    check_lifetimes(plan);
+}
+
+TEST(ExecPlan, InPlaceUpdatesOnlyWhenNothingCanThrowAfter) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    // the bias updates are elementwise kernels reading their variable where they write it
+    EXPECT_GE(inplace_count(plan), 2u) << plan.str();
+    EXPECT_NE(plan.str().find("in place of"), std::string::npos);
+    for (const auto& st : plan.steps)
+        for (size_t k = 0; k < st.inplace_var.size(); ++k)
+            if (st.inplace_var[k] >= 0) {
+                EXPECT_EQ(st.kind, cc::StepKind::Kernel);
+                EXPECT_EQ(plan.slots[size_t(st.inplace_var[k])].source, cc::SlotSource::Variable);
+            }
+    EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {false, false})), 0u);
+    // the NaN guard may throw after any step: a throwing call must leave every variable intact
+    EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {true, true})), 0u);
+}
+
+TEST(ExecPlan, BindIsPerShapeAndChecksBeforeAnythingRuns) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    cc::BoundPlan b32 = cc::bind(plan, {{f32, {32, 8}}, {i64, {32}}});
+    cc::BoundPlan b5 = cc::bind(plan, {{f32, {5, 8}}, {i64, {5}}});
+    EXPECT_EQ(b32.types[size_t(plan.slot_of.at(m.x.node().get()))].shape, Shape({32, 8}));
+    EXPECT_EQ(b5.types[size_t(plan.slot_of.at(m.x.node().get()))].shape, Shape({5, 8}));
+    EXPECT_GT(b32.intermediate_bytes, b5.intermediate_bytes);
+    EXPECT_GT(b32.peak_bytes, 0);
+    EXPECT_LE(b32.peak_bytes, b32.intermediate_bytes);
+    for (size_t k = 0; k < plan.steps.size(); ++k)
+        if (plan.steps[k].kind == cc::StepKind::Kernel) EXPECT_GT(b32.steps[k].launch.points, 0);
+    // a batch of 32 rows with 31 labels: the op that sees the clash is named, as an InputError
+    try {
+        cc::bind(plan, {{f32, {32, 8}}, {i64, {31}}});
+        FAIL() << "bind accepted mismatched batch sizes";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("y"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Target, GenericTargetHasNoLibraryCallsAndNoLowering) {
+    Placeholder x({2, 16, 8, 8}, f32, "x");
+    Variable w(random_array(f32, {16, 16, 3, 3}, 3), "w");
+    Tensor y = nn::relu(conv2d(x, w, {1, 1}, "SAME"));
+    Tensor z = matmul(reshape(y, {2, -1}), ones({16 * 64, 4}, f32));
+    detail::Program p;
+    p.inputs = {x.node()};
+    p.outputs = {y.node(), z.node()};
+    p.variables = {w.node()};
+    cc::ExecPlan generic = cc::compile(p, cc::generic_target());
+    for (const auto& st : generic.steps) {
+        EXPECT_NE(st.kind, cc::StepKind::Dot) << generic.str();
+        EXPECT_NE(st.kind, cc::StepKind::Window) << generic.str();
+        EXPECT_TRUE(generic.group(st).epilogue.empty());
+    }
+    cc::ExecPlan cpu = cc::compile(p, cpu::cpu_target());
+    size_t windows = 0, dots = 0, post_ops = 0;
+    for (const auto& st : cpu.steps) {
+        windows += st.kind == cc::StepKind::Window;
+        dots += st.kind == cc::StepKind::Dot;
+        post_ops += cpu.group(st).epilogue.size();
+    }
+    EXPECT_GE(windows, 1u) << cpu.str();
+    EXPECT_EQ(dots, 1u) << cpu.str();
+    EXPECT_GE(post_ops, 1u) << cpu.str(); // the relu rides on the convolution
+    // the cpu target's lowering blocks the conv's channels (16 of them: one whole block)
+    bool blocked = false;
+    for (const Node* n : topo_order({cpu.compiled.roots[0].get()})) blocked |= n->is(Op::BlockChannels) || n->is(Op::UnblockChannels);
+    EXPECT_EQ(blocked, cpu::blocked_layout());
+}
+
+namespace {
+int g_counting_calls = 0;
+/// A backend of the test's own: the reference interpreter, counting how often it compiles.
+std::unique_ptr<detail::Executable> counting_backend(const detail::Program& p, const FunctionOptions& o) {
+    ++g_counting_calls;
+    return detail::find_backend("reference")(p, o);
+}
+} // namespace
+
+TEST(BackendRegistry, BackendsRegisterThemselvesAndOthersCanJoin) {
+    auto names = available_backends();
+    EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());
+    EXPECT_NE(std::find(names.begin(), names.end(), "reference"), names.end());
+    detail::register_backend("test_counting", counting_backend);
+    names = available_backends();
+    EXPECT_NE(std::find(names.begin(), names.end(), "test_counting"), names.end());
+    Placeholder x({3}, f64, "x");
+    FunctionOptions o;
+    o.backend = "test_counting";
+    Function f = function({x}, {x * 2.0}, {}, o);
+    EXPECT_EQ(g_counting_calls, 1);
+    expect_close(f(Array(std::vector<double>{1, 2, 3}))[0], Array(std::vector<double>{2, 4, 6}), 0, 0, "2x");
+    o.backend = "no_such_backend";
+    try {
+        function({x}, {x * 2.0}, {}, o);
+        FAIL() << "an unknown backend was accepted";
+    } catch (const Error& e) {
+        std::string m = e.what();
+        EXPECT_NE(m.find("unknown backend 'no_such_backend'"), std::string::npos) << m;
+        EXPECT_NE(m.find("test_counting"), std::string::npos) << m;
+    }
+}
