@@ -1,0 +1,57 @@
+# The library's layers (docs/architecture.md, "Layers"): which folder of src/ belongs to which
+# layer, and which layers each may use. CMakeLists.txt builds one object library per layer from
+# this table, and cmake/CheckLayers.cmake (run by every build) fails the build when a file
+# includes a header of a layer its own does not use, or a third-party header its layer does not
+# own. Included by both.
+
+# path under src/ -> layer; the first matching prefix wins
+set(SJ_LAYER_MAP
+  backend/reference/Interpreter.cpp reference_backend
+  backend/reference/                reference
+  backend/cpu/                      cpu
+  backend/                          backend
+  core/                             ir
+  ops/                              ir
+  autodiff/                         ir
+  api/                              ir
+  compiler/                         compiler
+  runtime/                          runtime
+  nn/                               nn
+  data/                             data
+  io/                               data
+  startup/                          env)
+
+# The layers in build order, each with every layer it may use (transitively closed).
+#   ir                 graph IR, op rows and type rules, autodiff, the tensor API, IR text
+#   reference          reference kernels (the oracle; constant folding runs them)
+#   compiler           passes, fusion, kernel IR, memory plan -> ExecPlan, the Target interface
+#   backend            the Executable interface and the backend registry
+#   reference_backend  the reference interpreter as a backend
+#   cpu                the cpu target and runner: LLVM JIT, oneDNN, BLAS/LAPACK, OpenMP
+#   runtime            function(), variables, Tensor::eval
+#   nn                 layers, losses, optimizers, schedules
+#   data               data loaders, checkpoints, graph export
+#   env                libsymjax_env.so (the OpenMP wait policy; a library of its own)
+set(SJ_LAYERS ir reference compiler backend reference_backend cpu runtime nn data env)
+set(SJ_LAYER_DEPS_ir "")
+set(SJ_LAYER_DEPS_reference ir)
+set(SJ_LAYER_DEPS_compiler reference ir)
+set(SJ_LAYER_DEPS_backend ir)
+set(SJ_LAYER_DEPS_reference_backend backend reference ir)
+set(SJ_LAYER_DEPS_cpu compiler backend reference ir)
+set(SJ_LAYER_DEPS_runtime backend ir)
+set(SJ_LAYER_DEPS_nn runtime backend ir)
+set(SJ_LAYER_DEPS_data runtime backend ir)
+set(SJ_LAYER_DEPS_env "")
+
+# Third-party headers (prefixes of <...> includes) only one layer may include.
+set(SJ_EXTERNAL_MAP
+  llvm/     cpu
+  dnnl      cpu
+  oneapi/   cpu
+  omp.h     cpu
+  cblas     cpu
+  lapacke   cpu
+  png.h     data
+  jpeglib.h data
+  zlib.h    data)
