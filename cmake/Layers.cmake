@@ -55,3 +55,21 @@ set(SJ_EXTERNAL_MAP
   png.h     data
   jpeglib.h data
   zlib.h    data)
+
+# sj_prefix_lookup(<list of prefix value pairs> <text> <out>): the value of the first prefix that
+# starts <text>, or "" when none does.
+function(sj_prefix_lookup map text out)
+  list(LENGTH map n)
+  math(EXPR last "${n} - 1")
+  foreach(i RANGE 0 ${last} 2)
+    math(EXPR j "${i} + 1")
+    list(GET map ${i} prefix)
+    string(FIND "${text}" "${prefix}" pos)
+    if(pos EQUAL 0)
+      list(GET map ${j} value)
+      set(${out} ${value} PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
