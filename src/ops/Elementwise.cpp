@@ -9,47 +9,15 @@ namespace sj {
 namespace detail {
 namespace {
 
-bool float_only(Op op) {
-    switch (op) {
-    case Op::Exp: case Op::Expm1: case Op::Log: case Op::Log1p: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Reciprocal: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Tanh: case Op::Erf:
-    case Op::Floor: case Op::Ceil: case Op::Round: case Op::IsNan: case Op::IsInf:
-    case Op::Pow: case Op::Atan2:
-        return true;
-    default:
-        return false;
-    }
-}
-bool bool_only(Op op) {
-    return op == Op::LogicalNot || op == Op::LogicalAnd || op == Op::LogicalOr ||
-           op == Op::LogicalXor;
-}
-bool returns_bool(Op op) {
-    return has_trait(op, kCompare) || bool_only(op) || op == Op::IsNan || op == Op::IsInf;
-}
-
-void check_dtype(const InferCtx& c, DType t) {
-    if (float_only(c.op))
-        SJ_CHECK(is_float(t), TypeError) << c.where() << ": " << op_name(c.op)
-                                         << " needs a float tensor (f32 or f64), got "
-                                         << dtype_name(t) << "; cast it first";
-    if (bool_only(c.op))
-        SJ_CHECK(t == DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " needs bool tensors, got " << dtype_name(t);
-    if (c.op == Op::Neg || c.op == Op::Sign || c.op == Op::Abs)
-        SJ_CHECK(t != DType::Bool, TypeError) << c.where() << ": " << op_name(c.op)
-                                              << " is not defined for bool tensors";
-    if (!bool_only(c.op) && !has_trait(c.op, kCompare) && c.op != Op::Cast && c.op != Op::Where &&
-        c.op != Op::StopGradient && c.op != Op::Max && c.op != Op::Min)
-        SJ_CHECK(t != DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " is not defined for bool tensors";
-}
+// The dtype facts come from the op's row: its DTypeClass (what the inputs may be) and the
+// kBoolResult trait (compares, isnan, isinf); otherwise the result has the inputs' dtype.
+DType result_dtype(Op op, DType in) { return has_trait(op, kBoolResult) ? DType::Bool : in; }
 
 TensorType infer_unary(const InferCtx& c) {
     DType t = c.in[0].dtype;
     if (c.op == Op::Cast) return {c.attr<CastAttrs>().to, c.in[0].shape};
-    check_dtype(c, t);
-    return {returns_bool(c.op) ? DType::Bool : t, c.in[0].shape};
+    check_dtype_class(c, 0);
+    return {result_dtype(c.op, t), c.in[0].shape};
 }
 
 /// At call time a dim that was -1 at build time must not broadcast: gradients were built
@@ -72,10 +40,10 @@ TensorType infer_binary(const InferCtx& c) {
     SJ_CHECK(c.in[0].dtype == c.in[1].dtype, TypeError)
         << c.where() << ": dtypes " << dtype_name(c.in[0].dtype) << " and "
         << dtype_name(c.in[1].dtype) << " differ";
-    check_dtype(c, c.in[0].dtype);
+    check_dtype_class(c, 0);
     Shape s = broadcast_shapes(c.in[0].shape, c.in[1].shape, c);
     check_runtime_broadcast(c, s);
-    return {returns_bool(c.op) ? DType::Bool : c.in[0].dtype, s};
+    return {result_dtype(c.op, c.in[0].dtype), s};
 }
 
 TensorType infer_where(const InferCtx& c) {
@@ -213,7 +181,8 @@ void register_elementwise_ops(OpDef* t) {
     register_binary_grads(t);
     // Gradients only flow through float-valued results.
     for (int i = 0; i < kNumOps; ++i)
-        if (has_trait(Op(i), kCompare) || bool_only(Op(i))) t[i].grad = nullptr;
+        if (has_trait(Op(i), kBoolResult) || dtype_class(Op(i)) == DTypeClass::Bool)
+            t[i].grad = nullptr;
 }
 
 } // namespace detail
