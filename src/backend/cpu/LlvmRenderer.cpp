@@ -157,11 +157,41 @@ struct Renderer {
         return b.CreateIntCast(v, t, is_signed(from));
     }
 
-    Value* emit_unary(Op op, Value* x, DType t) {
-        bool f = is_float(t);
+    /// Integer div (truncating) and mod (the divisor's sign), with the reference's results where
+    /// the hardware traps: x / 0 = x % 0 = 0, MIN / -1 = MIN (wrapping), MIN % -1 = 0 (Note
+    /// [Integer arithmetic wraps] in reference/ElementwiseKernels.cpp). Divisors 0 and -1 are
+    /// replaced by 1 before dividing, then the result is selected.
+    Value* emit_int_div_mod(Op op, Value* x, Value* y, bool sg) {
+        llvm::Type* ty = x->getType();
+        Value* zero = llvm::ConstantInt::get(ty, 0);
+        Value* one = llvm::ConstantInt::get(ty, 1);
+        Value* by_zero = b.CreateICmpEQ(y, zero);
+        Value* by_minus_one =
+            sg ? b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b.getFalse();
+        Value* safe = b.CreateSelect(b.CreateOr(by_zero, by_minus_one), one, y);
+        if (op == Op::Div) {
+            Value* q = sg ? b.CreateSDiv(x, safe) : b.CreateUDiv(x, safe);
+            if (sg)
+                q = b.CreateSelect(by_minus_one, b.CreateSub(zero, x), q); // no nsw: wraps
+            return b.CreateSelect(by_zero, zero, q);
+        }
+        Value* r = sg ? b.CreateSRem(x, safe) : b.CreateURem(x, safe); // x % 1 == 0 covers 0, -1
+        if (!sg)
+            return r;
+        Value* fix = b.CreateAnd(b.CreateICmpNE(r, zero),
+                                 b.CreateXor(b.CreateICmpSLT(r, zero), b.CreateICmpSLT(y, zero)));
+        return b.CreateSelect(fix, b.CreateAdd(r, y), r);
+    }
+
+    /// One elementwise op on registers: unary ops take x (y is null), binary ops x and y, both of
+    /// dtype t. An op that breaks out of the switch has no code here (Cast and Where are
+    /// rendered by emit_point).
+    Value* emit_op(Op op, Value* x, Value* y, DType t) {
+        bool f = is_float(t), sg = is_signed(t);
         llvm::Type* ty = x->getType();
         bool f32 = ty->isFloatTy();
         switch (op) {
+        // unary
         case Op::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
         case Op::Abs:
             if (f) return intrinsic(llvm::Intrinsic::fabs, {x});
@@ -199,40 +229,7 @@ struct Renderer {
         case Op::IsInf:
             return f ? b.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, {x}), fconst(ty, INFINITY)) : b.getFalse();
         case Op::StopGradient: return x;
-        default: break;
-        }
-        SJ_THROW(InternalError) << "cpu codegen: no unary rule for " << op_name(op);
-    }
-
-    /// Integer div (truncating) and mod (the divisor's sign), with the reference's results where
-    /// the hardware traps: x / 0 = x % 0 = 0, MIN / -1 = MIN (wrapping), MIN % -1 = 0 (Note
-    /// [Integer arithmetic wraps] in reference/ElementwiseKernels.cpp). Divisors 0 and -1 are
-    /// replaced by 1 before dividing, then the result is selected.
-    Value* emit_int_div_mod(Op op, Value* x, Value* y, bool sg) {
-        llvm::Type* ty = x->getType();
-        Value* zero = llvm::ConstantInt::get(ty, 0);
-        Value* one = llvm::ConstantInt::get(ty, 1);
-        Value* by_zero = b.CreateICmpEQ(y, zero);
-        Value* by_minus_one =
-            sg ? b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b.getFalse();
-        Value* safe = b.CreateSelect(b.CreateOr(by_zero, by_minus_one), one, y);
-        if (op == Op::Div) {
-            Value* q = sg ? b.CreateSDiv(x, safe) : b.CreateUDiv(x, safe);
-            if (sg)
-                q = b.CreateSelect(by_minus_one, b.CreateSub(zero, x), q); // no nsw: wraps
-            return b.CreateSelect(by_zero, zero, q);
-        }
-        Value* r = sg ? b.CreateSRem(x, safe) : b.CreateURem(x, safe); // x % 1 == 0 covers 0, -1
-        if (!sg)
-            return r;
-        Value* fix = b.CreateAnd(b.CreateICmpNE(r, zero),
-                                 b.CreateXor(b.CreateICmpSLT(r, zero), b.CreateICmpSLT(y, zero)));
-        return b.CreateSelect(fix, b.CreateAdd(r, y), r);
-    }
-
-    Value* emit_binary(Op op, Value* x, Value* y, DType t) {
-        bool f = is_float(t), sg = is_signed(t);
-        switch (op) {
+        // binary
         case Op::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
         case Op::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
         case Op::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
@@ -252,7 +249,6 @@ struct Renderer {
             if (!f)
                 return emit_int_div_mod(op, x, y, sg);
             Value* r = b.CreateFRem(x, y);
-            llvm::Type* ty = x->getType();
             Value* fix = b.CreateAnd(b.CreateFCmpONE(r, fconst(ty, 0)),
                                      b.CreateXor(b.CreateFCmpOLT(r, fconst(ty, 0)), b.CreateFCmpOLT(y, fconst(ty, 0))));
             return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
@@ -266,9 +262,14 @@ struct Renderer {
         case Op::LogicalAnd: return b.CreateAnd(x, y);
         case Op::LogicalOr: return b.CreateOr(x, y);
         case Op::LogicalXor: return b.CreateXor(x, y);
-        default: break;
+        case Op::Cast:
+        case Op::Where:
+            break;
+#define SJ_CASES_OUTSIDE_Elementwise
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
-        SJ_THROW(InternalError) << "cpu codegen: no binary rule for " << op_name(op);
+        SJ_THROW(InternalError) << "cpu codegen: no rule for " << op_name(op);
     }
 
     /// Values of every instruction at the point whose operand offsets are `offs`.
@@ -291,8 +292,7 @@ struct Renderer {
                 DType in0 = s.insts[k.args[0]].dtype;
                 if (k.op == Op::Cast) v[i] = emit_cast(v[k.args[0]], in0, k.dtype);
                 else if (k.op == Op::Where) v[i] = b.CreateSelect(v[k.args[0]], v[k.args[1]], v[k.args[2]]);
-                else if (k.args[1] < 0) v[i] = emit_unary(k.op, v[k.args[0]], in0);
-                else v[i] = emit_binary(k.op, v[k.args[0]], v[k.args[1]], in0);
+                else v[i] = emit_op(k.op, v[k.args[0]], k.args[1] < 0 ? nullptr : v[k.args[1]], in0);
                 break;
             }
             }
@@ -324,7 +324,9 @@ struct Renderer {
             if (f) return fconst(t, INFINITY);
             return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth())
                                                                 : llvm::APInt::getMaxValue(t->getIntegerBitWidth()));
-        default: break;
+#define SJ_CASES_OUTSIDE_Reduce
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }
@@ -353,7 +355,9 @@ struct Renderer {
         case Op::ReduceMin:
             if (f) return intrinsic(llvm::Intrinsic::minimum, {a, x});
             return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {a, x});
-        default: break;
+#define SJ_CASES_OUTSIDE_Reduce
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }
