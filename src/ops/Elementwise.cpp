@@ -80,6 +80,8 @@ void register_unary_grads(OpDef* t) {
     set(Op::Log, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / x0(n); });
     // d log1p(x) = 1/(1+x)
     set(Op::Log1p, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / (x0(n) + 1.0); });
+    // d log2(x) = 1/(x ln 2)
+    set(Op::Log2, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / (x0(n) * M_LN2); });
     // d sqrt(x) = 0.5/sqrt(x)
     set(Op::Sqrt, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g * 0.5 / out(n); });
     // d x^-1/2 = -0.5 x^-3/2 = -0.5 y / x
@@ -159,6 +161,11 @@ void register_binary_grads(OpDef* t) {
         unbroadcast(n, d, 0, g * x / r2);
         unbroadcast(n, d, 1, neg(g * y / r2));
     });
+    // hypot(a, b) = sqrt(a^2 + b^2) = y: d/da = a/y, d/db = b/y
+    set(Op::Hypot, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        unbroadcast(n, d, 0, g * x0(n) / out(n));
+        unbroadcast(n, d, 1, g * x1(n) / out(n));
+    });
     // where(c, a, b): the gradient goes to the branch that was taken
     set(Op::Where, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         Tensor c = in(n, 0);
@@ -212,6 +219,7 @@ Tensor exp(const Tensor& x) { return unary(Op::Exp, x); }
 Tensor expm1(const Tensor& x) { return unary(Op::Expm1, x); }
 Tensor log(const Tensor& x) { return unary(Op::Log, x); }
 Tensor log1p(const Tensor& x) { return unary(Op::Log1p, x); }
+Tensor log2(const Tensor& x) { return unary(Op::Log2, x); }
 Tensor sqrt(const Tensor& x) { return unary(Op::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(Op::Rsqrt, x); }
 Tensor reciprocal(const Tensor& x) { return unary(Op::Reciprocal, x); }
@@ -244,6 +252,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::Min, a, b);
 Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
 Tensor mod(const Tensor& a, const Tensor& b) { return binary(Op::Mod, a, b); }
 Tensor atan2(const Tensor& y, const Tensor& x) { return binary(Op::Atan2, y, x); }
+Tensor hypot(const Tensor& a, const Tensor& b) { return binary(Op::Hypot, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::Lt, a, b); }

@@ -213,6 +213,7 @@ struct Renderer {
         case Op::Expm1: return f32 ? emit_expm1f(b, x) : call_libm("expm1f", "expm1", {x});
         case Op::Log: return f32 ? emit_logf(b, x) : call_libm("logf", "log", {x});
         case Op::Log1p: return f32 ? emit_log1pf(b, x) : call_libm("log1pf", "log1p", {x});
+        case Op::Log2: return call_libm("log2f", "log2", {x});
         case Op::Tanh: return f32 ? emit_tanhf(b, x) : call_libm("tanhf", "tanh", {x});
         case Op::Erf: return f32 ? emit_erff(b, x) : call_libm("erff", "erf", {x});
         case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
@@ -237,6 +238,7 @@ struct Renderer {
             return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
         case Op::Pow: return call_libm("powf", "pow", {x, y});
         case Op::Atan2: return call_libm("atan2f", "atan2", {x, y});
+        case Op::Hypot: return call_libm("hypotf", "hypot", {x, y});
         case Op::Max:
             if (f) return intrinsic(llvm::Intrinsic::maximum, {x, y});
             if (t == DType::Bool) return b.CreateOr(x, y);

@@ -87,6 +87,7 @@ template <class T> T value(Op op, T a, T b) {
     case Op::Expm1: if constexpr (kFloat<T>) return T(std::expm1(x)); break;
     case Op::Log: if constexpr (kFloat<T>) return T(std::log(x)); break;
     case Op::Log1p: if constexpr (kFloat<T>) return T(std::log1p(x)); break;
+    case Op::Log2: if constexpr (kFloat<T>) return T(std::log2(x)); break;
     case Op::Sqrt: if constexpr (kFloat<T>) return T(std::sqrt(x)); break;
     case Op::Rsqrt: if constexpr (kFloat<T>) return T(1.0 / std::sqrt(x)); break;
     case Op::Reciprocal: if constexpr (kFloat<T>) return T(1.0 / x); break;
@@ -129,6 +130,7 @@ template <class T> T value(Op op, T a, T b) {
             return int_mod(a, b);
         }
     case Op::Atan2: if constexpr (kFloat<T>) return T(std::atan2(x, y)); break;
+    case Op::Hypot: if constexpr (kFloat<T>) return T(std::hypot(x, y)); break;
     case Op::LogicalAnd: if constexpr (!kFloat<T>) return T(a && b); break;
     case Op::LogicalOr: if constexpr (!kFloat<T>) return T(a || b); break;
     case Op::LogicalXor: if constexpr (!kFloat<T>) return T(bool(a) != bool(b)); break;
