@@ -20,15 +20,16 @@ enum OpTrait : uint32_t {
     kPure = 1u << 10,
     kTranscendental = 1u << 11,
     kWindow = 1u << 12, // sliding-window ops (conv, pool and their backward ops): library calls
+    kBoolResult = 1u << 13, // the result is bool whatever the inputs' dtype (compares, isnan)
 };
 
 enum class Op : uint16_t {
-#define SJ_OP(Name, str, arity, traits) Name,
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion) Name,
 #include <symjax/Ops.def>
 };
 
 inline constexpr int kNumOps = 0
-#define SJ_OP(Name, str, arity, traits) +1
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion) +1
 #include <symjax/Ops.def>
     ;
 

@@ -42,6 +42,8 @@ Tensor exp(const Tensor& x);
 Tensor expm1(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor log1p(const Tensor& x);
+/// Base-2 logarithm (NumPy's log2).
+Tensor log2(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor rsqrt(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
@@ -78,6 +80,8 @@ Tensor minimum(const Tensor& a, double b);
 /// Remainder with the sign of the divisor (Python's %, NumPy's mod); integer x mod 0 == 0.
 Tensor mod(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& y, const Tensor& x);
+/// sqrt(a^2 + b^2) without overflow or underflow in the squares (NumPy's hypot, C's hypot).
+Tensor hypot(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);

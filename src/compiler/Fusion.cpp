@@ -97,26 +97,27 @@ namespace {
 
 enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Window, Fallback };
 
-/// The fusion class of a node on `target`: library calls where the target has one, the
-/// reference kernel for dot_general and window ops it has none for.
+/// The fusion class of a node on `target`: the op's class from its row (Ops.def), with the
+/// library classes (dot, window) narrowed by what the target's libraries take (the reference
+/// kernel runs the rest).
 Kind classify(const Node& n, const Target& target) {
-    Op op = n.op();
-    if (has_trait(op, kLeaf)) return Kind::Leaf;
-    if (op == Op::Reshape) return Kind::View;
-    if (op == Op::DotGeneral || has_trait(op, kWindow)) {
+    using C = detail::FusionClass;
+    switch (detail::fusion_class(n.op())) {
+    case C::Leaf: return Kind::Leaf;
+    case C::Elementwise: return Kind::Elementwise;
+    case C::Movement: return Kind::Movement;
+    case C::Reduce: return Kind::Reduce;
+    case C::View: return Kind::View;
+    case C::Dot:
+    case C::Window:
         switch (target.library_call(n)) {
         case LibraryCall::Dot: return Kind::Dot;
         case LibraryCall::Window: return Kind::Window;
         case LibraryCall::None: return Kind::Fallback;
         }
+        return Kind::Fallback;
+    case C::Fallback: return Kind::Fallback;
     }
-    if (op == Op::ReduceSum || op == Op::ReduceProd || op == Op::ReduceMax || op == Op::ReduceMin ||
-        op == Op::ReduceAny || op == Op::ReduceAll)
-        return Kind::Reduce;
-    if (op == Op::Broadcast || op == Op::Permute || op == Op::Slice || op == Op::Flip)
-        return Kind::Movement;
-    if (has_trait(op, kElementwise))
-        return Kind::Elementwise;
     return Kind::Fallback;
 }
 

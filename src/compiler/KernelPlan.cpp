@@ -63,14 +63,16 @@ Affine step(const Affine& m, const Node& n, int i, const ShapeOf& shape_of) {
             f[k] ? copy_row(k, k, -1, in[k] - 1) : copy_row(k, k, 1, 0);
         return r;
     }
-    default: {
-        // elementwise with NumPy broadcasting: right-aligned, size-1 dims read index 0
-        size_t lead = out.size() - in.size();
-        for (size_t k = 0; k < in.size(); ++k)
-            if (in[k] != 1) copy_row(k, k + lead, 1, 0);
-        return r;
+    // every other op reads its inputs elementwise with NumPy broadcasting: right-aligned,
+    // size-1 dims read index 0
+#define SJ_CASES_OUTSIDE_Movement
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+        break;
     }
-    }
+    size_t lead = out.size() - in.size();
+    for (size_t k = 0; k < in.size(); ++k)
+        if (in[k] != 1) copy_row(k, k + lead, 1, 0);
+    return r;
 }
 
 /// One loop of the nest, with its stride per operand (loads, then outputs).

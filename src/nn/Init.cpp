@@ -80,20 +80,17 @@ void orthonormalize_columns(std::vector<double> &a, int64_t m, int64_t n) {
 } // namespace
 
 Fans compute_fans(const Shape &shape) {
-    switch (shape.size()) {
-    case 0:
+    if (shape.empty())
         return {1, 1};
-    case 1:
+    if (shape.size() == 1)
         return {double(shape[0]), double(shape[0])};
-    case 2:
+    if (shape.size() == 2)
         return {double(shape[0]), double(shape[1])};
-    default: {
-        double receptive = 1;
-        for (size_t i = 2; i < shape.size(); ++i)
-            receptive *= double(shape[i]);
-        return {double(shape[1]) * receptive, double(shape[0]) * receptive};
-    }
-    }
+    // [O, C, k...]: each output sees C x prod(k) inputs, each input reaches O x prod(k) outputs
+    double receptive = 1;
+    for (size_t i = 2; i < shape.size(); ++i)
+        receptive *= double(shape[i]);
+    return {double(shape[1]) * receptive, double(shape[0]) * receptive};
 }
 
 Initializer constant(double v) {

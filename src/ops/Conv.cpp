@@ -33,12 +33,6 @@ int64_t known_or(int64_t a, int64_t b) { return a >= 0 ? a : b; }
 
 Shape spatial(const Shape& s) { return Shape(s.begin() + std::min<size_t>(2, s.size()), s.end()); }
 
-void check_float(const InferCtx& c, size_t i) {
-    SJ_CHECK(is_float(c.in[i].dtype), TypeError)
-        << c.where() << ": " << c.name(i) << " must be a float tensor (f32 or f64), got "
-        << dtype_name(c.in[i].dtype);
-}
-
 void check_same_dtype(const InferCtx& c, size_t i, size_t j) {
     SJ_CHECK(c.in[i].dtype == c.in[j].dtype, TypeError)
         << c.where() << ": dtypes " << dtype_name(c.in[i].dtype) << " and "
@@ -154,7 +148,7 @@ void check_dy_spatial(const InferCtx& c, size_t dy, const Shape& want, const std
 TensorType infer_conv(const InferCtx& c) {
     const auto& a = c.attr<ConvAttrs>();
     check_same_dtype(c, 0, 1);
-    check_float(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     check_layout(c, 0, 0, "[N, C, spatial...]");
     const Shape& xs = c.in[0].shape;
     size_t nsp = xs.size() - 2;
@@ -175,7 +169,7 @@ size_t check_conv_backward(const InferCtx& c, const char* names, const char* lay
     SJ_CHECK(c.in.size() == 2 || c.in.size() == 3, ShapeError)
         << c.where() << ": takes " << names << " and an optional shape source";
     check_same_dtype(c, 0, 1);
-    check_float(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     check_layout(c, 0, 0, layout0);
     size_t nsp = c.in[0].shape.size() - 2;
     check_layout(c, 1, nsp, layout1);
@@ -274,7 +268,7 @@ Shape pool_out(const InferCtx& c, const PoolAttrs& a, const Shape& in, const std
 
 TensorType infer_pool(const InferCtx& c) {
     const auto& a = c.attr<PoolAttrs>();
-    check_float(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     check_layout(c, 0, 0, "[N, C, spatial...]");
     const Shape& xs = c.in[0].shape;
     check_pool_attrs(c, a, xs.size() - 2);
@@ -304,7 +298,7 @@ TensorType infer_max_pool_backward(const InferCtx& c) {
     const auto& a = c.attr<PoolAttrs>();
     SJ_ASSERT(a.kind == PoolKind::Max) << c.where() << ": attrs of kind avg";
     check_same_dtype(c, 0, 1);
-    check_float(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     check_layout(c, 0, 0, "[N, C, spatial...]");
     const Shape& xs = c.in[0].shape;
     size_t nsp = xs.size() - 2;
@@ -324,7 +318,7 @@ TensorType infer_avg_pool_backward(const InferCtx& c) {
     SJ_ASSERT(a.kind == PoolKind::Avg) << c.where() << ": attrs of kind max";
     SJ_CHECK(c.in.size() == 1 || c.in.size() == 2, ShapeError)
         << c.where() << ": takes dy and an optional shape source";
-    check_float(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     check_layout(c, 0, 0, "[N, C, spatial...]");
     const Shape& ds = c.in[0].shape;
     size_t nsp = ds.size() - 2;

@@ -9,47 +9,15 @@ namespace sj {
 namespace detail {
 namespace {
 
-bool float_only(Op op) {
-    switch (op) {
-    case Op::Exp: case Op::Expm1: case Op::Log: case Op::Log1p: case Op::Sqrt: case Op::Rsqrt:
-    case Op::Reciprocal: case Op::Sin: case Op::Cos: case Op::Tan: case Op::Tanh: case Op::Erf:
-    case Op::Floor: case Op::Ceil: case Op::Round: case Op::IsNan: case Op::IsInf:
-    case Op::Pow: case Op::Atan2:
-        return true;
-    default:
-        return false;
-    }
-}
-bool bool_only(Op op) {
-    return op == Op::LogicalNot || op == Op::LogicalAnd || op == Op::LogicalOr ||
-           op == Op::LogicalXor;
-}
-bool returns_bool(Op op) {
-    return has_trait(op, kCompare) || bool_only(op) || op == Op::IsNan || op == Op::IsInf;
-}
-
-void check_dtype(const InferCtx& c, DType t) {
-    if (float_only(c.op))
-        SJ_CHECK(is_float(t), TypeError) << c.where() << ": " << op_name(c.op)
-                                         << " needs a float tensor (f32 or f64), got "
-                                         << dtype_name(t) << "; cast it first";
-    if (bool_only(c.op))
-        SJ_CHECK(t == DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " needs bool tensors, got " << dtype_name(t);
-    if (c.op == Op::Neg || c.op == Op::Sign || c.op == Op::Abs)
-        SJ_CHECK(t != DType::Bool, TypeError) << c.where() << ": " << op_name(c.op)
-                                              << " is not defined for bool tensors";
-    if (!bool_only(c.op) && !has_trait(c.op, kCompare) && c.op != Op::Cast && c.op != Op::Where &&
-        c.op != Op::StopGradient && c.op != Op::Max && c.op != Op::Min)
-        SJ_CHECK(t != DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " is not defined for bool tensors";
-}
+// The dtype facts come from the op's row: its DTypeClass (what the inputs may be) and the
+// kBoolResult trait (compares, isnan, isinf); otherwise the result has the inputs' dtype.
+DType result_dtype(Op op, DType in) { return has_trait(op, kBoolResult) ? DType::Bool : in; }
 
 TensorType infer_unary(const InferCtx& c) {
     DType t = c.in[0].dtype;
     if (c.op == Op::Cast) return {c.attr<CastAttrs>().to, c.in[0].shape};
-    check_dtype(c, t);
-    return {returns_bool(c.op) ? DType::Bool : t, c.in[0].shape};
+    check_dtype_class(c, 0);
+    return {result_dtype(c.op, t), c.in[0].shape};
 }
 
 /// At call time a dim that was -1 at build time must not broadcast: gradients were built
@@ -72,10 +40,10 @@ TensorType infer_binary(const InferCtx& c) {
     SJ_CHECK(c.in[0].dtype == c.in[1].dtype, TypeError)
         << c.where() << ": dtypes " << dtype_name(c.in[0].dtype) << " and "
         << dtype_name(c.in[1].dtype) << " differ";
-    check_dtype(c, c.in[0].dtype);
+    check_dtype_class(c, 0);
     Shape s = broadcast_shapes(c.in[0].shape, c.in[1].shape, c);
     check_runtime_broadcast(c, s);
-    return {returns_bool(c.op) ? DType::Bool : c.in[0].dtype, s};
+    return {result_dtype(c.op, c.in[0].dtype), s};
 }
 
 TensorType infer_where(const InferCtx& c) {
@@ -112,6 +80,8 @@ void register_unary_grads(OpDef* t) {
     set(Op::Log, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / x0(n); });
     // d log1p(x) = 1/(1+x)
     set(Op::Log1p, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / (x0(n) + 1.0); });
+    // d log2(x) = 1/(x ln 2)
+    set(Op::Log2, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g / (x0(n) * M_LN2); });
     // d sqrt(x) = 0.5/sqrt(x)
     set(Op::Sqrt, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) { d[0] = g * 0.5 / out(n); });
     // d x^-1/2 = -0.5 x^-3/2 = -0.5 y / x
@@ -191,6 +161,11 @@ void register_binary_grads(OpDef* t) {
         unbroadcast(n, d, 0, g * x / r2);
         unbroadcast(n, d, 1, neg(g * y / r2));
     });
+    // hypot(a, b) = sqrt(a^2 + b^2) = y: d/da = a/y, d/db = b/y
+    set(Op::Hypot, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        unbroadcast(n, d, 0, g * x0(n) / out(n));
+        unbroadcast(n, d, 1, g * x1(n) / out(n));
+    });
     // where(c, a, b): the gradient goes to the branch that was taken
     set(Op::Where, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         Tensor c = in(n, 0);
@@ -213,7 +188,8 @@ void register_elementwise_ops(OpDef* t) {
     register_binary_grads(t);
     // Gradients only flow through float-valued results.
     for (int i = 0; i < kNumOps; ++i)
-        if (has_trait(Op(i), kCompare) || bool_only(Op(i))) t[i].grad = nullptr;
+        if (has_trait(Op(i), kBoolResult) || dtype_class(Op(i)) == DTypeClass::Bool)
+            t[i].grad = nullptr;
 }
 
 } // namespace detail
@@ -243,6 +219,7 @@ Tensor exp(const Tensor& x) { return unary(Op::Exp, x); }
 Tensor expm1(const Tensor& x) { return unary(Op::Expm1, x); }
 Tensor log(const Tensor& x) { return unary(Op::Log, x); }
 Tensor log1p(const Tensor& x) { return unary(Op::Log1p, x); }
+Tensor log2(const Tensor& x) { return unary(Op::Log2, x); }
 Tensor sqrt(const Tensor& x) { return unary(Op::Sqrt, x); }
 Tensor rsqrt(const Tensor& x) { return unary(Op::Rsqrt, x); }
 Tensor reciprocal(const Tensor& x) { return unary(Op::Reciprocal, x); }
@@ -275,6 +252,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::Min, a, b);
 Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
 Tensor mod(const Tensor& a, const Tensor& b) { return binary(Op::Mod, a, b); }
 Tensor atan2(const Tensor& y, const Tensor& x) { return binary(Op::Atan2, y, x); }
+Tensor hypot(const Tensor& a, const Tensor& b) { return binary(Op::Hypot, a, b); }
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(Op::Eq, a, b); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(Op::Ne, a, b); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(Op::Lt, a, b); }

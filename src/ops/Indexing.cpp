@@ -90,7 +90,7 @@ TensorType infer_dus(const InferCtx& c) {
 
 TensorType infer_one_hot(const InferCtx& c) {
     const auto& a = c.attr<OneHotAttrs>();
-    check_index_dtype(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     SJ_CHECK(a.depth >= 0, ShapeError) << c.where() << ": depth must be >= 0, got " << a.depth;
     Shape out = c.in[0].shape;
     out.push_back(a.depth);
@@ -99,7 +99,7 @@ TensorType infer_one_hot(const InferCtx& c) {
 
 TensorType infer_check_index(const InferCtx& c) {
     const auto& a = c.attr<CheckIndexAttrs>();
-    check_index_dtype(c, 0);
+    check_dtype_class(c, 0, /*name_input=*/true);
     SJ_CHECK(a.depth >= 0, ShapeError) << c.where() << ": depth must be >= 0, got " << a.depth;
     return c.in[0];
 }

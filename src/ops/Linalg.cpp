@@ -47,8 +47,7 @@ TensorType infer_dot_general(const InferCtx& c) {
     SJ_CHECK(c.in[0].dtype == c.in[1].dtype, TypeError)
         << c.where() << ": dtypes " << dtype_name(c.in[0].dtype) << " and "
         << dtype_name(c.in[1].dtype) << " differ";
-    SJ_CHECK(c.in[0].dtype != DType::Bool, TypeError)
-        << c.where() << ": dot_general is not defined for bool tensors (cast first)";
+    check_dtype_class(c, 0);
     SJ_CHECK(a.lhs_batch.size() == a.rhs_batch.size(), ShapeError)
         << c.where() << ": " << a.lhs_batch.size() << " lhs batch dims but " << a.rhs_batch.size()
         << " rhs batch dims";
@@ -155,8 +154,7 @@ void check_square(const InferCtx& c, size_t i, const char* what) {
 
 TensorType infer_cholesky(const InferCtx& c) {
     const TensorType& t = c.in[0];
-    SJ_CHECK(is_float(t.dtype), TypeError) << c.where() << ": cholesky needs a float tensor (f32 "
-                                           << "or f64), got " << dtype_name(t.dtype);
+    check_dtype_class(c, 0);
     check_square(c, 0, "operand");
     const Shape& s = t.shape;
     SJ_CHECK(s[s.size() - 1] >= 0 && s[s.size() - 2] >= 0, ShapeError)
@@ -174,9 +172,7 @@ TensorType infer_triangular_solve(const InferCtx& c) {
     SJ_CHECK(c.in[0].dtype == c.in[1].dtype, TypeError)
         << c.where() << ": dtypes " << dtype_name(c.in[0].dtype) << " and "
         << dtype_name(c.in[1].dtype) << " differ";
-    SJ_CHECK(is_float(c.in[0].dtype), TypeError)
-        << c.where() << ": triangular_solve needs float tensors (f32 or f64), got "
-        << dtype_name(c.in[0].dtype);
+    check_dtype_class(c, 0);
     check_square(c, 0, "the triangular matrix");
     size_t r = as.size();
     int64_t n = as[r - 1] >= 0 ? as[r - 1] : as[r - 2];

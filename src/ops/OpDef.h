@@ -33,10 +33,35 @@ using InferFn = TensorType (*)(const InferCtx&);
 /// Entries left undefined mean "no gradient" (zero).
 using GradFn = void (*)(const Node& n, const Tensor& g, std::vector<Tensor>& din);
 
+/// The dtypes an op computes on (the `dtypes` column of Ops.def). Inputs with a fixed role
+/// (where's condition, gather's indices) are checked by the op's rule on their own.
+enum class DTypeClass : uint8_t {
+    Any,     // every dtype, bool included
+    Numeric, // every dtype but bool
+    Float,   // f32, f64
+    Bool,
+    Int, // signed or unsigned integers
+};
+
+/// How the fusion pass treats an op (the `fusion` column of Ops.def; Fusion.cpp's classify()).
+enum class FusionClass : uint8_t {
+    Leaf,        // a function input, variable, constant or counter: a buffer that exists
+    Elementwise, // fused into kernels, recomputed where cheap
+    Movement,    // an index map: free inside a kernel (address arithmetic)
+    Reduce,      // a kernel's reduction, absorbing its elementwise producers
+    View,        // a reshape: a new view of its input's buffer
+    Dot,         // a GEMM library call (float dtypes), else Fallback
+    Window,      // a conv/pool library call (the dtypes and ranks the library takes), else Fallback
+    Fallback,    // the op's reference kernel, alone
+};
+
 struct OpDef {
     const char* name = nullptr;
     int arity = 0;
     uint32_t traits = 0;
+    DTypeClass dtypes = DTypeClass::Any;
+    uint32_t shape_only = 0; // bit i: input i only gives a shape
+    FusionClass fusion = FusionClass::Fallback;
     InferFn infer = nullptr;
     GradFn grad = nullptr; // nullptr: the op is not differentiable (gradient is zero)
 };
@@ -54,6 +79,15 @@ void register_linalg_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_random_ops(OpDef* table);
 
+/// The op's row facts (the same as op_def(op)'s, without building the rules table).
+DTypeClass dtype_class(Op op);
+FusionClass fusion_class(Op op);
+uint32_t shape_only_mask(Op op);
+
+/// Checks that input i's dtype is in the op's DTypeClass, or throws TypeError naming the op (and
+/// input i when `name_input`).
+void check_dtype_class(const InferCtx& c, size_t i, bool name_input = false);
+
 /// Throws ShapeError at build time and InputError at call time (the shapes were bound by the
 /// caller's values then, so the mistake is in the values passed).
 [[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg);
@@ -70,11 +104,9 @@ void accumulate(Tensor& slot, const Tensor& g);
 namespace sj::detail {
 /// True when input i of n only provides a shape (the `like` input of broadcast, reshape, philox
 /// and the conv/pool backward ops): its values are never read, so it need not be computed.
+/// Read from the `shape_only` column of Ops.def.
 inline bool shape_only_input(const Node& n, size_t i) {
-    if (i == 1)
-        return n.is(Op::Broadcast) || n.is(Op::Reshape) || n.is(Op::PhiloxBits) ||
-               n.is(Op::AvgPoolBackward);
-    return i == 2 && (n.is(Op::ConvBackwardData) || n.is(Op::ConvBackwardFilter));
+    return i < 32 && (shape_only_mask(n.op()) >> i & 1u) != 0;
 }
 /// slice(), where bit i of `index_dims` marks dim i as picked by a single index `x[k]`: on a dim
 /// unknown when the graph is built, k out of range is an InputError naming the index, the dim

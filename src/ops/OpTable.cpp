@@ -8,15 +8,40 @@
 namespace sj {
 
 namespace {
+using detail::DTypeClass;
+using detail::FusionClass;
 struct StaticRow {
     const char* name;
     int arity;
     uint32_t traits;
+    DTypeClass dtypes;
+    uint32_t shape_only;
+    FusionClass fusion;
 };
 constexpr StaticRow kRows[] = {
-#define SJ_OP(Name, str, arity, traits) {str, arity, traits},
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion)                                \
+    {str, arity, traits, DTypeClass::dtypes, shape_only, FusionClass::fusion},
 #include <symjax/Ops.def>
 };
+
+// What the rows promise the passes, checked when the library is compiled.
+constexpr bool rows_consistent() {
+    for (const StaticRow& r : kRows) {
+        bool elementwise = (r.traits & kElementwise) != 0;
+        if (elementwise != (r.fusion == FusionClass::Elementwise)) return false;
+        if (((r.traits & kLeaf) != 0) != (r.fusion == FusionClass::Leaf)) return false;
+        if (r.fusion == FusionClass::Window && (r.traits & kWindow) == 0) return false;
+        if ((r.fusion == FusionClass::Reduce || r.fusion == FusionClass::Movement ||
+             r.fusion == FusionClass::View) &&
+            r.arity == 0)
+            return false;
+        // a shape-only input is an optional last input of a variadic op
+        if (r.shape_only != 0 && r.arity != -1) return false;
+    }
+    return true;
+}
+static_assert(rows_consistent(), "Ops.def: a row's fusion class, traits and shape_only mask "
+                                 "disagree (see the column notes at the top of Ops.def)");
 } // namespace
 
 const char* op_name(Op op) { return kRows[static_cast<int>(op)].name; }
@@ -29,7 +54,10 @@ namespace {
 struct Table {
     OpDef rows[kNumOps];
     Table() {
-        for (int i = 0; i < kNumOps; ++i) rows[i] = OpDef{kRows[i].name, kRows[i].arity, kRows[i].traits};
+        for (int i = 0; i < kNumOps; ++i) {
+            const StaticRow& r = kRows[i];
+            rows[i] = OpDef{r.name, r.arity, r.traits, r.dtypes, r.shape_only, r.fusion};
+        }
         register_leaf_ops(rows);
         register_elementwise_ops(rows);
         register_reduce_ops(rows);
@@ -47,6 +75,39 @@ struct Table {
 const OpDef& op_def(Op op) {
     static const Table t;
     return t.rows[static_cast<int>(op)];
+}
+
+DTypeClass dtype_class(Op op) { return kRows[static_cast<int>(op)].dtypes; }
+FusionClass fusion_class(Op op) { return kRows[static_cast<int>(op)].fusion; }
+uint32_t shape_only_mask(Op op) { return kRows[static_cast<int>(op)].shape_only; }
+
+void check_dtype_class(const InferCtx& c, size_t i, bool name_input) {
+    DType t = c.in[i].dtype;
+    // "conv(x, w): conv needs a float tensor (f32 or f64), got i32 (w); cast it first"
+    std::string which = name_input ? " (" + c.name(i) + ")" : "";
+    switch (dtype_class(c.op)) {
+    case DTypeClass::Any: return;
+    case DTypeClass::Numeric:
+        SJ_CHECK(t != DType::Bool, TypeError) << c.where() << ": " << op_name(c.op)
+                                              << " is not defined for bool tensors" << which
+                                              << "; cast first";
+        return;
+    case DTypeClass::Float:
+        SJ_CHECK(is_float(t), TypeError)
+            << c.where() << ": " << op_name(c.op) << " needs a float tensor (f32 or f64), got "
+            << dtype_name(t) << which << "; cast it first";
+        return;
+    case DTypeClass::Bool:
+        SJ_CHECK(t == DType::Bool, TypeError) << c.where() << ": " << op_name(c.op)
+                                              << " needs bool tensors, got " << dtype_name(t)
+                                              << which;
+        return;
+    case DTypeClass::Int:
+        SJ_CHECK(is_int(t), TypeError) << c.where() << ": " << op_name(c.op)
+                                       << " needs an integer tensor, got " << dtype_name(t)
+                                       << which;
+        return;
+    }
 }
 
 std::string InferCtx::name(size_t i) const {

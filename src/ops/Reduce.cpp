@@ -20,12 +20,7 @@ TensorType infer_reduce(const InferCtx& c) {
         red[ax] = true;
     }
     bool is_arg = c.op == Op::ArgMax || c.op == Op::ArgMin;
-    if (c.op == Op::ReduceAny || c.op == Op::ReduceAll)
-        SJ_CHECK(t.dtype == DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " needs a bool tensor, got " << dtype_name(t.dtype);
-    else
-        SJ_CHECK(t.dtype != DType::Bool, TypeError)
-            << c.where() << ": " << op_name(c.op) << " is not defined for bool tensors (cast first)";
+    check_dtype_class(c, 0);
     if (is_arg) {
         SJ_CHECK(a.axes.size() == 1, ShapeError) << c.where() << ": arg-reductions take one axis";
     }
@@ -47,7 +42,7 @@ TensorType infer_cumsum(const InferCtx& c) {
     int64_t ax = c.attr<AxisAttrs>().axis;
     SJ_CHECK(ax >= 0 && ax < int64_t(c.in[0].shape.size()), ShapeError)
         << c.where() << ": axis " << ax << " out of range for rank " << c.in[0].shape.size();
-    SJ_CHECK(c.in[0].dtype != DType::Bool, TypeError) << c.where() << ": cumsum of a bool tensor";
+    check_dtype_class(c, 0);
     return c.in[0];
 }
 

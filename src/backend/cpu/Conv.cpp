@@ -282,7 +282,15 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->impl = pd.impl_info_str();
         break;
     }
-    default: SJ_ASSERT(false) << "make_conv on " << op_name(n.op());
+    // the pools and reorders have their own builders (make_pool, make_reblock)
+    case Op::Pool:
+    case Op::MaxPoolBackward:
+    case Op::AvgPoolBackward:
+    case Op::BlockChannels:
+    case Op::UnblockChannels:
+#define SJ_CASES_OUTSIDE_Window
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+        SJ_ASSERT(false) << "make_conv on " << op_name(n.op());
     }
     return p;
 }
@@ -590,8 +598,13 @@ double window_flops(const Node& n, const std::vector<TensorType>& in, const Tens
     case Op::AvgPoolBackward:
         return double(numel(in[n.is(Op::MaxPoolBackward) ? 1 : 0].shape)) *
                double(numel(n.attr<PoolAttrs>().window));
-    default: return 0;
+    case Op::BlockChannels: // reorders: no arithmetic
+    case Op::UnblockChannels:
+#define SJ_CASES_OUTSIDE_Window
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+        return 0;
     }
+    return 0;
 }
 
 } // namespace sj::cpu

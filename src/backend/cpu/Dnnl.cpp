@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <utility>
 
 namespace sj::cpu {
 
@@ -37,14 +38,15 @@ dnnl::memory::desc post_operand_desc(const compiler::PostOp& p, const ChannelDim
 }
 
 dnnl::algorithm binary_algorithm(Op op) {
-    switch (op) {
-    case Op::Add: return dnnl::algorithm::binary_add;
-    case Op::Sub: return dnnl::algorithm::binary_sub;
-    case Op::Mul: return dnnl::algorithm::binary_mul;
-    case Op::Max: return dnnl::algorithm::binary_max;
-    case Op::Min: return dnnl::algorithm::binary_min;
-    default: SJ_ASSERT(false) << "no binary post-op for " << op_name(op);
-    }
+    // a table, not a switch: most ops have no binary post-op, and a new op needs no entry here
+    static constexpr std::pair<Op, dnnl::algorithm> kBinary[] = {
+        {Op::Add, dnnl::algorithm::binary_add}, {Op::Sub, dnnl::algorithm::binary_sub},
+        {Op::Mul, dnnl::algorithm::binary_mul}, {Op::Max, dnnl::algorithm::binary_max},
+        {Op::Min, dnnl::algorithm::binary_min},
+    };
+    for (const auto& [o, alg] : kBinary)
+        if (o == op) return alg;
+    SJ_ASSERT(false) << "no binary post-op for " << op_name(op);
     return dnnl::algorithm::undef;
 }
 

@@ -21,6 +21,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <utility>
 
 namespace sj::cpu {
 
@@ -138,11 +139,14 @@ void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out
 } // namespace
 
 LibraryKernel library_kernel(Op op) {
-    switch (op) {
-    case Op::Cholesky: return cholesky;
-    case Op::TriangularSolve: return triangular_solve;
-    default: return nullptr;
-    }
+    // a table, not a switch: most ops have no LAPACK kernel, and a new op needs no entry here
+    static constexpr std::pair<Op, LibraryKernel> kKernels[] = {
+        {Op::Cholesky, cholesky},
+        {Op::TriangularSolve, triangular_solve},
+    };
+    for (const auto& [o, kernel] : kKernels)
+        if (o == op) return kernel;
+    return nullptr;
 }
 
 } // namespace sj::cpu

@@ -157,53 +157,6 @@ struct Renderer {
         return b.CreateIntCast(v, t, is_signed(from));
     }
 
-    Value* emit_unary(Op op, Value* x, DType t) {
-        bool f = is_float(t);
-        llvm::Type* ty = x->getType();
-        bool f32 = ty->isFloatTy();
-        switch (op) {
-        case Op::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
-        case Op::Abs:
-            if (f) return intrinsic(llvm::Intrinsic::fabs, {x});
-            if (!is_signed(t)) return x;
-            return b.CreateIntrinsic(llvm::Intrinsic::abs, {ty}, {x, b.getFalse()});
-        case Op::Sign: {
-            if (f) {
-                Value* one = fconst(ty, 1.0);
-                Value* r = b.CreateSelect(b.CreateFCmpOGT(x, fconst(ty, 0)), one,
-                                          b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, 0)), fconst(ty, -1.0), fconst(ty, 0)));
-                return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
-            }
-            Value* zero = llvm::ConstantInt::get(ty, 0);
-            Value* pos = b.CreateZExt(is_signed(t) ? b.CreateICmpSGT(x, zero) : b.CreateICmpUGT(x, zero), ty);
-            if (!is_signed(t)) return pos;
-            return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, zero), ty));
-        }
-        case Op::Exp: return f32 ? emit_expf(b, x) : call_libm("expf", "exp", {x});
-        case Op::Expm1: return f32 ? emit_expm1f(b, x) : call_libm("expm1f", "expm1", {x});
-        case Op::Log: return f32 ? emit_logf(b, x) : call_libm("logf", "log", {x});
-        case Op::Log1p: return f32 ? emit_log1pf(b, x) : call_libm("log1pf", "log1p", {x});
-        case Op::Tanh: return f32 ? emit_tanhf(b, x) : call_libm("tanhf", "tanh", {x});
-        case Op::Erf: return f32 ? emit_erff(b, x) : call_libm("erff", "erf", {x});
-        case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
-        case Op::Rsqrt: return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
-        case Op::Reciprocal: return b.CreateFDiv(fconst(ty, 1.0), x);
-        case Op::Sin: return call_libm("sinf", "sin", {x});
-        case Op::Cos: return call_libm("cosf", "cos", {x});
-        case Op::Tan: return call_libm("tanf", "tan", {x});
-        case Op::Floor: return intrinsic(llvm::Intrinsic::floor, {x});
-        case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, {x});
-        case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, {x});
-        case Op::LogicalNot: return b.CreateNot(x);
-        case Op::IsNan: return f ? b.CreateFCmpUNO(x, x) : b.getFalse();
-        case Op::IsInf:
-            return f ? b.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, {x}), fconst(ty, INFINITY)) : b.getFalse();
-        case Op::StopGradient: return x;
-        default: break;
-        }
-        SJ_THROW(InternalError) << "cpu codegen: no unary rule for " << op_name(op);
-    }
-
     /// Integer div (truncating) and mod (the divisor's sign), with the reference's results where
     /// the hardware traps: x / 0 = x % 0 = 0, MIN / -1 = MIN (wrapping), MIN % -1 = 0 (Note
     /// [Integer arithmetic wraps] in reference/ElementwiseKernels.cpp). Divisors 0 and -1 are
@@ -230,9 +183,54 @@ struct Renderer {
         return b.CreateSelect(fix, b.CreateAdd(r, y), r);
     }
 
-    Value* emit_binary(Op op, Value* x, Value* y, DType t) {
+    /// One elementwise op on registers: unary ops take x (y is null), binary ops x and y, both of
+    /// dtype t. An op that breaks out of the switch has no code here (Cast and Where are
+    /// rendered by emit_point).
+    Value* emit_op(Op op, Value* x, Value* y, DType t) {
         bool f = is_float(t), sg = is_signed(t);
+        llvm::Type* ty = x->getType();
+        bool f32 = ty->isFloatTy();
         switch (op) {
+        // unary
+        case Op::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
+        case Op::Abs:
+            if (f) return intrinsic(llvm::Intrinsic::fabs, {x});
+            if (!is_signed(t)) return x;
+            return b.CreateIntrinsic(llvm::Intrinsic::abs, {ty}, {x, b.getFalse()});
+        case Op::Sign: {
+            if (f) {
+                Value* one = fconst(ty, 1.0);
+                Value* r = b.CreateSelect(b.CreateFCmpOGT(x, fconst(ty, 0)), one,
+                                          b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, 0)), fconst(ty, -1.0), fconst(ty, 0)));
+                return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
+            }
+            Value* zero = llvm::ConstantInt::get(ty, 0);
+            Value* pos = b.CreateZExt(is_signed(t) ? b.CreateICmpSGT(x, zero) : b.CreateICmpUGT(x, zero), ty);
+            if (!is_signed(t)) return pos;
+            return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, zero), ty));
+        }
+        case Op::Exp: return f32 ? emit_expf(b, x) : call_libm("expf", "exp", {x});
+        case Op::Expm1: return f32 ? emit_expm1f(b, x) : call_libm("expm1f", "expm1", {x});
+        case Op::Log: return f32 ? emit_logf(b, x) : call_libm("logf", "log", {x});
+        case Op::Log1p: return f32 ? emit_log1pf(b, x) : call_libm("log1pf", "log1p", {x});
+        case Op::Log2: return call_libm("log2f", "log2", {x});
+        case Op::Tanh: return f32 ? emit_tanhf(b, x) : call_libm("tanhf", "tanh", {x});
+        case Op::Erf: return f32 ? emit_erff(b, x) : call_libm("erff", "erf", {x});
+        case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
+        case Op::Rsqrt: return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
+        case Op::Reciprocal: return b.CreateFDiv(fconst(ty, 1.0), x);
+        case Op::Sin: return call_libm("sinf", "sin", {x});
+        case Op::Cos: return call_libm("cosf", "cos", {x});
+        case Op::Tan: return call_libm("tanf", "tan", {x});
+        case Op::Floor: return intrinsic(llvm::Intrinsic::floor, {x});
+        case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, {x});
+        case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, {x});
+        case Op::LogicalNot: return b.CreateNot(x);
+        case Op::IsNan: return f ? b.CreateFCmpUNO(x, x) : b.getFalse();
+        case Op::IsInf:
+            return f ? b.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, {x}), fconst(ty, INFINITY)) : b.getFalse();
+        case Op::StopGradient: return x;
+        // binary
         case Op::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
         case Op::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
         case Op::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
@@ -240,6 +238,7 @@ struct Renderer {
             return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
         case Op::Pow: return call_libm("powf", "pow", {x, y});
         case Op::Atan2: return call_libm("atan2f", "atan2", {x, y});
+        case Op::Hypot: return call_libm("hypotf", "hypot", {x, y});
         case Op::Max:
             if (f) return intrinsic(llvm::Intrinsic::maximum, {x, y});
             if (t == DType::Bool) return b.CreateOr(x, y);
@@ -252,7 +251,6 @@ struct Renderer {
             if (!f)
                 return emit_int_div_mod(op, x, y, sg);
             Value* r = b.CreateFRem(x, y);
-            llvm::Type* ty = x->getType();
             Value* fix = b.CreateAnd(b.CreateFCmpONE(r, fconst(ty, 0)),
                                      b.CreateXor(b.CreateFCmpOLT(r, fconst(ty, 0)), b.CreateFCmpOLT(y, fconst(ty, 0))));
             return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
@@ -266,9 +264,14 @@ struct Renderer {
         case Op::LogicalAnd: return b.CreateAnd(x, y);
         case Op::LogicalOr: return b.CreateOr(x, y);
         case Op::LogicalXor: return b.CreateXor(x, y);
-        default: break;
+        case Op::Cast:
+        case Op::Where:
+            break;
+#define SJ_CASES_OUTSIDE_Elementwise
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
-        SJ_THROW(InternalError) << "cpu codegen: no binary rule for " << op_name(op);
+        SJ_THROW(InternalError) << "cpu codegen: no rule for " << op_name(op);
     }
 
     /// Values of every instruction at the point whose operand offsets are `offs`.
@@ -291,8 +294,7 @@ struct Renderer {
                 DType in0 = s.insts[k.args[0]].dtype;
                 if (k.op == Op::Cast) v[i] = emit_cast(v[k.args[0]], in0, k.dtype);
                 else if (k.op == Op::Where) v[i] = b.CreateSelect(v[k.args[0]], v[k.args[1]], v[k.args[2]]);
-                else if (k.args[1] < 0) v[i] = emit_unary(k.op, v[k.args[0]], in0);
-                else v[i] = emit_binary(k.op, v[k.args[0]], v[k.args[1]], in0);
+                else v[i] = emit_op(k.op, v[k.args[0]], k.args[1] < 0 ? nullptr : v[k.args[1]], in0);
                 break;
             }
             }
@@ -324,7 +326,9 @@ struct Renderer {
             if (f) return fconst(t, INFINITY);
             return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth())
                                                                 : llvm::APInt::getMaxValue(t->getIntegerBitWidth()));
-        default: break;
+#define SJ_CASES_OUTSIDE_Reduce
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }
@@ -353,7 +357,9 @@ struct Renderer {
         case Op::ReduceMin:
             if (f) return intrinsic(llvm::Intrinsic::minimum, {a, x});
             return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {a, x});
-        default: break;
+#define SJ_CASES_OUTSIDE_Reduce
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            break;
         }
         SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
     }

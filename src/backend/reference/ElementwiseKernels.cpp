@@ -60,102 +60,99 @@ template <class D, class S> D convert(S v, bool to_bool) {
     }
 }
 
-template <class T> T unary_value(Op op, T x, const Node& n) {
-    if constexpr (kFloat<T>) {
-        double v = static_cast<double>(x);
-        switch (op) {
-        case Op::Neg: return T(-v);
-        case Op::Abs: return T(std::fabs(v));
-        case Op::Sign: return T(std::isnan(v) ? v : (v > 0) - (v < 0));
-        case Op::Exp: return T(std::exp(v));
-        case Op::Expm1: return T(std::expm1(v));
-        case Op::Log: return T(std::log(v));
-        case Op::Log1p: return T(std::log1p(v));
-        case Op::Sqrt: return T(std::sqrt(v));
-        case Op::Rsqrt: return T(1.0 / std::sqrt(v));
-        case Op::Reciprocal: return T(1.0 / v);
-        case Op::Sin: return T(std::sin(v));
-        case Op::Cos: return T(std::cos(v));
-        case Op::Tan: return T(std::tan(v));
-        case Op::Tanh: return T(std::tanh(v));
-        case Op::Erf: return T(std::erf(v));
-        case Op::Floor: return T(std::floor(v));
-        case Op::Ceil: return T(std::ceil(v));
-        case Op::Round: return T(std::nearbyint(v)); // half to even in the default mode
-        case Op::StopGradient: return x;
-        default: break;
-        }
-    } else {
-        switch (op) {
-        case Op::Neg:
-            return wrap<T>(Wide<T>(0) - Wide<T>(x));
-        case Op::Abs: // abs(MIN) wraps to MIN, as NumPy
-            if constexpr (std::is_signed_v<T>)
-                return x < 0 ? wrap<T>(Wide<T>(0) - Wide<T>(x)) : x;
-            else return x;
-        case Op::Sign: return T((x > 0) - (x < T(0)));
-        case Op::LogicalNot: return T(!x);
-        case Op::StopGradient: return x;
-        default: break;
-        }
-    }
-    SJ_THROW(InternalError) << "reference: no unary kernel for " << op_name(op) << " on "
-                            << dtype_name(n.input(0)->dtype());
-}
+template <class T> T neg_wrap(T v) { return wrap<T>(Wide<T>(0) - Wide<T>(v)); }
+template <class T> T add_wrap(T a, T b) { return wrap<T>(Wide<T>(a) + Wide<T>(b)); }
+template <class T> T sub_wrap(T a, T b) { return wrap<T>(Wide<T>(a) - Wide<T>(b)); }
+template <class T> T mul_wrap(T a, T b) { return wrap<T>(Wide<T>(a) * Wide<T>(b)); }
 
-template <class T> T binary_value(Op op, T a, T b) {
-    if constexpr (kFloat<T>) {
-        double x = a, y = b;
-        switch (op) {
-        case Op::Add: return T(x + y);
-        case Op::Sub: return T(x - y);
-        case Op::Mul: return T(x * y);
-        case Op::Div: return T(x / y);
-        case Op::Pow: return T(std::pow(x, y));
-        case Op::Max: return (std::isnan(x) || std::isnan(y)) ? T(NAN) : T(x > y ? x : y);
-        case Op::Min: return (std::isnan(x) || std::isnan(y)) ? T(NAN) : T(x < y ? x : y);
-        case Op::Mod: {
+/// One elementwise op at one point, the definition of every unary, binary and compare op: unary
+/// ops read `a`, compares give 1 or 0. Floats compute in double; integers wrap (Note [Integer
+/// arithmetic wraps]). An op that breaks out of the switch is not defined on T: the type rules
+/// refuse it from the op's dtype class (Ops.def), so it never gets here.
+template <class T> T value(Op op, T a, T b) {
+    [[maybe_unused]] double x = static_cast<double>(a), y = static_cast<double>(b);
+    switch (op) {
+    // unary
+    case Op::Neg:
+        if constexpr (kFloat<T>) return T(-x);
+        else return neg_wrap(a);
+    case Op::Abs: // abs(MIN) wraps to MIN, as NumPy
+        if constexpr (kFloat<T>) return T(std::fabs(x));
+        else if constexpr (std::is_signed_v<T>) return a < 0 ? neg_wrap(a) : a;
+        else return a;
+    case Op::Sign:
+        if constexpr (kFloat<T>) return T(std::isnan(x) ? x : (x > 0) - (x < 0));
+        else return T((a > 0) - (a < T(0)));
+    case Op::Exp: if constexpr (kFloat<T>) return T(std::exp(x)); break;
+    case Op::Expm1: if constexpr (kFloat<T>) return T(std::expm1(x)); break;
+    case Op::Log: if constexpr (kFloat<T>) return T(std::log(x)); break;
+    case Op::Log1p: if constexpr (kFloat<T>) return T(std::log1p(x)); break;
+    case Op::Log2: if constexpr (kFloat<T>) return T(std::log2(x)); break;
+    case Op::Sqrt: if constexpr (kFloat<T>) return T(std::sqrt(x)); break;
+    case Op::Rsqrt: if constexpr (kFloat<T>) return T(1.0 / std::sqrt(x)); break;
+    case Op::Reciprocal: if constexpr (kFloat<T>) return T(1.0 / x); break;
+    case Op::Sin: if constexpr (kFloat<T>) return T(std::sin(x)); break;
+    case Op::Cos: if constexpr (kFloat<T>) return T(std::cos(x)); break;
+    case Op::Tan: if constexpr (kFloat<T>) return T(std::tan(x)); break;
+    case Op::Tanh: if constexpr (kFloat<T>) return T(std::tanh(x)); break;
+    case Op::Erf: if constexpr (kFloat<T>) return T(std::erf(x)); break;
+    case Op::Floor: if constexpr (kFloat<T>) return T(std::floor(x)); break;
+    case Op::Ceil: if constexpr (kFloat<T>) return T(std::ceil(x)); break;
+    case Op::Round: if constexpr (kFloat<T>) return T(std::nearbyint(x)); break; // half to even
+    case Op::LogicalNot: if constexpr (!kFloat<T>) return T(!a); break;
+    case Op::StopGradient: return a;
+    // binary
+    case Op::Add:
+        if constexpr (kFloat<T>) return T(x + y);
+        else return add_wrap(a, b);
+    case Op::Sub:
+        if constexpr (kFloat<T>) return T(x - y);
+        else return sub_wrap(a, b);
+    case Op::Mul:
+        if constexpr (kFloat<T>) return T(x * y);
+        else return mul_wrap(a, b);
+    case Op::Div:
+        if constexpr (kFloat<T>) return T(x / y);
+        else return int_div(a, b);
+    case Op::Pow: if constexpr (kFloat<T>) return T(std::pow(x, y)); break;
+    case Op::Max:
+        if constexpr (kFloat<T>) return (std::isnan(x) || std::isnan(y)) ? T(NAN) : T(x > y ? x : y);
+        else return a > b ? a : b;
+    case Op::Min:
+        if constexpr (kFloat<T>) return (std::isnan(x) || std::isnan(y)) ? T(NAN) : T(x < y ? x : y);
+        else return a < b ? a : b;
+    case Op::Mod:
+        if constexpr (kFloat<T>) {
             double r = std::fmod(x, y);
             if (r != 0 && ((r < 0) != (y < 0))) r += y;
             return T(r);
-        }
-        case Op::Atan2: return T(std::atan2(x, y));
-        default: break;
-        }
-    } else {
-        using U = Wide<T>;
-        switch (op) {
-        case Op::Add:
-            return wrap<T>(U(a) + U(b));
-        case Op::Sub:
-            return wrap<T>(U(a) - U(b));
-        case Op::Mul:
-            return wrap<T>(U(a) * U(b));
-        case Op::Div:
-            return int_div(a, b);
-        case Op::Max: return a > b ? a : b;
-        case Op::Min: return a < b ? a : b;
-        case Op::Mod:
+        } else {
             return int_mod(a, b);
-        case Op::LogicalAnd: return T(a && b);
-        case Op::LogicalOr: return T(a || b);
-        case Op::LogicalXor: return T(bool(a) != bool(b));
-        default: break;
         }
+    case Op::Atan2: if constexpr (kFloat<T>) return T(std::atan2(x, y)); break;
+    case Op::Hypot: if constexpr (kFloat<T>) return T(std::hypot(x, y)); break;
+    case Op::LogicalAnd: if constexpr (!kFloat<T>) return T(a && b); break;
+    case Op::LogicalOr: if constexpr (!kFloat<T>) return T(a || b); break;
+    case Op::LogicalXor: if constexpr (!kFloat<T>) return T(bool(a) != bool(b)); break;
+    // compares, in T
+    case Op::Eq: return T(a == b);
+    case Op::Ne: return T(a != b);
+    case Op::Lt: return T(a < b);
+    case Op::Le: return T(a <= b);
+    case Op::Gt: return T(a > b);
+    case Op::Ge: return T(a >= b);
+    // elementwise ops with kernels of their own (unary_kernel, where_kernel)
+    case Op::Cast:
+    case Op::IsNan:
+    case Op::IsInf:
+    case Op::Where:
+        break;
+#define SJ_CASES_OUTSIDE_Elementwise
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+        break;
     }
-    SJ_THROW(InternalError) << "reference: no binary kernel for " << op_name(op);
-}
-
-template <class T> bool compare_value(Op op, T a, T b) {
-    switch (op) {
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
-    default: return false;
-    }
+    SJ_THROW(InternalError) << "reference: no elementwise kernel for " << op_name(op) << " on "
+                            << (kFloat<T> ? "floats" : "integers");
 }
 
 Array unary_kernel(const KernelCtx& c) {
@@ -184,7 +181,7 @@ Array unary_kernel(const KernelCtx& c) {
             }
             return;
         }
-        for (int64_t i = 0; i < x.size(); ++i) ptr<T>(out)[i] = unary_value<T>(op, p[i], c.node);
+        for (int64_t i = 0; i < x.size(); ++i) ptr<T>(out)[i] = value<T>(op, p[i], T(0));
     });
     return out;
 }
@@ -201,12 +198,12 @@ Array binary_kernel(const KernelCtx& c) {
         if (has_trait(op, kCompare)) {
             uint8_t* po = ptr<uint8_t>(out);
             for_each_index(c.out.shape, st, [&](int64_t i, const auto&, const auto& off) {
-                po[i] = compare_value<T>(op, pa[off[0]], pb[off[1]]);
+                po[i] = value<T>(op, pa[off[0]], pb[off[1]]) != T(0);
             });
         } else {
             T* po = ptr<T>(out);
             for_each_index(c.out.shape, st, [&](int64_t i, const auto&, const auto& off) {
-                po[i] = binary_value<T>(op, pa[off[0]], pb[off[1]]);
+                po[i] = value<T>(op, pa[off[0]], pb[off[1]]);
             });
         }
     });

@@ -94,7 +94,9 @@ public:
             case Op::Variable: env[i] = vals[var_slot_.at(n)]; break;
             case Op::Constant: env[i] = n->attr<ConstantAttrs>().value; break;
             case Op::RngCounter: env[i] = Array::scalar<int64_t>(int64_t(counter)); break;
-            default: {
+#define SJ_CASES_OUTSIDE_Leaf
+#include "ops/OpCasesOutside.inc" // Note [Family switches]
+            {
                 ins.clear();
                 for (const auto& in : n->inputs()) ins.push_back(env[pos_[in.get()]]);
                 env[i] = eval_node(*n, ins, counter);

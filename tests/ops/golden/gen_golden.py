@@ -854,6 +854,16 @@ def tensor(a):
     return '{"dtype":"%s","shape":%s,"data":[%s]}' % (dt, shape, data)
 
 
+def gen_later_ops():
+    """Ops added after the first release of this file: their draws come last, so that the
+    entries above stay as they were."""
+    f64 = lambda f: lambda *xs: out_as(f(*[wide(x) for x in xs]), NAME[xs[0].dtype])
+    each("log2", f64(np.log2), [[rand((2, 2), dt, 0.25, 8)] for dt in FLOATS] +
+         [[specials(dt)] for dt in FLOATS])
+    each("hypot", f64(np.hypot), [[rand((2, 1), dt), rand((1, 2), dt)] for dt in FLOATS] +
+         [[specials(dt, 0), specials(dt, 1)] for dt in FLOATS])
+
+
 def main():
     gen_unary()
     gen_binary()
@@ -863,7 +873,8 @@ def main():
     gen_linalg()
     gen_random()
     gen_composites()
-    gen_conv()  # last: the random draws of the entries above stay as they were
+    gen_conv()  # the random draws of the entries above stay as they were
+    gen_later_ops()  # new rows go here, last
     lines = []
     for row, dt, inputs, expected in ENTRIES:
         lines.append('{"row":"%s","dtype":"%s","inputs":[%s],"expected":%s}' % (
