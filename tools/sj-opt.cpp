@@ -64,7 +64,8 @@ const char* kind_name(cc::Group::Kind k) {
 /// [5 insts, 2 loads, space [4, 8], reduce []]", "# group 1 window: %3 post-ops: add[channel]
 /// relu -> %7", then the fusion decisions. Nodes are named by their number in the printed graph
 /// (`num`); a node that is not in it by its description.
-std::string plan_text(const cc::FusionPlan& plan, const std::unordered_map<const Node*, size_t>& num) {
+std::string plan_text(const cc::FusionPlan& plan,
+                      const std::unordered_map<const Node*, size_t>& num) {
     auto ref = [&](const NodePtr& n) {
         auto it = num.find(n.get());
         return it == num.end() ? n->describe(1) : "%" + std::to_string(it->second);
@@ -167,7 +168,8 @@ int main(int argc, char** argv) {
         std::string out = detail::print_ir(roots, &num);
         if (fuse || pipeline) out += plan_text(plan, num);
         if (stats)
-            for (const auto& [name, hits] : rs.hits) out += "# " + name + ": " + std::to_string(hits) + "\n";
+            for (const auto& [name, hits] : rs.hits)
+                out += "# " + name + ": " + std::to_string(hits) + "\n";
         std::fwrite(out.data(), 1, out.size(), stdout);
     } catch (const Error& e) {
         std::fprintf(stderr, "sj-opt: %s\n", e.what());

@@ -96,9 +96,12 @@ void put_element(std::string& out, const Array& a, int64_t i) {
     dispatch(a.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T v = static_cast<const T*>(a.raw())[i];
-        if constexpr (decltype(tag)::dtype == DType::Bool) out += v ? "true" : "false";
-        else if constexpr (std::is_floating_point_v<T>) put_float(out, v);
-        else put_int(out, v);
+        if constexpr (decltype(tag)::dtype == DType::Bool)
+            out += v ? "true" : "false";
+        else if constexpr (std::is_floating_point_v<T>)
+            put_float(out, v);
+        else
+            put_int(out, v);
     });
 }
 
@@ -142,20 +145,36 @@ std::vector<std::string> field_names(const char* names) {
     return out;
 }
 
-void put_field(std::string& out, bool v) { out += v ? "true" : "false"; }
-void put_field(std::string& out, int64_t v) { put_int(out, v); }
-void put_field(std::string& out, uint64_t v) { put_int(out, v); }
-void put_field(std::string& out, double v) { put_float(out, v); }
-void put_field(std::string& out, DType v) { out += dtype_name(v); }
-void put_field(std::string& out, const std::vector<int64_t>& v) { put_dims(out, v); }
-void put_field(std::string& out, const std::string& v) { put_string(out, v); }
-void put_field(std::string& out, PoolKind v) { out += v == PoolKind::Max ? "max" : "avg"; }
+void put_field(std::string& out, bool v) {
+    out += v ? "true" : "false";
+}
+void put_field(std::string& out, int64_t v) {
+    put_int(out, v);
+}
+void put_field(std::string& out, uint64_t v) {
+    put_int(out, v);
+}
+void put_field(std::string& out, double v) {
+    put_float(out, v);
+}
+void put_field(std::string& out, DType v) {
+    out += dtype_name(v);
+}
+void put_field(std::string& out, const std::vector<int64_t>& v) {
+    put_dims(out, v);
+}
+void put_field(std::string& out, const std::string& v) {
+    put_string(out, v);
+}
+void put_field(std::string& out, PoolKind v) {
+    out += v == PoolKind::Max ? "max" : "avg";
+}
 
 /// Leaves carry their attributes in their own syntax; every other struct goes through SJ_FIELDS.
 template <class A>
-inline constexpr bool kLeafAttrs = std::is_same_v<A, PlaceholderAttrs> ||
-                                   std::is_same_v<A, VariableAttrs> ||
-                                   std::is_same_v<A, ConstantAttrs>;
+inline constexpr bool kLeafAttrs =
+    std::is_same_v<A, PlaceholderAttrs> || std::is_same_v<A, VariableAttrs> ||
+    std::is_same_v<A, ConstantAttrs>;
 
 /// "{axes=[1], keepdims=true}": the fields that differ from the struct's default ("" if none).
 template <class A> void put_attrs(std::string& out, const A& a) {
@@ -187,8 +206,7 @@ template <class A> void put_attrs(std::string& out, const A& a) {
 
 // ---- the printer -------------------------------------------------------------------------------
 
-void put_node(std::string& out, const Node& n,
-              const std::unordered_map<const Node*, size_t>& num) {
+void put_node(std::string& out, const Node& n, const std::unordered_map<const Node*, size_t>& num) {
     out += op_name(n.op());
     std::string identity; // a leaf's own name, printed in its payload
     if (n.is(Op::Placeholder)) {
@@ -267,7 +285,8 @@ public:
 
     std::vector<NodePtr> program() {
         while (!(tok_.kind == Token::Kind::Word && tok_.text == "return")) {
-            if (tok_.kind == Token::Kind::End) fail(tok_, "expected a line '%name = op ...' or 'return'");
+            if (tok_.kind == Token::Kind::End)
+                fail(tok_, "expected a line '%name = op ...' or 'return'");
             statement();
         }
         advance();
@@ -280,7 +299,8 @@ public:
                 roots.push_back(value_ref());
             }
         }
-        if (tok_.kind != Token::Kind::End) fail(tok_, "expected the end of the text after the return line, got " + show(tok_));
+        if (tok_.kind != Token::Kind::End)
+            fail(tok_, "expected the end of the text after the return line, got " + show(tok_));
         return roots;
     }
 
@@ -381,24 +401,28 @@ private:
     // -- errors --
     [[noreturn]] void fail(const Token& at, const std::string& msg) const {
         std::string where = opt_.source.empty() ? "line " : opt_.source + ":";
-        throw ParseError(where + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " + msg);
+        throw ParseError(where + std::to_string(at.line) + ":" + std::to_string(at.col) + ": " +
+                         msg);
     }
 
     // -- small grammar pieces --
     bool is_punct(char c) const { return tok_.kind == Token::Kind::Punct && tok_.punct == c; }
     bool is_word(const char* w) const { return tok_.kind == Token::Kind::Word && tok_.text == w; }
     void expect(char c, const char* what) {
-        if (!is_punct(c)) fail(tok_, std::string("expected '") + c + "' " + what + ", got " + show(tok_));
+        if (!is_punct(c))
+            fail(tok_, std::string("expected '") + c + "' " + what + ", got " + show(tok_));
         advance();
     }
     std::string word(const char* what) {
-        if (tok_.kind != Token::Kind::Word) fail(tok_, std::string("expected ") + what + ", got " + show(tok_));
+        if (tok_.kind != Token::Kind::Word)
+            fail(tok_, std::string("expected ") + what + ", got " + show(tok_));
         std::string w = tok_.text;
         advance();
         return w;
     }
     std::string string_literal(const char* what) {
-        if (tok_.kind != Token::Kind::String) fail(tok_, std::string("expected ") + what + " (a quoted string), got " + show(tok_));
+        if (tok_.kind != Token::Kind::String)
+            fail(tok_, std::string("expected ") + what + " (a quoted string), got " + show(tok_));
         std::string v = tok_.text;
         advance();
         return v;
@@ -409,7 +433,8 @@ private:
         return it->second;
     }
     NodePtr value_ref() {
-        if (tok_.kind != Token::Kind::Value) fail(tok_, "expected a value (%name), got " + show(tok_));
+        if (tok_.kind != Token::Kind::Value)
+            fail(tok_, "expected a value (%name), got " + show(tok_));
         NodePtr n = use(tok_);
         advance();
         return n;
@@ -421,7 +446,8 @@ private:
         if (r.ec == std::errc::result_out_of_range)
             fail(at, std::string(what) + " '" + w.substr(0, 40) + "' is out of range");
         if (r.ec != std::errc() || r.ptr != w.data() + w.size())
-            fail(at, std::string("expected ") + what + " (an integer), got '" + w.substr(0, 40) + "'");
+            fail(at,
+                 std::string("expected ") + what + " (an integer), got '" + w.substr(0, 40) + "'");
         return v;
     }
     int64_t int_value(const char* what) {
@@ -468,7 +494,8 @@ private:
         if (r.ec == std::errc::result_out_of_range)
             fail(at, std::string(what) + " '" + w.substr(0, 40) + "' is out of range");
         if (r.ec != std::errc() || r.ptr != e || std::isnan(v) || std::isinf(v))
-            fail(at, std::string("expected ") + what + " (a number, inf or nan), got '" + w.substr(0, 40) + "'");
+            fail(at, std::string("expected ") + what + " (a number, inf or nan), got '" +
+                         w.substr(0, 40) + "'");
         return v;
     }
 
@@ -491,7 +518,8 @@ private:
         std::string w = word("a dtype");
         for (int i = 0; i < kNumDTypes; ++i)
             if (w == dtype_name(DType(i))) return DType(i);
-        fail(at, "unknown dtype '" + w.substr(0, 40) + "' (expected bool, u8, i32, i64, u32, f32 or f64)");
+        fail(at, "unknown dtype '" + w.substr(0, 40) +
+                     "' (expected bool, u8, i32, i64, u32, f32 or f64)");
     }
 
     /// dtype[dims]: f32[-1, 10]
@@ -507,7 +535,8 @@ private:
 
     // -- attribute fields, by the field's type --
     bool to_bool(const Token& at, const std::string& w) {
-        if (w != "true" && w != "false") fail(at, "expected true or false, got '" + w.substr(0, 40) + "'");
+        if (w != "true" && w != "false")
+            fail(at, "expected true or false, got '" + w.substr(0, 40) + "'");
         return w == "true";
     }
     void field(bool& v) {
@@ -529,7 +558,8 @@ private:
     void field(PoolKind& v) {
         Token at = tok_;
         std::string w = word("max or avg");
-        if (w != "max" && w != "avg") fail(at, "expected max or avg, got '" + w.substr(0, 40) + "'");
+        if (w != "max" && w != "avg")
+            fail(at, "expected max or avg, got '" + w.substr(0, 40) + "'");
         v = w == "max" ? PoolKind::Max : PoolKind::Avg;
     }
 
@@ -556,8 +586,11 @@ private:
             expect('=', "after the attribute name");
             // tie() gives const references to a's fields; `a` itself is a local we may write
             size_t i = 0;
-            std::apply([&](const auto&... f) { ((i++ == k ? field(const_cast<std::decay_t<decltype(f)>&>(f)) : void()), ...); },
-                       a.tie());
+            std::apply(
+                [&](const auto&... f) {
+                    ((i++ == k ? field(const_cast<std::decay_t<decltype(f)>&>(f)) : void()), ...);
+                },
+                a.tie());
         }
         advance();
         return a;
@@ -621,9 +654,12 @@ private:
         dispatch(t, [&](auto tag) {
             using T = typename decltype(tag)::type;
             T v{};
-            if constexpr (decltype(tag)::dtype == DType::Bool) v = to_bool(w, w.text) ? 1 : 0;
-            else if constexpr (std::is_floating_point_v<T>) v = to_float<T>(w, w.text, what.c_str());
-            else v = integer<T>(w, w.text, what.c_str());
+            if constexpr (decltype(tag)::dtype == DType::Bool)
+                v = to_bool(w, w.text) ? 1 : 0;
+            else if constexpr (std::is_floating_point_v<T>)
+                v = to_float<T>(w, w.text, what.c_str());
+            else
+                v = integer<T>(w, w.text, what.c_str());
             static_cast<T*>(p)[i] = v;
         });
     }
@@ -640,8 +676,8 @@ private:
                 fail(at, "constant of type " + type_str(t) + " needs " + std::to_string(n) +
                              " values, got " + std::to_string(l.words.size()));
         } else if (n != 1) {
-            fail(at, "a single value for a constant of type " + type_str(t) + " (" + std::to_string(n) +
-                         " elements): use [v, ...] or splat(v)");
+            fail(at, "a single value for a constant of type " + type_str(t) + " (" +
+                         std::to_string(n) + " elements): use [v, ...] or splat(v)");
         }
         Array a(t.dtype, t.shape);
         if (l.splat) {
@@ -650,13 +686,15 @@ private:
             auto* p = static_cast<unsigned char*>(a.raw());
             for (int64_t i = 1; i < n; ++i) std::memcpy(p + i * w, p, w);
         } else {
-            for (size_t i = 0; i < l.words.size(); ++i) element_into(l.words[i], t.dtype, a.raw(), int64_t(i));
+            for (size_t i = 0; i < l.words.size(); ++i)
+                element_into(l.words[i], t.dtype, a.raw(), int64_t(i));
         }
         return a;
     }
 
     // -- variables --
-    NodePtr variable(const std::string& name, const TensorType& t, bool trainable, const Token& at) {
+    NodePtr variable(const std::string& name, const TensorType& t, bool trainable,
+                     const Token& at) {
         if (name.empty()) fail(at, "a variable needs a name");
         if (!is_static(t.shape)) fail(at, "a variable's type needs known dims, got " + type_str(t));
         if (!live_.has_value()) {
@@ -674,20 +712,24 @@ private:
             return it->second.node();
         }
         if (numel(t.shape) > opt_.max_elements)
-            fail(at, "variable of " + std::to_string(numel(t.shape)) + " elements is larger than the " +
-                         std::to_string(opt_.max_elements) + " this parse allows");
+            fail(at, "variable of " + std::to_string(numel(t.shape)) +
+                         " elements is larger than the " + std::to_string(opt_.max_elements) +
+                         " this parse allows");
         Variable v(Array(t.dtype, t.shape), name, trainable);
         if (v.full_name() != name)
-            fail(at, "variable \"" + name + "\" would be named \"" + v.full_name() + "\" (a Scope is active)");
+            fail(at, "variable \"" + name + "\" would be named \"" + v.full_name() +
+                         "\" (a Scope is active)");
         live_->emplace(name, v);
         return v.node();
     }
 
     // -- one line --
     void statement() {
-        if (tok_.kind != Token::Kind::Value) fail(tok_, "expected a line '%name = op ...' or 'return', got " + show(tok_));
+        if (tok_.kind != Token::Kind::Value)
+            fail(tok_, "expected a line '%name = op ...' or 'return', got " + show(tok_));
         Token def = tok_;
-        if (values_.count(def.text)) fail(def, "value %" + def.text.substr(0, 40) + " is defined twice");
+        if (values_.count(def.text))
+            fail(def, "value %" + def.text.substr(0, 40) + " is defined twice");
         advance();
         expect('=', "after the value name");
         Token op_tok = tok_;
@@ -728,7 +770,8 @@ private:
                                            ? std::to_string(sig.min_inputs)
                                        : sig.max_inputs == kUnboundedInputs
                                            ? "at least " + std::to_string(sig.min_inputs)
-                                           : std::to_string(sig.min_inputs) + " or " + std::to_string(sig.max_inputs);
+                                           : std::to_string(sig.min_inputs) + " or " +
+                                                 std::to_string(sig.max_inputs);
                     fail(op_tok, name + " takes " + want + " operands, got " + std::to_string(n));
                 }
             }
@@ -745,14 +788,16 @@ private:
 
         NodePtr n;
         try {
-            n = build(op, t, leaf_name, trainable, lit, std::move(inputs), std::move(attrs), op_tok);
+            n = build(op, t, leaf_name, trainable, lit, std::move(inputs), std::move(attrs),
+                      op_tok);
         } catch (const ParseError&) {
             throw;
         } catch (const Error& e) {
             fail(op_tok, e.what());
         }
         if (!(n->type() == t))
-            fail(type_tok, "the type says " + type_str(t) + ", " + name + " gives " + type_str(n->type()));
+            fail(type_tok,
+                 "the type says " + type_str(t) + ", " + name + " gives " + type_str(n->type()));
         if (node_name) n->set_name(*node_name);
         values_.emplace(def.text, std::move(n));
     }

@@ -17,9 +17,8 @@ std::atomic<int> g_verify{-1}; // -1: not set by the program, follow the environ
 
 [[noreturn]] void bad(const char* pass, const Node& n, const std::string& what) {
     std::string name = n.name().empty() ? "" : " '" + n.name() + "'";
-    SJ_THROW(InternalError) << "IR verifier, after " << pass << ": node " << op_name(n.op())
-                            << name << " (" << n.describe(1) << ", id " << n.id()
-                            << "): " << what;
+    SJ_THROW(InternalError) << "IR verifier, after " << pass << ": node " << op_name(n.op()) << name
+                            << " (" << n.describe(1) << ", id " << n.id() << "): " << what;
 }
 
 /// Iterative depth-first search; a node met again while it is on the stack closes a cycle.
@@ -63,17 +62,19 @@ void check_node(const Node& n, const char* pass) {
     const OpSignature sig = op_signature(n.op());
     const int k = static_cast<int>(n.num_inputs());
     if (k < sig.min_inputs || k > sig.max_inputs)
-        bad(pass, n, "has " + std::to_string(k) + " inputs, its op takes " +
-                         std::to_string(sig.min_inputs) +
-                         (sig.max_inputs == sig.min_inputs ? ""
-                          : sig.max_inputs == kUnboundedInputs ? " or more"
-                                                               : " to " + std::to_string(sig.max_inputs)));
+        bad(pass, n,
+            "has " + std::to_string(k) + " inputs, its op takes " + std::to_string(sig.min_inputs) +
+                (sig.max_inputs == sig.min_inputs     ? ""
+                 : sig.max_inputs == kUnboundedInputs ? " or more"
+                                                      : " to " + std::to_string(sig.max_inputs)));
     if (n.attrs().index() != sig.attrs)
-        bad(pass, n, "carries attribute struct #" + std::to_string(n.attrs().index()) +
-                         ", its op takes #" + std::to_string(sig.attrs));
+        bad(pass, n,
+            "carries attribute struct #" + std::to_string(n.attrs().index()) + ", its op takes #" +
+                std::to_string(sig.attrs));
     for (int64_t d : n.shape())
         if (d < -1) bad(pass, n, "has a dim < -1 in " + type_str(n.type()));
-    if (n.is(Op::Variable) && !n.attr<VariableAttrs>().state) bad(pass, n, "variable without state");
+    if (n.is(Op::Variable) && !n.attr<VariableAttrs>().state)
+        bad(pass, n, "variable without state");
     if (n.is(Op::Constant)) {
         const auto& c = n.attr<ConstantAttrs>();
         if (c.content_hash != content_hash(c.value))
@@ -90,13 +91,15 @@ void check_node(const Node& n, const char* pass) {
         bad(pass, n, std::string("its op's type rule rejects it: ") + e.what());
     }
     if (!(want == n.type()))
-        bad(pass, n, "has type " + type_str(n.type()) + ", its op's type rule gives " + type_str(want));
+        bad(pass, n,
+            "has type " + type_str(n.type()) + ", its op's type rule gives " + type_str(want));
 }
 } // namespace
 
 void verify(const std::vector<NodePtr>& roots, const char* pass) {
     for (size_t i = 0; i < roots.size(); ++i)
-        SJ_CHECK(roots[i], InternalError) << "IR verifier, after " << pass << ": root " << i << " is null";
+        SJ_CHECK(roots[i], InternalError)
+            << "IR verifier, after " << pass << ": root " << i << " is null";
     check_acyclic(roots, pass);
     std::vector<const Node*> rs;
     for (const auto& r : roots) rs.push_back(r.get());
@@ -114,6 +117,8 @@ bool verify_ir_enabled() {
     return from_env;
 }
 
-void set_verify_ir(bool on) { g_verify.store(on ? 1 : 0, std::memory_order_relaxed); }
+void set_verify_ir(bool on) {
+    g_verify.store(on ? 1 : 0, std::memory_order_relaxed);
+}
 
 } // namespace sj::detail

@@ -9,11 +9,17 @@ namespace sj::detail {
 
 namespace {
 template <class A, size_t I = 0> constexpr size_t index_of() {
-    if constexpr (std::is_same_v<std::variant_alternative_t<I, Attrs>, A>) return I;
-    else return index_of<A, I + 1>();
+    if constexpr (std::is_same_v<std::variant_alternative_t<I, Attrs>, A>)
+        return I;
+    else
+        return index_of<A, I + 1>();
 }
-template <class A> constexpr OpSignature fixed(int n) { return {index_of<A>(), n, n}; }
-template <class A> constexpr OpSignature between(int lo, int hi) { return {index_of<A>(), lo, hi}; }
+template <class A> constexpr OpSignature fixed(int n) {
+    return {index_of<A>(), n, n};
+}
+template <class A> constexpr OpSignature between(int lo, int hi) {
+    return {index_of<A>(), lo, hi};
+}
 
 template <size_t I = 0> Attrs make_alternative(size_t index) {
     if constexpr (I < std::variant_size_v<Attrs>) {
@@ -112,6 +118,8 @@ OpSignature op_signature(Op op) {
     return {};
 }
 
-Attrs default_attrs(Op op) { return make_alternative(op_signature(op).attrs); }
+Attrs default_attrs(Op op) {
+    return make_alternative(op_signature(op).attrs);
+}
 
 } // namespace sj::detail

@@ -47,7 +47,8 @@ std::vector<Tensor> placeholders(const test::Case& c, DType dtype, bool dynamic)
     std::vector<Tensor> phs;
     for (size_t k = 0; k < c.inputs.size(); ++k) {
         Shape s = c.inputs[k].shape;
-        if (c.inputs[k].gen == test::Gen::Spd || c.inputs[k].gen == test::Gen::Triangular) dynamic = false;
+        if (c.inputs[k].gen == test::Gen::Spd || c.inputs[k].gen == test::Gen::Triangular)
+            dynamic = false;
         if (dynamic)
             for (auto& d : s)
                 if (d != 1) d = -1;
@@ -67,18 +68,39 @@ TEST(IrText, ConstantsReadBackBitForBit) {
         std::memcpy(&f, &b, 4);
         return f;
     }();
-    std::vector<float> fs = {0.0f, -0.0f, 0.1f, -1.5f, 1e-45f, std::numeric_limits<float>::min(),
-                             std::numeric_limits<float>::max(), std::numeric_limits<float>::lowest(),
-                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                             std::numeric_limits<float>::quiet_NaN(), f_nan_payload, 16777217.0f, 3.14159274f};
-    std::vector<double> ds = {0.1, -0.0, 5e-324, std::numeric_limits<double>::max(), 1.0 / 3.0,
-                              std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity()};
-    std::vector<int64_t> is = {std::numeric_limits<int64_t>::min(), -1, 0, std::numeric_limits<int64_t>::max()};
+    std::vector<float> fs = {0.0f,
+                             -0.0f,
+                             0.1f,
+                             -1.5f,
+                             1e-45f,
+                             std::numeric_limits<float>::min(),
+                             std::numeric_limits<float>::max(),
+                             std::numeric_limits<float>::lowest(),
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(),
+                             f_nan_payload,
+                             16777217.0f,
+                             3.14159274f};
+    std::vector<double> ds = {0.1,
+                              -0.0,
+                              5e-324,
+                              std::numeric_limits<double>::max(),
+                              1.0 / 3.0,
+                              std::numeric_limits<double>::quiet_NaN(),
+                              -std::numeric_limits<double>::infinity()};
+    std::vector<int64_t> is = {std::numeric_limits<int64_t>::min(), -1, 0,
+                               std::numeric_limits<int64_t>::max()};
     std::vector<uint32_t> us = {0, 1, std::numeric_limits<uint32_t>::max()};
     std::vector<bool> bs = {true, false, true};
-    std::vector<Tensor> outs = {constant(Array(fs)), constant(Array(ds)), constant(Array(is)),
-                                constant(Array(us)), constant(Array(bs)), scalar(0.25, f32),
-                                constant(Array::full(f64, {3, 4}, -2.5)), constant(Array(i32, {0, 3}))};
+    std::vector<Tensor> outs = {constant(Array(fs)),
+                                constant(Array(ds)),
+                                constant(Array(is)),
+                                constant(Array(us)),
+                                constant(Array(bs)),
+                                scalar(0.25, f32),
+                                constant(Array::full(f64, {3, 4}, -2.5)),
+                                constant(Array(i32, {0, 3}))};
     std::string text = to_text(outs);
     std::vector<NodePtr> parsed = detail::parse_ir(text);
     ASSERT_EQ(parsed.size(), outs.size());
@@ -140,7 +162,8 @@ TEST(IrText, RoundTripsEveryOpHarnessGraph) {
         for (size_t ci = 0; ci < cases.size(); ++ci) {
             const test::Case& c = cases[ci];
             for (DType dt : row.dtypes) {
-                if (!c.only.empty() && std::find(c.only.begin(), c.only.end(), dt) == c.only.end()) continue;
+                if (!c.only.empty() && std::find(c.only.begin(), c.only.end(), dt) == c.only.end())
+                    continue;
                 for (bool dynamic : {false, true}) {
                     if (dynamic && !(row.dynamic && c.dynamic)) continue;
                     std::vector<std::vector<NodePtr>> gs;
@@ -148,13 +171,15 @@ TEST(IrText, RoundTripsEveryOpHarnessGraph) {
                         std::vector<Tensor> phs = placeholders(c, dt, dynamic);
                         Tensor out = row.build(phs);
                         std::vector<Tensor> outs{out};
-                        if (row.grad == test::GradCheck::FiniteDiff && is_float(out.dtype()) && c.grad) {
+                        if (row.grad == test::GradCheck::FiniteDiff && is_float(out.dtype()) &&
+                            c.grad) {
                             std::vector<Tensor> wrt;
                             for (const auto& p : phs)
                                 if (is_float(p.dtype())) wrt.push_back(p);
-                            Tensor cost = is_static(out.shape())
-                                              ? sum(out * constant(random_array(out.dtype(), out.shape(), 7)))
-                                              : sum(out * out);
+                            Tensor cost =
+                                is_static(out.shape())
+                                    ? sum(out * constant(random_array(out.dtype(), out.shape(), 7)))
+                                    : sum(out * out);
                             for (const Tensor& g : gradients(cost, wrt)) outs.push_back(g);
                         }
                         gs.push_back(roots_of(outs));
@@ -185,7 +210,8 @@ TEST(IrText, RoundTripsTrainingSteps) {
         nn::Sequential mlp{nn::Dense(8, 16), nn::ReLU(), nn::Dropout(0.2), nn::Dense(16, 4)};
         Placeholder x({-1, 8}, f32, "x");
         Placeholder y({-1}, i32, "y");
-        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, mlp(x, nn::Mode::train)));
+        Tensor loss =
+            mean(nn::losses::sparse_softmax_crossentropy_logits(y, mlp(x, nn::Mode::train)));
         optim::Adam adam(1e-3);
         Updates upd = adam.minimize(loss, mlp.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
@@ -197,12 +223,16 @@ TEST(IrText, RoundTripsTrainingSteps) {
     {
         nn::Sequential net;
         const nn::ConvOptions same{.padding = "SAME", .bias = false};
-        net.add(nn::Conv2D(3, 16, 3, same)).add(nn::BatchNorm(16)).add(nn::ReLU()).add(nn::MaxPool2D({2, 2}));
+        net.add(nn::Conv2D(3, 16, 3, same))
+            .add(nn::BatchNorm(16))
+            .add(nn::ReLU())
+            .add(nn::MaxPool2D({2, 2}));
         net.add(nn::ResidualBlock(16, 32, 2)).add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool());
         net.add(nn::Dense(32, 10));
         Placeholder x({-1, 3, 12, 12}, f32, "images");
         Placeholder y({-1}, i32, "labels");
-        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
+        Tensor loss =
+            mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
         optim::SGD sgd(0.01, {.momentum = 0.9});
         Updates upd = sgd.minimize(loss, net.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
@@ -223,8 +253,9 @@ std::string parse_error(const std::string& text) {
 TEST(IrText, ErrorsSayWhereAndWhat) {
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = frobnicate(%0) : f32[2]\n"),
                     "line 2:6: unknown op 'frobnicate'");
-    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%9) : f32[2]\nreturn %1"),
-                    "line 2:10: use of undefined value %9");
+    EXPECT_CONTAINS(
+        parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%9) : f32[2]\nreturn %1"),
+        "line 2:10: use of undefined value %9");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = add(%0) : f32[2]\n"),
                     "line 2:6: add takes 2 operands, got 1");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%0) f32[2]\n"),
@@ -232,42 +263,57 @@ TEST(IrText, ErrorsSayWhereAndWhat) {
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 3]\n"
                                 "%1 = reduce_sum(%0) {axis=[1]} : f32[2]\n"),
                     "reduce_sum has no attribute 'axis' (expected one of axes, keepdims)");
-    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%0) : f32[3]\nreturn %1"),
-                    "line 2:16: the type says f32[3], neg gives f32[2]");
+    EXPECT_CONTAINS(
+        parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%0) : f32[3]\nreturn %1"),
+        "line 2:16: the type says f32[3], neg gives f32[2]");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 3]\n"
                                 "%1 = permute(%0) {axes=[0, 0]} : f32[2, 2]\nreturn %1"),
                     "line 2:6: permute(x): [0, 0] is not a permutation of 0..1");
     EXPECT_CONTAINS(parse_error("%0 = constant [1, 2] : f32[3]\nreturn %0"),
                     "constant of type f32[3] needs 3 values, got 2");
-    EXPECT_CONTAINS(parse_error("%0 = constant 300 : u8[]\nreturn %0"), "a u8 value '300' is out of range");
-    EXPECT_CONTAINS(parse_error("%0 = constant 1.5 : i32[]\nreturn %0"), "expected a i32 value (an integer)");
+    EXPECT_CONTAINS(parse_error("%0 = constant 300 : u8[]\nreturn %0"),
+                    "a u8 value '300' is out of range");
+    EXPECT_CONTAINS(parse_error("%0 = constant 1.5 : i32[]\nreturn %0"),
+                    "expected a i32 value (an integer)");
     EXPECT_CONTAINS(parse_error("%0 = constant splat(0) : f32[100000, 100000]\nreturn %0"),
                     "larger than the");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n"), "line 2:1: expected a line");
-    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x : f32[2]\n"), "line 1:18: unterminated string");
+    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x : f32[2]\n"),
+                    "line 1:18: unterminated string");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[-2]\n"), "a dim must be >= 0 or -1");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f16[2]\n"), "unknown dtype 'f16'");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\n%0 = neg(%0) : f32[2]\n"),
                     "line 2:1: value %0 is defined twice");
-    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2]\nreturn %0\n%1 = neg(%0) : f32[2]\n"),
-                    "line 3:1: expected the end of the text after the return line");
+    EXPECT_CONTAINS(
+        parse_error("%0 = placeholder \"x\" : f32[2]\nreturn %0\n%1 = neg(%0) : f32[2]\n"),
+        "line 3:1: expected the end of the text after the return line");
     EXPECT_CONTAINS(parse_error("\x01"), "line 1:1: unexpected character 0x01");
-    EXPECT_CONTAINS(parse_error("%0 = constant nan(0x1) : f32[]\nreturn %0"), "0x1 are not the bits of a NaN");
+    EXPECT_CONTAINS(parse_error("%0 = constant nan(0x1) : f32[]\nreturn %0"),
+                    "0x1 are not the bits of a NaN");
 }
 
 // The fuzz target's promise on a few hand-made hostile texts: an sj::Error, never a crash.
 TEST(IrText, HostileTextIsAnError) {
     const char* texts[] = {
-        "", "%", "%0 =", "%0 = constant [", "%0 = constant splat(", "return %", "\"", "%0 = concat() : f32[1]",
+        "",
+        "%",
+        "%0 =",
+        "%0 = constant [",
+        "%0 = constant splat(",
+        "return %",
+        "\"",
+        "%0 = concat() : f32[1]",
         "%0 = placeholder \"x\" : f32[9223372036854775807, 9223372036854775807]\nreturn %0",
         "%0 = placeholder \"x\" : f32[99999999999999999999]",
         "%0 = rng_counter : i64[]\n%1 = philox_bits(%0) {shape=[4611686018427387904, 4]} : u32[1]",
         "%0 = placeholder \"x\" : f32[2]\n%1 = slice(%0) {start=[-9223372036854775808], "
         "stop=[9223372036854775807], step=[9223372036854775807]} : f32[1]\nreturn %1",
-        "%0 = placeholder \"x\" : f32[2]\n%1 = pad(%0) {lo=[9223372036854775807], hi=[1], interior=[0]} : f32[1]",
+        "%0 = placeholder \"x\" : f32[2]\n%1 = pad(%0) {lo=[9223372036854775807], hi=[1], "
+        "interior=[0]} : f32[1]",
         "%0 = placeholder \"x\" : f32[2]\n%1 = reduce_sum(%0) {axes=[5]} : f32[]",
         "%0 = placeholder \"x\" : f32[2, 2]\n%1 = conv(%0, %0) : f32[1]",
-        "%0 = variable \"\" : f32[2]", "%0 = variable \"v\" : f32[-1]",
+        "%0 = variable \"\" : f32[2]",
+        "%0 = variable \"v\" : f32[-1]",
         "%0 = constant [true, 2] : bool[2]",
     };
     for (const char* t : texts) {
@@ -298,7 +344,9 @@ TEST(Verify, AcceptsBuiltGraphsAndNamesThePassOnABadNode) {
     EXPECT_CONTAINS(msg, "attribute struct");
 }
 
-TEST(Verify, IsOnInTheTestSuite) { EXPECT_TRUE(detail::verify_ir_enabled()); }
+TEST(Verify, IsOnInTheTestSuite) {
+    EXPECT_TRUE(detail::verify_ir_enabled());
+}
 
 // Every test compiles with the IR verifier on: Pipeline.cpp checks the graph after each pass.
 [[maybe_unused]] static const bool kVerifyEveryPass = (detail::set_verify_ir(true), true);
