@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Writes the small valid seed files of the fuzz corpora (fuzz/corpus/<target>/): libFuzzer
-mutates them into the hostile inputs. The two images come from the CIFAR-10 copy in
+mutates them into the hostile inputs. (fuzz/corpus/ir_text/ holds text IR instead: the inputs of
+tests/filecheck/*.sjir without their comments, and the printed graph of a small CNN training
+step with Adam, `to_text` of its loss and update values.) The two images come from the CIFAR-10 copy in
 ../shared/data (one JPEG of the train set, one PNG of the test set)."""
 import gzip, json, os, struct
 

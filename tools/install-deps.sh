@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
   cmake ninja-build g++ pkg-config
   libgtest-dev libgmock-dev nlohmann-json3-dev
-  llvm-19-dev libopenblas-dev libopenblas0-openmp liblapacke-dev libdnnl-dev
+  llvm-19-dev llvm-19-tools libopenblas-dev libopenblas0-openmp liblapacke-dev libdnnl-dev
   zlib1g-dev libpng-dev libjpeg-dev
   dataset-fashion-mnist gnuplot-nox graphviz
 )

@@ -32,6 +32,12 @@ class IOError : public Error {
 public:
     using Error::Error;
 };
+/// Text that does not follow its grammar (the text IR): names the line and column and what was
+/// expected there.
+class ParseError : public Error {
+public:
+    using Error::Error;
+};
 /// Memory could not be allocated: names the byte count and what it was for.
 class OutOfMemoryError : public Error {
 public:

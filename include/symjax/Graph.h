@@ -14,8 +14,10 @@ namespace sj {
 Tensor clone(const Tensor& t, const Givens& givens);
 std::vector<Tensor> clone(const std::vector<Tensor>& ts, const Givens& givens);
 
-/// A readable listing, one node per line in dependency order:
-///   %3 = mul(%1, %2) : f32[-1, 10]   # x*W
+/// The text IR of the graph: one node per line in dependency order, then the outputs:
+///   %3 = mul(%1, %2) : f32[-1, 10] named "xW"
+///   return %3
+/// Constants carry their values exactly; the text parses back to the same graph (docs/ir.md).
 std::string to_text(const std::vector<Tensor>& outputs);
 /// Graphviz dot source (render with `dot -Tpng`).
 std::string to_dot(const std::vector<Tensor>& outputs);

@@ -5,6 +5,7 @@
 #include "MergeConstants.h"
 #include "Specialize.h"
 #include "Stabilize.h"
+#include "../core/Verify.h"
 
 #include <symjax/Graph.h>
 
@@ -27,12 +28,14 @@ void after(const char* pass, const std::vector<NodePtr>& roots, int& step) {
 }
 } // namespace
 
-/// Runs one pass; at SJ_DEBUG >= 2 prints its time and the graph size after it.
+/// Runs one pass and verifies its result (src/core/Verify.h: at SJ_DEBUG >= 1 and in tests); at
+/// SJ_DEBUG >= 2 prints its time and the graph size after it.
 template <class F> std::vector<NodePtr> timed(const char* pass, F&& run) {
-    if (debug_level() < 2) return run();
     auto t0 = std::chrono::steady_clock::now();
     std::vector<NodePtr> out = run();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (detail::verify_ir_enabled()) detail::verify(out, pass);
+    if (debug_level() < 2) return out;
     std::vector<Tensor> ts(out.begin(), out.end());
     std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu nodes after\n", pass, ms, graph_size(ts));
     return out;

@@ -1,4 +1,6 @@
 // Text and Graphviz renderings of a graph.
+#include "../core/IrText.h"
+
 #include <symjax/Graph.h>
 
 #include <sstream>
@@ -37,32 +39,12 @@ std::string escape(const std::string& s) {
 } // namespace
 
 std::string to_text(const std::vector<Tensor>& outputs) {
-    auto order = order_of(outputs);
-    std::unordered_map<const Node*, size_t> num;
-    std::ostringstream os;
-    for (const Node* n : order) {
-        size_t k = num.size();
-        num[n] = k;
-        os << "%" << k << " = " << op_name(n->op());
-        if (has_trait(n->op(), kLeaf)) {
-            os << " " << leaf_label(n);
-        } else {
-            os << "(";
-            for (size_t i = 0; i < n->num_inputs(); ++i)
-                os << (i ? ", " : "") << "%" << num.at(n->input(i).get());
-            os << ")";
-            std::string a = attrs_str(n->attrs());
-            if (!a.empty()) os << " {" << a << "}";
-        }
-        os << " : " << type_str(n->type());
-        if (!has_trait(n->op(), kLeaf) && !n->name().empty()) os << "  # " << n->name();
-        os << "\n";
+    std::vector<NodePtr> roots;
+    for (const auto& t : outputs) {
+        SJ_CHECK(t.defined(), Error) << "graph export: undefined tensor";
+        roots.push_back(t.node());
     }
-    os << "return";
-    for (size_t i = 0; i < outputs.size(); ++i)
-        os << (i ? ", " : " ") << "%" << num.at(outputs[i].node().get());
-    os << "\n";
-    return os.str();
+    return detail::print_ir(roots);
 }
 
 std::string to_dot(const std::vector<Tensor>& outputs) {
