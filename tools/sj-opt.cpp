@@ -2,16 +2,19 @@
 // pass tests in tests/filecheck/; docs/ir.md).
 //
 //   sj-opt [--canonicalize] [--stabilize] [--specialize] [--merge-constants] [--layout]
-//          [--fuse] [--pipeline] [--stats] [FILE | -]
+//          [--fuse] [--pipeline] [--stats] [--target=cpu|generic] [FILE | -]
 //
 // Reads the text IR (Note [Text IR] in src/core/IrText.h) from FILE or stdin, runs the passes in
 // the order given (the IR verifier checks the graph after each one) and prints the graph. --fuse
 // then prints the fusion plan of that graph, one group per line, naming nodes by their number in
 // the printed graph; --pipeline runs the whole compiler (src/compiler/Pipeline.cpp) and prints
-// its graph and plan. --stats adds the rewrite patterns' hit counts as comment lines.
+// its graph and plan. --stats adds the rewrite patterns' hit counts as comment lines. --target
+// names the target fusion and the pipeline ask (src/compiler/Target.h): cpu (the default) or
+// generic (no library calls, no lowering).
+#include "backend/cpu/CpuTarget.h"
+#include "backend/cpu/LayoutPass.h"
 #include "compiler/Canonicalize.h"
 #include "compiler/Fusion.h"
-#include "compiler/Layout.h"
 #include "compiler/MergeConstants.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Specialize.h"
@@ -46,7 +49,7 @@ const Pass kPasses[] = {
     {"--stabilize", "stabilize", cc::stabilize},
     {"--specialize", "specialize", cc::specialize},
     {"--merge-constants", "merge_constants", cc::merge_constants},
-    {"--layout", "layout", cc::layout},
+    {"--layout", "layout", cpu::layout}, // the cpu target's lowering
 };
 
 const char* kind_name(cc::Group::Kind k) {
@@ -92,7 +95,8 @@ std::string plan_text(const cc::FusionPlan& plan,
 int usage(const char* why) {
     std::fprintf(stderr,
                  "sj-opt: %s\nusage: sj-opt [--canonicalize] [--stabilize] [--specialize] "
-                 "[--merge-constants] [--layout] [--fuse] [--pipeline] [--stats] [FILE | -]\n",
+                 "[--merge-constants] [--layout] [--fuse] [--pipeline] [--stats] "
+                 "[--target=cpu|generic] [FILE | -]\n",
                  why);
     return 2;
 }
@@ -102,6 +106,7 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
     std::vector<const Pass*> passes;
     bool fuse = false, pipeline = false, stats = false;
+    const cc::Target* target = &cpu::cpu_target();
     std::string path = "-";
     bool have_path = false;
     for (int i = 1; i < argc; ++i) {
@@ -117,6 +122,10 @@ int main(int argc, char** argv) {
         }
         if (a == "--stats") {
             stats = true;
+            continue;
+        }
+        if (a == "--target=cpu" || a == "--target=generic") {
+            target = a == "--target=cpu" ? &cpu::cpu_target() : &cc::generic_target();
             continue;
         }
         const Pass* p = nullptr;
@@ -157,12 +166,12 @@ int main(int argc, char** argv) {
         cc::FusionPlan plan;
         if (pipeline) {
             detail::set_verify_ir(true);
-            cc::Compiled c = cc::compile(roots);
+            cc::Compiled c = cc::compile(roots, *target);
             roots = c.roots;
             plan = std::move(c.plan);
             rs.merge(c.rewrites);
         } else if (fuse) {
-            plan = cc::fuse(roots);
+            plan = cc::fuse(roots, *target);
         }
         std::unordered_map<const Node*, size_t> num;
         std::string out = detail::print_ir(roots, &num);

@@ -5,6 +5,8 @@
 #include "MergeConstants.h"
 #include "Specialize.h"
 #include "Stabilize.h"
+
+#include "../core/IrText.h"
 #include "../core/Verify.h"
 
 #include <symjax/Graph.h>
@@ -20,9 +22,7 @@ namespace sj::compiler {
 namespace {
 void after(const char* pass, const std::vector<NodePtr>& roots, int& step) {
     if (debug_level() < 5 && !detail::dumping()) return;
-    std::vector<Tensor> ts;
-    for (const auto& r : roots) ts.emplace_back(r);
-    std::string text = to_text(ts);
+    std::string text = detail::print_ir(roots);
     if (debug_level() >= 5) std::fprintf(stderr, "[symjax] graph after %s:\n%s", pass, text.c_str());
     dump_file(std::to_string(step++) + "_" + pass + ".txt", text);
 }

@@ -19,13 +19,11 @@ std::vector<const Node*> order_of(const std::vector<Tensor>& outputs) {
 }
 
 std::string leaf_label(const Node* n) {
-    switch (n->op()) {
-    case Op::Constant: {
+    if (n->is(Op::Constant)) {
         const Array& v = n->attr<ConstantAttrs>().value;
         return v.size() <= 4 ? v.str() : "constant";
     }
-    default: return n->name().empty() ? op_name(n->op()) : n->name();
-    }
+    return n->name().empty() ? op_name(n->op()) : n->name();
 }
 
 std::string escape(const std::string& s) {

@@ -1,6 +1,8 @@
 // Op signatures (Note [Op signatures]): each op's attribute struct and input count.
 #include "OpSignature.h"
 
+#include "OpDef.h"
+
 #include <symjax/Error.h>
 
 #include <type_traits>
@@ -37,51 +39,30 @@ OpSignature op_signature(Op op) {
     case Op::Variable: return fixed<VariableAttrs>(0);
     case Op::Constant: return fixed<ConstantAttrs>(0);
     case Op::RngCounter: return fixed<NoAttrs>(0);
-    case Op::Neg:
-    case Op::Abs:
-    case Op::Sign:
-    case Op::Exp:
-    case Op::Expm1:
-    case Op::Log:
-    case Op::Log1p:
-    case Op::Sqrt:
-    case Op::Rsqrt:
-    case Op::Reciprocal:
-    case Op::Sin:
-    case Op::Cos:
-    case Op::Tan:
-    case Op::Tanh:
-    case Op::Erf:
-    case Op::Floor:
-    case Op::Ceil:
-    case Op::Round:
-    case Op::LogicalNot:
-    case Op::IsNan:
-    case Op::IsInf:
-    case Op::StopGradient:
+    // the elementwise ops, from their rows: no attrs (cast: its dtype), the row's arity
+#define SJ_SIG_Elementwise(Name) case Op::Name:
+#define SJ_SIG_Leaf(Name)
+#define SJ_SIG_Movement(Name)
+#define SJ_SIG_Reduce(Name)
+#define SJ_SIG_View(Name)
+#define SJ_SIG_Dot(Name)
+#define SJ_SIG_Window(Name)
+#define SJ_SIG_Fallback(Name)
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion) SJ_SIG_##fusion(Name)
+#include <symjax/Ops.def>
+#undef SJ_OP
+#undef SJ_SIG_Elementwise
+#undef SJ_SIG_Leaf
+#undef SJ_SIG_Movement
+#undef SJ_SIG_Reduce
+#undef SJ_SIG_View
+#undef SJ_SIG_Dot
+#undef SJ_SIG_Window
+#undef SJ_SIG_Fallback
+        return op == Op::Cast ? fixed<CastAttrs>(1) : fixed<NoAttrs>(op_def(op).arity);
     case Op::Cholesky:
     case Op::BlockChannels:
     case Op::UnblockChannels: return fixed<NoAttrs>(1);
-    case Op::Cast: return fixed<CastAttrs>(1);
-    case Op::Add:
-    case Op::Sub:
-    case Op::Mul:
-    case Op::Div:
-    case Op::Pow:
-    case Op::Max:
-    case Op::Min:
-    case Op::Mod:
-    case Op::Atan2:
-    case Op::Eq:
-    case Op::Ne:
-    case Op::Lt:
-    case Op::Le:
-    case Op::Gt:
-    case Op::Ge:
-    case Op::LogicalAnd:
-    case Op::LogicalOr:
-    case Op::LogicalXor: return fixed<NoAttrs>(2);
-    case Op::Where:
     case Op::DynamicUpdateSlice: return fixed<NoAttrs>(3);
     case Op::ReduceSum:
     case Op::ReduceProd:

@@ -8,6 +8,7 @@
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
+#include "backend/cpu/CpuTarget.h"
 #include "compiler/Pipeline.h"
 #include "core/IrText.h"
 #include "core/Verify.h"
@@ -183,7 +184,7 @@ TEST(IrText, RoundTripsEveryOpHarnessGraph) {
                             for (const Tensor& g : gradients(cost, wrt)) outs.push_back(g);
                         }
                         gs.push_back(roots_of(outs));
-                        gs.push_back(compiler::compile(roots_of(outs)).roots);
+                        gs.push_back(compiler::compile(roots_of(outs), cpu::cpu_target()).roots);
                     } catch (const Error& e) {
                         continue; // a combination the row does not build (the harness skips it too)
                     }
@@ -217,7 +218,7 @@ TEST(IrText, RoundTripsTrainingSteps) {
         std::vector<Tensor> outs = {loss};
         for (const auto& [v, t] : upd.items()) outs.push_back(t);
         EXPECT_EQ(round_trip(roots_of(outs)), "");
-        EXPECT_EQ(round_trip(compiler::compile(roots_of(outs)).roots), "");
+        EXPECT_EQ(round_trip(compiler::compile(roots_of(outs), cpu::cpu_target()).roots), "");
     }
     // CNN with batch norm (state updates), a residual block and SGD with momentum
     {
@@ -238,7 +239,7 @@ TEST(IrText, RoundTripsTrainingSteps) {
         std::vector<Tensor> outs = {loss};
         for (const auto& [v, t] : upd.items()) outs.push_back(t);
         EXPECT_EQ(round_trip(roots_of(outs)), "");
-        EXPECT_EQ(round_trip(compiler::compile(roots_of(outs)).roots), "");
+        EXPECT_EQ(round_trip(compiler::compile(roots_of(outs), cpu::cpu_target()).roots), "");
     }
 }
 
