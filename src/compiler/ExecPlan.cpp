@@ -1,6 +1,7 @@
 // compile(Program, Target) -> ExecPlan, and bind(): the shapes of one call.
 #include "ExecPlan.h"
 
+#include "../core/Verify.h"
 #include "../ops/OpDef.h"
 
 #include <chrono>
@@ -96,6 +97,7 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 
     auto t0 = std::chrono::steady_clock::now();
     plan_memory(plan);
+    if (detail::verify_ir_enabled()) verify_plan(plan);
     if (debug_level() >= 2)
         std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu slots\n", "memory_plan",
                      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
@@ -103,6 +105,59 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
     if (debug_level() >= 3) std::fprintf(stderr, "[symjax] plan:\n%s", plan.str().c_str());
     if (detail::dumping()) dump_file("plan.txt", plan.str());
     return plan;
+}
+
+void verify_plan(const ExecPlan& plan) {
+    enum State : uint8_t { Undefined, Live, Freed };
+    std::vector<State> state(plan.slots.size(), Undefined);
+    std::vector<int> writer(plan.slots.size(), -1), last(plan.slots.size(), -1);
+    for (size_t s = 0; s < plan.slots.size(); ++s)
+        if (plan.slots[s].source != SlotSource::Step) state[s] = Live;
+    for (size_t k = 0; k < plan.steps.size(); ++k)
+        for (int s : plan.steps[k].in_slots) last[size_t(s)] = int(k);
+    std::vector<bool> kept(plan.slots.size(), false);
+    for (int s : plan.output_slots) kept[size_t(s)] = true;
+    for (int s : plan.update_slots) kept[size_t(s)] = true;
+    auto where = [&](size_t k, int s) {
+        return "plan verifier: step " + std::to_string(k) + " (" + plan.group(plan.steps[k]).roots[0]->describe(1) +
+               "), slot %" + std::to_string(s) + " (" + plan.slots[size_t(s)].node->describe(1) + ")";
+    };
+    for (size_t k = 0; k < plan.steps.size(); ++k) {
+        const Step& st = plan.steps[k];
+        for (int s : st.in_slots)
+            SJ_CHECK(state[size_t(s)] == Live, InternalError)
+                << where(k, s) << ": read while " << (state[size_t(s)] == Freed ? "freed" : "not yet computed");
+        for (int s : st.out_slots) {
+            SJ_CHECK(plan.slots[size_t(s)].source == SlotSource::Step && writer[size_t(s)] < 0, InternalError)
+                << where(k, s) << ": written twice, or a leaf written";
+            writer[size_t(s)] = int(k);
+            state[size_t(s)] = Live;
+        }
+        SJ_CHECK(st.inplace_var.empty() || st.inplace_var.size() == st.out_slots.size(), InternalError)
+            << "plan verifier: step " << k << " has " << st.inplace_var.size() << " in-place entries for "
+            << st.out_slots.size() << " outputs";
+        for (size_t o = 0; o < st.inplace_var.size(); ++o) {
+            int v = st.inplace_var[o];
+            if (v < 0) continue;
+            SJ_CHECK(st.kind == StepKind::Kernel && plan.slots[size_t(v)].source == SlotSource::Variable &&
+                         plan.slots[size_t(v)].node->type() == plan.slots[size_t(st.out_slots[o])].node->type() &&
+                         last[size_t(v)] <= int(k),
+                     InternalError)
+                << where(k, st.out_slots[o]) << ": written in place of " << plan.slots[size_t(v)].node->describe(1)
+                << ", which is not a variable of its type read by nothing after the step";
+        }
+        for (int s : st.free_after) {
+            SJ_CHECK(last[size_t(s)] == int(k) && !kept[size_t(s)] && plan.slots[size_t(s)].source == SlotSource::Step &&
+                         state[size_t(s)] == Live,
+                     InternalError)
+                << where(k, s) << ": freed, but it is read later, kept, a leaf or not live";
+            state[size_t(s)] = Freed;
+        }
+    }
+    for (int s : plan.output_slots)
+        SJ_CHECK(state[size_t(s)] == Live, InternalError) << "plan verifier: output slot %" << s << " never computed";
+    for (int s : plan.update_slots)
+        SJ_CHECK(state[size_t(s)] == Live, InternalError) << "plan verifier: update slot %" << s << " never computed";
 }
 
 BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {

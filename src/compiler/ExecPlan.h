@@ -78,6 +78,14 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 /// The memory plan pass: buffer lifetimes (free_after) and in-place updates (inplace_var).
 void plan_memory(ExecPlan& plan);
 
+/// Checks the plan's invariants (run by compile() when the IR verifier is on: SJ_DEBUG >= 1,
+/// SJ_VERIFY=1, the test suite): every step reads only slots that hold a value then (leaves, or
+/// results of earlier steps not yet freed); every computed slot is written by one step; a slot
+/// is freed once, by its last reader, and never when it is an output or an update's value; an
+/// in-place write targets a variable slot of the same type, from a kernel step. Throws
+/// InternalError naming the step and the slot.
+void verify_plan(const ExecPlan& plan);
+
 /// The shapes of one call, bound to the plan (Note [Plans and runners]).
 struct BoundStep {
     KernelLaunch launch; // Kernel steps: loop sizes, strides and the spec to compile

@@ -1,4 +1,5 @@
 // Equality, hashing and printing of attribute structs, derived from their SJ_FIELDS lists.
+#include "AttrFields.h"
 #include "Hash.h"
 
 #include <symjax/Attrs.h>
@@ -58,7 +59,9 @@ template <class A> bool equal_impl(const A& a, const A& b) {
         a.tie());
 }
 
-std::vector<std::string> split_names(const char* names) {
+} // namespace
+
+std::vector<std::string> detail::split_field_names(const char* names) {
     std::vector<std::string> out;
     std::string cur;
     for (const char* p = names; *p; ++p) {
@@ -72,7 +75,6 @@ std::vector<std::string> split_names(const char* names) {
     if (!cur.empty()) out.push_back(cur);
     return out;
 }
-} // namespace
 
 bool attrs_equal(const Attrs& a, const Attrs& b) {
     if (a.index() != b.index()) return false;
@@ -97,7 +99,7 @@ std::string attrs_str(const Attrs& a) {
     std::visit(
         [&](const auto& x) {
             using A = std::decay_t<decltype(x)>;
-            auto names = split_names(A::kFieldNames);
+            auto names = detail::split_field_names(A::kFieldNames);
             size_t i = 0;
             std::apply(
                 [&](const auto&... f) {

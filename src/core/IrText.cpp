@@ -1,6 +1,8 @@
 // The text IR (Note [Text IR]): printing a graph and parsing the text back into one.
 #include "IrText.h"
 
+#include "AttrFields.h"
+
 #include "../ops/OpDef.h"
 #include "../ops/OpSignature.h"
 
@@ -130,21 +132,6 @@ void put_constant(std::string& out, const Array& a) {
 
 // ---- attribute fields (SJ_FIELDS reflection) ---------------------------------------------------
 
-std::vector<std::string> field_names(const char* names) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (const char* p = names; *p; ++p) {
-        if (*p == ',') {
-            out.push_back(cur);
-            cur.clear();
-        } else if (*p != ' ') {
-            cur += *p;
-        }
-    }
-    if (!cur.empty()) out.push_back(cur);
-    return out;
-}
-
 void put_field(std::string& out, bool v) {
     out += v ? "true" : "false";
 }
@@ -179,7 +166,7 @@ inline constexpr bool kLeafAttrs =
 /// "{axes=[1], keepdims=true}": the fields that differ from the struct's default ("" if none).
 template <class A> void put_attrs(std::string& out, const A& a) {
     static const A kDefault{};
-    static const std::vector<std::string> kNames = field_names(A::kFieldNames);
+    static const std::vector<std::string> kNames = split_field_names(A::kFieldNames);
     std::string body;
     size_t i = 0;
     std::apply(
@@ -566,7 +553,7 @@ private:
     /// {name=value, ...} into a default A: fields in any order, each at most once; left-out
     /// fields keep their defaults.
     template <class A> A attrs_body(const char* op) {
-        static const std::vector<std::string> kNames = field_names(A::kFieldNames);
+        static const std::vector<std::string> kNames = split_field_names(A::kFieldNames);
         A a{};
         std::vector<bool> seen(kNames.size(), false);
         expect('{', "to open the attributes");

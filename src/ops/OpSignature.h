@@ -13,9 +13,8 @@ namespace sj::detail {
 // A node built through the op API always has the attribute struct its type rule reads and an
 // input count the rule expects, so the rules do not re-check them (a rule reads c.attr<A>()
 // and c.in[0]). Text (the IR parser, src/core/IrText.h) and the IR verifier (src/core/Verify.h)
-// build and check nodes without that API, so they need both facts as data. They belong in the
-// op's row of Ops.def; until the row has those columns they live in one exhaustive switch here
-// (-Werror=switch: a new op without a signature does not compile).
+// build and check nodes without that API, so they need both facts as data: the `attrs`,
+// `min_inputs` and `max_inputs` columns of the op's row in Ops.def.
 
 /// What a node of `op` looks like: `attrs` is the index of its Attrs alternative; it takes
 /// between min_inputs and max_inputs inputs (equal for a fixed arity).

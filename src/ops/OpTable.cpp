@@ -17,10 +17,11 @@ struct StaticRow {
     DTypeClass dtypes;
     uint32_t shape_only;
     FusionClass fusion;
+    int min_inputs, max_inputs;
 };
 constexpr StaticRow kRows[] = {
-#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion)                                \
-    {str, arity, traits, DTypeClass::dtypes, shape_only, FusionClass::fusion},
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in)                \
+    {str, arity, traits, DTypeClass::dtypes, shape_only, FusionClass::fusion, min_in, max_in},
 #include <symjax/Ops.def>
 };
 
@@ -37,11 +38,14 @@ constexpr bool rows_consistent() {
             return false;
         // a shape-only input is an optional last input of a variadic op
         if (r.shape_only != 0 && r.arity != -1) return false;
+        // the input counts: the arity of a fixed op; a range (max -1: unbounded) of a variadic one
+        if (r.arity != -1 && (r.min_inputs != r.arity || r.max_inputs != r.arity)) return false;
+        if (r.arity == -1 && r.max_inputs != -1 && r.max_inputs <= r.min_inputs) return false;
     }
     return true;
 }
-static_assert(rows_consistent(), "Ops.def: a row's fusion class, traits and shape_only mask "
-                                 "disagree (see the column notes at the top of Ops.def)");
+static_assert(rows_consistent(), "Ops.def: a row's fusion class, traits, shape_only mask and input "
+                                 "counts disagree (see the column notes at the top of Ops.def)");
 } // namespace
 
 const char* op_name(Op op) { return kRows[static_cast<int>(op)].name; }

@@ -203,3 +203,44 @@ TEST(BackendRegistry, BackendsRegisterThemselvesAndOthersCanJoin) {
         EXPECT_NE(m.find("test_counting"), std::string::npos) << m;
     }
 }
+
+TEST(ExecPlan, VerifierRejectsBrokenPlans) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    EXPECT_NO_THROW(cc::verify_plan(plan));
+    // a value freed before its last reader
+    {
+        cc::ExecPlan bad = plan;
+        const cc::Step& last = bad.steps.back();
+        int s = -1;
+        for (int x : last.in_slots)
+            if (bad.slots[size_t(x)].source == cc::SlotSource::Step) s = x;
+        ASSERT_GE(s, 0) << plan.str();
+        size_t producer = 0;
+        for (size_t k = 0; k < bad.steps.size(); ++k)
+            for (int o : bad.steps[k].out_slots)
+                if (o == s) producer = k;
+        bad.steps[producer].free_after.push_back(s);
+        EXPECT_THROW(cc::verify_plan(bad), InternalError);
+    }
+    // steps out of order: a step reads what a later one computes
+    {
+        cc::ExecPlan bad = plan;
+        std::swap(bad.steps.front(), bad.steps.back());
+        EXPECT_THROW(cc::verify_plan(bad), InternalError);
+    }
+    // an in-place write into an input's buffer
+    {
+        cc::ExecPlan bad = plan;
+        int input = -1;
+        for (size_t s = 0; s < bad.slots.size(); ++s)
+            if (bad.slots[s].source == cc::SlotSource::Input) input = int(s);
+        for (auto& st : bad.steps)
+            if (st.kind == cc::StepKind::Kernel) {
+                st.inplace_var.assign(st.out_slots.size(), -1);
+                st.inplace_var[0] = input;
+                break;
+            }
+        EXPECT_THROW(cc::verify_plan(bad), InternalError);
+    }
+}
