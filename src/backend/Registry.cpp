@@ -41,7 +41,8 @@ std::vector<std::string> backend_names() {
     ensure_builtin();
     std::lock_guard<std::mutex> lock(g_backends_mu);
     std::vector<std::string> n;
-    for (const auto& [k, v] : registry()) n.push_back(k);
+    for (const auto& [k, v] : registry())
+        n.push_back(k);
     return n;
 }
 
@@ -54,9 +55,11 @@ BackendFactory find_backend(const std::string& name) {
     ensure_builtin();
     std::lock_guard<std::mutex> lock(g_backends_mu);
     auto it = registry().find(name);
-    if (it != registry().end()) return it->second;
+    if (it != registry().end())
+        return it->second;
     std::string known;
-    for (const auto& [k, v] : registry()) known += (known.empty() ? "" : ", ") + k;
+    for (const auto& [k, v] : registry())
+        known += (known.empty() ? "" : ", ") + k;
     SJ_THROW(Error) << "unknown backend '" << name << "' (known: " << known << ")";
 }
 

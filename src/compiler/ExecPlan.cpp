@@ -30,18 +30,23 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
     plan.target = &target;
     plan.options = o;
     std::vector<NodePtr> roots = p.outputs;
-    for (const auto& u : p.updates) roots.push_back(u.second);
+    for (const auto& u : p.updates)
+        roots.push_back(u.second);
     plan.compiled = compile(roots, target);
     const Compiled& c = plan.compiled;
 
     std::vector<const Node*> rs;
-    for (const auto& r : c.roots) rs.push_back(r.get());
+    for (const auto& r : c.roots)
+        rs.push_back(r.get());
     plan.order = topo_order(rs);
     std::unordered_map<const Node*, int> input_of, var_of;
-    for (size_t i = 0; i < p.inputs.size(); ++i) input_of[p.inputs[i].get()] = int(i);
-    for (size_t i = 0; i < p.variables.size(); ++i) var_of[p.variables[i].get()] = int(i);
+    for (size_t i = 0; i < p.inputs.size(); ++i)
+        input_of[p.inputs[i].get()] = int(i);
+    for (size_t i = 0; i < p.variables.size(); ++i)
+        var_of[p.variables[i].get()] = int(i);
     auto add_slot = [&](const Node* n, SlotSource src, int index) {
-        if (plan.slot_of.count(n)) return;
+        if (plan.slot_of.count(n))
+            return;
         plan.slot_of[n] = int(plan.slots.size());
         plan.slots.push_back({n, src, index});
     };
@@ -52,58 +57,82 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
             add_slot(n, SlotSource::Input, it == input_of.end() ? -1 : it->second);
         } else if (n->is(Op::Variable)) {
             auto it = var_of.find(n);
-            SJ_ASSERT(it != var_of.end()) << "variable " << n->describe() << " is not in the program";
+            SJ_ASSERT(it != var_of.end())
+                << "variable " << n->describe() << " is not in the program";
             add_slot(n, SlotSource::Variable, it->second);
         } else if (n->is(Op::Constant)) {
             add_slot(n, SlotSource::Constant, -1);
         } else if (n->is(Op::RngCounter)) {
             add_slot(n, SlotSource::RngCounter, -1);
         } else {
-            SJ_ASSERT(!has_trait(n->op(), kLeaf)) << "leaf " << op_name(n->op()) << " has no slot source";
+            SJ_ASSERT(!has_trait(n->op(), kLeaf))
+                << "leaf " << op_name(n->op()) << " has no slot source";
         }
     }
     for (const auto& g : c.plan.groups)
-        for (size_t k = 0; k < g.roots.size(); ++k) add_slot(g.result(k).get(), SlotSource::Step, -1);
+        for (size_t k = 0; k < g.roots.size(); ++k)
+            add_slot(g.result(k).get(), SlotSource::Step, -1);
 
     for (size_t gi = 0; gi < c.plan.groups.size(); ++gi) {
         const Group& g = c.plan.groups[gi];
         Step s;
         s.group = gi;
         switch (g.kind) {
-        case Group::Kind::Kernel: s.kind = StepKind::Kernel; break;
-        case Group::Kind::Dot: s.kind = StepKind::Dot; break;
-        case Group::Kind::Window: s.kind = StepKind::Window; break;
-        case Group::Kind::View: s.kind = StepKind::View; break;
-        case Group::Kind::Fallback: s.kind = StepKind::Fallback; break;
+        case Group::Kind::Kernel:
+            s.kind = StepKind::Kernel;
+            break;
+        case Group::Kind::Dot:
+            s.kind = StepKind::Dot;
+            break;
+        case Group::Kind::Window:
+            s.kind = StepKind::Window;
+            break;
+        case Group::Kind::View:
+            s.kind = StepKind::View;
+            break;
+        case Group::Kind::Fallback:
+            s.kind = StepKind::Fallback;
+            break;
         }
         if (g.kind == Group::Kind::Kernel) {
-            for (const auto& l : g.loads) s.in_slots.push_back(plan.slot_of.at(l.buffer.get()));
+            for (const auto& l : g.loads)
+                s.in_slots.push_back(plan.slot_of.at(l.buffer.get()));
         } else {
             const Node* r = g.roots[0].get();
             for (size_t i = 0; i < r->num_inputs(); ++i) {
-                if (detail::shape_only_input(*r, i)) continue;
+                if (detail::shape_only_input(*r, i))
+                    continue;
                 auto it = plan.slot_of.find(r->input(i).get());
-                if (it != plan.slot_of.end()) s.in_slots.push_back(it->second);
+                if (it != plan.slot_of.end())
+                    s.in_slots.push_back(it->second);
             }
         }
         for (const auto& po : g.epilogue)
-            if (po.operand) s.in_slots.push_back(plan.slot_of.at(po.operand.get()));
-        for (size_t k = 0; k < g.roots.size(); ++k) s.out_slots.push_back(plan.slot_of.at(g.result(k).get()));
+            if (po.operand)
+                s.in_slots.push_back(plan.slot_of.at(po.operand.get()));
+        for (size_t k = 0; k < g.roots.size(); ++k)
+            s.out_slots.push_back(plan.slot_of.at(g.result(k).get()));
         plan.steps.push_back(std::move(s));
     }
-    for (size_t k = 0; k < p.outputs.size(); ++k) plan.output_slots.push_back(plan.slot_of.at(c.roots[k].get()));
+    for (size_t k = 0; k < p.outputs.size(); ++k)
+        plan.output_slots.push_back(plan.slot_of.at(c.roots[k].get()));
     for (size_t k = 0; k < p.updates.size(); ++k)
         plan.update_slots.push_back(plan.slot_of.at(c.roots[p.outputs.size() + k].get()));
 
     auto t0 = std::chrono::steady_clock::now();
     plan_memory(plan);
-    if (detail::verify_ir_enabled()) verify_plan(plan);
+    if (detail::verify_ir_enabled())
+        verify_plan(plan);
     if (debug_level() >= 2)
-        std::fprintf(stderr, "[symjax] %-12s %8.1f ms, %zu slots\n", "memory_plan",
-                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
-                     plan.slots.size());
-    if (debug_level() >= 3) std::fprintf(stderr, "[symjax] plan:\n%s", plan.str().c_str());
-    if (detail::dumping()) dump_file("plan.txt", plan.str());
+        std::fprintf(
+            stderr, "[symjax] %-12s %8.1f ms, %zu slots\n", "memory_plan",
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count(),
+            plan.slots.size());
+    if (debug_level() >= 3)
+        std::fprintf(stderr, "[symjax] plan:\n%s", plan.str().c_str());
+    if (detail::dumping())
+        dump_file("plan.txt", plan.str());
     return plan;
 }
 
@@ -112,42 +141,55 @@ void verify_plan(const ExecPlan& plan) {
     std::vector<State> state(plan.slots.size(), Undefined);
     std::vector<int> writer(plan.slots.size(), -1), last(plan.slots.size(), -1);
     for (size_t s = 0; s < plan.slots.size(); ++s)
-        if (plan.slots[s].source != SlotSource::Step) state[s] = Live;
+        if (plan.slots[s].source != SlotSource::Step)
+            state[s] = Live;
     for (size_t k = 0; k < plan.steps.size(); ++k)
-        for (int s : plan.steps[k].in_slots) last[size_t(s)] = int(k);
+        for (int s : plan.steps[k].in_slots)
+            last[size_t(s)] = int(k);
     std::vector<bool> kept(plan.slots.size(), false);
-    for (int s : plan.output_slots) kept[size_t(s)] = true;
-    for (int s : plan.update_slots) kept[size_t(s)] = true;
+    for (int s : plan.output_slots)
+        kept[size_t(s)] = true;
+    for (int s : plan.update_slots)
+        kept[size_t(s)] = true;
     auto where = [&](size_t k, int s) {
-        return "plan verifier: step " + std::to_string(k) + " (" + plan.group(plan.steps[k]).roots[0]->describe(1) +
-               "), slot %" + std::to_string(s) + " (" + plan.slots[size_t(s)].node->describe(1) + ")";
+        return "plan verifier: step " + std::to_string(k) + " (" +
+               plan.group(plan.steps[k]).roots[0]->describe(1) + "), slot %" + std::to_string(s) +
+               " (" + plan.slots[size_t(s)].node->describe(1) + ")";
     };
     for (size_t k = 0; k < plan.steps.size(); ++k) {
         const Step& st = plan.steps[k];
         for (int s : st.in_slots)
             SJ_CHECK(state[size_t(s)] == Live, InternalError)
-                << where(k, s) << ": read while " << (state[size_t(s)] == Freed ? "freed" : "not yet computed");
+                << where(k, s) << ": read while "
+                << (state[size_t(s)] == Freed ? "freed" : "not yet computed");
         for (int s : st.out_slots) {
-            SJ_CHECK(plan.slots[size_t(s)].source == SlotSource::Step && writer[size_t(s)] < 0, InternalError)
+            SJ_CHECK(plan.slots[size_t(s)].source == SlotSource::Step && writer[size_t(s)] < 0,
+                     InternalError)
                 << where(k, s) << ": written twice, or a leaf written";
             writer[size_t(s)] = int(k);
             state[size_t(s)] = Live;
         }
-        SJ_CHECK(st.inplace_var.empty() || st.inplace_var.size() == st.out_slots.size(), InternalError)
-            << "plan verifier: step " << k << " has " << st.inplace_var.size() << " in-place entries for "
-            << st.out_slots.size() << " outputs";
+        SJ_CHECK(st.inplace_var.empty() || st.inplace_var.size() == st.out_slots.size(),
+                 InternalError)
+            << "plan verifier: step " << k << " has " << st.inplace_var.size()
+            << " in-place entries for " << st.out_slots.size() << " outputs";
         for (size_t o = 0; o < st.inplace_var.size(); ++o) {
             int v = st.inplace_var[o];
-            if (v < 0) continue;
-            SJ_CHECK(st.kind == StepKind::Kernel && plan.slots[size_t(v)].source == SlotSource::Variable &&
-                         plan.slots[size_t(v)].node->type() == plan.slots[size_t(st.out_slots[o])].node->type() &&
+            if (v < 0)
+                continue;
+            SJ_CHECK(st.kind == StepKind::Kernel &&
+                         plan.slots[size_t(v)].source == SlotSource::Variable &&
+                         plan.slots[size_t(v)].node->type() ==
+                             plan.slots[size_t(st.out_slots[o])].node->type() &&
                          last[size_t(v)] <= int(k),
                      InternalError)
-                << where(k, st.out_slots[o]) << ": written in place of " << plan.slots[size_t(v)].node->describe(1)
+                << where(k, st.out_slots[o]) << ": written in place of "
+                << plan.slots[size_t(v)].node->describe(1)
                 << ", which is not a variable of its type read by nothing after the step";
         }
         for (int s : st.free_after) {
-            SJ_CHECK(last[size_t(s)] == int(k) && !kept[size_t(s)] && plan.slots[size_t(s)].source == SlotSource::Step &&
+            SJ_CHECK(last[size_t(s)] == int(k) && !kept[size_t(s)] &&
+                         plan.slots[size_t(s)].source == SlotSource::Step &&
                          state[size_t(s)] == Live,
                      InternalError)
                 << where(k, s) << ": freed, but it is read later, kept, a leaf or not live";
@@ -155,9 +197,11 @@ void verify_plan(const ExecPlan& plan) {
         }
     }
     for (int s : plan.output_slots)
-        SJ_CHECK(state[size_t(s)] == Live, InternalError) << "plan verifier: output slot %" << s << " never computed";
+        SJ_CHECK(state[size_t(s)] == Live, InternalError)
+            << "plan verifier: output slot %" << s << " never computed";
     for (int s : plan.update_slots)
-        SJ_CHECK(state[size_t(s)] == Live, InternalError) << "plan verifier: update slot %" << s << " never computed";
+        SJ_CHECK(state[size_t(s)] == Live, InternalError)
+            << "plan verifier: update slot %" << s << " never computed";
 }
 
 BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
@@ -167,13 +211,15 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
     for (const Node* n : plan.order) {
         if (n->is(Op::Placeholder)) {
             int i = plan.slots[size_t(plan.slot_of.at(n))].index;
-            SJ_CHECK(i >= 0, InputError) << "placeholder '" << n->name() << "' is not bound to a value";
+            SJ_CHECK(i >= 0, InputError)
+                << "placeholder '" << n->name() << "' is not bound to a value";
             types[n] = inputs.at(size_t(i));
         } else if (has_trait(n->op(), kLeaf)) {
             types[n] = n->type();
         } else {
             std::vector<TensorType> in;
-            for (const auto& i : n->inputs()) in.push_back(types.at(i.get()));
+            for (const auto& i : n->inputs())
+                in.push_back(types.at(i.get()));
             detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
             try {
                 types[n] = detail::op_def(n->op()).infer(ctx);
@@ -189,20 +235,27 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
         const TensorType& t = types.at(plan.slots[size_t(plan.update_slots[k])].node);
         SJ_CHECK(t.shape == v->shape(), InputError)
             << "the update of variable '" << v->name() << "' " << type_str(v->type())
-            << " produced a value of shape " << type_str(t) << " with these inputs; no variable was changed";
+            << " produced a value of shape " << type_str(t)
+            << " with these inputs; no variable was changed";
     }
     b.types.resize(plan.slots.size());
-    for (size_t s = 0; s < plan.slots.size(); ++s) b.types[s] = types.at(plan.slots[s].node);
+    for (size_t s = 0; s < plan.slots.size(); ++s)
+        b.types[s] = types.at(plan.slots[s].node);
     ShapeOf shape_of = [&](const Node* n) -> const Shape& { return types.at(n).shape; };
-    auto bytes = [&](int s) { return numel(b.types[size_t(s)].shape) * dtype_size(b.types[size_t(s)].dtype); };
+    auto bytes = [&](int s) {
+        return numel(b.types[size_t(s)].shape) * dtype_size(b.types[size_t(s)].dtype);
+    };
 
     std::vector<bool> keep(plan.slots.size(), false);
-    for (int s : plan.output_slots) keep[size_t(s)] = true;
-    for (int s : plan.update_slots) keep[size_t(s)] = true;
+    for (int s : plan.output_slots)
+        keep[size_t(s)] = true;
+    for (int s : plan.update_slots)
+        keep[size_t(s)] = true;
     int64_t live = 0;
     for (const Step& s : plan.steps) {
         BoundStep bs;
-        for (int i : s.in_slots) bs.bytes += bytes(i);
+        for (int i : s.in_slots)
+            bs.bytes += bytes(i);
         for (int o : s.out_slots) {
             bs.bytes += bytes(o);
             if (!keep[size_t(o)]) {
@@ -212,8 +265,10 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
         }
         b.peak_bytes = std::max(b.peak_bytes, live);
         if (s.kind == StepKind::Kernel)
-            bs.launch = plan_kernel(plan.group(s), plan.compiled.plan, shape_of, plan.target->vector_lanes());
-        for (int f : s.free_after) live -= bytes(f);
+            bs.launch = plan_kernel(plan.group(s), plan.compiled.plan, shape_of,
+                                    plan.target->vector_lanes());
+        for (int f : s.free_after)
+            live -= bytes(f);
         b.steps.push_back(std::move(bs));
     }
     return b;
@@ -222,21 +277,31 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
 namespace {
 const char* step_name(StepKind k) {
     switch (k) {
-    case StepKind::Kernel: return "kernel";
-    case StepKind::Dot: return "dot";
-    case StepKind::Window: return "window";
-    case StepKind::View: return "view";
-    case StepKind::Fallback: return "reference";
+    case StepKind::Kernel:
+        return "kernel";
+    case StepKind::Dot:
+        return "dot";
+    case StepKind::Window:
+        return "window";
+    case StepKind::View:
+        return "view";
+    case StepKind::Fallback:
+        return "reference";
     }
     return "?";
 }
 const char* source_name(SlotSource s) {
     switch (s) {
-    case SlotSource::Input: return "input";
-    case SlotSource::Variable: return "variable";
-    case SlotSource::Constant: return "constant";
-    case SlotSource::RngCounter: return "rng_counter";
-    case SlotSource::Step: return "step";
+    case SlotSource::Input:
+        return "input";
+    case SlotSource::Variable:
+        return "variable";
+    case SlotSource::Constant:
+        return "constant";
+    case SlotSource::RngCounter:
+        return "rng_counter";
+    case SlotSource::Step:
+        return "step";
     }
     return "?";
 }
@@ -244,35 +309,42 @@ const char* source_name(SlotSource s) {
 
 std::string ExecPlan::str() const {
     std::ostringstream os;
-    os << "plan for target " << (target ? target->name() : "?") << ": " << slots.size() << " slots, "
-       << steps.size() << " steps\n";
+    os << "plan for target " << (target ? target->name() : "?") << ": " << slots.size()
+       << " slots, " << steps.size() << " steps\n";
     for (size_t i = 0; i < slots.size(); ++i) {
         const Slot& s = slots[i];
-        if (s.source == SlotSource::Step) continue;
+        if (s.source == SlotSource::Step)
+            continue;
         os << "  %" << i << " = " << source_name(s.source);
-        if (s.index >= 0) os << " " << s.index;
+        if (s.index >= 0)
+            os << " " << s.index;
         os << " " << type_str(s.node->type()) << "  " << s.node->describe(1) << "\n";
     }
     for (size_t k = 0; k < steps.size(); ++k) {
         const Step& s = steps[k];
         os << "  step " << k << " " << step_name(s.kind) << " (";
-        for (size_t i = 0; i < s.in_slots.size(); ++i) os << (i ? ", %" : "%") << s.in_slots[i];
+        for (size_t i = 0; i < s.in_slots.size(); ++i)
+            os << (i ? ", %" : "%") << s.in_slots[i];
         os << ") -> ";
         for (size_t i = 0; i < s.out_slots.size(); ++i) {
             os << (i ? ", %" : "%") << s.out_slots[i];
-            if (!s.inplace_var.empty() && s.inplace_var[i] >= 0) os << " in place of %" << s.inplace_var[i];
+            if (!s.inplace_var.empty() && s.inplace_var[i] >= 0)
+                os << " in place of %" << s.inplace_var[i];
         }
         if (!s.free_after.empty()) {
             os << "; frees";
-            for (int f : s.free_after) os << " %" << f;
+            for (int f : s.free_after)
+                os << " %" << f;
         }
         os << "  " << group(s).roots[0]->describe(1) << "\n";
     }
     os << "  outputs";
-    for (int s : output_slots) os << " %" << s;
+    for (int s : output_slots)
+        os << " %" << s;
     os << "\n  updates";
     for (size_t k = 0; k < update_slots.size(); ++k)
-        os << " " << program.variables[program.updates[k].first]->describe(1) << " <- %" << update_slots[k];
+        os << " " << program.variables[program.updates[k].first]->describe(1) << " <- %"
+           << update_slots[k];
     os << "\n";
     return os.str();
 }

@@ -41,13 +41,13 @@ enum class StepKind : uint8_t {
 
 struct Step {
     StepKind kind = StepKind::Kernel;
-    size_t group = 0;                // index into fusion.groups
-    std::vector<int> in_slots;       // loads (kernels) or the op's value operands, then post-op operands
-    std::vector<int> out_slots;      // one per group result
+    size_t group = 0;           // index into fusion.groups
+    std::vector<int> in_slots;  // loads (kernels) or the op's value operands, then post-op operands
+    std::vector<int> out_slots; // one per group result
     // The memory plan's decisions (MemoryPlan in MemoryPlan.cpp):
     /// per output: written into this variable slot's buffer (an in-place update), or -1
     std::vector<int> inplace_var;
-    std::vector<int> free_after;     // slots whose last reader is this step
+    std::vector<int> free_after; // slots whose last reader is this step
 };
 
 /// Options that change the plan's decisions.
@@ -60,13 +60,13 @@ struct ExecPlan {
     detail::Program program;
     const Target* target = nullptr;
     PlanOptions options;
-    Compiled compiled;                  // rewritten roots (outputs, then updates) and fusion plan
-    std::vector<const Node*> order;     // the rewritten graph in topological order
+    Compiled compiled;              // rewritten roots (outputs, then updates) and fusion plan
+    std::vector<const Node*> order; // the rewritten graph in topological order
     std::vector<Slot> slots;
     std::unordered_map<const Node*, int> slot_of;
     std::vector<Step> steps;
-    std::vector<int> output_slots;      // per program output
-    std::vector<int> update_slots;      // per program update: the slot holding the new value
+    std::vector<int> output_slots; // per program output
+    std::vector<int> update_slots; // per program update: the slot holding the new value
     const Group& group(const Step& s) const { return compiled.plan.groups[s.group]; }
     /// The plan as text: slots, steps with their buffers and memory decisions.
     std::string str() const;
@@ -93,9 +93,9 @@ struct BoundStep {
 };
 
 struct BoundPlan {
-    std::vector<TensorType> types;                       // per slot
+    std::vector<TensorType> types;                          // per slot
     std::unordered_map<const Node*, TensorType> node_types; // every node of the rewritten graph
-    std::vector<BoundStep> steps;                        // per step
+    std::vector<BoundStep> steps;                           // per step
     int64_t intermediate_bytes = 0, peak_bytes = 0;
 };
 

@@ -26,23 +26,31 @@ namespace {
 int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t si,
                       const std::vector<int>& last) {
     const Group& g = plan.group(s);
-    if (g.outputs[root].reduced) return -1;
+    if (g.outputs[root].reduced)
+        return -1;
     const detail::Program& p = plan.program;
     const auto& roots = plan.compiled.roots;
     size_t n_out = p.outputs.size();
     for (size_t k = 0; k < p.updates.size(); ++k) {
-        if (roots[n_out + k] != g.roots[root]) continue;
+        if (roots[n_out + k] != g.roots[root])
+            continue;
         const Node* var = p.variables[p.updates[k].first].get();
         auto vs = plan.slot_of.find(var);
-        if (vs == plan.slot_of.end()) return -1;
-        if (last[size_t(vs->second)] > int(si)) return -1; // read later: keep the old value intact
+        if (vs == plan.slot_of.end())
+            return -1;
+        if (last[size_t(vs->second)] > int(si))
+            return -1; // read later: keep the old value intact
         for (size_t o = 0; o < n_out; ++o)
-            if (roots[o].get() == var) return -1; // returned to the user
+            if (roots[o].get() == var)
+                return -1; // returned to the user
         for (size_t u = 0; u < p.updates.size(); ++u)
-            if (roots[n_out + u].get() == var) return -1; // another variable takes its value
+            if (roots[n_out + u].get() == var)
+                return -1; // another variable takes its value
         for (const auto& l : g.loads)
-            if (l.buffer.get() == var && l.chain != 0) return -1; // read elsewhere than written
-        if (var->shape() != g.roots[root]->shape()) return -1;
+            if (l.buffer.get() == var && l.chain != 0)
+                return -1; // read elsewhere than written
+        if (var->shape() != g.roots[root]->shape())
+            return -1;
         return vs->second;
     }
     return -1;
@@ -54,10 +62,13 @@ void plan_memory(ExecPlan& plan) {
     size_t n = plan.steps.size();
     std::vector<int> last(plan.slots.size(), -1); // last reading step per slot
     for (size_t si = 0; si < n; ++si)
-        for (int s : plan.steps[si].in_slots) last[size_t(s)] = int(si);
+        for (int s : plan.steps[si].in_slots)
+            last[size_t(s)] = int(si);
     std::vector<bool> keep(plan.slots.size(), false);
-    for (int s : plan.output_slots) keep[size_t(s)] = true;
-    for (int s : plan.update_slots) keep[size_t(s)] = true;
+    for (int s : plan.output_slots)
+        keep[size_t(s)] = true;
+    for (int s : plan.update_slots)
+        keep[size_t(s)] = true;
     // may a later step throw? then no in-place writes
     std::vector<bool> throws_after(n + 1, plan.options.nan_guard);
     bool fallback_after = plan.options.nan_guard;
@@ -69,10 +80,12 @@ void plan_memory(ExecPlan& plan) {
         Step& s = plan.steps[si];
         s.inplace_var.assign(s.out_slots.size(), -1);
         if (s.kind == StepKind::Kernel && plan.options.inplace_updates && !throws_after[si])
-            for (size_t k = 0; k < s.out_slots.size(); ++k) s.inplace_var[k] = inplace_candidate(plan, s, k, si, last);
+            for (size_t k = 0; k < s.out_slots.size(); ++k)
+                s.inplace_var[k] = inplace_candidate(plan, s, k, si, last);
         s.free_after.clear();
         for (int x : s.in_slots)
-            if (last[size_t(x)] == int(si) && !keep[size_t(x)] && plan.slots[size_t(x)].source == SlotSource::Step &&
+            if (last[size_t(x)] == int(si) && !keep[size_t(x)] &&
+                plan.slots[size_t(x)].source == SlotSource::Step &&
                 std::find(s.free_after.begin(), s.free_after.end(), x) == s.free_after.end())
                 s.free_after.push_back(x);
     }

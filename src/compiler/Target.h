@@ -39,7 +39,8 @@ public:
     virtual EpilogueRule epilogue(const Node& n) const = 0;
     /// The target's own rewrites, run after specialize: layouts its libraries prefer (the cpu
     /// target: channel-blocked convolution chains). Returns the new roots.
-    virtual std::vector<NodePtr> lower(const std::vector<NodePtr>& roots, RewriteStats* stats) const = 0;
+    virtual std::vector<NodePtr> lower(const std::vector<NodePtr>& roots,
+                                       RewriteStats* stats) const = 0;
     /// f32 lanes the generated kernels' innermost loops are vectorised over (KernelPlan compiles
     /// in the trip count of inner loops shorter than a few vectors).
     virtual int vector_lanes() const = 0;

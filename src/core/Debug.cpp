@@ -20,7 +20,8 @@ bool dumping() {
 }
 
 void dump_file(const std::string& name, const std::string& text) {
-    if (!dumping()) return;
+    if (!dumping())
+        return;
     std::string dir = std::getenv("SJ_DUMP");
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);

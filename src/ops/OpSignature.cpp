@@ -18,7 +18,8 @@ template <class A, size_t I = 0> constexpr size_t index_of() {
 
 template <size_t I = 0> Attrs make_alternative(size_t index) {
     if constexpr (I < std::variant_size_v<Attrs>) {
-        if (index == I) return Attrs(std::in_place_index<I>);
+        if (index == I)
+            return Attrs(std::in_place_index<I>);
         return make_alternative<I + 1>(index);
     } else {
         return NoAttrs{};
@@ -30,7 +31,8 @@ template <class A> constexpr OpSignature row(int lo, int hi) {
 }
 /// Each op's signature, from the `attrs`, `min_inputs` and `max_inputs` columns of its row.
 constexpr OpSignature kSignatures[] = {
-#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in) row<attrs>(min_in, max_in),
+#define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in)         \
+    row<attrs>(min_in, max_in),
 #include <symjax/Ops.def>
 #undef SJ_OP
 };
@@ -38,7 +40,8 @@ static_assert(std::size(kSignatures) == size_t(kNumOps));
 } // namespace
 
 OpSignature op_signature(Op op) {
-    SJ_ASSERT(static_cast<size_t>(op) < std::size(kSignatures)) << "op_signature: unknown op " << static_cast<int>(op);
+    SJ_ASSERT(static_cast<size_t>(op) < std::size(kSignatures))
+        << "op_signature: unknown op " << static_cast<int>(op);
     return kSignatures[static_cast<size_t>(op)];
 }
 

@@ -49,16 +49,20 @@ struct Mlp {
 void check_lifetimes(const cc::ExecPlan& plan) {
     std::vector<int> state(plan.slots.size(), 0); // 0 undefined, 1 live, 2 freed
     for (size_t s = 0; s < plan.slots.size(); ++s)
-        if (plan.slots[s].source != cc::SlotSource::Step) state[s] = 1;
+        if (plan.slots[s].source != cc::SlotSource::Step)
+            state[s] = 1;
     std::vector<int> last(plan.slots.size(), -1);
     for (size_t k = 0; k < plan.steps.size(); ++k)
-        for (int s : plan.steps[k].in_slots) last[size_t(s)] = int(k);
+        for (int s : plan.steps[k].in_slots)
+            last[size_t(s)] = int(k);
     std::set<int> kept(plan.output_slots.begin(), plan.output_slots.end());
     kept.insert(plan.update_slots.begin(), plan.update_slots.end());
     for (size_t k = 0; k < plan.steps.size(); ++k) {
         const cc::Step& st = plan.steps[k];
-        for (int s : st.in_slots) ASSERT_EQ(state[size_t(s)], 1) << "step " << k << " reads %" << s << "\n" << plan.str();
-        for (int s : st.out_slots) state[size_t(s)] = 1;
+        for (int s : st.in_slots)
+            ASSERT_EQ(state[size_t(s)], 1) << "step " << k << " reads %" << s << "\n" << plan.str();
+        for (int s : st.out_slots)
+            state[size_t(s)] = 1;
         for (int s : st.free_after) {
             EXPECT_EQ(last[size_t(s)], int(k)) << "%" << s << " freed before its last reader";
             EXPECT_FALSE(kept.count(s)) << "%" << s << " is an output or an update's value";
@@ -69,14 +73,17 @@ void check_lifetimes(const cc::ExecPlan& plan) {
     for (size_t s = 0; s < plan.slots.size(); ++s)
         if (plan.slots[s].source == cc::SlotSource::Step && !kept.count(int(s)) && last[s] >= 0)
             EXPECT_EQ(state[s], 2) << "%" << s << " is never freed";
-    for (int s : plan.output_slots) EXPECT_EQ(state[size_t(s)], 1);
-    for (int s : plan.update_slots) EXPECT_EQ(state[size_t(s)], 1);
+    for (int s : plan.output_slots)
+        EXPECT_EQ(state[size_t(s)], 1);
+    for (int s : plan.update_slots)
+        EXPECT_EQ(state[size_t(s)], 1);
 }
 
 size_t inplace_count(const cc::ExecPlan& plan) {
     size_t n = 0;
     for (const auto& st : plan.steps)
-        for (int v : st.inplace_var) n += v >= 0;
+        for (int v : st.inplace_var)
+            n += v >= 0;
     return n;
 }
 
@@ -97,7 +104,8 @@ TEST(ExecPlan, SlotsStepsAndLifetimes) {
     EXPECT_EQ(inputs, 2u);
     EXPECT_EQ(vars, 4u);
     size_t dots = 0;
-    for (const auto& st : plan.steps) dots += st.kind == cc::StepKind::Dot;
+    for (const auto& st : plan.steps)
+        dots += st.kind == cc::StepKind::Dot;
     EXPECT_GE(dots, 4u) << plan.str(); // two forward matmuls and their gradients
     check_lifetimes(plan);
 }
@@ -130,7 +138,8 @@ TEST(ExecPlan, BindIsPerShapeAndChecksBeforeAnythingRuns) {
     EXPECT_GT(b32.peak_bytes, 0);
     EXPECT_LE(b32.peak_bytes, b32.intermediate_bytes);
     for (size_t k = 0; k < plan.steps.size(); ++k)
-        if (plan.steps[k].kind == cc::StepKind::Kernel) EXPECT_GT(b32.steps[k].launch.points, 0);
+        if (plan.steps[k].kind == cc::StepKind::Kernel)
+            EXPECT_GT(b32.steps[k].launch.points, 0);
     // a batch of 32 rows with 31 labels: the op that sees the clash is named, as an InputError
     try {
         cc::bind(plan, {{f32, {32, 8}}, {i64, {31}}});
@@ -167,14 +176,16 @@ TEST(Target, GenericTargetHasNoLibraryCallsAndNoLowering) {
     EXPECT_GE(post_ops, 1u) << cpu.str(); // the relu rides on the convolution
     // the cpu target's lowering blocks the conv's channels (16 of them: one whole block)
     bool blocked = false;
-    for (const Node* n : topo_order({cpu.compiled.roots[0].get()})) blocked |= n->is(Op::BlockChannels) || n->is(Op::UnblockChannels);
+    for (const Node* n : topo_order({cpu.compiled.roots[0].get()}))
+        blocked |= n->is(Op::BlockChannels) || n->is(Op::UnblockChannels);
     EXPECT_EQ(blocked, cpu::blocked_layout());
 }
 
 namespace {
 int g_counting_calls = 0;
 /// A backend of the test's own: the reference interpreter, counting how often it compiles.
-std::unique_ptr<detail::Executable> counting_backend(const detail::Program& p, const FunctionOptions& o) {
+std::unique_ptr<detail::Executable> counting_backend(const detail::Program& p,
+                                                     const FunctionOptions& o) {
     ++g_counting_calls;
     return detail::find_backend("reference")(p, o);
 }
@@ -192,7 +203,8 @@ TEST(BackendRegistry, BackendsRegisterThemselvesAndOthersCanJoin) {
     o.backend = "test_counting";
     Function f = function({x}, {x * 2.0}, {}, o);
     EXPECT_EQ(g_counting_calls, 1);
-    expect_close(f(Array(std::vector<double>{1, 2, 3}))[0], Array(std::vector<double>{2, 4, 6}), 0, 0, "2x");
+    expect_close(f(Array(std::vector<double>{1, 2, 3}))[0], Array(std::vector<double>{2, 4, 6}), 0,
+                 0, "2x");
     o.backend = "no_such_backend";
     try {
         function({x}, {x * 2.0}, {}, o);
@@ -214,12 +226,14 @@ TEST(ExecPlan, VerifierRejectsBrokenPlans) {
         const cc::Step& last = bad.steps.back();
         int s = -1;
         for (int x : last.in_slots)
-            if (bad.slots[size_t(x)].source == cc::SlotSource::Step) s = x;
+            if (bad.slots[size_t(x)].source == cc::SlotSource::Step)
+                s = x;
         ASSERT_GE(s, 0) << plan.str();
         size_t producer = 0;
         for (size_t k = 0; k < bad.steps.size(); ++k)
             for (int o : bad.steps[k].out_slots)
-                if (o == s) producer = k;
+                if (o == s)
+                    producer = k;
         bad.steps[producer].free_after.push_back(s);
         EXPECT_THROW(cc::verify_plan(bad), InternalError);
     }
@@ -234,7 +248,8 @@ TEST(ExecPlan, VerifierRejectsBrokenPlans) {
         cc::ExecPlan bad = plan;
         int input = -1;
         for (size_t s = 0; s < bad.slots.size(); ++s)
-            if (bad.slots[s].source == cc::SlotSource::Input) input = int(s);
+            if (bad.slots[s].source == cc::SlotSource::Input)
+                input = int(s);
         for (auto& st : bad.steps)
             if (st.kind == cc::StepKind::Kernel) {
                 st.inplace_var.assign(st.out_slots.size(), -1);

@@ -43,20 +43,25 @@ public:
     compiler::EpilogueRule epilogue(const Node& n) const override {
         compiler::EpilogueRule r;
         r.one_parameter_set_per_eltwise = true; // oneDNN 2.6's jit convolution
-        if (n.dtype() != DType::F32) return r;
+        if (n.dtype() != DType::F32)
+            return r;
         size_t rank = n.shape().size();
         if (n.is(Op::Conv)) {
             r.channel_dims = {1};
-            if (detail::blocked_mask(n) & detail::kBlockedResult) r.channel_dims.push_back(rank - 1);
+            if (detail::blocked_mask(n) & detail::kBlockedResult)
+                r.channel_dims.push_back(rank - 1);
         } else if (n.is(Op::DotGeneral) && rank >= 1) {
             const auto& d = n.attr<DotAttrs>();
-            size_t rhs_free = n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
-            if (rhs_free == 1) r.channel_dims = {rank - 1};
+            size_t rhs_free =
+                n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
+            if (rhs_free == 1)
+                r.channel_dims = {rank - 1};
         }
         return r;
     }
 
-    std::vector<NodePtr> lower(const std::vector<NodePtr>& roots, compiler::RewriteStats* stats) const override {
+    std::vector<NodePtr> lower(const std::vector<NodePtr>& roots,
+                               compiler::RewriteStats* stats) const override {
         return blocked_layout() ? layout(roots, stats) : roots;
     }
 

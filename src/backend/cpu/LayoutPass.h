@@ -10,6 +10,7 @@
 namespace sj::cpu {
 
 const std::vector<compiler::Pattern>& layout_patterns();
-std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, compiler::RewriteStats* stats = nullptr);
+std::vector<NodePtr> layout(const std::vector<NodePtr>& roots,
+                            compiler::RewriteStats* stats = nullptr);
 
 } // namespace sj::cpu
