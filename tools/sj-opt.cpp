@@ -52,17 +52,6 @@ const Pass kPasses[] = {
     {"--layout", "layout", cpu::layout}, // the cpu target's lowering
 };
 
-const char* kind_name(cc::Group::Kind k) {
-    switch (k) {
-    case cc::Group::Kind::Kernel: return "kernel";
-    case cc::Group::Kind::Dot: return "dot";
-    case cc::Group::Kind::Window: return "window";
-    case cc::Group::Kind::View: return "view";
-    case cc::Group::Kind::Fallback: return "reference";
-    }
-    return "?";
-}
-
 /// The plan as comment lines (the output stays text IR), one per group: "# group 0 kernel: %4 %6
 /// [5 insts, 2 loads, space [4, 8], reduce []]", "# group 1 window: %3 post-ops: add[channel]
 /// relu -> %7", then the fusion decisions. Nodes are named by their number in the printed graph
@@ -76,7 +65,7 @@ std::string plan_text(const cc::FusionPlan& plan,
     std::ostringstream os;
     for (size_t i = 0; i < plan.groups.size(); ++i) {
         const cc::Group& g = plan.groups[i];
-        os << "# group " << i << " " << kind_name(g.kind) << ":";
+        os << "# group " << i << " " << cc::kind_name(g.kind) << ":";
         for (const auto& r : g.roots) os << " " << ref(r);
         if (!g.epilogue.empty()) {
             os << " post-ops:";

@@ -26,13 +26,18 @@ std::map<std::string, BackendFactory>& registry() {
     static std::map<std::string, BackendFactory> m;
     return m;
 }
-/// Registers the backends the library was built with, once.
+/// Set while the built-in backends register (on the thread that runs ensure_builtin).
+thread_local bool t_registering_builtins = false;
+/// Registers the backends the library was built with, once: before any lookup, and before a
+/// program's own registration, so that a program can replace a built-in backend by name.
 void ensure_builtin() {
     static std::once_flag once;
     std::call_once(once, [] {
+        t_registering_builtins = true;
 #define SJ_BACKEND(name) register_##name##_backend();
 #include "Backends.def"
 #undef SJ_BACKEND
+        t_registering_builtins = false;
     });
 }
 } // namespace
@@ -47,6 +52,8 @@ std::vector<std::string> backend_names() {
 }
 
 void register_backend(const std::string& name, BackendFactory f) {
+    if (!t_registering_builtins)
+        ensure_builtin();
     std::lock_guard<std::mutex> lock(g_backends_mu);
     registry()[name] = f;
 }

@@ -77,23 +77,7 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
         const Group& g = c.plan.groups[gi];
         Step s;
         s.group = gi;
-        switch (g.kind) {
-        case Group::Kind::Kernel:
-            s.kind = StepKind::Kernel;
-            break;
-        case Group::Kind::Dot:
-            s.kind = StepKind::Dot;
-            break;
-        case Group::Kind::Window:
-            s.kind = StepKind::Window;
-            break;
-        case Group::Kind::View:
-            s.kind = StepKind::View;
-            break;
-        case Group::Kind::Fallback:
-            s.kind = StepKind::Fallback;
-            break;
-        }
+        s.kind = g.kind;
         if (g.kind == Group::Kind::Kernel) {
             for (const auto& l : g.loads)
                 s.in_slots.push_back(plan.slot_of.at(l.buffer.get()));
@@ -139,18 +123,12 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 void verify_plan(const ExecPlan& plan) {
     enum State : uint8_t { Undefined, Live, Freed };
     std::vector<State> state(plan.slots.size(), Undefined);
-    std::vector<int> writer(plan.slots.size(), -1), last(plan.slots.size(), -1);
+    std::vector<int> writer(plan.slots.size(), -1);
     for (size_t s = 0; s < plan.slots.size(); ++s)
         if (plan.slots[s].source != SlotSource::Step)
             state[s] = Live;
-    for (size_t k = 0; k < plan.steps.size(); ++k)
-        for (int s : plan.steps[k].in_slots)
-            last[size_t(s)] = int(k);
-    std::vector<bool> kept(plan.slots.size(), false);
-    for (int s : plan.output_slots)
-        kept[size_t(s)] = true;
-    for (int s : plan.update_slots)
-        kept[size_t(s)] = true;
+    const std::vector<int> last = last_readers(plan);
+    const std::vector<bool> kept = kept_slots(plan);
     auto where = [&](size_t k, int s) {
         return "plan verifier: step " + std::to_string(k) + " (" +
                plan.group(plan.steps[k]).roots[0]->describe(1) + "), slot %" + std::to_string(s) +
@@ -246,11 +224,7 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
         return numel(b.types[size_t(s)].shape) * dtype_size(b.types[size_t(s)].dtype);
     };
 
-    std::vector<bool> keep(plan.slots.size(), false);
-    for (int s : plan.output_slots)
-        keep[size_t(s)] = true;
-    for (int s : plan.update_slots)
-        keep[size_t(s)] = true;
+    const std::vector<bool> keep = kept_slots(plan);
     int64_t live = 0;
     for (const Step& s : plan.steps) {
         BoundStep bs;
@@ -275,21 +249,6 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
 }
 
 namespace {
-const char* step_name(StepKind k) {
-    switch (k) {
-    case StepKind::Kernel:
-        return "kernel";
-    case StepKind::Dot:
-        return "dot";
-    case StepKind::Window:
-        return "window";
-    case StepKind::View:
-        return "view";
-    case StepKind::Fallback:
-        return "reference";
-    }
-    return "?";
-}
 const char* source_name(SlotSource s) {
     switch (s) {
     case SlotSource::Input:
@@ -322,7 +281,7 @@ std::string ExecPlan::str() const {
     }
     for (size_t k = 0; k < steps.size(); ++k) {
         const Step& s = steps[k];
-        os << "  step " << k << " " << step_name(s.kind) << " (";
+        os << "  step " << k << " " << kind_name(s.kind) << " (";
         for (size_t i = 0; i < s.in_slots.size(); ++i)
             os << (i ? ", %" : "%") << s.in_slots[i];
         os << ") -> ";

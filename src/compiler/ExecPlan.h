@@ -30,14 +30,11 @@ struct Slot {
     int index = -1; // Input: argument index; Variable: variable index
 };
 
-/// What a step does (one per fusion group, in execution order).
-enum class StepKind : uint8_t {
-    Kernel,   // a generated kernel (Group::insts)
-    Dot,      // a GEMM library call, with its epilogue
-    Window,   // a convolution / pooling / reorder library call, with its epilogue
-    View,     // a reshape of its input's buffer (no copy)
-    Fallback, // the reference kernel of one op (or a target's library routine for it)
-};
+/// What a step does: its fusion group's kind (one step per group, in execution order). Kernel: a
+/// generated kernel (Group::insts); Dot: a GEMM library call with its epilogue; Window: a
+/// convolution / pooling / reorder library call with its epilogue; View: a reshape of its input's
+/// buffer (no copy); Fallback: the reference kernel of one op (or a target's library routine).
+using StepKind = Group::Kind;
 
 struct Step {
     StepKind kind = StepKind::Kernel;
@@ -77,6 +74,11 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 
 /// The memory plan pass: buffer lifetimes (free_after) and in-place updates (inplace_var).
 void plan_memory(ExecPlan& plan);
+
+/// Per slot: the last step that reads it (-1: none).
+std::vector<int> last_readers(const ExecPlan& plan);
+/// Per slot: whether it outlives the call (a function output or an update's value).
+std::vector<bool> kept_slots(const ExecPlan& plan);
 
 /// Checks the plan's invariants (run by compile() when the IR verifier is on: SJ_DEBUG >= 1,
 /// SJ_VERIFY=1, the test suite): every step reads only slots that hold a value then (leaves, or

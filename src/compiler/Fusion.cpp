@@ -14,6 +14,17 @@
 
 namespace sj::compiler {
 
+const char* kind_name(Group::Kind k) {
+    switch (k) {
+    case Group::Kind::Kernel: return "kernel";
+    case Group::Kind::Dot: return "dot";
+    case Group::Kind::Window: return "window";
+    case Group::Kind::View: return "view";
+    case Group::Kind::Fallback: return "reference";
+    }
+    return "?";
+}
+
 size_t FusionPlan::kernels() const {
     return std::count_if(groups.begin(), groups.end(),
                          [](const Group& g) { return g.kind == Group::Kind::Kernel; });
@@ -123,17 +134,6 @@ Kind classify(const Node& n, const Target& target) {
 
 /// Input edges that carry values (broadcast's and philox's second input only give a shape).
 bool value_edge(const Node& n, size_t i) { return !detail::shape_only_input(n, i); }
-
-const char* kind_name(Group::Kind k) {
-    switch (k) {
-    case Group::Kind::Kernel: return "kernel";
-    case Group::Kind::Dot: return "dot";
-    case Group::Kind::Window: return "window";
-    case Group::Kind::View: return "view";
-    case Group::Kind::Fallback: return "reference";
-    }
-    return "?";
-}
 
 struct Fuser {
     const Target* target = nullptr;

@@ -63,6 +63,9 @@ struct Group {
     }
 };
 
+/// "kernel", "dot", "window", "view", "reference": how plans and dumps name a group's kind.
+const char* kind_name(Group::Kind k);
+
 struct FusionPlan {
     std::vector<Group> groups; // in execution order
     std::vector<Chain> chains; // chain 0 is the empty chain

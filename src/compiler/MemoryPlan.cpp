@@ -58,17 +58,27 @@ int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t s
 
 } // namespace
 
-void plan_memory(ExecPlan& plan) {
-    size_t n = plan.steps.size();
-    std::vector<int> last(plan.slots.size(), -1); // last reading step per slot
-    for (size_t si = 0; si < n; ++si)
+std::vector<int> last_readers(const ExecPlan& plan) {
+    std::vector<int> last(plan.slots.size(), -1);
+    for (size_t si = 0; si < plan.steps.size(); ++si)
         for (int s : plan.steps[si].in_slots)
             last[size_t(s)] = int(si);
+    return last;
+}
+
+std::vector<bool> kept_slots(const ExecPlan& plan) {
     std::vector<bool> keep(plan.slots.size(), false);
     for (int s : plan.output_slots)
         keep[size_t(s)] = true;
     for (int s : plan.update_slots)
         keep[size_t(s)] = true;
+    return keep;
+}
+
+void plan_memory(ExecPlan& plan) {
+    size_t n = plan.steps.size();
+    const std::vector<int> last = last_readers(plan);
+    const std::vector<bool> keep = kept_slots(plan);
     // may a later step throw? then no in-place writes
     std::vector<bool> throws_after(n + 1, plan.options.nan_guard);
     bool fallback_after = plan.options.nan_guard;

@@ -13,7 +13,6 @@ public:
     }
     // a plain 512-bit vector unit; only the trip counts of short inner loops depend on it
     int vector_lanes() const override { return 16; }
-    int threads() const override { return 1; }
 };
 
 } // namespace

@@ -44,8 +44,7 @@ public:
     /// f32 lanes the generated kernels' innermost loops are vectorised over (KernelPlan compiles
     /// in the trip count of inner loops shorter than a few vectors).
     virtual int vector_lanes() const = 0;
-    /// Threads a step may run on (shown in the plan; the runner splits work over them).
-    virtual int threads() const = 0;
+    // (How many threads a step runs on is the runner's business: no pass decides by it yet.)
 };
 
 /// A target without libraries or lowering: every op is a generated kernel or its reference

@@ -2,7 +2,6 @@
 
 #include "../../ops/ChannelBlocking.h"
 #include "LayoutPass.h"
-#include "ThreadPool.h"
 
 #include <symjax/Attrs.h>
 
@@ -66,7 +65,6 @@ public:
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
-    int threads() const override { return ThreadPool::get().threads(); }
 };
 
 } // namespace
