@@ -10,6 +10,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -346,7 +347,7 @@ std::string repro(const Where& w) {
     if (w.seed)
         os << "0x" << std::hex << w.seed << std::dec;
     else
-        os << "none(golden.json entry " << w.case_index << ")";
+        os << "none(golden entry " << w.case_index << ")";
     os << " check=" << w.check << " | repro: SJ_OP_CASE=" << w.case_index
        << " SJ_OP_DTYPE=" << dtype_name(w.dtype) << " ./build/tests/symjax_tests --gtest_filter='"
        << current_test() << "'";
@@ -816,23 +817,42 @@ std::string data_dir() {
     return SJ_TEST_DATA_DIR;
 }
 
+// golden.json holds the first families; each later family has its own golden_<stem>.json (see
+// gen_golden.py). Every golden*.json in the directory is read; an entry's index counts within
+// its file.
 const Golden& golden() {
     static const Golden g = [] {
         Golden out;
-        std::string path = data_dir() + "/ops/golden/golden.json";
-        std::ifstream f(path);
-        if (!f) {
-            out.error = "cannot open " + path +
-                        " (regenerate it with "
+        namespace fs = std::filesystem;
+        fs::path dir = fs::path(data_dir()) / "ops" / "golden";
+        std::vector<fs::path> files;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(dir, ec)) {
+            std::string n = e.path().filename().string();
+            if (n.rfind("golden", 0) == 0 && e.path().extension() == ".json")
+                files.push_back(e.path());
+        }
+        std::sort(files.begin(), files.end());
+        if (files.empty()) {
+            out.error = "no golden*.json in " + dir.string() +
+                        " (regenerate them with "
                         "/usr/bin/python3 tests/ops/golden/gen_golden.py)";
             return out;
         }
-        try {
-            json j = json::parse(f);
-            for (const auto& e : j.at("cases"))
-                out.by_row[e.at("row").get<std::string>()].push_back(e);
-        } catch (const std::exception& e) {
-            out.error = path + ": " + e.what();
+        for (const auto& path : files) {
+            std::ifstream f(path);
+            if (!f) {
+                out.error = "cannot open " + path.string();
+                return out;
+            }
+            try {
+                json j = json::parse(f);
+                for (const auto& e : j.at("cases"))
+                    out.by_row[e.at("row").get<std::string>()].push_back(e);
+            } catch (const std::exception& e) {
+                out.error = path.string() + ": " + e.what();
+                return out;
+            }
         }
         return out;
     }();

@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import warnings
+import zlib
 
 import numpy as np
 
@@ -864,7 +865,38 @@ def gen_later_ops():
          [[specials(dt, 0), specials(dt, 1)] for dt in FLOATS])
 
 
+# Families added later write their own file, golden_<stem>.json, with their own generator seeded
+# from the stem: adding a family never changes another file's draws, and no file grows past the
+# limit. Register one with @family("stem"); the loader (tests/ops/OpHarness.cpp) reads
+# golden*.json.
+FAMILIES = []
+
+
+def family(stem):
+    def register(fn):
+        FAMILIES.append((stem, fn))
+        return fn
+    return register
+
+
+def write(path, entries):
+    lines = []
+    for row, dt, inputs, expected in entries:
+        lines.append('{"row":"%s","dtype":"%s","inputs":[%s],"expected":%s}' % (
+            row, dt, ",".join(tensor(x) for x in inputs), tensor(expected)))
+    text = '{"generator":"tests/ops/golden/gen_golden.py","numpy":"%s","cases":[\n%s\n]}\n' % (
+        np.__version__, ",\n".join(lines))
+    json.loads(text.replace('"nan"', "0"))  # well-formed
+    if len(text) > MAX_BYTES:
+        sys.exit("%s would be %d bytes (limit %d): shrink the cases or start a new family"
+                 % (path, len(text), MAX_BYTES))
+    with open(path, "w") as f:
+        f.write(text)
+    print("wrote %s: %d entries, %d bytes" % (path, len(entries), len(text)))
+
+
 def main():
+    global rng
     gen_unary()
     gen_binary()
     gen_reduce()
@@ -874,20 +906,13 @@ def main():
     gen_random()
     gen_composites()
     gen_conv()  # the random draws of the entries above stay as they were
-    gen_later_ops()  # new rows go here, last
-    lines = []
-    for row, dt, inputs, expected in ENTRIES:
-        lines.append('{"row":"%s","dtype":"%s","inputs":[%s],"expected":%s}' % (
-            row, dt, ",".join(tensor(x) for x in inputs), tensor(expected)))
-    text = '{"generator":"tests/ops/golden/gen_golden.py","numpy":"%s","cases":[\n%s\n]}\n' % (
-        np.__version__, ",\n".join(lines))
-    json.loads(text.replace('"nan"', "0"))  # well-formed
-    if len(text) > MAX_BYTES:
-        sys.exit("golden.json would be %d bytes (limit %d): shrink the cases"
-                 % (len(text), MAX_BYTES))
-    with open(OUT, "w") as f:
-        f.write(text)
-    print("wrote %s: %d entries, %d bytes" % (OUT, len(ENTRIES), len(text)))
+    gen_later_ops()
+    write(OUT, ENTRIES)
+    for stem, fn in FAMILIES:
+        ENTRIES.clear()
+        rng = np.random.default_rng(zlib.crc32(stem.encode()))
+        fn()
+        write(os.path.join(os.path.dirname(OUT), "golden_%s.json" % stem), ENTRIES)
 
 
 if __name__ == "__main__":
