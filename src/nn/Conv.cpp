@@ -111,10 +111,8 @@ Tensor Conv2DTranspose::forward(const Tensor &x, Mode) const {
 }
 
 // ---- pooling ------------------------------------------------------------------------------------
-Pool::Pool(Kind kind, const Axes &window, const Axes &strides, const Padding &padding,
-           bool count_include_pad)
-    : kind_(kind), window_(window), strides_(strides), padding_(padding),
-      count_include_pad_(count_include_pad) {
+Pool::Pool(Kind kind, const Axes &window, PoolOptions options)
+    : kind_(kind), window_(window), o_(std::move(options)) {
     SJ_CHECK(!window.empty(), ShapeError) << "nn::Pool: the window needs at least one size";
     for (int64_t w : window)
         SJ_CHECK(w > 0, ShapeError) << "nn::Pool: window sizes must be positive, got "
@@ -124,27 +122,24 @@ Pool::Pool(Kind kind, const Axes &window, const Axes &strides, const Padding &pa
 Tensor Pool::forward(const Tensor &x, Mode) const {
     const auto spatial = static_cast<int>(window_.size());
     SJ_CHECK(x.rank() == spatial + 2, ShapeError)
-        << "nn::" << (kind_ == Kind::max ? "MaxPool" : "AvgPool") << spatial << "D: input "
+        << "nn::" << (kind_ == Kind::Max ? "MaxPool" : "AvgPool") << spatial << "D: input "
         << x.name() << " " << x.type_str() << " must have rank " << spatial + 2
         << " [N, C, spatial...]";
-    return kind_ == Kind::max ? max_pool(x, window_, strides_, padding_)
-                              : avg_pool(x, window_, strides_, padding_, count_include_pad_);
+    return kind_ == Kind::Max ? max_pool(x, window_, o_.strides, o_.padding)
+                              : avg_pool(x, window_, o_.strides, o_.padding, o_.count_include_pad);
 }
 
-MaxPool1D::MaxPool1D(int64_t window, int64_t stride, const Padding &padding)
-    : Pool(Kind::max, {window}, stride > 0 ? Axes{stride} : Axes{}, padding) {}
-MaxPool2D::MaxPool2D(const Axes &window, const Axes &strides, const Padding &padding)
-    : Pool(Kind::max, window.size() == 1 ? Axes{window[0], window[0]} : window, strides, padding) {
+MaxPool1D::MaxPool1D(int64_t window, PoolOptions options)
+    : Pool(Kind::Max, {window}, std::move(options)) {}
+MaxPool2D::MaxPool2D(const Axes &window, PoolOptions options)
+    : Pool(Kind::Max, window.size() == 1 ? Axes{window[0], window[0]} : window, std::move(options)) {
     SJ_CHECK(window.size() <= 2, ShapeError) << "nn::MaxPool2D: window " << axes_str(window)
                                              << " must be {h, w} or one size";
 }
-AvgPool1D::AvgPool1D(int64_t window, int64_t stride, const Padding &padding,
-                     bool count_include_pad)
-    : Pool(Kind::avg, {window}, stride > 0 ? Axes{stride} : Axes{}, padding, count_include_pad) {}
-AvgPool2D::AvgPool2D(const Axes &window, const Axes &strides, const Padding &padding,
-                     bool count_include_pad)
-    : Pool(Kind::avg, window.size() == 1 ? Axes{window[0], window[0]} : window, strides, padding,
-           count_include_pad) {
+AvgPool1D::AvgPool1D(int64_t window, PoolOptions options)
+    : Pool(Kind::Avg, {window}, std::move(options)) {}
+AvgPool2D::AvgPool2D(const Axes &window, PoolOptions options)
+    : Pool(Kind::Avg, window.size() == 1 ? Axes{window[0], window[0]} : window, std::move(options)) {
     SJ_CHECK(window.size() <= 2, ShapeError) << "nn::AvgPool2D: window " << axes_str(window)
                                              << " must be {h, w} or one size";
 }
@@ -175,7 +170,7 @@ RandomCrop::RandomCrop(int64_t padding, std::optional<uint64_t> seed)
 }
 
 Tensor RandomCrop::forward(const Tensor &x, Mode mode) const {
-    if (mode == Mode::eval || padding_ == 0)
+    if (mode == Mode::Eval || padding_ == 0)
         return x;
     check_images(x, "nn::RandomCrop");
     const int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), p = padding_;
@@ -209,7 +204,7 @@ RandomFlip::RandomFlip(double p, std::optional<uint64_t> seed)
 }
 
 Tensor RandomFlip::forward(const Tensor &x, Mode mode) const {
-    if (mode == Mode::eval || p_ == 0)
+    if (mode == Mode::Eval || p_ == 0)
         return x;
     check_images(x, "nn::RandomFlip");
     Tensor first = x[{sl(), 0, 0, 0}];
@@ -218,22 +213,24 @@ Tensor RandomFlip::forward(const Tensor &x, Mode mode) const {
 }
 
 // ---- residual block -----------------------------------------------------------------------------
-ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, DType dtype) {
+ResidualBlock::ResidualBlock(int64_t in, int64_t out, ResidualBlockOptions o) {
+    const int64_t stride = o.stride;
+    const DType dtype = o.dtype;
     SJ_CHECK(stride >= 1, InputError) << "nn::ResidualBlock: stride must be >= 1, got " << stride;
     open_scope("residual");
     const std::string leaf = scope().substr(scope().rfind('/') + 1);
     Scope inner(leaf);
     ConvOptions c{.strides = {stride}, .padding = "SAME", .bias = false, .dtype = dtype};
     conv1_ = std::make_shared<Conv2D>(in, out, 3, c);
-    bn1_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+    bn1_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
     c.strides = {1};
     conv2_ = std::make_shared<Conv2D>(out, out, 3, c);
-    bn2_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+    bn2_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
     add_child(conv1_), add_child(bn1_), add_child(conv2_), add_child(bn2_);
     if (stride != 1 || in != out) {
         ConvOptions pc{.strides = {stride}, .padding = "VALID", .bias = false, .dtype = dtype};
         proj_ = std::make_shared<Conv2D>(in, out, 1, pc);
-        proj_bn_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+        proj_bn_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
         add_child(proj_), add_child(proj_bn_);
     }
 }

@@ -1,6 +1,9 @@
 // The op table: one row per primitive of Ops.def (and per composite), run by the op harness.
 #include "OpHarness.h"
 
+#include <symjax/ir/Layout.h>
+#include <symjax/ir/Node.h>
+
 #include "ops/OpDef.h"
 
 #include <gtest/gtest.h>

@@ -115,12 +115,12 @@ TEST(NnConvLayers, PoolingLayers) {
     Scope s("nnconv_pool");
     Placeholder x({2, 3, 6, 6}, f32, "x");
     EXPECT_EQ(nn::MaxPool2D({2, 2})(x).shape(), (Shape{2, 3, 3, 3}));
-    EXPECT_EQ(nn::MaxPool2D({3, 3}, {1, 1}, "SAME")(x).shape(), (Shape{2, 3, 6, 6}));
+    EXPECT_EQ(nn::MaxPool2D({3, 3}, {.strides = {1, 1}, .padding = "SAME"})(x).shape(), (Shape{2, 3, 6, 6}));
     EXPECT_EQ(nn::AvgPool2D({2})(x).shape(), (Shape{2, 3, 3, 3}));
     EXPECT_EQ(nn::GlobalAvgPool()(x).shape(), (Shape{2, 3}));
     Placeholder x1({2, 3, 10}, f32, "x1");
     EXPECT_EQ(nn::MaxPool1D(2)(x1).shape(), (Shape{2, 3, 5}));
-    EXPECT_EQ(nn::AvgPool1D(3, 1)(x1).shape(), (Shape{2, 3, 8}));
+    EXPECT_EQ(nn::AvgPool1D(3, {.strides = {1}})(x1).shape(), (Shape{2, 3, 8}));
     EXPECT_THROW(nn::MaxPool2D({2, 2})(x1), ShapeError);
 
     // values: 2x2 max and mean of a known image, global mean
@@ -150,8 +150,8 @@ TEST(NnConvLayers, RandomCropTakesAWindowOfThePaddedImage) {
     const int64_t n = 16, c = 2, h = 5, w = 6, p = 2;
     nn::RandomCrop crop(p, 11);
     Placeholder x({-1, c, h, w}, f32, "x");
-    EXPECT_EQ(crop(x, nn::Mode::eval).node(), x.node()); // identity in eval mode
-    Function f = function({x}, {crop(x, nn::Mode::train)});
+    EXPECT_EQ(crop(x, nn::Mode::Eval).node(), x.node()); // identity in eval mode
+    Function f = function({x}, {crop(x, nn::Mode::Train)});
     // distinct positive values, so the offset of each crop can be recovered
     std::vector<float> xv(static_cast<size_t>(n * c * h * w));
     for (size_t i = 0; i < xv.size(); ++i)
@@ -190,8 +190,8 @@ TEST(NnConvLayers, RandomFlipFlipsAboutHalf) {
     Scope s("nnconv_flip");
     nn::RandomFlip flip(0.5, 3);
     Placeholder x({-1, 1, 2, 3}, f32, "x");
-    EXPECT_EQ(flip(x, nn::Mode::eval).node(), x.node());
-    Function f = function({x}, {flip(x, nn::Mode::train)});
+    EXPECT_EQ(flip(x, nn::Mode::Eval).node(), x.node());
+    Function f = function({x}, {flip(x, nn::Mode::Train)});
     const int n = 200;
     std::vector<float> xv(n * 6);
     for (size_t i = 0; i < xv.size(); ++i)
@@ -212,7 +212,7 @@ TEST(NnConvLayers, RandomFlipFlipsAboutHalf) {
 
 TEST(NnConvLayers, ResidualBlock) {
     Scope s("nnconv_res");
-    nn::ResidualBlock same(4, 4), down(4, 8, 2);
+    nn::ResidualBlock same(4, 4), down(4, 8, {.stride = 2});
     EXPECT_EQ(same.variables().size(), 1u + 4u + 1u + 4u); // 2 conv kernels (no bias), 2 BNs
     EXPECT_EQ(down.variables().size(), 10u + 1u + 4u); // + the 1x1 projection and its BN
     Placeholder x({2, 4, 6, 6}, f32, "x");

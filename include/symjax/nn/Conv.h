@@ -91,39 +91,43 @@ private:
     Variable w_, b_;
 };
 
-/// Max or average pooling over the trailing `window.size()` dims. strides default to the window.
+/// Options of the pooling layers. strides: one per spatial dim or one for all; empty: the window.
+struct PoolOptions {
+    Axes strides = {};
+    Padding padding = "VALID";
+    /// Average pooling only: padded positions count in the divisor (PyTorch's default).
+    bool count_include_pad = true;
+};
+/// Max or average pooling over the trailing `window.size()` dims.
 class Pool : public Module {
 public:
-    enum class Kind { max, avg };
-    Pool(Kind kind, const Axes &window, const Axes &strides = {}, const Padding &padding = "VALID",
-         bool count_include_pad = true);
+    enum class Kind { Max, Avg };
+    Pool(Kind kind, const Axes &window, PoolOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
 
 private:
     Kind kind_;
-    Axes window_, strides_;
-    Padding padding_;
-    bool count_include_pad_;
+    Axes window_;
+    PoolOptions o_;
 };
 
 class MaxPool1D : public Pool {
 public:
-    explicit MaxPool1D(int64_t window, int64_t stride = 0, const Padding &padding = "VALID");
+    explicit MaxPool1D(int64_t window, PoolOptions options = {});
 };
+/// window {h, w}, or one size for both.
 class MaxPool2D : public Pool {
 public:
-    explicit MaxPool2D(const Axes &window, const Axes &strides = {},
-                       const Padding &padding = "VALID");
+    explicit MaxPool2D(const Axes &window, PoolOptions options = {});
 };
 class AvgPool1D : public Pool {
 public:
-    explicit AvgPool1D(int64_t window, int64_t stride = 0, const Padding &padding = "VALID",
-                       bool count_include_pad = true);
+    explicit AvgPool1D(int64_t window, PoolOptions options = {});
 };
+/// window {h, w}, or one size for both.
 class AvgPool2D : public Pool {
 public:
-    explicit AvgPool2D(const Axes &window, const Axes &strides = {},
-                       const Padding &padding = "VALID", bool count_include_pad = true);
+    explicit AvgPool2D(const Axes &window, PoolOptions options = {});
 };
 
 /// Mean over every spatial dim: [N, C, spatial...] -> [N, C].
@@ -163,9 +167,13 @@ private:
 ///   relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)),
 /// conv1 3x3 with `stride`, conv2 3x3, both SAME and without bias (batch norm follows); the
 /// shortcut is the identity, or a 1x1 conv with `stride` and a batch norm when the shape changes.
+struct ResidualBlockOptions {
+    int64_t stride = 1;
+    DType dtype = DType::F32;
+};
 class ResidualBlock : public Module {
 public:
-    ResidualBlock(int64_t in, int64_t out, int64_t stride = 1, DType dtype = DType::F32);
+    ResidualBlock(int64_t in, int64_t out, ResidualBlockOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
 
 private:
