@@ -145,7 +145,7 @@ int run(const Options& o) {
 
     // The paper's network.
     Scope scope("cifar10");
-    nn::Sequential net{nn::RandomCrop(4, o.seed),
+    nn::Sequential net{nn::RandomCrop({.padding = {{4, 4}}, .seed = o.seed}),
                        nn::Conv2D(3, 32, 3), nn::BatchNorm(32), nn::ReLU(), nn::MaxPool2D({2, 2}),
                        nn::Conv2D(32, 64, 3), nn::BatchNorm(64), nn::ReLU(), nn::MaxPool2D({2, 2}),
                        nn::Flatten(), nn::Dense(64 * 6 * 6, 128), nn::BatchNorm(128), nn::ReLU(),

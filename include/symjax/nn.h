@@ -17,6 +17,7 @@
 #pragma once
 
 #include <symjax/nn/Activations.h>
+#include <symjax/nn/Augment.h>
 #include <symjax/nn/Conv.h>
 #include <symjax/nn/Init.h>
 #include <symjax/nn/Layers.h>
@@ -25,3 +26,4 @@
 #include <symjax/nn/Module.h>
 #include <symjax/nn/Optim.h>
 #include <symjax/nn/Schedules.h>
+#include <symjax/nn/Upsample.h>

@@ -1,5 +1,5 @@
 // Convolutional layers: Conv (N-d), Conv1D, Conv2D, Conv2DTranspose, pooling, global average
-// pooling, in-graph augmentation (RandomCrop, RandomFlip) and the residual block.
+// pooling and the residual block (augmentation layers live in nn/Augment.h).
 #pragma once
 
 #include <symjax/Ops.h>
@@ -7,10 +7,8 @@
 #include <symjax/nn/Layers.h>
 #include <symjax/nn/Module.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 namespace sj::nn {
 
@@ -30,21 +28,21 @@ struct ConvOptions {
 /// [out, in / groups, k...] (OIHW), the bias b is [out]. Variables: <scope>/conv/W, .../b.
 class Conv : public Module {
 public:
-    Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-    const Variable &weights() const { return w_; }
-    const Variable &bias() const { return b_; }
-    const ConvOptions &options() const { return o_; }
+    Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
+    const Variable& weights() const { return w_; }
+    const Variable& bias() const { return b_; }
+    const ConvOptions& options() const { return o_; }
 
 protected:
-    Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options, int spatial,
-         const char *kind);
+    Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options, int spatial,
+         const char* kind);
 
 private:
     int64_t in_, out_;
     Axes kernel_;
     ConvOptions o_;
-    const char *kind_;
+    const char* kind_;
     Variable w_, b_;
 };
 
@@ -57,7 +55,7 @@ public:
 /// Conv on [N, C, H, W] inputs; kernel {kh, kw}, or one size for both.
 class Conv2D : public Conv {
 public:
-    Conv2D(int64_t in, int64_t out, const Axes &kernel, ConvOptions options = {});
+    Conv2D(int64_t in, int64_t out, const Axes& kernel, ConvOptions options = {});
     Conv2D(int64_t in, int64_t out, int64_t kernel, ConvOptions options = {});
 };
 
@@ -79,10 +77,10 @@ struct ConvTransposeOptions {
 /// PyTorch.
 class Conv2DTranspose : public Module {
 public:
-    Conv2DTranspose(int64_t in, int64_t out, const Axes &kernel, ConvTransposeOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-    const Variable &weights() const { return w_; }
-    const Variable &bias() const { return b_; }
+    Conv2DTranspose(int64_t in, int64_t out, const Axes& kernel, ConvTransposeOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
+    const Variable& weights() const { return w_; }
+    const Variable& bias() const { return b_; }
 
 private:
     int64_t in_, out_;
@@ -102,8 +100,8 @@ struct PoolOptions {
 class Pool : public Module {
 public:
     enum class Kind { Max, Avg };
-    Pool(Kind kind, const Axes &window, PoolOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
+    Pool(Kind kind, const Axes& window, PoolOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
 
 private:
     Kind kind_;
@@ -118,7 +116,7 @@ public:
 /// window {h, w}, or one size for both.
 class MaxPool2D : public Pool {
 public:
-    explicit MaxPool2D(const Axes &window, PoolOptions options = {});
+    explicit MaxPool2D(const Axes& window, PoolOptions options = {});
 };
 class AvgPool1D : public Pool {
 public:
@@ -127,40 +125,13 @@ public:
 /// window {h, w}, or one size for both.
 class AvgPool2D : public Pool {
 public:
-    explicit AvgPool2D(const Axes &window, PoolOptions options = {});
+    explicit AvgPool2D(const Axes& window, PoolOptions options = {});
 };
 
 /// Mean over every spatial dim: [N, C, spatial...] -> [N, C].
 class GlobalAvgPool : public Module {
 public:
-    Tensor forward(const Tensor &x, Mode mode) const override;
-};
-
-/// Training-time augmentation inside the graph: pads [N, C, H, W] images by `padding` (zeros) and
-/// takes a random H x W crop per example. Identity in eval mode. The draws depend on the running
-/// function's call counter (as Dropout's), so each call sees new crops.
-class RandomCrop : public Module {
-public:
-    explicit RandomCrop(int64_t padding, std::optional<uint64_t> seed = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-
-private:
-    int64_t padding_;
-    std::optional<uint64_t> seed_;
-    std::shared_ptr<std::atomic<uint64_t>> calls_;
-};
-
-/// Training-time augmentation: flips each [N, C, H, W] example left-right with probability p.
-/// Identity in eval mode.
-class RandomFlip : public Module {
-public:
-    explicit RandomFlip(double p = 0.5, std::optional<uint64_t> seed = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-
-private:
-    double p_;
-    std::optional<uint64_t> seed_;
-    std::shared_ptr<std::atomic<uint64_t>> calls_;
+    Tensor forward(const Tensor& x, Mode mode) const override;
 };
 
 /// The residual block of the SymJAX library (He et al. 2016):
@@ -174,7 +145,7 @@ struct ResidualBlockOptions {
 class ResidualBlock : public Module {
 public:
     ResidualBlock(int64_t in, int64_t out, ResidualBlockOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
+    Tensor forward(const Tensor& x, Mode mode) const override;
 
 private:
     std::shared_ptr<const Conv2D> conv1_, conv2_, proj_;
