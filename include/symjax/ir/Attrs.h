@@ -4,6 +4,7 @@
 #include <symjax/Array.h>
 #include <symjax/DType.h>
 #include <symjax/Shape.h>
+#include <symjax/Tensor.h> // ScatterMode
 
 #include <memory>
 #include <ostream>
@@ -101,9 +102,6 @@ struct AxisAttrs {
     bool reverse = false; // cumsum only: accumulate from the end
     SJ_FIELDS(axis, reverse);
 };
-/// How scatter combines an update with the element it lands on: replace it, or keep the product,
-/// the minimum or the maximum (NaN propagates, as minimum/maximum). Add is the scatter_add op.
-enum class ScatterMode : uint8_t { Set, Add, Mul, Min, Max };
 /// scatter: the axis and the combiner (never Add: that is scatter_add).
 struct ScatterAttrs {
     int64_t axis = 0;
