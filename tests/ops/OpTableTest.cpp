@@ -1158,6 +1158,22 @@ std::vector<OpRow> make_table() {
         t.push_back(tr);
     }
 
+    // eye's offset k (a constant: added to an input so the harness has one)
+    t.push_back({.name = "eye__offset",
+                 .op = "eye",
+                 .build = [](Xs x) { return x[0] + eye(3, 4, 1, x[0].dtype()); },
+                 .cases = each({{3, 4}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .dynamic = false});
+    t.push_back({.name = "eye__below",
+                 .op = "eye",
+                 .build = [](Xs x) { return x[0] + eye(4, -1, -2, x[0].dtype()); },
+                 .cases = each({{4, 4}, {1, 4}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .dynamic = false});
+
     // nan reductions: NaN elements are skipped (and get no gradient); an all-NaN slice gives 0
     // (nansum) or NaN (nanmean, nanmax, nanmin)
     {
@@ -1211,7 +1227,7 @@ const std::set<std::string> kComposites = {
     "map_coordinates", "resize",      "upsample_1d", "upsample_2d",
     // indexed updates, diagonals, nan reductions
     "index_update", "index_add", "index_mul", "index_min", "index_max", "diagonal", "diag", "trace",
-    "nansum", "nanmean", "nanmax", "nanmin"};
+    "nansum", "nanmean", "nanmax", "nanmin", "eye"};
 
 } // namespace
 

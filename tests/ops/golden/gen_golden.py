@@ -988,6 +988,11 @@ def gen_indexing_updates():
     each("trace", tr(), [[rand((3, 3), "f32")], [rand((2, 4), "u8")], [rand((4, 2, 3), "f64")]])
     each("trace__axes", tr(1, 1, 2), [[rand((2, 3, 4), "i32")], [rand((1, 3, 3), "f32")]])
 
+    each("eye__offset", lambda x: out_as(wide(x) + np.eye(3, 4, 1), NAME[x.dtype]),
+         [[rand((3, 4), "f32")], [rand((3, 4), "u8")]])
+    each("eye__below", lambda x: out_as(wide(x) + np.eye(4, 4, -2), NAME[x.dtype]),
+         [[rand((4, 4), "i64")], [rand((1, 4), "f64")]])
+
     def nan_values(shape, dt, frac=0.3):
         a = rand(shape, dt)
         mask = rng.uniform(0, 1, a.shape) < frac
