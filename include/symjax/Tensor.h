@@ -72,7 +72,8 @@ public:
     std::string type_str() const;
 
     /// Subscripts: x[2], x[sl(1, 3)], x[{sl(), 0}] (NumPy basic indexing; negative indices count
-    /// from the end; dims not named are kept whole).
+    /// from the end; dims not named are kept whole), and x[t], x[{i, sl(), j}] with integer
+    /// tensors (NumPy advanced indexing: a gather; docs/ops.md, "Indexing and indexed updates").
     Tensor operator[](Index i) const;
     Tensor operator[](std::initializer_list<Index> idx) const;
     Tensor operator[](const std::vector<Index>& idx) const;
