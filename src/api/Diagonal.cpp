@@ -41,7 +41,7 @@ Tensor diagonal(const Tensor& x, int64_t offset, int64_t axis1, int64_t axis2) {
             perm.push_back(i);
     perm.push_back(a1);
     perm.push_back(a2);
-    Tensor p = permute(x, perm);
+    Tensor p = transpose(x, perm);
     int64_t row = offset >= 0 ? 0 : -offset, col = offset >= 0 ? offset : 0;
     int64_t len = std::max<int64_t>(0, std::min(d1 - row, d2 - col));
     int r = x.rank();

@@ -191,7 +191,7 @@ Merged merge_advanced(const Tensor& box, const std::vector<Advanced>& adv,
         m.axis = 0;
         m.perm = perm;
     }
-    Tensor p = m.perm.empty() ? box : permute(box, m.perm);
+    Tensor p = m.perm.empty() ? box : transpose(box, m.perm);
     m.permuted = p.shape();
     // linear index: sum_j t_j * stride_j over the advanced dims (sizes needed at build time)
     int64_t stride = 1;
@@ -225,7 +225,7 @@ Tensor unmerge(const Tensor& t, const Merged& m, size_t n_advanced) {
     Axes inv(m.perm.size());
     for (size_t i = 0; i < m.perm.size(); ++i)
         inv[m.perm[i]] = int64_t(i);
-    return permute(u, inv);
+    return transpose(u, inv);
 }
 
 Tensor sliced(const Tensor& x, const Resolved& rs) {

@@ -4,6 +4,8 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include <cmath>
