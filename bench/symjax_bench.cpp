@@ -304,7 +304,7 @@ void mvn_logpdf() {
     Placeholder L({d, d}, f32, "L");
     // log N(x; mu, L L^T) = -1/2 |L^-1 (x - mu)|^2 - sum log diag L - d/2 log 2 pi
     Tensor z = triangular_solve(L, transpose(x - mu), true, true);
-    Tensor diag = sum(L * eye(d, d, f32), {1});
+    Tensor diag = sum(L * eye(d, d, 0, f32), {1});
     Tensor logp = -0.5 * sum(z * z, {0}) - sum(log(diag)) - 0.5 * double(d) * std::log(2 * M_PI);
     Tensor total = sum(logp);
     auto g = gradients(total, {mu, L});

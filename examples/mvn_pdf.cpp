@@ -32,7 +32,7 @@ Tensor mvn_log_pdf(const Tensor& points, const Tensor& mean, const Tensor& cov) 
     Tensor diff = points - mean;                           // [n, d], mean broadcast over rows
     Tensor z = triangular_solve(L, transpose(diff));       // L z = diff^T, so z is [d, n]
     Tensor mahalanobis = sum(z * z, {0});                  // |L^-1 (x - mu)|^2 per point
-    Tensor diag_L = sum(L * eye(d, d, cov.dtype()), {1});  // the diagonal of L, [d]
+    Tensor diag_L = sum(L * eye(d, d, 0, cov.dtype()), {1});  // the diagonal of L, [d]
     Tensor half_log_det = sum(log(diag_L));                // 0.5 log det cov
     return -0.5 * mahalanobis - half_log_det - 0.5 * double(d) * std::log(kTwoPi);
 }
@@ -91,7 +91,7 @@ int main() {
     // Every input is a constant, so the expression can be evaluated on the spot with eval()
     // (SymJAX's .get()): handy for debugging, no function needed.
     Tensor points = grid_points();
-    Tensor lazy = mvn_pdf(points, zeros({2}, f64), eye(2, 2, f64));
+    Tensor lazy = mvn_pdf(points, zeros({2}, f64), eye(2, 2, 0, f64));
     Array lazy_density = lazy.eval();
     print_grid("N(0, I) density on the grid (lazy eval):", lazy_density);
 

@@ -31,8 +31,9 @@ Tensor arange(double start, double stop, double step = 1, DType dtype = DType::I
 Tensor arange(int64_t stop, DType dtype = DType::I64);
 /// `num` evenly spaced values from start to stop inclusive.
 Tensor linspace(double start, double stop, int64_t num, DType dtype = DType::F32);
-/// The n x m identity (m = n when omitted).
-Tensor eye(int64_t n, int64_t m = -1, DType dtype = DType::F32);
+/// The n x m matrix with ones on the k-th diagonal (m = n when negative; k > 0 above the main
+/// diagonal, k < 0 below), NumPy's eye(n, m, k, dtype).
+Tensor eye(int64_t n, int64_t m = -1, int64_t k = 0, DType dtype = DType::F32);
 
 // ---- elementwise unary ------------------------------------------------------------------
 Tensor neg(const Tensor& x);
@@ -144,6 +145,14 @@ Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 Tensor var(const Tensor& x, const Axes& axes = {}, bool keepdims = false, int ddof = 0);
 /// log(sum(exp(x))), shifted by the max for stability.
 Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// sum and mean that skip NaN (NumPy's nansum, nanmean): NaN elements count as 0 in the sum and
+/// are left out of the mean's count; the nanmean of an all-NaN slice is NaN. Their gradient is
+/// zero at the NaN elements.
+Tensor nansum(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor nanmean(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// max and min that skip NaN (NumPy's nanmax, nanmin): NaN only for an all-NaN slice.
+Tensor nanmax(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor nanmin(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 /// Inclusive cumulative sum along axis (reverse: from the end).
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
 
@@ -189,6 +198,28 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0);
 Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis = 0);
 /// x with updates added at indices along axis (repeated indices accumulate).
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0);
+/// x with `updates` combined in at `indices` along axis (shapes as scatter_add):
+/// Set replaces (for a repeated index one of its updates wins, which one is unspecified),
+/// Add is scatter_add, Mul multiplies, Min and Max keep the smaller or larger (NaN propagates);
+/// repeated indices accumulate. Indices out of [0, x.shape[axis]) raise InputError at call time.
+Tensor scatter(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis = 0,
+               ScatterMode mode = ScatterMode::Set);
+/// Functional indexed updates (SymJAX's index_update and friends): x with x[idx] replaced by v,
+/// or combined with it; the same as x.at(idx).set(v), .add(v), .mul(v), .min(v), .max(v). `idx`
+/// is the subscript's list: integers, ranges (sl) and integer tensors (docs/ops.md).
+Tensor index_update(const Tensor& x, const std::vector<Index>& idx, const Tensor& v);
+Tensor index_update(const Tensor& x, const std::vector<Index>& idx, double v);
+Tensor index_add(const Tensor& x, const std::vector<Index>& idx, const Tensor& v);
+Tensor index_add(const Tensor& x, const std::vector<Index>& idx, double v);
+Tensor index_mul(const Tensor& x, const std::vector<Index>& idx, const Tensor& v);
+Tensor index_mul(const Tensor& x, const std::vector<Index>& idx, double v);
+Tensor index_min(const Tensor& x, const std::vector<Index>& idx, const Tensor& v);
+Tensor index_min(const Tensor& x, const std::vector<Index>& idx, double v);
+Tensor index_max(const Tensor& x, const std::vector<Index>& idx, const Tensor& v);
+Tensor index_max(const Tensor& x, const std::vector<Index>& idx, double v);
+/// The indexed update of mode `mode` (what the functions above and IndexedRef call).
+Tensor index_apply(const Tensor& x, const std::vector<Index>& idx, const Tensor& v,
+                   ScatterMode mode);
 /// A window of `sizes` at `starts` (an integer vector, clamped so the window fits, as XLA).
 Tensor dynamic_slice(const Tensor& x, const Tensor& starts, const Shape& sizes);
 Tensor dynamic_update_slice(const Tensor& x, const Tensor& update, const Tensor& starts);
@@ -199,6 +230,17 @@ Tensor one_hot(const Tensor& indices, int64_t depth, DType dtype = DType::F32);
 /// `what` (default "check_index: index") and names the value, its position and the tensor.
 Tensor check_index(const Tensor& indices, int64_t depth, std::optional<int64_t> ignore = {},
                    const std::string& what = "");
+
+// ---- diagonals ----------------------------------------------------------------------------
+/// NumPy's diagonal: the elements x[..., i, ..., i + offset, ...] of the dims axis1 and axis2,
+/// which are removed, with the diagonal appended as the last dim (offset > 0: above the main
+/// diagonal).
+Tensor diagonal(const Tensor& x, int64_t offset = 0, int64_t axis1 = 0, int64_t axis2 = 1);
+/// NumPy's diag: a vector becomes the square matrix with it on the k-th diagonal; a matrix gives
+/// its k-th diagonal.
+Tensor diag(const Tensor& x, int64_t k = 0);
+/// The sum of diagonal(x, offset, axis1, axis2) along its last dim (NumPy's trace).
+Tensor trace(const Tensor& x, int64_t offset = 0, int64_t axis1 = 0, int64_t axis2 = 1);
 
 // ---- linear algebra ------------------------------------------------------------------------
 struct DotDims {

@@ -30,6 +30,7 @@ void hash_field(Hasher& h, const std::string& v) {
     h.add_bytes(v.data(), v.size());
 }
 void hash_field(Hasher& h, PoolKind v) { h.add(static_cast<uint64_t>(v) + 2000); }
+void hash_field(Hasher& h, ScatterMode v) { h.add(static_cast<uint64_t>(v) + 3000); }
 void hash_field(Hasher&, const Array&) {} // covered by content_hash
 void hash_field(Hasher& h, const std::shared_ptr<detail::VariableState>& p) {
     h.add(reinterpret_cast<uintptr_t>(p.get()));
@@ -48,6 +49,7 @@ void put_field(std::ostream& os, const std::string& v) {
     os << '"' << v << '"';
 }
 void put_field(std::ostream& os, PoolKind v) { os << (v == PoolKind::Max ? "max" : "avg"); }
+void put_field(std::ostream& os, ScatterMode v) { os << scatter_mode_name(v); }
 void put_field(std::ostream& os, const Array& a) { os << a.str(8); }
 void put_field(std::ostream& os, const std::shared_ptr<detail::VariableState>&) { os << "state"; }
 
@@ -61,6 +63,17 @@ template <class A> bool equal_impl(const A& a, const A& b) {
 }
 
 } // namespace
+
+const char* scatter_mode_name(ScatterMode m) {
+    switch (m) {
+    case ScatterMode::Set: return "set";
+    case ScatterMode::Add: return "add";
+    case ScatterMode::Mul: return "mul";
+    case ScatterMode::Min: return "min";
+    case ScatterMode::Max: return "max";
+    }
+    return "?";
+}
 
 std::vector<std::string> detail::split_field_names(const char* names) {
     std::vector<std::string> out;

@@ -158,6 +158,9 @@ void put_field(std::string& out, const std::string& v) {
 void put_field(std::string& out, PoolKind v) {
     out += v == PoolKind::Max ? "max" : "avg";
 }
+void put_field(std::string& out, ScatterMode v) {
+    out += scatter_mode_name(v);
+}
 
 /// Leaves carry their attributes in their own syntax; every other struct goes through SJ_FIELDS.
 template <class A>
@@ -550,6 +553,17 @@ private:
         if (w != "max" && w != "avg")
             fail(at, "expected max or avg, got '" + w.substr(0, 40) + "'");
         v = w == "max" ? PoolKind::Max : PoolKind::Avg;
+    }
+    void field(ScatterMode& v) {
+        Token at = tok_;
+        std::string w = word("set, add, mul, min or max");
+        for (ScatterMode m : {ScatterMode::Set, ScatterMode::Add, ScatterMode::Mul,
+                              ScatterMode::Min, ScatterMode::Max})
+            if (w == scatter_mode_name(m)) {
+                v = m;
+                return;
+            }
+        fail(at, "expected set, add, mul, min or max, got '" + w.substr(0, 40) + "'");
     }
 
     /// {name=value, ...} into a default A: fields in any order, each at most once; left-out

@@ -25,14 +25,20 @@ Tensor Tensor::named(const std::string& name) const {
     node_of(node_);
     return Tensor(with_name(node_, name));
 }
-std::string Tensor::type_str() const { return sj::type_str(node_of(node_).type()); }
+std::string Tensor::type_str() const {
+    return sj::type_str(node_of(node_).type());
+}
 
-Tensor Tensor::operator[](Index i) const { return (*this)[std::vector<Index>{i}]; }
+Tensor Tensor::operator[](Index i) const {
+    return (*this)[std::vector<Index>{i}];
+}
 Tensor Tensor::operator[](std::initializer_list<Index> idx) const {
     return (*this)[std::vector<Index>(idx)];
 }
 
 Tensor Tensor::operator[](const std::vector<Index>& idx) const {
+    if (std::any_of(idx.begin(), idx.end(), [](const Index& i) { return i.is_tensor(); }))
+        return detail::advanced_subscript(*this, idx);
     int r = rank();
     SJ_CHECK(idx.size() <= size_t(r), ShapeError)
         << "subscript of " << name() << " " << type_str() << ": " << idx.size()
@@ -54,7 +60,8 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
                 SJ_CHECK(k >= -d && k < d, ShapeError)
                     << "subscript of " << name() << " " << type_str() << ": index " << k
                     << " out of range for dim " << i << " of size " << d;
-                if (k < 0) k += d;
+                if (k < 0)
+                    k += d;
             } else {
                 SJ_CHECK(k >= 0, ShapeError)
                     << "subscript of " << name() << ": negative index " << k << " on dim " << i
@@ -70,7 +77,8 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
         if (a < 64)
             index_dims |= uint64_t(1) << a;
     Tensor s = detail::index_slice(*this, start, stop, step, index_dims);
-    if (drop.empty()) return s;
+    if (drop.empty())
+        return s;
     // dropped dims are size 1 now; remove them
     Shape out;
     int unknown = 0;
@@ -79,7 +87,8 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
             out.push_back(s.shape()[i]);
             unknown += s.shape()[i] < 0;
         }
-    if (unknown <= 1) return reshape(s, out);
+    if (unknown <= 1)
+        return reshape(s, out);
     // several unknown dims: summing over the dropped dims (size 1) removes them without sizes
     return s.dtype() == DType::Bool ? any(s, drop) : sum(s, drop);
 }

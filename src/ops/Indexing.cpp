@@ -1,8 +1,10 @@
-// Indexing ops (gather, scatter_add, dynamic_slice, dynamic_update_slice, one_hot).
+// Indexing ops (gather, scatter_add, scatter, dynamic_slice, dynamic_update_slice, one_hot).
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
 #include <symjax/ir/Node.h>
+
+#include <algorithm>
 
 namespace sj {
 namespace detail {
@@ -22,9 +24,11 @@ Shape gathered_shape(const Shape& x, const Shape& idx, int64_t axis) {
 }
 
 bool dims_match(const Shape& a, const Shape& b) {
-    if (a.size() != b.size()) return false;
+    if (a.size() != b.size())
+        return false;
     for (size_t i = 0; i < a.size(); ++i)
-        if (a[i] != b[i] && a[i] != -1 && b[i] != -1) return false;
+        if (a[i] != b[i] && a[i] != -1 && b[i] != -1)
+            return false;
     return true;
 }
 
@@ -52,9 +56,50 @@ TensorType infer_scatter_add(const InferCtx& c) {
     return c.in[0];
 }
 
+TensorType infer_scatter(const InferCtx& c) {
+    SJ_CHECK(c.attr<ScatterAttrs>().mode != ScatterMode::Add, InputError)
+        << c.where() << ": mode add is the scatter_add op";
+    int64_t axis = c.attr<ScatterAttrs>().axis;
+    SJ_CHECK(axis >= 0 && axis < int64_t(c.in[0].shape.size()), ShapeError)
+        << c.where() << ": axis " << axis << " out of range for rank " << c.in[0].shape.size();
+    check_index_dtype(c, 1);
+    SJ_CHECK(c.in[2].dtype == c.in[0].dtype, TypeError)
+        << c.where() << ": updates are " << dtype_name(c.in[2].dtype) << ", target is "
+        << dtype_name(c.in[0].dtype);
+    Shape want = gathered_shape(c.in[0].shape, c.in[1].shape, axis);
+    SJ_CHECK(dims_match(want, c.in[2].shape), ShapeError)
+        << c.where() << ": updates " << c.name(2) << " have shape " << shape_str(c.in[2].shape)
+        << ", expected " << shape_str(want);
+    return c.in[0];
+}
+
+/// The position of each index of i (0, 1, ... in row-major order), as an i64 tensor of i's
+/// shape, expanded with size-1 dims to the rank of scatter(x, i, u, axis)'s updates.
+Tensor index_ids(const Tensor& i, int64_t axis, int64_t inner_rank) {
+    Tensor flat = reshape(i, {-1});
+    Tensor ids = cumsum(cast(ones_like(flat), DType::I64), 0) - 1.0;
+    const Shape& s = i.shape();
+    if (std::count(s.begin(), s.end(), int64_t(-1)) <= 1)
+        ids = reshape(ids, s);
+    else
+        ids = make(Op::Reshape, {ids, i}, ShapeAttrs{s}); // dims follow i
+    for (int64_t a = 0; a < axis; ++a)
+        ids = expand_dims(ids, 0);
+    for (int64_t a = 0; a < inner_rank; ++a)
+        ids = expand_dims(ids, -1);
+    return ids;
+}
+
+/// a == b elementwise, with NaN equal to NaN for floats (a NaN result came from a NaN operand).
+Tensor same(const Tensor& a, const Tensor& b) {
+    Tensor e = eq(a, b);
+    return is_float(a.dtype()) ? logical_or(e, logical_and(isnan(a), isnan(b))) : e;
+}
+
 void check_starts(const InferCtx& c, size_t i, size_t rank) {
     check_index_dtype(c, i);
-    SJ_CHECK(c.in[i].shape.size() == 1 && (c.in[i].shape[0] == int64_t(rank) || c.in[i].shape[0] == -1),
+    SJ_CHECK(c.in[i].shape.size() == 1 &&
+                 (c.in[i].shape[0] == int64_t(rank) || c.in[i].shape[0] == -1),
              ShapeError)
         << c.where() << ": starts " << c.name(i) << " must be a vector of " << rank
         << " indices, got shape " << shape_str(c.in[i].shape);
@@ -67,8 +112,7 @@ TensorType infer_dynamic_slice(const InferCtx& c) {
         << c.where() << ": " << sizes.size() << " sizes for a tensor of rank " << s.size();
     for (size_t i = 0; i < s.size(); ++i)
         SJ_CHECK(sizes[i] >= 0 && (s[i] < 0 || sizes[i] <= s[i]), ShapeError)
-            << c.where() << ": window " << shape_str(sizes) << " does not fit in "
-            << shape_str(s);
+            << c.where() << ": window " << shape_str(sizes) << " does not fit in " << shape_str(s);
     check_starts(c, 1, s.size());
     return {c.in[0].dtype, sizes};
 }
@@ -115,12 +159,72 @@ void register_grads(OpDef* t) {
         d[0] = g;
         d[2] = gather(g, in(n, 1), n.attr<AxisAttrs>().axis);
     };
+    // scatter(x, i, u, mode) along axis; gradients by mode (docs/ops.md, "Indexed updates"):
+    t[int(Op::Scatter)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        const auto& a = n.attr<ScatterAttrs>();
+        Tensor x = in(n, 0), i = in(n, 1), u = in(n, 2), y(n.shared_from_this());
+        int64_t ax = a.axis;
+        switch (a.mode) {
+        case ScatterMode::Set: {
+            // set: d/dx = g with the written positions zeroed; d/du = g at the position, for the
+            // update that won it (the last of a repeated index: the kernel writes in order, and
+            // scattering the updates' ids the same way names the winner)
+            d[0] = scatter(g, i, zeros_like(u), ax, ScatterMode::Set);
+            Tensor ids = index_ids(i, ax, x.rank() - ax - 1) + cast(zeros_like(u), DType::I64);
+            Tensor won = scatter(full_like(x, -1.0, DType::I64), i, ids, ax, ScatterMode::Set);
+            d[2] = where(eq(gather(won, i, ax), ids), gather(g, i, ax), zeros_like(u));
+            return;
+        }
+        case ScatterMode::Add:
+            SJ_ASSERT(false) << "scatter with mode add";
+            return;
+        case ScatterMode::Mul: {
+            // y_j = x_j prod_{k: i_k = j} u_k: d/dx = g prod u; d/du_k = g x times the product of
+            // the other updates of the position. With P the product of its non-zero updates, Z
+            // their number of zeros and S the sum of its zero updates (0 in value, but
+            // differentiable in them, so second derivatives are right too, as reduce_prod's):
+            //   u_k != 0: P / u_k (Z = 0), P / u_k * S (Z = 1), else 0;
+            //   u_k == 0: P (Z = 1), P * (S - u_k) (Z = 2), else 0
+            d[0] = g * scatter(ones_like(x), i, u, ax, ScatterMode::Mul);
+            Tensor zero = eq(u, zeros_like(u)), none = zeros_like(u);
+            Tensor safe = where(zero, ones_like(u), u);
+            auto at_position = [&](const Tensor& per_update, ScatterMode m) {
+                Tensor init = m == ScatterMode::Mul ? ones_like(x) : zeros_like(x);
+                return gather(scatter(init, i, per_update, ax, m), i, ax);
+            };
+            Tensor zeros = at_position(cast(zero, u.dtype()), ScatterMode::Add);
+            Tensor prod_nz = at_position(safe, ScatterMode::Mul);
+            Tensor zero_sum = at_position(where(zero, u, none), ScatterMode::Add);
+            Tensor q = prod_nz / safe;
+            Tensor others_nz = where(eq(zeros, none), q,
+                                     where(eq(zeros, ones_like(u)), q * zero_sum, none));
+            Tensor others_z = where(eq(zeros, ones_like(u)), prod_nz,
+                                    where(eq(zeros, full_like(u, 2.0)), prod_nz * (zero_sum - u),
+                                          none));
+            d[2] = gather(g * x, i, ax) * where(zero, others_z, others_nz);
+            return;
+        }
+        case ScatterMode::Min:
+        case ScatterMode::Max: {
+            // the result's gradient goes to the operands equal to it (x and the updates of the
+            // position), shared equally among ties, as reduce_max does
+            Tensor hx = cast(same(x, y), g.dtype());
+            Tensor hu = cast(same(u, gather(y, i, ax)), g.dtype());
+            Tensor count = hx + scatter_add(zeros_like(x), i, hu, ax);
+            Tensor share = g / where(eq(count, zeros_like(count)), ones_like(count), count);
+            d[0] = share * hx;
+            d[2] = gather(share, i, ax) * hu;
+            return;
+        }
+        }
+    };
     // d dynamic_slice/dx: the window's gradient placed in zeros
     t[int(Op::DynamicSlice)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         d[0] = dynamic_update_slice(zeros_like(in(n, 0)), g, in(n, 1));
     };
     // d dus(x, u)/dx: g with the window zeroed; d/du: g's window
-    t[int(Op::DynamicUpdateSlice)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+    t[int(Op::DynamicUpdateSlice)].grad = [](const Node& n, const Tensor& g,
+                                             std::vector<Tensor>& d) {
         Tensor u = in(n, 1);
         SJ_CHECK(is_static(u.shape()), ShapeError)
             << "gradient of dynamic_update_slice: update " << u.name() << " has unknown dims "
@@ -135,6 +239,7 @@ void register_grads(OpDef* t) {
 void register_indexing_ops(OpDef* t) {
     t[int(Op::Gather)].infer = infer_gather;
     t[int(Op::ScatterAdd)].infer = infer_scatter_add;
+    t[int(Op::Scatter)].infer = infer_scatter;
     t[int(Op::DynamicSlice)].infer = infer_dynamic_slice;
     t[int(Op::DynamicUpdateSlice)].infer = infer_dus;
     t[int(Op::OneHot)].infer = infer_one_hot;
@@ -154,6 +259,14 @@ Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
 Tensor scatter_add(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis) {
     int ax = normalize_axis(axis, x.rank(), "scatter_add");
     return make(Op::ScatterAdd, {x, indices, cast(updates, x.dtype())}, AxisAttrs{ax, false});
+}
+
+Tensor scatter(const Tensor& x, const Tensor& indices, const Tensor& updates, int64_t axis,
+               ScatterMode mode) {
+    if (mode == ScatterMode::Add)
+        return scatter_add(x, indices, updates, axis);
+    int ax = normalize_axis(axis, x.rank(), "scatter");
+    return make(Op::Scatter, {x, indices, cast(updates, x.dtype())}, ScatterAttrs{ax, mode});
 }
 
 Tensor dynamic_slice(const Tensor& x, const Tensor& starts, const Shape& sizes) {

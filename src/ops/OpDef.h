@@ -114,6 +114,9 @@ inline bool shape_only_input(const Node& n, size_t i) {
 Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
                    uint64_t index_dims);
+/// x[idx] for a subscript with at least one tensor index (NumPy advanced indexing; the integers
+/// of such a subscript are advanced indices too). Tensor::operator[] calls it (src/api/Indexed.cpp).
+Tensor advanced_subscript(const Tensor& x, const std::vector<Index>& idx);
 /// The constant of `value` interned by value (ConstantAttrs::id 0): what the compiler merges
 /// equal constants into and what its rewrites make (Note [Constant identity]).
 NodePtr shared_constant(const Array& value);

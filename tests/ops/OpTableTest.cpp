@@ -985,6 +985,237 @@ std::vector<OpRow> make_table() {
             },
             each({{1, 2, 3, 2}}));
     }
+
+    // ---- indexed updates, diagonals, nan reductions ------------------------------------------
+    // scatter: repeated indices accumulate (set: the last update wins in the reference kernel)
+    auto scatter_row = [&](std::string name, ScatterMode mode, int64_t axis, std::vector<Case> cs) {
+        t.push_back({.name = name,
+                     .op = "scatter",
+                     .build = [mode, axis](Xs x) { return scatter(x[0], x[1], x[2], axis, mode); },
+                     .cases = std::move(cs),
+                     .dtypes = kAll,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+    };
+    const std::vector<Case> scatter0 = {
+        {{in({5, 3}), in_index({6}, 0, 5), in({6, 3})}},
+        {{in({4}), in_index({}, 0, 4), in({})}},
+        {{in({5, 3}), in_index({0}, 0, 5), in({0, 3})}},
+        {{in({3, 2}), in_index({2, 2}, 0, 3, DType::I32), in({2, 2, 2})}}};
+    const std::vector<Case> scatter1 = {{{in({2, 4}), in_index({3}, 0, 4, DType::U8), in({2, 3})}},
+                                        {{in({0, 4}), in_index({2}, 0, 4), in({0, 2})}}};
+    scatter_row("scatter_set", ScatterMode::Set, 0, scatter0);
+    scatter_row("scatter_set_axis1", ScatterMode::Set, 1, scatter1);
+    scatter_row("scatter_mul", ScatterMode::Mul, 0, scatter0);
+    scatter_row("scatter_min", ScatterMode::Min, 0, scatter0);
+    scatter_row("scatter_max_axis1", ScatterMode::Max, 1, scatter1);
+    // zeros among the updates of one position (the product rule's cases: none, one, two)
+    scatter_row(
+        "scatter_mul_zeros", ScatterMode::Mul, 0,
+        {{{in({3}), in_values({4}, {0, 0, 1, 2}, DType::I64), in_values({4}, {0, 2, 0, 0})}},
+         {{in({3}), in_values({3}, {1, 1, 0}, DType::I64), in_values({3}, {0, 3, 2})}},
+         {{in({2}), in_values({4}, {0, 0, 0, 1}, DType::I64), in_values({4}, {0, 0, 2, 0})}}});
+    // ties: the gradient is shared among the operands equal to the result
+    scatter_row("scatter_max_ties", ScatterMode::Max, 0,
+                {{{in_values({3}, {1, 2, 0}), in_values({3}, {0, 0, 2}, DType::I64),
+                   in_values({3}, {1, 1, 0})}}});
+    t.back().grad = GradCheck::None; // not differentiable at ties (tests/unit/IndexedTest.cpp)
+    t.back().second_order = false;
+
+    // indexed updates: a row's builder fixes the subscript; static subscripts need the indexed
+    // dims at build time, so those rows skip the -1 runs
+    auto update_row = [&](std::string name, Builder b, std::vector<Case> cs, bool dynamic) {
+        std::string op = name.substr(0, name.find("__"));
+        t.push_back({.name = name,
+                     .op = op,
+                     .build = std::move(b),
+                     .cases = std::move(cs),
+                     .dtypes = kAll,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true,
+                     .dynamic = dynamic});
+    };
+    // strided box: where(mask, pad(v), x)
+    update_row(
+        "index_update__box",
+        [](Xs x) {
+            return x[0].at({sl(1, -1), sl(0, Index::kEnd, 2)}).set(x[1]);
+        },
+        {shapes({{4, 5}, {2, 3}}), shapes({{4, 5}, {3}}), shapes({{4, 5}, {}}),
+         shapes({{3, 3}, {1, 2}}), shapes({{2, 3}, {0, 2}})},
+        false);
+    // contiguous box with an integer: dynamic_update_slice
+    update_row(
+        "index_add__int",
+        [](Xs x) {
+            return x[0].at({-1, sl(1, 3)}).add(x[1]);
+        },
+        {shapes({{3, 4}, {2}}), shapes({{3, 4}, {}}), shapes({{2, 5, 2}, {2, 2}}),
+         shapes({{1, 3, 1}, {2, 1}})},
+        false);
+    update_row(
+        "index_mul__box", [](Xs x) { return x[0].at(sl(0, Index::kEnd, 2)).mul(x[1]); },
+        {shapes({{5, 2}, {3, 2}}), shapes({{5, 2}, {2}}), shapes({{1}, {1}})}, false);
+    update_row(
+        "index_min__box",
+        [](Xs x) {
+            return x[0].at({sl(), 2}).min(x[1]);
+        },
+        {shapes({{3, 4}, {3}}), shapes({{2, 4, 2}, {2, 2}}), shapes({{0, 3}, {}})}, false);
+    update_row(
+        "index_max__box", [](Xs x) { return index_max(x[0], {sl(1, 3)}, x[1]); },
+        {shapes({{4, 3}, {2, 3}}), shapes({{3}, {}}), shapes({{5, 2}, {1, 2}})}, false);
+    // one tensor index (negative entries count from the end; repeats accumulate): scatter
+    update_row(
+        "index_update__tensor", [](Xs x) { return x[0].at(x[1]).set(x[2]); },
+        {{{in({5, 3}), in_index({4}, -5, 5), in({4, 3})}},
+         {{in({5, 3}), in_index({4}, -5, 5), in({3})}},
+         {{in({4}), in_index({2, 2}, -4, 4, DType::I32), in({2, 2})}},
+         {{in({4}), in_index({}, 0, 4, DType::U8), in({})}}},
+        true);
+    update_row(
+        "index_add__tensor",
+        [](Xs x) {
+            return index_add(x[0], {sl(), x[1]}, x[2]);
+        },
+        {{{in({3, 5}), in_index({4}, -5, 5), in({3, 4})}},
+         {{in({2, 3}), in_index({2, 2}, -3, 3, DType::I32), in({2})}}},
+        true);
+    update_row(
+        "index_mul__tensor", [](Xs x) { return x[0].at(x[1]).mul(x[2]); },
+        {{{in({4, 2}), in_index({5}, -4, 4), in({5, 2})}},
+         {{in({3}), in_index({2, 2}, 0, 3), in({})}}},
+        true);
+    update_row(
+        "index_min__tensor", [](Xs x) { return x[0].at(x[1]).min(x[2]); },
+        {{{in({4, 2}), in_index({5}, -4, 4), in({5, 2})}},
+         {{in({3}), in_index({2, 2}, 0, 3), in({2, 2})}}},
+        true);
+    update_row(
+        "index_max__tensor", [](Xs x) { return index_max(x[0], {x[1]}, x[2]); },
+        {{{in({4, 2}), in_index({5}, -4, 4), in({5, 2})}},
+         {{in({3}), in_index({2, 2}, 0, 3), in({1})}}},
+        true);
+    // two tensor indices apart (the broadcast dims go first, as NumPy), and a range
+    update_row(
+        "index_add__tensors",
+        [](Xs x) {
+            return x[0].at({x[1], sl(0, 2), x[2]}).add(x[3]);
+        },
+        {{{in({3, 3, 4}), in_index({3}, 0, 3), in_index({3}, -4, 4), in({3, 2})}},
+         {{in({3, 2, 4}), in_index({2, 1}, -3, 3), in_index({3}, 0, 4, DType::I32), in({2})}}},
+        false);
+    // an integer next to a tensor index is an advanced index too (adjacent: the dims stay put)
+    update_row(
+        "index_update__mixed",
+        [](Xs x) {
+            return x[0].at({sl(0, 2), x[1], 1}).set(x[2]);
+        },
+        {{{in({3, 4, 2}), in_index({2}, -4, 4), in({2, 2})}},
+         {{in({2, 4, 3}), in_index({3}, 0, 4), in({3})}}},
+        false);
+    // reads: x[t] gathers
+    update_row(
+        "subscripts__tensor", [](Xs x) { return x[0][x[1]]; },
+        {{{in({5, 3}), in_index({2, 2}, -5, 5)}},
+         {{in({4}), in_index({3}, -4, 4, DType::I32)}},
+         {{in({4, 2}), in_index({}, 0, 4, DType::U8)}}},
+        true);
+    update_row(
+        "subscripts__tensors",
+        [](Xs x) {
+            return x[0][{1, sl(), x[1]}];
+        },
+        {{{in({3, 2, 4}), in_index({2, 2}, -4, 4)}}, {{in({2, 3, 5}), in_index({3}, 0, 5)}}},
+        false);
+
+    // diagonals: movement ops only
+    update_row(
+        "diagonal", [](Xs x) { return diagonal(x[0], 1); },
+        each({{3, 4}, {4, 3}, {2, 2}, {2, 5, 1}, {1, 0}}), false);
+    update_row(
+        "diagonal__axes", [](Xs x) { return diagonal(x[0], -1, 2, 0); },
+        each({{3, 2, 4}, {4, 1, 2}, {2, 3, 5, 2}}), false);
+    update_row(
+        "diag", [](Xs x) { return diag(x[0], 1); }, each({{3}, {1}, {0}}), false);
+    update_row(
+        "diag__matrix", [](Xs x) { return diag(x[0], -1); }, each({{3, 4}, {2, 2}, {1, 3}}), false);
+    update_row(
+        "diag__vector_below", [](Xs x) { return diag(x[0], -2); }, each({{3}, {2}}), false);
+    {
+        OpRow tr{.name = "trace",
+                 .op = "trace",
+                 .build = [](Xs x) { return trace(x[0]); },
+                 .cases = each({{3, 3}, {2, 4}, {4, 2, 3}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .dynamic = false};
+        t.push_back(tr);
+        tr.name = "trace__axes";
+        tr.build = [](Xs x) { return trace(x[0], 1, 1, 2); };
+        tr.cases = each({{2, 3, 4}, {1, 3, 3}});
+        t.push_back(tr);
+    }
+
+    // eye's offset k (a constant: added to an input so the harness has one)
+    t.push_back({.name = "eye__offset",
+                 .op = "eye",
+                 .build = [](Xs x) { return x[0] + eye(3, 4, 1, x[0].dtype()); },
+                 .cases = each({{3, 4}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .dynamic = false});
+    t.push_back({.name = "eye__below",
+                 .op = "eye",
+                 .build = [](Xs x) { return x[0] + eye(4, -1, -2, x[0].dtype()); },
+                 .cases = each({{4, 4}, {1, 4}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .dynamic = false});
+
+    // nan reductions: NaN elements are skipped (and get no gradient); an all-NaN slice gives 0
+    // (nansum) or NaN (nanmean, nanmax, nanmin)
+    {
+        const double nan = NAN;
+        // finite differences cannot step from NaN: the NaN cases are forward only (their zero
+        // gradient is checked in tests/unit/IndexedTest.cpp)
+        std::vector<Case> cs = {forward_only({{in_values({3, 4}, {1.5, nan, -2, 0.5, nan, nan, 3, 1,
+                                                                  2.5, -1, -0.75, 0.25})}}),
+                                {{in({2, 3})}},
+                                {{in({0, 3})}},
+                                forward_only({{in_values({2, 2}, {nan, 1, nan, 2})}})};
+        for (const char* name : {"nansum", "nanmean", "nanmax", "nanmin"}) {
+            std::string n = name;
+            Builder b = [n](Xs x) {
+                if (n == "nansum")
+                    return nansum(x[0], {0});
+                if (n == "nanmean")
+                    return nanmean(x[0], {0});
+                if (n == "nanmax")
+                    return nanmax(x[0], {0});
+                return nanmin(x[0], {0});
+            };
+            std::vector<Case> c = cs;
+            if (n == "nanmax" || n == "nanmin")
+                c.erase(c.begin() + 2); // an empty max
+            t.push_back({.name = n,
+                         .op = n,
+                         .build = b,
+                         .cases = c,
+                         .dtypes = kFloat,
+                         .grad = GradCheck::FiniteDiff,
+                         .second_order = true});
+        }
+        Case float_nans = forward_only({{in_values({2, 3}, {nan, 1, 2, nan, -1, 0.5})}});
+        float_nans.only = kFloat;
+        t.push_back({.name = "nansum__all_keepdims",
+                     .op = "nansum",
+                     .build = [](Xs x) { return nansum(x[0], {}, true); },
+                     .cases = {float_nans, {{in({4})}}},
+                     .dtypes = kNumeric,
+                     .grad = GradCheck::FiniteDiff});
+    }
     return t;
 }
 
@@ -993,7 +1224,10 @@ const std::set<std::string> kComposites = {
     "softmax",         "log_softmax", "logsumexp",   "softplus",   "sigmoid",
     "log_sigmoid",     "mean",        "var",         "clip",       "matmul",
     "expand_dims",     "squeeze",     "stack",       "flatten",    "subscripts",
-    "map_coordinates", "resize",      "upsample_1d", "upsample_2d"};
+    "map_coordinates", "resize",      "upsample_1d", "upsample_2d",
+    // indexed updates, diagonals, nan reductions
+    "index_update", "index_add", "index_mul", "index_min", "index_max", "diagonal", "diag", "trace",
+    "nansum", "nanmean", "nanmax", "nanmin", "eye"};
 
 } // namespace
 

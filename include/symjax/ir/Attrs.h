@@ -4,6 +4,7 @@
 #include <symjax/Array.h>
 #include <symjax/DType.h>
 #include <symjax/Shape.h>
+#include <symjax/Tensor.h> // ScatterMode
 
 #include <memory>
 #include <ostream>
@@ -101,6 +102,12 @@ struct AxisAttrs {
     bool reverse = false; // cumsum only: accumulate from the end
     SJ_FIELDS(axis, reverse);
 };
+/// scatter: the axis and the combiner (never Add: that is scatter_add).
+struct ScatterAttrs {
+    int64_t axis = 0;
+    ScatterMode mode = ScatterMode::Set;
+    SJ_FIELDS(axis, mode);
+};
 /// dynamic_slice: the sizes of the window.
 struct DynamicSliceAttrs {
     Shape sizes;
@@ -111,14 +118,16 @@ struct OneHotAttrs {
     DType dtype = DType::F32;
     SJ_FIELDS(depth, dtype);
 };
-/// check_index: indices must lie in [0, depth), or equal `ignore` when `has_ignore`; `what`
+/// check_index: indices must lie in [0, depth), or equal `ignore` when `has_ignore`, or (with
+/// `negative`, NumPy's negative indices, as subscripts take them) lie in [-depth, 0); `what`
 /// starts the error message ("nn::losses::sparse_softmax_crossentropy_logits: label").
 struct CheckIndexAttrs {
     int64_t depth = 0;
     bool has_ignore = false;
     int64_t ignore = 0;
     std::string what;
-    SJ_FIELDS(depth, has_ignore, ignore, what);
+    bool negative = false;
+    SJ_FIELDS(depth, has_ignore, ignore, what, negative);
 };
 /// dot_general: result dims are batch..., lhs free..., rhs free... (XLA's convention).
 struct DotAttrs {
@@ -171,7 +180,10 @@ struct PhiloxAttrs {
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
                            AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
-                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs>;
+                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs>;
+
+/// "set", "add", "mul", "min", "max".
+const char* scatter_mode_name(ScatterMode m);
 
 bool attrs_equal(const Attrs& a, const Attrs& b);
 uint64_t attrs_hash(const Attrs& a);

@@ -4,7 +4,9 @@
 
 #include <symjax/ir/Node.h>
 
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 namespace sj::ref {
 namespace {
@@ -20,9 +22,11 @@ int64_t index_at(const Array& idx, int64_t i) {
 void split_axis(const Shape& s, int64_t axis, int64_t& outer, int64_t& len, int64_t& inner) {
     outer = 1;
     inner = 1;
-    for (int64_t i = 0; i < axis; ++i) outer *= s[i];
+    for (int64_t i = 0; i < axis; ++i)
+        outer *= s[i];
     len = s[axis];
-    for (size_t i = axis + 1; i < s.size(); ++i) inner *= s[i];
+    for (size_t i = axis + 1; i < s.size(); ++i)
+        inner *= s[i];
 }
 
 int64_t checked_index(const KernelCtx& c, const Array& idx, int64_t k, int64_t len) {
@@ -45,7 +49,8 @@ Array gather_kernel(const KernelCtx& c) {
     for (int64_t k = 0; k < m; ++k) {
         int64_t j = checked_index(c, idx, k, len);
         for (int64_t o = 0; o < outer; ++o)
-            std::memcpy(q + ((o * m + k) * inner) * sz, p + ((o * len + j) * inner) * sz, inner * sz);
+            std::memcpy(q + ((o * m + k) * inner) * sz, p + ((o * len + j) * inner) * sz,
+                        inner * sz);
     }
     return out;
 }
@@ -63,12 +68,64 @@ Array scatter_add_kernel(const KernelCtx& c) {
         for (int64_t k = 0; k < m; ++k) {
             int64_t j = checked_index(c, idx, k, len);
             for (int64_t o = 0; o < outer; ++o)
-                for (int64_t i = 0; i < inner; ++i)
-                {
+                for (int64_t i = 0; i < inner; ++i) {
                     T& dst = q[(o * len + j) * inner + i];
                     T src = u[(o * m + k) * inner + i];
                     dst = x.dtype() == DType::Bool ? T(dst || src)
                                                    : add_wrap<T>(dst, src); // bool: or
+                }
+        }
+    });
+    return out;
+}
+
+/// One update combined into the element it lands on (Ops.h scatter; NaN propagates through min
+/// and max as in minimum/maximum; integers wrap; on bools, stored as 0 or 1, mul and min are a
+/// logical and, max an or). Add is the scatter_add op, never a scatter node (its type rule).
+template <class T> T combine(ScatterMode mode, T dst, T src) {
+    switch (mode) {
+    case ScatterMode::Set:
+        return src;
+    case ScatterMode::Add:
+        return add_wrap<T>(dst, src);
+    case ScatterMode::Mul:
+        if constexpr (std::is_floating_point_v<T>)
+            return T(double(dst) * double(src));
+        else
+            return mul_wrap<T>(dst, src);
+    case ScatterMode::Min:
+        if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(dst) || std::isnan(src))
+                return T(NAN);
+        return src < dst ? src : dst;
+    case ScatterMode::Max:
+        if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(dst) || std::isnan(src))
+                return T(NAN);
+        return src > dst ? src : dst;
+    }
+    return dst;
+}
+
+/// Updates in index order (k, then the outer and inner positions): for Set the last update of a
+/// repeated index wins, which the gradient's winner mask relies on (src/ops/Indexing.cpp).
+Array scatter_kernel(const KernelCtx& c) {
+    const Array &x = c.in[0], &idx = c.in[1], &upd = c.in[2];
+    const auto& a = c.attr<ScatterAttrs>();
+    int64_t outer, len, inner;
+    split_axis(x.shape(), a.axis, outer, len, inner);
+    Array out = x.clone();
+    int64_t m = idx.size();
+    dispatch(x.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* q = ptr<T>(out);
+        const T* u = ptr<T>(upd);
+        for (int64_t k = 0; k < m; ++k) {
+            int64_t j = checked_index(c, idx, k, len);
+            for (int64_t o = 0; o < outer; ++o)
+                for (int64_t i = 0; i < inner; ++i) {
+                    T& dst = q[(o * len + j) * inner + i];
+                    dst = combine<T>(a.mode, dst, u[(o * m + k) * inner + i]);
                 }
         }
     });
@@ -102,7 +159,8 @@ Array dynamic_slice_kernel(const KernelCtx& c) {
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(c.out.shape, {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
         int64_t off = 0;
-        for (size_t d = 0; d < idx.size(); ++d) off += (s0[d] + idx[d]) * st[d];
+        for (size_t d = 0; d < idx.size(); ++d)
+            off += (s0[d] + idx[d]) * st[d];
         std::memcpy(q + i * sz, p + off * sz, sz);
     });
     return out;
@@ -119,7 +177,8 @@ Array dus_kernel(const KernelCtx& c) {
     auto* q = static_cast<unsigned char*>(out.raw());
     for_each_index(u.shape(), {}, [&](int64_t i, const std::vector<int64_t>& idx, const auto&) {
         int64_t off = 0;
-        for (size_t d = 0; d < idx.size(); ++d) off += (s0[d] + idx[d]) * st[d];
+        for (size_t d = 0; d < idx.size(); ++d)
+            off += (s0[d] + idx[d]) * st[d];
         std::memcpy(q + off * sz, p + i * sz, sz);
     });
     return out;
@@ -134,7 +193,8 @@ Array one_hot_kernel(const KernelCtx& c) {
         T* q = ptr<T>(out);
         for (int64_t k = 0; k < idx.size(); ++k) {
             int64_t v = index_at(idx, k);
-            if (v >= 0 && v < depth) q[k * depth + v] = T(1);
+            if (v >= 0 && v < depth)
+                q[k * depth + v] = T(1);
         }
     });
     return out;
@@ -155,12 +215,13 @@ Array check_index_kernel(const KernelCtx& c) {
     const auto& a = c.attr<CheckIndexAttrs>();
     for (int64_t k = 0; k < idx.size(); ++k) {
         int64_t v = index_at(idx, k);
-        if ((v >= 0 && v < a.depth) || (a.has_ignore && v == a.ignore))
+        int64_t lo = a.negative ? -a.depth : 0;
+        if ((v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore))
             continue;
         SJ_THROW(InputError) << a.what << " " << v << " at position "
                              << position_str(idx.shape(), k) << " of "
                              << c.node.input(0)->describe() << " " << idx.type_str()
-                             << " is out of range [0, " << a.depth << ")"
+                             << " is out of range [" << lo << ", " << a.depth << ")"
                              << (a.has_ignore
                                      ? " and is not the ignore_index " + std::to_string(a.ignore)
                                      : std::string());
@@ -173,6 +234,7 @@ Array check_index_kernel(const KernelCtx& c) {
 void register_indexing_kernels(Kernel* t) {
     t[int(Op::Gather)] = gather_kernel;
     t[int(Op::ScatterAdd)] = scatter_add_kernel;
+    t[int(Op::Scatter)] = scatter_kernel;
     t[int(Op::DynamicSlice)] = dynamic_slice_kernel;
     t[int(Op::DynamicUpdateSlice)] = dus_kernel;
     t[int(Op::OneHot)] = one_hot_kernel;

@@ -879,6 +879,136 @@ def family(stem):
     return register
 
 
+@family("indexing_updates")
+def gen_indexing_updates():
+    """scatter, x.at(idx).set/add/mul/min/max, tensor subscripts, diagonals, nan reductions."""
+    def combine(mode, dst, src, is_bool):
+        if mode == "set":
+            return src
+        if mode == "add":
+            return (dst or src) if is_bool else dst + src
+        if mode == "mul":
+            return (dst and src) if is_bool else dst * src
+        if math.isnan(float(dst)) or math.isnan(float(src)):
+            return math.nan
+        return min(dst, src) if mode == "min" else max(dst, src)
+
+    def at(x, key, v, mode):
+        """x with v combined in at x[key], one element at a time in NumPy's index order (repeated
+        indices accumulate; for set the last one wins, as the reference kernel writes)."""
+        dt = NAME[x.dtype]
+        is_bool = dt == "bool"
+        out = wide(x).astype(np.float64 if dt in FLOATS else np.int64).copy()
+        pos = np.arange(x.size).reshape(x.shape)[key]
+        vals = np.broadcast_to(wide(v), pos.shape)
+        flat = out.reshape(-1)
+        for p, u in zip(pos.reshape(-1), vals.reshape(-1)):
+            flat[p] = combine(mode, flat[p], u, is_bool)
+        return out_as(out, dt) if not is_bool else out != 0
+
+    def key(*parts):
+        return tuple(p.astype(np.int64) if isinstance(p, np.ndarray) else p for p in parts)
+
+    def scatter(axis, mode):
+        def f(x, i, u):
+            ii = i.astype(np.int64)
+            # updates u[o, k..., in] land on x[o, i[k...], in]
+            sel = (slice(None),) * axis + (ii,)
+            return at(x, sel, u, mode)
+        return f
+
+    for name, mode, axis in (("scatter_set", "set", 0), ("scatter_mul", "mul", 0),
+                             ("scatter_min", "min", 0)):
+        each(name, scatter(axis, mode),
+             [[rand((5, 3), dt), arr([1, 3, 1, 0, 1, 4], "i64"), rand((6, 3), dt)]
+              for dt in ("f32", "i32", "bool")] +
+             [[rand((3, 2), "f64"), arr([[2, 2], [0, 2]], "i32"), rand((2, 2, 2), "f64")]])
+    for name, mode in (("scatter_set_axis1", "set"), ("scatter_max_axis1", "max")):
+        each(name, scatter(1, mode),
+             [[rand((2, 4), "f64"), arr([3, 0, 3], "u8"), rand((2, 3), "f64")],
+              [rand((2, 4), "u8"), arr([1, 1, 2], "u8"), rand((2, 3), "u8")]])
+    each("scatter_max_axis1", scatter(1, "max"),
+         [[arr([[1, math.nan, 0, 2]], "f32"), arr([1, 0, 3], "i64"), arr([[5, 1, math.nan]], "f32")]])
+    each("scatter_mul_zeros", scatter(0, "mul"),
+         [[rand((3,), "f64"), arr([0, 0, 1, 2], "i64"), arr([0, 2, 0, 0], "f64")]])
+    each("scatter_max_ties", scatter(0, "max"),
+         [[arr([1, 2, 0], "f32"), arr([0, 0, 2], "i64"), arr([1, 1, 0], "f32")]])
+
+    each("index_update__box", lambda x, v: at(x, (slice(1, -1), slice(None, None, 2)), v, "set"),
+         [[rand((4, 5), dt), rand((2, 3), dt)] for dt in ("f32", "i64", "bool")] +
+         [[rand((3, 3), "f64"), rand((), "f64")]])
+    each("index_add__int", lambda x, v: at(x, (-1, slice(1, 3)), v, "add"),
+         [[rand((3, 4), dt), rand((2,), dt)] for dt in ("f32", "u8", "bool")] +
+         [[rand((2, 5, 2), "i32"), rand((2, 2), "i32")]])
+    each("index_mul__box", lambda x, v: at(x, (slice(None, None, 2),), v, "mul"),
+         [[rand((5, 2), dt), rand((2,), dt)] for dt in ("f64", "i32", "bool")])
+    each("index_min__box", lambda x, v: at(x, (slice(None), 2), v, "min"),
+         [[rand((3, 4), dt), rand((3,), dt)] for dt in ("f32", "u32", "bool")] +
+         [[arr([[1, 2, math.nan], [0, 1, 2]], "f64"), arr([math.nan, 1], "f64")]])
+    each("index_max__box", lambda x, v: at(x, (slice(1, 3),), v, "max"),
+         [[rand((4, 3), dt), rand((2, 3), dt)] for dt in ("f32", "i64", "bool")])
+
+    each("index_update__tensor", lambda x, i, v: at(x, key(i), v, "set"),
+         [[rand((5, 3), "f32"), arr([-1, 2, 4, 0], "i64"), rand((4, 3), "f32")],
+          [rand((4,), "i32"), arr([[3, -1], [0, -4]], "i32"), rand((2, 2), "i32")],
+          [rand((5, 3), "bool"), arr([1, -4, 3, 0], "i64"), rand((3,), "bool")]])
+    each("index_add__tensor", lambda x, i, v: at(x, key(slice(None), i), v, "add"),
+         [[rand((3, 5), "f64"), arr([-1, 4, 0, 4], "i64"), rand((3, 4), "f64")],
+          [rand((2, 3), "u8"), arr([[2, -1], [0, 0]], "i32"), rand((2,), "u8")],
+          [rand((2, 3), "bool"), arr([[2, -1], [0, 0]], "i32"), rand((2,), "bool")]])
+    for name, mode in (("index_mul__tensor", "mul"), ("index_min__tensor", "min"),
+                       ("index_max__tensor", "max")):
+        each(name, lambda x, i, v, mode=mode: at(x, key(i), v, mode),
+             [[rand((4, 2), "f32"), arr([-1, 3, 0, -4, 1], "i64"), rand((5, 2), "f32")],
+              [rand((4, 2), "i32"), arr([2, 2, -2, 1, 1], "i64"), rand((5, 2), "i32")]])
+    each("index_add__tensors", lambda x, i, j, v: at(x, key(i, slice(0, 2), j), v, "add"),
+         [[rand((3, 3, 4), "f32"), arr([0, 2, 0], "i64"), arr([-1, 3, 3], "i64"), rand((3, 2), "f32")],
+          [rand((3, 2, 4), "i64"), arr([[-3], [2]], "i64"), arr([0, 1, 0], "i32"), rand((2,), "i64")]])
+    each("index_update__mixed", lambda x, i, v: at(x, key(slice(0, 2), i, 1), v, "set"),
+         [[rand((3, 4, 2), "f64"), arr([-4, 2], "i64"), rand((2, 2), "f64")],
+          [rand((2, 4, 3), "u8"), arr([3, 0, 1], "i64"), rand((3,), "u8")]])
+    each("subscripts__tensor", lambda x, i: x[i.astype(np.int64)],
+         [[rand((5, 3), "f32"), arr([[-5, 4], [0, 2]], "i64")],
+          [rand((4,), "bool"), arr([3, -1, -4], "i32")], [rand((4, 2), "u32"), arr(3, "u8")]])
+    each("subscripts__tensors", lambda x, i: x[1, :, i.astype(np.int64)],
+         [[rand((3, 2, 4), "f64"), arr([[0, -1], [3, -4]], "i64")],
+          [rand((2, 3, 5), "i32"), arr([4, 0, 2], "i64")]])
+
+    each("diagonal", lambda x: np.diagonal(x, 1).copy(),
+         [[rand((3, 4), "f32")], [rand((4, 3), "i32")], [rand((2, 5, 1), "bool")],
+          [rand((1, 0), "f64")]])
+    each("diagonal__axes", lambda x: np.diagonal(x, -1, 2, 0).copy(),
+         [[rand((3, 2, 4), "f64")], [rand((2, 3, 5, 2), "u8")]])
+    each("diag", lambda x: np.diag(x, 1), [[rand((3,), "f32")], [rand((1,), "bool")],
+                                            [rand((0,), "i64")]])
+    each("diag__matrix", lambda x: np.diag(x, -1).copy(), [[rand((3, 4), "f64")],
+                                                           [rand((2, 2), "u32")]])
+    each("diag__vector_below", lambda x: np.diag(x, -2), [[rand((3,), "i32")], [rand((2,), "f32")]])
+    tr = lambda *a: lambda x: out_as(np.trace(wide(x), *a), NAME[x.dtype])
+    each("trace", tr(), [[rand((3, 3), "f32")], [rand((2, 4), "u8")], [rand((4, 2, 3), "f64")]])
+    each("trace__axes", tr(1, 1, 2), [[rand((2, 3, 4), "i32")], [rand((1, 3, 3), "f32")]])
+
+    each("eye__offset", lambda x: out_as(wide(x) + np.eye(3, 4, 1), NAME[x.dtype]),
+         [[rand((3, 4), "f32")], [rand((3, 4), "u8")]])
+    each("eye__below", lambda x: out_as(wide(x) + np.eye(4, 4, -2), NAME[x.dtype]),
+         [[rand((4, 4), "i64")], [rand((1, 4), "f64")]])
+
+    def nan_values(shape, dt, frac=0.3):
+        a = rand(shape, dt)
+        mask = rng.uniform(0, 1, a.shape) < frac
+        a[mask] = np.nan
+        return a
+
+    red = lambda f, *a, **k: lambda x: out_as(f(wide(x), *a, **k), NAME[x.dtype])
+    for name, f in (("nansum", np.nansum), ("nanmean", np.nanmean), ("nanmax", np.nanmax),
+                    ("nanmin", np.nanmin)):
+        each(name, red(f, axis=0),
+             [[nan_values((3, 4), "f32")], [nan_values((4, 2), "f64")],
+              [arr([[math.nan, 1], [math.nan, 2]], "f64")]])
+    each("nansum__all_keepdims", red(np.nansum, axis=None, keepdims=True),
+         [[nan_values((2, 3), "f64")], [rand((4,), "i32")]])
+
+
 def write(path, entries):
     lines = []
     for row, dt, inputs, expected in entries:
