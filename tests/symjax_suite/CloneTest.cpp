@@ -119,3 +119,32 @@ TEST(SymjaxClone, CloneBase) {
     EXPECT_EQ(fuu(1)[0].at(0), 4.0);
     EXPECT_EQ(fuuu(0, 0)[0].at(0), 0.0);
 }
+
+// Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
+// states the API assumed).
+#ifdef SJ_HAVE_CONTROL_FLOW
+
+namespace {
+using Ts = std::vector<Tensor>;
+}
+
+// A scan's stacked outputs cloned with its sequence replaced.
+TEST(SymjaxClone, Clone6) {
+    Tensor a = ones({20});
+    auto [final_, each] = scan(
+        [](const Ts& c, const Ts& i) {
+            return std::pair{Ts{c[0] + i[0]}, Ts{c[0] + i[0]}};
+        },
+        {scalar(0.0)}, {a});
+    EXPECT_EQ(each[0].shape(), (Shape{20}));
+    Tensor each2 = clone(each[0], {{a, a * 4.0}});
+    EXPECT_EQ(each2.shape(), (Shape{20}));
+    Function f = function({}, {each[0], each2});
+    std::vector<double> r1, r4;
+    for (int i = 0; i < 20; ++i)
+        r1.push_back(i + 1), r4.push_back(4.0 * (i + 1));
+    EXPECT_TRUE(array_equal(f()[0], r1, {20}));
+    EXPECT_TRUE(array_equal(f()[1], r4, {20}));
+}
+
+#endif // SJ_HAVE_CONTROL_FLOW

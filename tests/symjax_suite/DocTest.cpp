@@ -1,7 +1,8 @@
 // Port of the doctests SymJAX's tests/doc.py runs: those of symjax/base.py and
-// symjax/nn/schedules.py (symjax/tensor/base.py has none; those of symjax/tensor/control_flow.py
-// are in FlowTest.cpp). Each TEST names the docstring it comes from; what the doctest prints is
-// checked value by value.
+// symjax/nn/schedules.py (symjax/tensor/base.py has none), and those of
+// symjax/tensor/control_flow.py, which doc.py also runs (behind SJ_HAVE_CONTROL_FLOW, see
+// FlowTest.cpp). Each TEST names the docstring it comes from; what the doctest prints is checked
+// value by value.
 #include "symjax_suite/SuiteUtil.h"
 
 #include <symjax/nn.h>
@@ -67,3 +68,43 @@ TEST(SymjaxDoc, SchedulesPiecewiseConstant) {
     for (int i = 0; i < 10; ++i)
         EXPECT_EQ(f()[0].item<float>(), printed[size_t(i)]) << i;
 }
+
+// Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
+// states the API assumed).
+#ifdef SJ_HAVE_CONTROL_FLOW
+
+namespace {
+using Ts = std::vector<Tensor>;
+}
+
+// symjax/tensor/control_flow.py, map: index_update(w, i, x) over x = ones(3), i = arange(3) with
+// w = zeros(3) builds the identity matrix.
+TEST(SymjaxDoc, ControlFlowMap) {
+    Tensor x = ones({3});
+    Tensor y = zeros({3});
+    Tensor w = arange(3, DType::I32);
+    Tensor out = map([](const Ts& a) { return index_update(a[2], a[1], a[0]); }, {x, w}, {y});
+    Function f = function({}, {out});
+    EXPECT_TRUE(array_equal(f()[0], {1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}));
+}
+
+// symjax/tensor/control_flow.py, scan: acc + w[i] over the given indices of w = arange(10),
+// also returning the indices: f([0, 2, 3]) = [[5.], [0, 2, 3]], f([1, 1, 1]) = [[3.], [1, 1, 1]].
+TEST(SymjaxDoc, ControlFlowScan) {
+    Placeholder indices({3}, DType::I32, "indices");
+    Tensor w = arange(10, DType::I32);
+    auto [carry, ys] = scan(
+        [](const Ts& acc, const Ts& a) {
+            return std::pair{Ts{acc[0] + a[1][a[0]]}, Ts{a[0]}};
+        },
+        {zeros({1})}, {indices}, {w});
+    Function f = function({indices}, {carry[0], ys[0]});
+    std::vector<Array> r = f(Array(std::vector<int32_t>{0, 2, 3}, Shape{3}));
+    EXPECT_TRUE(array_equal(r[0], {5}, {1}));
+    EXPECT_TRUE(array_equal(r[1], {0, 2, 3}, {3}));
+    r = f(Array(std::vector<int32_t>{1, 1, 1}, Shape{3}));
+    EXPECT_TRUE(array_equal(r[0], {3}, {1}));
+    EXPECT_TRUE(array_equal(r[1], {1, 1, 1}, {3}));
+}
+
+#endif // SJ_HAVE_CONTROL_FLOW
