@@ -83,7 +83,7 @@ TEST(SymjaxDoc, ControlFlowMap) {
     Tensor x = ones({3});
     Tensor y = zeros({3});
     Tensor w = arange(3, DType::I32);
-    Tensor out = map([](const Ts& a) { return index_update(a[2], a[1], a[0]); }, {x, w}, {y});
+    Tensor out = map([](const Ts& a) { return index_update(a[2], {a[1]}, a[0]); }, {x, w}, {y});
     Function f = function({}, {out});
     EXPECT_TRUE(array_equal(f()[0], {1, 0, 0, 0, 1, 0, 0, 0, 1}, {3, 3}));
 }
