@@ -383,13 +383,13 @@ void cnn_train() {
                                   static_cast<long long>(batch), f.profile_report().c_str());
     };
     if (cs == "train" || cs == "all") {
-        optim::Adam adam(1e-3);
-        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
+        nn::optim::Adam adam(1e-3);
+        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::Train)));
         Function step = function({x, y}, {loss}, adam.minimize(loss, net.trainable_variables()) + state_updates(loss), fo);
         report(step, "train", measure([&] { step(xb, yb); }));
     }
     if (cs == "infer" || cs == "all") {
-        Function infer = function({x}, {net(x, nn::Mode::eval)}, {}, fo);
+        Function infer = function({x}, {net(x, nn::Mode::Eval)}, {}, fo);
         report(infer, "infer", measure([&] { infer(xb); }));
     }
 }

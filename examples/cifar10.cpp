@@ -145,7 +145,7 @@ int run(const Options& o) {
 
     // The paper's network.
     Scope scope("cifar10");
-    nn::Sequential net{nn::RandomCrop(4, o.seed),
+    nn::Sequential net{nn::RandomCrop({.padding = {{4, 4}}, .seed = o.seed}),
                        nn::Conv2D(3, 32, 3), nn::BatchNorm(32), nn::ReLU(), nn::MaxPool2D({2, 2}),
                        nn::Conv2D(32, 64, 3), nn::BatchNorm(64), nn::ReLU(), nn::MaxPool2D({2, 2}),
                        nn::Flatten(), nn::Dense(64 * 6 * 6, 128), nn::BatchNorm(128), nn::ReLU(),
@@ -154,15 +154,15 @@ int run(const Options& o) {
     Placeholder y({-1}, i32, "labels");
     // Piecewise constant per epoch, as the paper's schedule (its boundaries are epochs 50 and 75).
     const double spe = static_cast<double>(steps_per_epoch);
-    optim::Adam adam(optim::LearningRate([spe](const Tensor& step) {
-        return schedules::piecewise_constant(step, {50 * spe, 75 * spe}, {0.005, 0.001, 0.0005});
+    nn::optim::Adam adam(nn::optim::LearningRate([spe](const Tensor& step) {
+        return nn::schedules::piecewise_constant(step, {50 * spe, 75 * spe}, {0.005, 0.001, 0.0005});
     }));
-    Tensor logits = net(x, nn::Mode::train);
+    Tensor logits = net(x, nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
     Tensor correct = sum(nn::metrics::correct(y, logits));
     Function train_step = function({x, y}, {loss, correct},
                                    adam.minimize(loss, net.trainable_variables()) + state_updates(loss));
-    Tensor eval_logits = net(x, nn::Mode::eval);
+    Tensor eval_logits = net(x, nn::Mode::Eval);
     Function eval_step = function({x, y}, {sum(nn::losses::sparse_softmax_crossentropy_logits(y, eval_logits)),
                                            sum(nn::metrics::correct(y, eval_logits))});
 

@@ -2,6 +2,8 @@
 // must also print and parse back to the same text.
 #include "FuzzUtil.h"
 
+#include <symjax/ir/Node.h>
+
 #include "core/IrText.h"
 
 #include <string>

@@ -22,6 +22,8 @@
 #include "core/IrText.h"
 #include "core/Verify.h"
 
+#include <symjax/ir/Node.h>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>

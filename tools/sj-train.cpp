@@ -223,25 +223,25 @@ nn::Sequential build_model(const Options& o) {
     std::optional<uint64_t> dseed = o.seed;
     if (o.model == "mlp") {
         nn::Sequential net{nn::Flatten(), nn::Dense(784, 512), nn::ReLU()};
-        if (o.dropout > 0) net.add(nn::Dropout(o.dropout, dseed));
+        if (o.dropout > 0) net.add(nn::Dropout(o.dropout, {.seed = dseed}));
         net.add(nn::Dense(512, 512)).add(nn::ReLU());
-        if (o.dropout > 0) net.add(nn::Dropout(o.dropout, *dseed + 1));
+        if (o.dropout > 0) net.add(nn::Dropout(o.dropout, {.seed = *dseed + 1}));
         net.add(nn::Dense(512, 10));
         return net;
     }
     // cnn: two conv-BN-ReLU-pool stages, then a dense layer with dropout (~420k parameters).
     nn::Sequential net{nn::Conv2D(1, 32, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(32, 0.9),
+                       nn::BatchNorm(32, {.momentum = 0.9}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Conv2D(32, 64, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(64, 0.9),
+                       nn::BatchNorm(64, {.momentum = 0.9}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Flatten(),
                        nn::Dense(64 * 7 * 7, 128),
                        nn::ReLU()};
-    if (o.dropout > 0) net.add(nn::Dropout(o.dropout, dseed));
+    if (o.dropout > 0) net.add(nn::Dropout(o.dropout, {.seed = dseed}));
     net.add(nn::Dense(128, 10));
     return net;
 }
@@ -399,16 +399,16 @@ int run(const Options& o) {
     Placeholder y({-1}, i32, "labels");
     const double peak = o.lr;
     const bool cosine = o.schedule == "cosine";
-    optim::Adam adam(cosine ? optim::LearningRate([=](const Tensor& step) {
-        return schedules::cosine_decay(step, peak, static_cast<double>(total_steps));
+    nn::optim::Adam adam(cosine ? nn::optim::LearningRate([=](const Tensor& step) {
+        return nn::schedules::cosine_decay(step, peak, static_cast<double>(total_steps));
     })
-                            : optim::LearningRate(peak));
-    Tensor logits = net(x, nn::Mode::train);
+                            : nn::optim::LearningRate(peak));
+    Tensor logits = net(x, nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
     Tensor correct = sum(nn::metrics::correct(y, logits));
     Updates updates = adam.minimize(loss, net.trainable_variables()) + state_updates(loss);
 
-    Tensor eval_logits = net(x, nn::Mode::eval);
+    Tensor eval_logits = net(x, nn::Mode::Eval);
     Tensor eval_loss = sum(nn::losses::sparse_softmax_crossentropy_logits(y, eval_logits));
     Tensor eval_correct = sum(nn::metrics::correct(y, eval_logits));
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <symjax/Array.h>
+#include <symjax/Interpolation.h>
 
 #include <cstdint>
 #include <functional>
@@ -197,6 +198,18 @@ public:
 private:
     std::shared_ptr<const Shared> sh_;
 };
+
+/// SymJAX's symjax.data.utils.resample_images: images [C, H, W] of any sizes (the same C and
+/// dtype) -> one Array [N, C, H', W'] with spatial_shape = {H', W'}. keep_aspect (SymJAX's
+/// ratio="same") scales each image by min(H' / H, W' / W) to floor(H s) x floor(W s) (one side
+/// exactly fills its target) and centres it on a zero canvas (offsets (H' - h) / 2, (W' - w) / 2);
+/// else each image is stretched to H' x W'. Samples follow the align_corners convention (output
+/// j of m samples reads input j (n - 1) / (m - 1), so corners land on corners, as SymJAX's
+/// np.linspace grid): Linear interpolates, Nearest rounds halves up. Computed in double; integer
+/// dtypes are rounded to nearest and saturated. Runs on the host (no graph).
+Array resample_images(const std::vector<Array>& images, const Shape& spatial_shape,
+                      interpolation::Method method = interpolation::Method::Linear,
+                      bool keep_aspect = true);
 
 /// The permutation of [0, n) used for `epoch`: Fisher-Yates driven by std::mt19937_64 seeded
 /// with seed + epoch, with unbiased bounded draws (same result on every standard library).

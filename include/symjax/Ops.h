@@ -72,11 +72,8 @@ Tensor mul(const Tensor& a, const Tensor& b);
 /// x / 0 == 0 and MIN / -1 == MIN (wrapping) instead of a trap (docs/ops.md).
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, double b);
 Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, double b);
 Tensor minimum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, double b);
 /// Remainder with the sign of the divisor (Python's %, NumPy's mod); integer x mod 0 == 0.
 Tensor mod(const Tensor& a, const Tensor& b);
 Tensor atan2(const Tensor& y, const Tensor& x);
@@ -91,6 +88,40 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// Every binary op also takes a C++ number on either side; the number takes the tensor's dtype
+/// (a weakly typed scalar, as in JAX): mul(x, 2.0), pow(2.0, x), lt(x, 0.5).
+Tensor add(const Tensor& a, double b);
+Tensor add(double a, const Tensor& b);
+Tensor sub(const Tensor& a, double b);
+Tensor sub(double a, const Tensor& b);
+Tensor mul(const Tensor& a, double b);
+Tensor mul(double a, const Tensor& b);
+Tensor div(const Tensor& a, double b);
+Tensor div(double a, const Tensor& b);
+Tensor pow(const Tensor& a, double b);
+Tensor pow(double a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor maximum(double a, const Tensor& b);
+Tensor minimum(const Tensor& a, double b);
+Tensor minimum(double a, const Tensor& b);
+Tensor mod(const Tensor& a, double b);
+Tensor mod(double a, const Tensor& b);
+Tensor atan2(const Tensor& a, double b);
+Tensor atan2(double a, const Tensor& b);
+Tensor hypot(const Tensor& a, double b);
+Tensor hypot(double a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor eq(double a, const Tensor& b);
+Tensor ne(const Tensor& a, double b);
+Tensor ne(double a, const Tensor& b);
+Tensor lt(const Tensor& a, double b);
+Tensor lt(double a, const Tensor& b);
+Tensor le(const Tensor& a, double b);
+Tensor le(double a, const Tensor& b);
+Tensor gt(const Tensor& a, double b);
+Tensor gt(double a, const Tensor& b);
+Tensor ge(const Tensor& a, double b);
+Tensor ge(double a, const Tensor& b);
 /// cond ? a : b elementwise (cond is bool; a, b promoted to one dtype).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
@@ -127,9 +158,9 @@ Tensor log_softmax(const Tensor& x, int64_t axis = -1);
 // ---- movement ------------------------------------------------------------------------------
 /// One target dim may be -1 (inferred from the size).
 Tensor reshape(const Tensor& x, const Shape& shape);
-/// Reverses the axes when perm is empty.
+/// x with its axes in the order `perm` (NumPy's transpose; the IR op is `permute`); reverses
+/// the axes when perm is empty.
 Tensor transpose(const Tensor& x, const Axes& perm = {});
-Tensor permute(const Tensor& x, const Axes& perm);
 /// NumPy broadcast_to; -1 in `shape` keeps x's dim.
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 Tensor expand_dims(const Tensor& x, int64_t axis);
@@ -275,19 +306,14 @@ Tensor max_pool_backward(const Tensor& x, const Tensor& dy, const Axes& window,
 Tensor avg_pool_backward(const Tensor& dy, const Shape& src_spatial, const Axes& window,
                          const Axes& strides = {}, const Padding& padding = "VALID",
                          bool count_include_pad = true);
-/// [N, C, spatial...] -> [N, C / 16, spatial..., 16]: the channels in blocks of 16, each block
-/// stored innermost (oneDNN's nChw16c as a row-major tensor); C must be a known multiple of 16.
-/// The cpu backend's layout pass inserts these itself (docs/ops.md, "Channel-blocked layout").
-Tensor block_channels(const Tensor& x);
-/// The inverse of block_channels: [N, C / 16, spatial..., 16] -> [N, C, spatial...].
-Tensor unblock_channels(const Tensor& b);
-
 // ---- operators -----------------------------------------------------------------------------
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
+/// mod(a, b): the sign of the divisor, as Python's %.
+Tensor operator%(const Tensor& a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
@@ -309,6 +335,14 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
+Tensor operator%(const Tensor& a, double b);
+Tensor operator%(double a, const Tensor& b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
+/// There is no elementwise operator== or !=: a Tensor is a handle (compare with same()); use
+/// eq() and ne().
 /// A scalar constant of t's dtype.
 Tensor scalar_like(double v, const Tensor& t);
 

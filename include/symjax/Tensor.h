@@ -2,15 +2,20 @@
 #pragma once
 
 #include <symjax/Array.h>
-#include <symjax/Node.h>
+#include <symjax/DType.h>
+#include <symjax/Shape.h>
 
 #include <initializer_list>
+#include <memory>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace sj {
+
+class Node; // the graph IR: include/symjax/ir/Node.h
+using NodePtr = std::shared_ptr<const Node>;
 
 class Tensor;
 /// Substitutions for clone()/eval(): replace the first of each pair by the second.
@@ -47,8 +52,10 @@ public:
     int64_t dim(int64_t axis) const;
     /// The user's name, or a short description of the expression.
     std::string name() const;
-    /// Gives this node a name used in messages and graph dumps; returns *this.
-    const Tensor& named(const std::string& name) const;
+    /// This tensor under a name used in messages and graph dumps. A placeholder, variable or
+    /// constant is renamed in place; any other expression gets a named twin, so naming never
+    /// renames an equal expression built elsewhere: use the returned tensor.
+    [[nodiscard]] Tensor named(const std::string& name) const;
     std::string type_str() const;
 
     /// Subscripts: x[2], x[sl(1, 3)], x[{sl(), 0}] (NumPy basic indexing; negative indices count

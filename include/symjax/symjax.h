@@ -22,7 +22,7 @@
 #include <symjax/Error.h>
 #include <symjax/Function.h>
 #include <symjax/Graph.h>
-#include <symjax/Node.h>
+#include <symjax/Interpolation.h>
 #include <symjax/Ops.h>
 #include <symjax/Random.h>
 #include <symjax/Scope.h>

@@ -1,6 +1,7 @@
 // The random API: seeds, Philox bits, and distributions as composites of primitive ops.
 #include <symjax/Ops.h>
 #include <symjax/Random.h>
+#include <symjax/ir/Node.h>
 
 #include "../ops/OpDef.h"
 

@@ -5,6 +5,7 @@
 #include <symjax/Graph.h>
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
 
 #include <unordered_map>
 #include <unordered_set>

@@ -5,6 +5,7 @@
 #include "../core/Program.h"
 
 #include <symjax/Function.h>
+#include <symjax/ir/Node.h>
 
 #include <memory>
 #include <string>

@@ -1,6 +1,8 @@
 // The backend registry, and what every backend shares (the NaN guard's check).
 #include "Backend.h"
 
+#include <symjax/ir/Node.h>
+
 #include <cmath>
 #include <map>
 #include <mutex>

@@ -5,6 +5,7 @@
 #include "../ops/OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 namespace sj::compiler {
 namespace {
@@ -70,7 +71,7 @@ NodePtr reshape_chain(const NodePtr& n) {
     return nullptr;
 }
 
-/// permute(permute(x, p), q) -> permute(x, p[q]); identity permutation -> x
+/// transpose(transpose(x, p), q) -> transpose(x, p[q]); identity permutation -> x
 NodePtr permute_chain(const NodePtr& n) {
     if (!n->is(Op::Permute)) return nullptr;
     const auto& q = n->attr<AxesAttrs>().axes;
@@ -81,7 +82,7 @@ NodePtr permute_chain(const NodePtr& n) {
     const auto& p = in0(n)->attr<AxesAttrs>().axes;
     std::vector<int64_t> r(q.size());
     for (size_t i = 0; i < q.size(); ++i) r[i] = p[q[i]];
-    return permute(T(in0(in0(n))), r).node();
+    return transpose(T(in0(in0(n))), r).node();
 }
 
 /// broadcast(broadcast(x, s1, d1), s2, d2) -> broadcast(x, s2, d2[d1])

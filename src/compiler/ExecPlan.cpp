@@ -1,6 +1,8 @@
 // compile(Program, Target) -> ExecPlan, and bind(): the shapes of one call.
 #include "ExecPlan.h"
 
+#include <symjax/ir/Node.h>
+
 #include "../core/Verify.h"
 #include "../ops/OpDef.h"
 

@@ -8,6 +8,8 @@
 #include "Pipeline.h"
 #include "Target.h"
 
+#include <symjax/ir/Node.h>
+
 #include <string>
 #include <unordered_map>
 #include <vector>

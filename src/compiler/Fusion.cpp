@@ -3,7 +3,8 @@
 
 #include "../ops/OpDef.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <functional>

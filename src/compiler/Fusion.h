@@ -6,6 +6,8 @@
 #include "KernelIR.h"
 #include "Target.h"
 
+#include <symjax/ir/Node.h>
+
 #include <string>
 #include <unordered_map>
 #include <vector>

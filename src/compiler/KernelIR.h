@@ -1,7 +1,7 @@
 // The loop-level kernel IR: one fused group as a per-point expression over a loop nest.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <string>
 #include <vector>

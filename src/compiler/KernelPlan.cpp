@@ -1,7 +1,8 @@
 // plan_kernel: affine index maps from movement chains, loop order, dim collapsing.
 #include "KernelPlan.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <sstream>

@@ -3,6 +3,8 @@
 
 #include "Fusion.h"
 
+#include <symjax/ir/Node.h>
+
 #include <functional>
 
 namespace sj::compiler {

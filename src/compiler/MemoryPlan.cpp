@@ -2,6 +2,8 @@
 // written into their variable's own buffer.
 #include "ExecPlan.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::compiler {
 
 // Note [Memory plan]

@@ -1,6 +1,8 @@
 // Merging equal constants (Note [Constant identity] in MergeConstants.h).
 #include "MergeConstants.h"
 
+#include <symjax/ir/Node.h>
+
 #include "../ops/OpDef.h"
 
 #include <unordered_map>
@@ -18,8 +20,6 @@ std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteS
             if (n->attr<ConstantAttrs>().id == 0)
                 continue;
             NodePtr c = detail::shared_constant(*n);
-            if (!n->name().empty() && c->name().empty())
-                c->set_name(n->name());
             map[n] = std::move(c);
             ++merged;
             continue;
@@ -34,9 +34,7 @@ std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteS
         }
         if (!changed)
             continue;
-        NodePtr m = Node::make(n->op(), n->attrs(), std::move(ins));
-        if (!n->name().empty() && m->name().empty())
-            m->set_name(n->name());
+        NodePtr m = Node::make_named(n->op(), n->attrs(), std::move(ins), n->name());
         map[n] = std::move(m);
     }
     if (stats && merged)

@@ -10,6 +10,7 @@
 #include "../core/Verify.h"
 
 #include <symjax/Graph.h>
+#include <symjax/ir/Node.h>
 
 #include <chrono>
 #include <cstdio>

@@ -1,7 +1,8 @@
 // The rewrite driver: post-order sweeps to a fixpoint, with per-pattern hit counters.
 #include "Rewrite.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 #include <unordered_map>
 
@@ -42,8 +43,8 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
                 in_changed |= m != i;
                 ins.push_back(m);
             }
-            NodePtr v = in_changed ? Node::make(n->op(), n->attrs(), std::move(ins)) : self;
-            if (in_changed && !n->name().empty() && v->name().empty()) v->set_name(n->name());
+            NodePtr v =
+                in_changed ? Node::make_named(n->op(), n->attrs(), std::move(ins), n->name()) : self;
             for (int k = 0; k < 64; ++k) {
                 NodePtr r;
                 for (const auto& p : patterns) {
@@ -57,7 +58,8 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
                 SJ_ASSERT(r->dtype() == v->dtype() && r->rank() == v->rank())
                     << "rewrite changed the type of " << op_name(v->op()) << ": "
                     << type_str(v->type()) << " -> " << type_str(r->type());
-                if (!v->name().empty() && r->name().empty()) r->set_name(v->name());
+                if (!v->name().empty() && r->name().empty() && !has_trait(r->op(), kLeaf))
+                    r = with_name(r, v->name());
                 v = r;
                 if (has_trait(v->op(), kLeaf)) break;
             }

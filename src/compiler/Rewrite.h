@@ -1,7 +1,7 @@
 // The rewrite engine: declarative patterns applied by one fixpoint driver with an iteration cap.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <map>
 #include <string>

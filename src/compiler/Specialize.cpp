@@ -2,6 +2,7 @@
 #include "Specialize.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 namespace sj::compiler {
 namespace {
@@ -42,7 +43,7 @@ bool fold_perm(const std::vector<int64_t>& p, std::vector<int64_t>& batch, std::
     return true;
 }
 
-/// dot_general(permute(a), b) -> dot_general(a, b) with remapped dims (no transpose copy)
+/// dot_general(transpose(a), b) -> dot_general(a, b) with remapped dims (no transpose copy)
 NodePtr fold_transpose_into_dot(const NodePtr& n) {
     if (!n->is(Op::DotGeneral)) return nullptr;
     DotAttrs a = n->attr<DotAttrs>();

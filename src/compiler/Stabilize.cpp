@@ -2,6 +2,7 @@
 #include "Stabilize.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 namespace sj::compiler {
 namespace {

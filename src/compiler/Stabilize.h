@@ -4,6 +4,8 @@
 
 #include "Rewrite.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::compiler {
 
 const std::vector<Pattern>& stabilize_patterns();

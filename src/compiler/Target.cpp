@@ -1,5 +1,7 @@
 #include "Target.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::compiler {
 namespace {
 

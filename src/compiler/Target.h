@@ -6,6 +6,8 @@
 
 #include "Rewrite.h"
 
+#include <symjax/ir/Node.h>
+
 #include <string>
 #include <vector>
 

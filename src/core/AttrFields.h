@@ -1,4 +1,4 @@
-// Reflection helpers over SJ_FIELDS (include/symjax/Attrs.h), shared by the attribute printer
+// Reflection helpers over SJ_FIELDS (include/symjax/ir/Attrs.h), shared by the attribute printer
 // and comparison (Attrs.cpp) and the text IR (IrText.cpp).
 #pragma once
 

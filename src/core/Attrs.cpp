@@ -2,7 +2,8 @@
 #include "AttrFields.h"
 #include "Hash.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/VariableState.h>
 
 #include <sstream>
 

@@ -1,5 +1,6 @@
 // clone(): rebuilds a graph with substitutions, iteratively.
 #include <symjax/Graph.h>
+#include <symjax/ir/Node.h>
 
 #include <unordered_map>
 
@@ -38,8 +39,7 @@ std::vector<Tensor> clone(const std::vector<Tensor>& ts, const Givens& givens) {
             }
         }
         if (changed) {
-            NodePtr m = Node::make(n->op(), n->attrs(), std::move(ins));
-            if (!n->name().empty() && m->name().empty()) m->set_name(n->name());
+            NodePtr m = Node::make_named(n->op(), n->attrs(), std::move(ins), n->name());
             map[n] = m;
         }
     }

@@ -8,6 +8,8 @@
 
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 #include <algorithm>
 #include <charconv>
@@ -785,7 +787,7 @@ private:
         if (!(n->type() == t))
             fail(type_tok,
                  "the type says " + type_str(t) + ", " + name + " gives " + type_str(n->type()));
-        if (node_name) n->set_name(*node_name);
+        if (node_name) n = with_name(n, *node_name);
         values_.emplace(def.text, std::move(n));
     }
 

@@ -1,7 +1,7 @@
 // The text form of the graph IR: a printer and a parser that reads the printed text back.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 #include "../ops/OpDef.h"
 #include "Hash.h"
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 #include <symjax/Scope.h>
 
 #include <atomic>
@@ -70,7 +70,40 @@ Node::~Node() {
     draining = false;
 }
 
+// Note [Names and interning]
+// Nodes are hash-consed, so two equal expressions built in different places are one node. A
+// name given with Tensor::named therefore cannot live on the shared node: naming `a` "h" would
+// rename every equal expression, and a second named() would swap the first one's name. Instead
+// the name is part of the interning key: make() only finds unnamed nodes, make_named() only
+// nodes with that name, so `(x * y).named("h")` is a twin of `x * y` that carries "h". Leaves
+// (placeholders, variables, user constants) have an identity of their own and are renamed in
+// place. The twin costs nothing unless the program also uses the unnamed expression, which the
+// compiler then computes from the same inputs once per twin.
 NodePtr Node::make(Op op, Attrs attrs, std::vector<NodePtr> inputs) {
+    return intern(op, std::move(attrs), std::move(inputs), {});
+}
+
+NodePtr Node::make_named(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name) {
+    return intern(op, std::move(attrs), std::move(inputs), std::move(name));
+}
+
+void Node::set_name(std::string n) const {
+    SJ_ASSERT(has_trait(op_, kLeaf)) << "set_name on " << op_name(op_)
+                                     << ", which is shared: use with_name()";
+    name_ = std::move(n);
+}
+
+NodePtr with_name(const NodePtr& n, const std::string& name) {
+    SJ_CHECK(n, Error) << "naming an undefined (default-constructed) Tensor";
+    if (n->name() == name) return n;
+    if (has_trait(n->op(), kLeaf)) {
+        n->set_name(name);
+        return n;
+    }
+    return Node::make_named(n->op(), n->attrs(), n->inputs(), name);
+}
+
+NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name) {
     const detail::OpDef& def = detail::op_def(op);
     if (def.arity >= 0)
         SJ_ASSERT(static_cast<int>(inputs.size()) == def.arity)
@@ -93,6 +126,9 @@ NodePtr Node::make(Op op, Attrs attrs, std::vector<NodePtr> inputs) {
     h.add(static_cast<uint64_t>(op));
     h.add(attrs_hash(attrs));
     for (const auto& i : inputs) h.add(reinterpret_cast<uintptr_t>(i.get()));
+    // a leaf's name is not part of its key: leaves are renamed in place (Note [Names and interning])
+    SJ_ASSERT(name.empty() || !has_trait(op, kLeaf)) << "make_named on a leaf";
+    if (!name.empty()) h.add(std::hash<std::string>{}(name));
     uint64_t hash = h.h;
 
     auto& in = NodeInterner::get();
@@ -103,10 +139,11 @@ NodePtr Node::make(Op op, Attrs attrs, std::vector<NodePtr> inputs) {
         if (c->op_ != op || c->inputs_.size() != inputs.size()) continue;
         bool same = true;
         for (size_t k = 0; k < inputs.size() && same; ++k) same = c->inputs_[k] == inputs[k];
-        if (!same || !attrs_equal(c->attrs_, attrs)) continue;
+        if (!same || (!has_trait(op, kLeaf) && c->name_ != name) || !attrs_equal(c->attrs_, attrs)) continue;
         if (NodePtr alive = c->weak_from_this().lock()) return alive;
     }
     NodePtr n(new Node(op, std::move(attrs), std::move(inputs), std::move(type), hash));
+    n->name_ = std::move(name);
     in.table.emplace(hash, n.get());
     return n;
 }

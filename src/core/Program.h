@@ -1,7 +1,7 @@
 // Program: what function() hands to the compiler and the backends.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <utility>
 #include <vector>

@@ -3,6 +3,7 @@
 
 #include <symjax/Ops.h>
 #include <symjax/Tensor.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 
@@ -20,9 +21,9 @@ const Shape& Tensor::shape() const { return node_of(node_).shape(); }
 int Tensor::rank() const { return node_of(node_).rank(); }
 int64_t Tensor::dim(int64_t axis) const { return shape()[normalize_axis(axis, rank(), "dim")]; }
 std::string Tensor::name() const { return node_ ? node_->describe() : "<undefined>"; }
-const Tensor& Tensor::named(const std::string& name) const {
-    node_of(node_).set_name(name);
-    return *this;
+Tensor Tensor::named(const std::string& name) const {
+    node_of(node_);
+    return Tensor(with_name(node_, name));
 }
 std::string Tensor::type_str() const { return sj::type_str(node_of(node_).type()); }
 

@@ -1,6 +1,9 @@
 // The IR verifier: structural invariants of a graph (arity, attributes, types, acyclicity).
 #include "Verify.h"
 
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
+
 #include "../ops/OpDef.h"
 #include "../ops/OpSignature.h"
 #include "Hash.h"

@@ -1,7 +1,7 @@
 // The IR verifier: the structural invariants of a graph, checked after every compiler pass.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <vector>
 

@@ -1,6 +1,7 @@
 // safetensors checkpoints: validated reading, crash-safe writing, save/load of variables.
 #include <symjax/Checkpoint.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/VariableState.h>
 
 #include <nlohmann/json.hpp>
 

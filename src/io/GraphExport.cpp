@@ -2,6 +2,7 @@
 #include "../core/IrText.h"
 
 #include <symjax/Graph.h>
+#include <symjax/ir/Node.h>
 
 #include <sstream>
 #include <unordered_map>

@@ -2,13 +2,13 @@
 #include <symjax/Ops.h>
 #include <symjax/nn/Optim.h>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 Adagrad::Adagrad(LearningRate lr, AdagradOptions options, const std::string &name)
     : Optimizer(std::move(lr), name), o_(options) {
     SJ_CHECK(o_.lr_decay >= 0 && o_.initial_accumulator >= 0 && o_.eps >= 0 && o_.weight_decay >= 0,
              InputError)
-        << "optim::Adagrad: lr_decay, initial_accumulator, eps and weight_decay must be >= 0";
+        << "nn::optim::Adagrad: lr_decay, initial_accumulator, eps and weight_decay must be >= 0";
 }
 
 Tensor Adagrad::update(const Variable &p, const Tensor &grad, const StepContext &ctx,
@@ -21,4 +21,4 @@ Tensor Adagrad::update(const Variable &p, const Tensor &grad, const StepContext 
     return p - lr * (g / (sqrt(ns) + o_.eps));
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -2,7 +2,7 @@
 #include <symjax/Ops.h>
 #include <symjax/nn/Optim.h>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 Adam::Adam(LearningRate lr, AdamOptions options, const std::string &name)
     : Adam(std::move(lr), options, name, false) {}
@@ -10,9 +10,9 @@ Adam::Adam(LearningRate lr, AdamOptions options, const std::string &name)
 Adam::Adam(LearningRate lr, AdamOptions options, const std::string &name, bool decoupled)
     : Optimizer(std::move(lr), name), o_(options), decoupled_(decoupled) {
     SJ_CHECK(o_.beta1 >= 0 && o_.beta1 < 1 && o_.beta2 >= 0 && o_.beta2 < 1, InputError)
-        << "optim::Adam: betas must lie in [0, 1), got " << o_.beta1 << ", " << o_.beta2;
+        << "nn::optim::Adam: betas must lie in [0, 1), got " << o_.beta1 << ", " << o_.beta2;
     SJ_CHECK(o_.eps >= 0 && o_.weight_decay >= 0, InputError)
-        << "optim::Adam: eps and weight_decay must be >= 0";
+        << "nn::optim::Adam: eps and weight_decay must be >= 0";
 }
 
 AdamW::AdamW(LearningRate lr, AdamWOptions options, const std::string &name)
@@ -48,4 +48,4 @@ Tensor Adam::update(const Variable &p, const Tensor &grad, const StepContext &ct
     return base - (ctx.lr / bc1) * (nm / denom);
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -2,7 +2,6 @@
 #include "NnUtil.h"
 
 #include <symjax/Ops.h>
-#include <symjax/Random.h>
 #include <symjax/Scope.h>
 #include <symjax/nn/Activations.h>
 #include <symjax/nn/Conv.h>
@@ -13,7 +12,7 @@ namespace sj::nn {
 
 namespace {
 
-std::string axes_str(const Axes &a) {
+std::string axes_str(const Axes& a) {
     std::ostringstream s;
     s << "{";
     for (size_t i = 0; i < a.size(); ++i)
@@ -23,27 +22,30 @@ std::string axes_str(const Axes &a) {
 }
 
 /// [C] -> [C, 1, ..., 1] so it broadcasts against [N, C, spatial...].
-Tensor per_channel(const Tensor &v, int rank) {
+Tensor per_channel(const Tensor& v, int rank) {
     Shape s(static_cast<size_t>(rank - 1), 1);
     s[0] = v.dim(0);
     return reshape(v, s);
 }
 
-void check_input(const Tensor &x, int spatial, int64_t channels, const std::string &who,
-                 const std::string &scope) {
+void check_input(const Tensor& x, int spatial, int64_t channels, const std::string& who,
+                 const std::string& scope) {
     SJ_CHECK(x.rank() == spatial + 2 && (x.dim(1) == channels || x.dim(1) == -1), ShapeError)
         << who << " '" << scope << "': input " << x.name() << " " << x.type_str() << " must be [N, "
-        << channels << (spatial == 1 ? ", W]" : spatial == 2 ? ", H, W]" : ", spatial...]");
+        << channels
+        << (spatial == 1   ? ", W]"
+            : spatial == 2 ? ", H, W]"
+                           : ", spatial...]");
 }
 
 } // namespace
 
 // ---- Conv ---------------------------------------------------------------------------------------
-Conv::Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options)
+Conv::Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options)
     : Conv(in, out, kernel, std::move(options), static_cast<int>(kernel.size()), "conv") {}
 
-Conv::Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options, int spatial,
-           const char *kind)
+Conv::Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options, int spatial,
+           const char* kind)
     : in_(in), out_(out), kernel_(kernel), o_(std::move(options)), kind_(kind) {
     SJ_CHECK(in > 0 && out > 0, ShapeError)
         << "nn::" << kind << ": channel counts must be positive, got in = " << in
@@ -52,8 +54,8 @@ Conv::Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options, int
         << "nn::" << kind << ": the kernel " << axes_str(kernel) << " must have " << spatial
         << " size(s)";
     for (int64_t k : kernel)
-        SJ_CHECK(k > 0, ShapeError) << "nn::" << kind << ": kernel sizes must be positive, got "
-                                    << axes_str(kernel);
+        SJ_CHECK(k > 0, ShapeError)
+            << "nn::" << kind << ": kernel sizes must be positive, got " << axes_str(kernel);
     SJ_CHECK(o_.groups >= 1 && in % o_.groups == 0 && out % o_.groups == 0, ShapeError)
         << "nn::" << kind << ": groups = " << o_.groups << " must divide in = " << in
         << " and out = " << out;
@@ -65,7 +67,7 @@ Conv::Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options, int
         b_ = add_variable("b", Array(o_.dtype, {out}));
 }
 
-Tensor Conv::forward(const Tensor &x, Mode) const {
+Tensor Conv::forward(const Tensor& x, Mode) const {
     const int spatial = static_cast<int>(kernel_.size());
     check_input(x, spatial, in_, std::string("nn::") + kind_, scope());
     Tensor y = conv(x, w_, o_.strides, o_.padding, o_.dilation, o_.groups);
@@ -75,15 +77,15 @@ Tensor Conv::forward(const Tensor &x, Mode) const {
 Conv1D::Conv1D(int64_t in, int64_t out, int64_t kernel, ConvOptions options)
     : Conv(in, out, Axes{kernel}, std::move(options), 1, "conv1d") {}
 
-Conv2D::Conv2D(int64_t in, int64_t out, const Axes &kernel, ConvOptions options)
-    : Conv(in, out, kernel.size() == 1 ? Axes{kernel[0], kernel[0]} : kernel, std::move(options),
-           2, "conv2d") {}
+Conv2D::Conv2D(int64_t in, int64_t out, const Axes& kernel, ConvOptions options)
+    : Conv(in, out, kernel.size() == 1 ? Axes{kernel[0], kernel[0]} : kernel, std::move(options), 2,
+           "conv2d") {}
 
 Conv2D::Conv2D(int64_t in, int64_t out, int64_t kernel, ConvOptions options)
     : Conv2D(in, out, Axes{kernel, kernel}, std::move(options)) {}
 
 // ---- Conv2DTranspose ----------------------------------------------------------------------------
-Conv2DTranspose::Conv2DTranspose(int64_t in, int64_t out, const Axes &kernel,
+Conv2DTranspose::Conv2DTranspose(int64_t in, int64_t out, const Axes& kernel,
                                  ConvTransposeOptions options)
     : in_(in), out_(out), kernel_(kernel.size() == 1 ? Axes{kernel[0], kernel[0]} : kernel),
       o_(std::move(options)) {
@@ -103,53 +105,50 @@ Conv2DTranspose::Conv2DTranspose(int64_t in, int64_t out, const Axes &kernel,
         b_ = add_variable("b", Array(o_.dtype, {out}));
 }
 
-Tensor Conv2DTranspose::forward(const Tensor &x, Mode) const {
+Tensor Conv2DTranspose::forward(const Tensor& x, Mode) const {
     check_input(x, 2, in_, "nn::Conv2DTranspose", scope());
-    Tensor y = conv_transpose(x, w_, o_.strides, o_.padding, o_.dilation, o_.groups,
-                              o_.output_padding);
+    Tensor y =
+        conv_transpose(x, w_, o_.strides, o_.padding, o_.dilation, o_.groups, o_.output_padding);
     return b_.defined() ? y + per_channel(b_, y.rank()) : y;
 }
 
 // ---- pooling ------------------------------------------------------------------------------------
-Pool::Pool(Kind kind, const Axes &window, const Axes &strides, const Padding &padding,
-           bool count_include_pad)
-    : kind_(kind), window_(window), strides_(strides), padding_(padding),
-      count_include_pad_(count_include_pad) {
+Pool::Pool(Kind kind, const Axes& window, PoolOptions options)
+    : kind_(kind), window_(window), o_(std::move(options)) {
     SJ_CHECK(!window.empty(), ShapeError) << "nn::Pool: the window needs at least one size";
     for (int64_t w : window)
-        SJ_CHECK(w > 0, ShapeError) << "nn::Pool: window sizes must be positive, got "
-                                    << axes_str(window);
+        SJ_CHECK(w > 0, ShapeError)
+            << "nn::Pool: window sizes must be positive, got " << axes_str(window);
 }
 
-Tensor Pool::forward(const Tensor &x, Mode) const {
+Tensor Pool::forward(const Tensor& x, Mode) const {
     const auto spatial = static_cast<int>(window_.size());
     SJ_CHECK(x.rank() == spatial + 2, ShapeError)
-        << "nn::" << (kind_ == Kind::max ? "MaxPool" : "AvgPool") << spatial << "D: input "
+        << "nn::" << (kind_ == Kind::Max ? "MaxPool" : "AvgPool") << spatial << "D: input "
         << x.name() << " " << x.type_str() << " must have rank " << spatial + 2
         << " [N, C, spatial...]";
-    return kind_ == Kind::max ? max_pool(x, window_, strides_, padding_)
-                              : avg_pool(x, window_, strides_, padding_, count_include_pad_);
+    return kind_ == Kind::Max ? max_pool(x, window_, o_.strides, o_.padding)
+                              : avg_pool(x, window_, o_.strides, o_.padding, o_.count_include_pad);
 }
 
-MaxPool1D::MaxPool1D(int64_t window, int64_t stride, const Padding &padding)
-    : Pool(Kind::max, {window}, stride > 0 ? Axes{stride} : Axes{}, padding) {}
-MaxPool2D::MaxPool2D(const Axes &window, const Axes &strides, const Padding &padding)
-    : Pool(Kind::max, window.size() == 1 ? Axes{window[0], window[0]} : window, strides, padding) {
-    SJ_CHECK(window.size() <= 2, ShapeError) << "nn::MaxPool2D: window " << axes_str(window)
-                                             << " must be {h, w} or one size";
+MaxPool1D::MaxPool1D(int64_t window, PoolOptions options)
+    : Pool(Kind::Max, {window}, std::move(options)) {}
+MaxPool2D::MaxPool2D(const Axes& window, PoolOptions options)
+    : Pool(Kind::Max, window.size() == 1 ? Axes{window[0], window[0]} : window,
+           std::move(options)) {
+    SJ_CHECK(window.size() <= 2, ShapeError)
+        << "nn::MaxPool2D: window " << axes_str(window) << " must be {h, w} or one size";
 }
-AvgPool1D::AvgPool1D(int64_t window, int64_t stride, const Padding &padding,
-                     bool count_include_pad)
-    : Pool(Kind::avg, {window}, stride > 0 ? Axes{stride} : Axes{}, padding, count_include_pad) {}
-AvgPool2D::AvgPool2D(const Axes &window, const Axes &strides, const Padding &padding,
-                     bool count_include_pad)
-    : Pool(Kind::avg, window.size() == 1 ? Axes{window[0], window[0]} : window, strides, padding,
-           count_include_pad) {
-    SJ_CHECK(window.size() <= 2, ShapeError) << "nn::AvgPool2D: window " << axes_str(window)
-                                             << " must be {h, w} or one size";
+AvgPool1D::AvgPool1D(int64_t window, PoolOptions options)
+    : Pool(Kind::Avg, {window}, std::move(options)) {}
+AvgPool2D::AvgPool2D(const Axes& window, PoolOptions options)
+    : Pool(Kind::Avg, window.size() == 1 ? Axes{window[0], window[0]} : window,
+           std::move(options)) {
+    SJ_CHECK(window.size() <= 2, ShapeError)
+        << "nn::AvgPool2D: window " << axes_str(window) << " must be {h, w} or one size";
 }
 
-Tensor GlobalAvgPool::forward(const Tensor &x, Mode) const {
+Tensor GlobalAvgPool::forward(const Tensor& x, Mode) const {
     SJ_CHECK(x.rank() >= 3, ShapeError) << "nn::GlobalAvgPool: input " << x.name() << " "
                                         << x.type_str() << " must be [N, C, spatial...]";
     Axes axes;
@@ -158,87 +157,30 @@ Tensor GlobalAvgPool::forward(const Tensor &x, Mode) const {
     return mean(x, axes, false);
 }
 
-// ---- augmentation -------------------------------------------------------------------------------
-namespace {
-void check_images(const Tensor &x, const char *who) {
-    SJ_CHECK(x.rank() == 4, ShapeError)
-        << who << ": input " << x.name() << " " << x.type_str() << " must be [N, C, H, W]";
-    SJ_CHECK(x.dim(1) > 0 && x.dim(2) > 0 && x.dim(3) > 0, ShapeError)
-        << who << ": input " << x.name() << " " << x.type_str()
-        << " needs C, H and W known when the graph is built";
-}
-} // namespace
-
-RandomCrop::RandomCrop(int64_t padding, std::optional<uint64_t> seed)
-    : padding_(padding), seed_(seed), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
-    SJ_CHECK(padding >= 0, InputError) << "nn::RandomCrop: padding must be >= 0, got " << padding;
-}
-
-Tensor RandomCrop::forward(const Tensor &x, Mode mode) const {
-    if (mode == Mode::eval || padding_ == 0)
-        return x;
-    check_images(x, "nn::RandomCrop");
-    const int64_t c = x.dim(1), h = x.dim(2), w = x.dim(3), p = padding_;
-    const int64_t hp = h + 2 * p, wp = w + 2 * p;
-    const uint64_t seed = detail::next_call_seed(seed_, *calls_);
-    // One offset pair per example, uniform on {0..2p}^2: floor(u * (2p + 1)), clamped against
-    // u rounding up to 1.
-    Tensor first = x[{sl(), 0, 0, 0}]; // [N]: gives the draws their batch size
-    auto offset = [&](uint64_t s) {
-        Tensor u = random::uniform_like(first, 0.0, 1.0, DType::F32, s);
-        return minimum(floor(u * double(2 * p + 1)), double(2 * p));
-    };
-    Tensor dy = cast(offset(detail::mix_seed(seed, 0)), DType::I64);
-    Tensor dx = cast(offset(detail::mix_seed(seed, 1)), DType::I64);
-    // Gather from the flattened, zero-padded batch: element (n, ch, i, j) of the crop is
-    // padded[n, ch, i + dy[n], j + dx[n]].
-    Tensor padded = pad(x, {0, 0, p, p}, {0, 0, p, p}, {0, 0, 0, 0}, 0.0);
-    Tensor flat = reshape(padded, {-1});
-    Tensor n_idx = cast(cumsum(ones_like(dy), 0) - 1, DType::I64); // [N]: 0, 1, ..., N-1
-    auto col = [](const Tensor &v) { return reshape(v, {-1, 1, 1, 1}); };
-    Tensor ch = reshape(arange(c, DType::I64), {1, c, 1, 1});
-    Tensor ii = reshape(arange(h, DType::I64), {1, 1, h, 1});
-    Tensor jj = reshape(arange(w, DType::I64), {1, 1, 1, w});
-    Tensor index = ((col(n_idx) * c + ch) * hp + ii + col(dy)) * wp + jj + col(dx);
-    return gather(flat, index, 0);
-}
-
-RandomFlip::RandomFlip(double p, std::optional<uint64_t> seed)
-    : p_(p), seed_(seed), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
-    SJ_CHECK(p >= 0 && p <= 1, InputError) << "nn::RandomFlip: p must lie in [0, 1], got " << p;
-}
-
-Tensor RandomFlip::forward(const Tensor &x, Mode mode) const {
-    if (mode == Mode::eval || p_ == 0)
-        return x;
-    check_images(x, "nn::RandomFlip");
-    Tensor first = x[{sl(), 0, 0, 0}];
-    Tensor flip_it = random::bernoulli_like(first, p_, detail::next_call_seed(seed_, *calls_));
-    return where(reshape(flip_it, {-1, 1, 1, 1}), flip(x, {3}), x);
-}
-
 // ---- residual block -----------------------------------------------------------------------------
-ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, DType dtype) {
+ResidualBlock::ResidualBlock(int64_t in, int64_t out, ResidualBlockOptions o) {
+    const int64_t stride = o.stride;
+    const DType dtype = o.dtype;
     SJ_CHECK(stride >= 1, InputError) << "nn::ResidualBlock: stride must be >= 1, got " << stride;
     open_scope("residual");
     const std::string leaf = scope().substr(scope().rfind('/') + 1);
     Scope inner(leaf);
     ConvOptions c{.strides = {stride}, .padding = "SAME", .bias = false, .dtype = dtype};
     conv1_ = std::make_shared<Conv2D>(in, out, 3, c);
-    bn1_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+    bn1_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
     c.strides = {1};
     conv2_ = std::make_shared<Conv2D>(out, out, 3, c);
-    bn2_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+    bn2_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
     add_child(conv1_), add_child(bn1_), add_child(conv2_), add_child(bn2_);
     if (stride != 1 || in != out) {
         ConvOptions pc{.strides = {stride}, .padding = "VALID", .bias = false, .dtype = dtype};
         proj_ = std::make_shared<Conv2D>(in, out, 1, pc);
-        proj_bn_ = std::make_shared<BatchNorm>(out, 0.9, 1e-5, dtype);
+        proj_bn_ = std::make_shared<BatchNorm>(out, BatchNormOptions{.momentum = 0.9, .dtype = dtype});
         add_child(proj_), add_child(proj_bn_);
     }
 }
 
-Tensor ResidualBlock::forward(const Tensor &x, Mode mode) const {
+Tensor ResidualBlock::forward(const Tensor& x, Mode mode) const {
     Tensor h = relu((*bn1_)((*conv1_)(x, mode), mode));
     h = (*bn2_)((*conv2_)(h, mode), mode);
     Tensor shortcut = proj_ ? (*proj_bn_)((*proj_)(x, mode), mode) : x;

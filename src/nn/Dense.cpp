@@ -4,14 +4,13 @@
 
 namespace sj::nn {
 
-Dense::Dense(int64_t in, int64_t out, bool bias, const Initializer &init, DType dtype)
-    : in_(in), out_(out) {
+Dense::Dense(int64_t in, int64_t out, DenseOptions o) : in_(in), out_(out) {
     SJ_CHECK(in > 0 && out > 0, ShapeError)
         << "nn::Dense: sizes must be positive, got in = " << in << ", out = " << out;
     open_scope("dense");
-    w_ = add_variable("W", init({in, out}, dtype));
-    if (bias)
-        b_ = add_variable("b", Array(dtype, {out}));
+    w_ = add_variable("W", o.init({in, out}, o.dtype));
+    if (o.bias)
+        b_ = add_variable("b", Array(o.dtype, {out}));
 }
 
 Tensor Dense::forward(const Tensor &x, Mode) const {

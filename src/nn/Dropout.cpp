@@ -7,14 +7,14 @@
 
 namespace sj::nn {
 
-Dropout::Dropout(double p, std::optional<uint64_t> seed)
-    : p_(p), seed_(seed), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
+Dropout::Dropout(double p, DropoutOptions o)
+    : p_(p), seed_(o.seed), calls_(std::make_shared<std::atomic<uint64_t>>(0)) {
     SJ_CHECK(p >= 0 && p < 1, InputError)
         << "nn::Dropout: the drop probability must lie in [0, 1), got " << p;
 }
 
 Tensor Dropout::forward(const Tensor &x, Mode mode) const {
-    if (mode == Mode::eval || p_ == 0)
+    if (mode == Mode::Eval || p_ == 0)
         return x;
     SJ_CHECK(is_float(x.dtype()), TypeError)
         << "nn::Dropout: input " << x.name() << " " << x.type_str() << " must be f32 or f64";

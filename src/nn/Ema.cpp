@@ -4,13 +4,13 @@
 #include <symjax/Ops.h>
 #include <symjax/nn/Optim.h>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 ExponentialMovingAverage::ExponentialMovingAverage(double decay, bool use_num_updates,
                                                    const std::string &name)
     : decay_(decay), use_num_updates_(use_num_updates) {
     SJ_CHECK(decay >= 0 && decay <= 1, InputError)
-        << "optim::ExponentialMovingAverage: decay must lie in [0, 1], got " << decay;
+        << "nn::optim::ExponentialMovingAverage: decay must lie in [0, 1], got " << decay;
     scope_ = nn::detail::unique_scope(name);
     num_updates_ =
         nn::detail::make_variable(scope_ + "/num_updates", Array::scalar<int64_t>(0), false);
@@ -25,7 +25,7 @@ Updates ExponentialMovingAverage::apply(const std::vector<Variable> &vars, const
     Updates out;
     for (const auto &v : vars) {
         SJ_CHECK(v.defined() && is_float(v.dtype()), TypeError)
-            << "optim::ExponentialMovingAverage: only float variables can be averaged";
+            << "nn::optim::ExponentialMovingAverage: only float variables can be averaged";
         auto it = shadows_.find(v.full_name());
         if (it == shadows_.end()) {
             Variable s = nn::detail::make_variable(scope_ + "/" + v.full_name(), v.value(), false);
@@ -45,7 +45,7 @@ Updates ExponentialMovingAverage::apply(const std::vector<Variable> &vars, const
 Variable ExponentialMovingAverage::average(const Variable &v) const {
     auto it = shadows_.find(v.full_name());
     SJ_CHECK(it != shadows_.end(), InputError)
-        << "optim::ExponentialMovingAverage '" << scope_ << "': no average of '" << v.full_name()
+        << "nn::optim::ExponentialMovingAverage '" << scope_ << "': no average of '" << v.full_name()
         << "' (pass it to apply first)";
     return it->second;
 }
@@ -56,4 +56,4 @@ std::vector<Variable> ExponentialMovingAverage::variables() const {
     return out;
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -4,11 +4,11 @@
 
 namespace sj::nn {
 
-Embedding::Embedding(int64_t num, int64_t dim, const Initializer &init, DType dtype) {
+Embedding::Embedding(int64_t num, int64_t dim, EmbeddingOptions o) {
     SJ_CHECK(num > 0 && dim > 0, ShapeError)
         << "nn::Embedding: sizes must be positive, got num = " << num << ", dim = " << dim;
     open_scope("embedding");
-    table_ = add_variable("table", init({num, dim}, dtype));
+    table_ = add_variable("table", o.init({num, dim}, o.dtype));
 }
 
 Tensor Embedding::forward(const Tensor &indices, Mode) const {

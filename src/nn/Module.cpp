@@ -4,6 +4,7 @@
 #include <symjax/Graph.h>
 #include <symjax/Random.h>
 #include <symjax/Scope.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn/Module.h>
 
 #include <algorithm>

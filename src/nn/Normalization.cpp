@@ -5,7 +5,8 @@
 namespace sj::nn {
 
 // ---- LayerNorm ----------------------------------------------------------------------------------
-LayerNorm::LayerNorm(int64_t dim, double eps, DType dtype) : dim_(dim), eps_(eps) {
+LayerNorm::LayerNorm(int64_t dim, LayerNormOptions o) : dim_(dim), eps_(o.eps) {
+    const DType dtype = o.dtype;
     SJ_CHECK(dim > 0, ShapeError) << "nn::LayerNorm: dim must be positive, got " << dim;
     open_scope("layer_norm");
     gamma_ = add_variable("gamma", Array::full(dtype, {dim}, 1.0));
@@ -22,8 +23,10 @@ Tensor LayerNorm::forward(const Tensor &x, Mode) const {
 }
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
-BatchNorm::BatchNorm(int64_t features, double momentum, double eps, DType dtype)
-    : features_(features), momentum_(momentum), eps_(eps) {
+BatchNorm::BatchNorm(int64_t features, BatchNormOptions o)
+    : features_(features), momentum_(o.momentum), eps_(o.eps) {
+    const DType dtype = o.dtype;
+    const double momentum = o.momentum;
     SJ_CHECK(features > 0, ShapeError)
         << "nn::BatchNorm: features must be positive, got " << features;
     SJ_CHECK(momentum >= 0 && momentum <= 1, InputError)
@@ -44,7 +47,7 @@ Tensor BatchNorm::forward(const Tensor &x, Mode mode) const {
     pshape[0] = features_;
     auto per_feature = [&](const Tensor &p) { return x.rank() == 2 ? p : reshape(p, pshape); };
     Tensor g = per_feature(gamma_), b = per_feature(beta_);
-    if (mode == Mode::eval)
+    if (mode == Mode::Eval)
         return (x - per_feature(mean_)) * rsqrt(per_feature(var_) + eps_) * g + b;
 
     Axes axes{0};

@@ -3,24 +3,26 @@
 
 #include <symjax/Autodiff.h>
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 #include <symjax/nn/Optim.h>
 
 #include <unordered_set>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 // ---- LearningRate -------------------------------------------------------------------------------
 LearningRate::LearningRate(double v) : value_(v) {}
 
 LearningRate::LearningRate(const Tensor &t) : tensor_(t) {
     SJ_CHECK(t.defined() && t.rank() == 0 && t.dtype() != DType::Bool, ShapeError)
-        << "optim::LearningRate: a learning-rate tensor must be a numeric 0-d tensor, got "
+        << "nn::optim::LearningRate: a learning-rate tensor must be a numeric 0-d tensor, got "
         << (t.defined() ? t.name() + " " + t.type_str() : std::string("undefined"));
 }
 
 LearningRate::LearningRate(std::function<Tensor(const Tensor &)> schedule)
     : schedule_(std::move(schedule)) {
-    SJ_CHECK(static_cast<bool>(schedule_), Error) << "optim::LearningRate: empty schedule";
+    SJ_CHECK(static_cast<bool>(schedule_), Error) << "nn::optim::LearningRate: empty schedule";
 }
 
 Tensor LearningRate::at(const Tensor &step, DType dtype) const {
@@ -28,7 +30,7 @@ Tensor LearningRate::at(const Tensor &step, DType dtype) const {
     if (schedule_) {
         r = schedule_(step);
         SJ_CHECK(r.defined() && r.rank() == 0, ShapeError)
-            << "optim::LearningRate: the schedule must return a 0-d tensor, got "
+            << "nn::optim::LearningRate: the schedule must return a 0-d tensor, got "
             << (r.defined() ? r.type_str() : std::string("undefined"));
     } else if (tensor_.defined()) {
         r = tensor_;
@@ -42,7 +44,7 @@ Tensor LearningRate::at(const Tensor &step, DType dtype) const {
 Tensor global_norm(const std::vector<Tensor> &ts) {
     Tensor total = scalar(0.0, DType::F64);
     for (const auto &t : ts) {
-        SJ_CHECK(t.defined(), Error) << "optim::global_norm: undefined tensor";
+        SJ_CHECK(t.defined(), Error) << "nn::optim::global_norm: undefined tensor";
         Tensor x = t.dtype() == DType::F64 ? t : cast(t, DType::F64);
         total = total + sum(x * x);
     }
@@ -51,7 +53,7 @@ Tensor global_norm(const std::vector<Tensor> &ts) {
 
 std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor> &grads, double max_norm) {
     SJ_CHECK(max_norm > 0, InputError)
-        << "optim::clip_by_global_norm: max_norm must be positive, got " << max_norm;
+        << "nn::optim::clip_by_global_norm: max_norm must be positive, got " << max_norm;
     Tensor scale = max_norm / maximum(global_norm(grads), max_norm);
     std::vector<Tensor> out;
     for (const auto &g : grads)
@@ -61,7 +63,7 @@ std::vector<Tensor> clip_by_global_norm(const std::vector<Tensor> &grads, double
 
 std::vector<Tensor> clip_by_value(const std::vector<Tensor> &grads, double limit) {
     SJ_CHECK(limit > 0, InputError)
-        << "optim::clip_by_value: limit must be positive, got " << limit;
+        << "nn::optim::clip_by_value: limit must be positive, got " << limit;
     std::vector<Tensor> out;
     for (const auto &g : grads)
         out.push_back(clip(g, -limit, limit));
@@ -136,9 +138,9 @@ Updates Optimizer::apply(const std::vector<Tensor> &grads, const std::vector<Var
         if (gs[i].dtype() != params[i].dtype())
             gs[i] = cast(gs[i], params[i].dtype());
     if (clip_norm_ > 0)
-        gs = optim::clip_by_global_norm(gs, clip_norm_);
+        gs = nn::optim::clip_by_global_norm(gs, clip_norm_);
     if (clip_value_ > 0)
-        gs = optim::clip_by_value(gs, clip_value_);
+        gs = nn::optim::clip_by_value(gs, clip_value_);
 
     Updates params_upd, slot_upd;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -152,4 +154,4 @@ Updates Optimizer::apply(const std::vector<Tensor> &grads, const std::vector<Var
     return params_upd;
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -2,14 +2,14 @@
 #include <symjax/Ops.h>
 #include <symjax/nn/Optim.h>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 RMSprop::RMSprop(LearningRate lr, RMSpropOptions options, const std::string &name)
     : Optimizer(std::move(lr), name), o_(options) {
     SJ_CHECK(o_.alpha >= 0 && o_.alpha < 1 && o_.eps >= 0 && o_.momentum >= 0 &&
                  o_.weight_decay >= 0,
              InputError)
-        << "optim::RMSprop: need alpha in [0, 1) and eps, momentum, weight_decay >= 0";
+        << "nn::optim::RMSprop: need alpha in [0, 1) and eps, momentum, weight_decay >= 0";
 }
 
 Tensor RMSprop::update(const Variable &p, const Tensor &grad, const StepContext &ctx,
@@ -37,4 +37,4 @@ Tensor RMSprop::update(const Variable &p, const Tensor &grad, const StepContext 
     return p - ctx.lr * (g / avg);
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -2,14 +2,14 @@
 #include <symjax/Ops.h>
 #include <symjax/nn/Optim.h>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 SGD::SGD(LearningRate lr, SGDOptions options, const std::string &name)
     : Optimizer(std::move(lr), name), o_(options) {
     SJ_CHECK(o_.momentum >= 0 && o_.weight_decay >= 0, InputError)
-        << "optim::SGD: momentum and weight_decay must be >= 0";
+        << "nn::optim::SGD: momentum and weight_decay must be >= 0";
     SJ_CHECK(!o_.nesterov || (o_.momentum > 0 && o_.dampening == 0), InputError)
-        << "optim::SGD: Nesterov momentum needs momentum > 0 and no dampening";
+        << "nn::optim::SGD: Nesterov momentum needs momentum > 0 and no dampening";
 }
 
 Tensor SGD::update(const Variable &p, const Tensor &grad, const StepContext &ctx, Updates &slots) {
@@ -26,4 +26,4 @@ Tensor SGD::update(const Variable &p, const Tensor &grad, const StepContext &ctx
     return p - ctx.lr * d;
 }
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

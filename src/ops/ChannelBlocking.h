@@ -3,8 +3,8 @@
 #pragma once
 
 #include <symjax/Array.h>
-#include <symjax/Attrs.h>
-#include <symjax/Node.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 namespace sj::detail {
 

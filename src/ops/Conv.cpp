@@ -4,6 +4,8 @@
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Layout.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <cctype>

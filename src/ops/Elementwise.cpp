@@ -2,6 +2,7 @@
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 #include <cmath>
 
@@ -245,11 +246,8 @@ Tensor sub(const Tensor& a, const Tensor& b) { return binary(Op::Sub, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(Op::Mul, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) { return binary(Op::Div, a, b); }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(Op::Pow, a, b); }
-Tensor pow(const Tensor& a, double b) { return pow(a, scalar_like(b, a)); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(Op::Max, a, b); }
-Tensor maximum(const Tensor& a, double b) { return maximum(a, scalar_like(b, a)); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary(Op::Min, a, b); }
-Tensor minimum(const Tensor& a, double b) { return minimum(a, scalar_like(b, a)); }
 Tensor mod(const Tensor& a, const Tensor& b) { return binary(Op::Mod, a, b); }
 Tensor atan2(const Tensor& y, const Tensor& x) { return binary(Op::Atan2, y, x); }
 Tensor hypot(const Tensor& a, const Tensor& b) { return binary(Op::Hypot, a, b); }
@@ -263,6 +261,27 @@ Tensor logical_and(const Tensor& a, const Tensor& b) { return binary(Op::Logical
 Tensor logical_or(const Tensor& a, const Tensor& b) { return binary(Op::LogicalOr, a, b); }
 Tensor logical_xor(const Tensor& a, const Tensor& b) { return binary(Op::LogicalXor, a, b); }
 
+#define SJ_SCALAR_OVERLOADS(f)                                                                     \
+    Tensor f(const Tensor& a, double b) { return f(a, scalar_like(b, a)); }                       \
+    Tensor f(double a, const Tensor& b) { return f(scalar_like(a, b), b); }
+SJ_SCALAR_OVERLOADS(add)
+SJ_SCALAR_OVERLOADS(sub)
+SJ_SCALAR_OVERLOADS(mul)
+SJ_SCALAR_OVERLOADS(div)
+SJ_SCALAR_OVERLOADS(pow)
+SJ_SCALAR_OVERLOADS(maximum)
+SJ_SCALAR_OVERLOADS(minimum)
+SJ_SCALAR_OVERLOADS(mod)
+SJ_SCALAR_OVERLOADS(atan2)
+SJ_SCALAR_OVERLOADS(hypot)
+SJ_SCALAR_OVERLOADS(eq)
+SJ_SCALAR_OVERLOADS(ne)
+SJ_SCALAR_OVERLOADS(lt)
+SJ_SCALAR_OVERLOADS(le)
+SJ_SCALAR_OVERLOADS(gt)
+SJ_SCALAR_OVERLOADS(ge)
+#undef SJ_SCALAR_OVERLOADS
+
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
     auto [x, y] = promoted(a, b);
     return make(Op::Where, {c, x, y});
@@ -275,6 +294,7 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return mod(a, b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
@@ -295,5 +315,11 @@ Tensor operator<(const Tensor& a, double b) { return lt(a, scalar_like(b, a)); }
 Tensor operator<=(const Tensor& a, double b) { return le(a, scalar_like(b, a)); }
 Tensor operator>(const Tensor& a, double b) { return gt(a, scalar_like(b, a)); }
 Tensor operator>=(const Tensor& a, double b) { return ge(a, scalar_like(b, a)); }
+Tensor operator%(const Tensor& a, double b) { return mod(a, b); }
+Tensor operator%(double a, const Tensor& b) { return mod(a, b); }
+Tensor operator<(double a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(double a, const Tensor& b) { return le(a, b); }
+Tensor operator>(double a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(double a, const Tensor& b) { return ge(a, b); }
 
 } // namespace sj

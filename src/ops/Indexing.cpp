@@ -2,6 +2,7 @@
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 namespace sj {
 namespace detail {

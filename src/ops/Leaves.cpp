@@ -4,6 +4,8 @@
 
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 #include <atomic>
 #include <cmath>

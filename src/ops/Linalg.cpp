@@ -2,6 +2,7 @@
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <numeric>
@@ -118,7 +119,7 @@ Tensor dot_transpose(const Tensor& g, const Tensor& y, int x_rank, const Axes& x
     for (size_t k = 0; k < order.size(); ++k) perm[order[k]] = int64_t(k);
     bool identity = true;
     for (size_t k = 0; k < perm.size(); ++k) identity = identity && perm[k] == int64_t(k);
-    return identity ? r : permute(r, perm);
+    return identity ? r : transpose(r, perm);
 }
 
 // ---- helpers for matrices in the last two dims -------------------------------------------------
@@ -128,7 +129,7 @@ Tensor mT(const Tensor& x) {
     Axes p(x.rank());
     std::iota(p.begin(), p.end(), 0);
     std::swap(p[x.rank() - 1], p[x.rank() - 2]);
-    return permute(x, p);
+    return transpose(x, p);
 }
 
 /// An n x n constant: `below` under the diagonal, `diag` on it, `above` over it.
@@ -376,7 +377,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     order.insert(order.end(), b_free_out.begin(), b_free_out.end());
     Axes perm(order.size());
     for (size_t k = 0; k < order.size(); ++k) perm[order[k]] = int64_t(k);
-    return permute(r, perm);
+    return transpose(r, perm);
 }
 
 Tensor cholesky(const Tensor& a) { return make(Op::Cholesky, {a}); }

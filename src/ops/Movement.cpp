@@ -2,6 +2,7 @@
 #include "OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <numeric>
@@ -198,7 +199,7 @@ void register_grads(OpDef* t) {
         const auto& p = n.attr<AxesAttrs>().axes;
         Axes inv(p.size());
         for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = int64_t(i);
-        d[0] = permute(g, inv);
+        d[0] = transpose(g, inv);
     };
     // sum over the new and the stretched dims
     t[int(Op::Broadcast)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
@@ -300,20 +301,17 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     return make(Op::Reshape, {x}, ShapeAttrs{shape});
 }
 
-Tensor permute(const Tensor& x, const Axes& perm) {
+Tensor transpose(const Tensor& x, const Axes& perm) {
     Axes p = perm;
-    for (auto& a : p) a = normalize_axis(a, x.rank(), "permute");
+    if (p.empty()) { // NumPy: no axes reverses them
+        p.resize(x.rank());
+        for (int i = 0; i < x.rank(); ++i) p[i] = x.rank() - 1 - i;
+    }
+    for (auto& a : p) a = normalize_axis(a, x.rank(), "transpose");
     bool identity = true;
     for (size_t i = 0; i < p.size(); ++i) identity &= p[i] == int64_t(i);
     if (identity && p.size() == size_t(x.rank())) return x;
     return make(Op::Permute, {x}, AxesAttrs{p});
-}
-
-Tensor transpose(const Tensor& x, const Axes& perm) {
-    if (!perm.empty()) return permute(x, perm);
-    Axes p(x.rank());
-    for (int i = 0; i < x.rank(); ++i) p[i] = x.rank() - 1 - i;
-    return permute(x, p);
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {

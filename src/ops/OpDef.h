@@ -1,7 +1,7 @@
 // OpDef: the per-op rules table (type rule, gradient rule) built from Ops.def.
 #pragma once
 
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 #include <symjax/Tensor.h>
 
 #include <string>

@@ -33,7 +33,8 @@ template <class A> constexpr OpSignature row(int lo, int hi) {
 constexpr OpSignature kSignatures[] = {
 #define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in)         \
     row<attrs>(min_in, max_in),
-#include <symjax/Ops.def>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/Ops.def>
 #undef SJ_OP
 };
 static_assert(std::size(kSignatures) == size_t(kNumOps));

@@ -1,8 +1,9 @@
 // Op signatures: which attribute struct each op's node carries and how many inputs it takes.
 #pragma once
 
-#include <symjax/Attrs.h>
-#include <symjax/Op.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/Op.h>
 
 #include <cstddef>
 #include <limits>

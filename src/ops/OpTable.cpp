@@ -22,7 +22,8 @@ struct StaticRow {
 constexpr StaticRow kRows[] = {
 #define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in)                \
     {str, arity, traits, DTypeClass::dtypes, shape_only, FusionClass::fusion, min_in, max_in},
-#include <symjax/Ops.def>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/Ops.def>
 };
 
 // What the rows promise the passes, checked when the library is compiled.

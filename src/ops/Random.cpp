@@ -1,6 +1,8 @@
 // Random ops (philox_bits): the type rule. Distributions are composites in src/api/Random.cpp.
 #include "OpDef.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::detail {
 namespace {
 

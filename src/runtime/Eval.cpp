@@ -2,6 +2,8 @@
 #include "../backend/Backend.h"
 
 #include <symjax/Graph.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 namespace sj {
 

@@ -1,6 +1,8 @@
 // Placeholders, variables and the variable name table.
 #include <symjax/Scope.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 #include <algorithm>
 #include <atomic>

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -59,7 +60,7 @@ Tensor swap_last(const Tensor& x) {
     Axes p(x.rank());
     std::iota(p.begin(), p.end(), 0);
     std::swap(p[x.rank() - 1], p[x.rank() - 2]);
-    return permute(x, p);
+    return transpose(x, p);
 }
 
 namespace {

@@ -1,6 +1,9 @@
 // The op table: one row per primitive of Ops.def (and per composite), run by the op harness.
 #include "OpHarness.h"
 
+#include <symjax/ir/Layout.h>
+#include <symjax/ir/Node.h>
+
 #include "ops/OpDef.h"
 
 #include <gtest/gtest.h>
@@ -885,14 +888,112 @@ std::vector<OpRow> make_table() {
         {static_only(shapes({{2, 3}})), static_only(shapes({{4, 5, 1}})),
          static_only(shapes({{0, 2}}))},
         kAll);
+
+    // ---- interpolation ----
+    // Composites of gather, floor and where (include/symjax/Interpolation.h). They need static
+    // input dims, so no case runs on -1 placeholders. Coordinates stay >= 0.15 away from integers
+    // (the kinks of linear interpolation) and >= 0.05 from halves (order 0 rounds there), so
+    // finite differences see one smooth piece.
+    {
+        namespace ip = interpolation;
+        auto interp = [&](std::string name, Builder b, std::vector<Case> cs) {
+            for (auto& c : cs)
+                c.dynamic = false;
+            t.push_back({.name = name,
+                         .op = name.substr(0, name.find("__")),
+                         .build = std::move(b),
+                         .cases = std::move(cs),
+                         .dtypes = kFloat,
+                         .grad = GradCheck::FiniteDiff,
+                         .second_order = true,
+                         .dynamic = false});
+        };
+        const std::vector<double> cv = {-1.3, 0.2,  1.7, 2.45, 3.6,  -0.6, 4.3,  0.85,
+                                        2.15, 1.35, 3.2, 5.7,  -2.4, 0.6,  1.15, 6.3};
+        const std::vector<Case> map_cases = {{{in({4, 5}), in_values({2, 8}, cv)}},
+                                             {{in({3, 2}), in_values({2, 2, 3}, cv)}},
+                                             {{in({1, 6}), in_values({2, 5}, cv)}}};
+        const std::pair<const char*, ip::Boundary> modes[] = {{"constant", ip::Boundary::Constant},
+                                                              {"nearest", ip::Boundary::Nearest},
+                                                              {"wrap", ip::Boundary::Wrap},
+                                                              {"reflect", ip::Boundary::Reflect},
+                                                              {"mirror", ip::Boundary::Mirror}};
+        for (const auto& [mode_name, mode] : modes) {
+            const double cval = mode == ip::Boundary::Constant ? 0.5 : 0.0;
+            interp(
+                std::string("map_coordinates__linear_") + mode_name,
+                [mode, cval](Xs x) { return ip::map_coordinates(x[0], x[1], 1, mode, cval); },
+                map_cases);
+        }
+        interp(
+            "map_coordinates__order0_constant",
+            [](Xs x) { return ip::map_coordinates(x[0], x[1], 0, ip::Boundary::Constant, -1.0); },
+            map_cases);
+        interp(
+            "map_coordinates__order0_reflect",
+            [](Xs x) { return ip::map_coordinates(x[0], x[1], 0, ip::Boundary::Reflect); },
+            map_cases);
+        interp("map_coordinates__linear_3d", [](Xs x) { return ip::map_coordinates(x[0], x[1]); },
+               {{{in({2, 3, 4}), in_values({3, 2, 2}, cv)}},
+                {{in({1, 2, 2}), in_values({3, 4}, cv)}}});
+
+        auto resize_row = [&](std::string name, Shape size, ip::Method m, bool align,
+                              std::vector<Case> cs) {
+            interp(
+                std::move(name),
+                [size, m, align](Xs x) { return ip::resize(x[0], size, m, align); }, std::move(cs));
+        };
+        using M = ip::Method;
+        resize_row("resize__nearest_1d", {8}, M::Nearest, false, each({{2, 2, 5}, {1, 1, 8}}));
+        resize_row("resize__nearest_2d", {7, 3}, M::Nearest, false, each({{1, 2, 3, 4}}));
+        resize_row("resize__nearest_2d_align", {4, 7}, M::Nearest, true, each({{1, 2, 2, 3}}));
+        resize_row("resize__linear_1d", {9}, M::Linear, false, each({{2, 1, 4}, {1, 2, 1}}));
+        resize_row("resize__linear_1d_align", {9}, M::Linear, true, each({{2, 1, 4}, {1, 1, 1}}));
+        resize_row("resize__bilinear", {5, 7}, M::Linear, false,
+                   each({{1, 2, 3, 4}, {2, 1, 5, 7}}));
+        resize_row("resize__bilinear_down", {4, 3}, M::Linear, false, each({{1, 1, 6, 7}}));
+        resize_row("resize__bilinear_align", {5, 7}, M::Linear, true, each({{1, 2, 3, 4}}));
+        resize_row("resize__trilinear", {3, 5, 2}, M::Linear, false, each({{1, 1, 2, 3, 3}}));
+        resize_row("resize__trilinear_align", {3, 5, 2}, M::Linear, true, each({{1, 1, 2, 3, 3}}));
+
+        using U = ip::UpsampleMode;
+        auto up_row = [&](std::string name, int64_t repeat, int64_t axis, U mode, double value,
+                          ip::Boundary b, std::vector<Case> cs) {
+            interp(
+                std::move(name),
+                [=](Xs x) { return ip::upsample_1d(x[0], repeat, axis, mode, value, b); },
+                std::move(cs));
+        };
+        up_row("upsample_1d__constant", 2, -1, U::Constant, 0.0, ip::Boundary::Nearest,
+               each({{2, 3}, {4}}));
+        up_row("upsample_1d__constant_value", 1, 0, U::Constant, 1.5, ip::Boundary::Nearest,
+               each({{3, 2}}));
+        up_row("upsample_1d__nearest", 2, 1, U::Nearest, 0.0, ip::Boundary::Nearest,
+               each({{2, 3}, {1, 1}}));
+        up_row("upsample_1d__linear", 3, -1, U::Linear, 0.0, ip::Boundary::Nearest,
+               each({{2, 4}, {3, 1}}));
+        up_row("upsample_1d__linear_wrap", 1, 0, U::Linear, 0.0, ip::Boundary::Wrap,
+               each({{4, 2}}));
+        up_row("upsample_1d__linear_mirror", 2, 1, U::Linear, 0.0, ip::Boundary::Mirror,
+               each({{2, 4}, {2, 1}}));
+        up_row("upsample_1d__linear_constant", 2, 1, U::Linear, -2.0, ip::Boundary::Constant,
+               each({{2, 3}}));
+        interp(
+            "upsample_2d__linear",
+            [](Xs x) {
+                return ip::upsample_2d(x[0], {1, 2}, {2, 3}, U::Linear);
+            },
+            each({{1, 2, 3, 2}}));
+    }
     return t;
 }
 
 /// Composite ops (src/api) the table may name besides the primitives of Ops.def.
-const std::set<std::string> kComposites = {"softmax", "log_softmax", "logsumexp",   "softplus",
-                                           "sigmoid", "log_sigmoid", "mean",        "var",
-                                           "clip",    "matmul",      "expand_dims", "squeeze",
-                                           "stack",   "flatten",     "subscripts"};
+const std::set<std::string> kComposites = {
+    "softmax",         "log_softmax", "logsumexp",   "softplus",   "sigmoid",
+    "log_sigmoid",     "mean",        "var",         "clip",       "matmul",
+    "expand_dims",     "squeeze",     "stack",       "flatten",    "subscripts",
+    "map_coordinates", "resize",      "upsample_1d", "upsample_2d"};
 
 } // namespace
 

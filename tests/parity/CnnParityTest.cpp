@@ -68,12 +68,12 @@ void expect_close(const Array &got, const json &want, const std::string &what) {
 
 struct Net {
     nn::Conv2D conv1{3, 6, 3, {.padding = "SAME"}};
-    nn::BatchNorm bn1{6, 0.9, 1e-5};
+    nn::BatchNorm bn1{6, {.momentum = 0.9, .eps = 1e-5}};
     nn::Conv2D conv2{6, 8, 3};
-    nn::BatchNorm bn2{8, 0.9, 1e-5};
+    nn::BatchNorm bn2{8, {.momentum = 0.9, .eps = 1e-5}};
     nn::Dense dense{8, 5};
     nn::Sequential seq{conv1, bn1, nn::ReLU(), nn::MaxPool2D({2, 2}), conv2, bn2, nn::ReLU(),
-                       nn::AvgPool2D({2, 2}, {1, 1}), nn::Flatten(), dense};
+                       nn::AvgPool2D({2, 2}, {.strides = {1, 1}}), nn::Flatten(), dense};
 
     std::map<std::string, Variable> params() const {
         return {{"conv1/W", conv1.weights()}, {"conv1/b", conv1.bias()},
@@ -103,11 +103,11 @@ TEST_P(CnnParity, MatchesPyTorch) {
     Array ya = to_array(rec.at("y"), {6}, DType::I32);
 
     // eval mode with the initial running statistics
-    Function eval = function({x}, {net.seq(x, nn::Mode::eval)}, {}, fo);
+    Function eval = function({x}, {net.seq(x, nn::Mode::Eval)}, {}, fo);
     expect_close(eval(xa)[0], rec.at("eval0"), "eval logits, initial statistics");
 
     // train mode: logits, loss, gradients (no updates)
-    Tensor logits = net.seq(x, nn::Mode::train);
+    Tensor logits = net.seq(x, nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
     std::vector<Tensor> outs{logits, loss};
     std::vector<std::string> names;
@@ -139,7 +139,7 @@ TEST_P(CnnParity, MatchesPyTorch) {
     std::vector<Variable> trainable;
     for (const auto &[name, v] : net.params())
         trainable.push_back(v);
-    optim::SGD sgd(0.05, {.momentum = 0.9});
+    nn::optim::SGD sgd(0.05, {.momentum = 0.9});
     Function step = function({x, y}, {loss},
                              sgd.minimize(loss, trainable) + state_updates(loss), fo);
     for (int t = 0; t < 10; ++t)

@@ -59,42 +59,42 @@ const std::vector<std::string> kConfigs{"sgd",
                                         "adagrad_init_acc"};
 
 /// The symjax optimizer for a PyTorch class name and its keyword arguments.
-std::unique_ptr<optim::Optimizer> make_optimizer(const std::string &cls, const json &o) {
+std::unique_ptr<nn::optim::Optimizer> make_optimizer(const std::string &cls, const json &o) {
     double lr = o.at("lr");
     double wd = o.value("weight_decay", 0.0);
     if (cls == "SGD")
-        return std::make_unique<optim::SGD>(
-            lr, optim::SGDOptions{.momentum = o.value("momentum", 0.0),
+        return std::make_unique<nn::optim::SGD>(
+            lr, nn::optim::SGDOptions{.momentum = o.value("momentum", 0.0),
                                   .dampening = o.value("dampening", 0.0),
                                   .nesterov = o.value("nesterov", false),
                                   .weight_decay = wd});
     if (cls == "Adam" || cls == "AdamW") {
         std::vector<double> betas = o.value("betas", std::vector<double>{0.9, 0.999});
-        optim::AdamOptions a{.beta1 = betas[0],
+        nn::optim::AdamOptions a{.beta1 = betas[0],
                              .beta2 = betas[1],
                              .eps = o.value("eps", 1e-8),
                              .weight_decay = wd,
                              .amsgrad = o.value("amsgrad", false)};
         if (cls == "Adam")
-            return std::make_unique<optim::Adam>(lr, a);
-        return std::make_unique<optim::AdamW>(
-            lr, optim::AdamWOptions{.beta1 = a.beta1,
+            return std::make_unique<nn::optim::Adam>(lr, a);
+        return std::make_unique<nn::optim::AdamW>(
+            lr, nn::optim::AdamWOptions{.beta1 = a.beta1,
                                     .beta2 = a.beta2,
                                     .eps = a.eps,
                                     .weight_decay = o.value("weight_decay", 1e-2), // PyTorch's
                                     .amsgrad = a.amsgrad});
     }
     if (cls == "RMSprop")
-        return std::make_unique<optim::RMSprop>(
-            lr, optim::RMSpropOptions{.alpha = o.value("alpha", 0.99),
+        return std::make_unique<nn::optim::RMSprop>(
+            lr, nn::optim::RMSpropOptions{.alpha = o.value("alpha", 0.99),
                                       .eps = o.value("eps", 1e-8),
                                       .momentum = o.value("momentum", 0.0),
                                       .centered = o.value("centered", false),
                                       .weight_decay = wd});
     if (cls == "Adagrad")
-        return std::make_unique<optim::Adagrad>(
+        return std::make_unique<nn::optim::Adagrad>(
             lr,
-            optim::AdagradOptions{.lr_decay = o.value("lr_decay", 0.0),
+            nn::optim::AdagradOptions{.lr_decay = o.value("lr_decay", 0.0),
                                   .initial_accumulator = o.value("initial_accumulator_value", 0.0),
                                   .eps = o.value("eps", 1e-10),
                                   .weight_decay = wd});
@@ -141,7 +141,8 @@ TEST_P(NnOptimParity, MatchesPyTorchTrajectory) {
     const int steps = rec.at("steps");
 
     Scope scope("parity_" + name);
-    nn::Dense d1(5, 7, true, nn::init::zeros(), f64), d2(7, 3, true, nn::init::zeros(), f64);
+    nn::Dense d1(5, 7, {.init = nn::init::zeros(), .dtype = f64}),
+        d2(7, 3, {.init = nn::init::zeros(), .dtype = f64});
     d1.weights().assign(to_array(problem["W1"], {5, 7}));
     d1.bias().assign(to_array(problem["b1"], {7}));
     d2.weights().assign(to_array(problem["W2"], {7, 3}));

@@ -4,6 +4,7 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include "compiler/Canonicalize.h"

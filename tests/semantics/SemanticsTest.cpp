@@ -3,6 +3,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include <cmath>
@@ -446,6 +447,70 @@ TEST(Semantics, CloneReplacesOneOfTwoEqualConstants) {
     EXPECT_EQ(out[0].to_vector<float>(), want_c);
     EXPECT_EQ(out[1].to_vector<float>(), want_d);
     EXPECT_EQ(d.eval().to_vector<float>(), want_d);
+}
+
+// Two equal expressions are one interned node; naming one must not rename the other, and a
+// second name must not take the first one's (Note [Names and interning]).
+TEST(Semantics, NamingAnExpressionLeavesEqualExpressionsAlone) {
+    Placeholder x({3}, f32, "names_x");
+    Tensor two = scalar(2.0); // one constant: x * two built twice is one interned node
+    ASSERT_TRUE((x * two).same(x * two));
+    Tensor a = (x * two).named("first");
+    Tensor b = (x * two).named("second");
+    Tensor plain = x * two;
+    EXPECT_EQ(a.name(), "first");
+    EXPECT_EQ(b.name(), "second");
+    EXPECT_NE(plain.name(), "first");
+    EXPECT_NE(plain.name(), "second");
+    EXPECT_TRUE((x * two).named("first").same(a)); // the same name finds the same twin
+    // the twins compute the same value, and gradients flow through them
+    Array xv(std::vector<float>{1, 2, 3});
+    std::vector<Array> out = function({x}, {a, b, plain})(xv);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, 4, 6}));
+    EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{2, 4, 6}));
+    Tensor g = gradients(sum(a * b), {x})[0];
+    EXPECT_EQ(function({x}, {g})(xv)[0].to_vector<float>(), (std::vector<float>{8, 16, 24}));
+    // a leaf has an identity of its own: it is renamed in place
+    Placeholder p({2}, f32, "names_p");
+    Tensor q = p.named("renamed_p");
+    EXPECT_TRUE(q.same(p));
+    EXPECT_EQ(p.name(), "renamed_p");
+}
+
+// Every binary op takes a C++ number on either side, with the tensor's dtype; the expected values
+// are the same op applied to a constant tensor holding the number.
+TEST(Semantics, ScalarOverloadsOfEveryBinaryOp) {
+    using Fn = Tensor (*)(const Tensor&, const Tensor&);
+    using FnTD = Tensor (*)(const Tensor&, double);
+    using FnDT = Tensor (*)(double, const Tensor&);
+    struct Row {
+        const char* name;
+        Fn f;
+        FnTD td;
+        FnDT dt;
+    };
+#define SJ_ROW(f) Row{#f, static_cast<Fn>(&f), static_cast<FnTD>(&f), static_cast<FnDT>(&f)}
+    const std::vector<Row> rows = {SJ_ROW(add), SJ_ROW(sub),   SJ_ROW(mul),     SJ_ROW(div),
+                                   SJ_ROW(pow), SJ_ROW(mod),   SJ_ROW(maximum), SJ_ROW(minimum),
+                                   SJ_ROW(atan2), SJ_ROW(hypot), SJ_ROW(eq),    SJ_ROW(ne),
+                                   SJ_ROW(lt),  SJ_ROW(le),    SJ_ROW(gt),      SJ_ROW(ge)};
+#undef SJ_ROW
+    Tensor x = constant(Array(std::vector<float>{-1.5f, 0.5f, 2.0f, 3.0f}));
+    Tensor two = constant(Array(std::vector<float>(4, 2.0f)));
+    for (const Row& r : rows) {
+        EXPECT_TRUE(r.td(x, 2.0).eval().equals(r.f(x, two).eval())) << r.name << "(x, 2.0)";
+        EXPECT_TRUE(r.dt(2.0, x).eval().equals(r.f(two, x).eval())) << r.name << "(2.0, x)";
+        EXPECT_EQ(r.td(x, 2.0).dtype(), r.f(x, two).dtype()) << r.name;
+    }
+    EXPECT_TRUE((x % 2.0).eval().equals(mod(x, two).eval()));
+    EXPECT_TRUE((2.0 % x).eval().equals(mod(two, x).eval()));
+    EXPECT_TRUE((x % two).eval().equals(mod(x, two).eval()));
+    EXPECT_TRUE((2.0 < x).eval().equals(lt(two, x).eval()));
+    EXPECT_TRUE((2.0 >= x).eval().equals(ge(two, x).eval()));
+    // the number takes the tensor's dtype: an i32 tensor stays i32
+    Tensor i = constant(Array(std::vector<int32_t>{7, -7}));
+    EXPECT_EQ((i % 3.0).dtype(), DType::I32);
+    EXPECT_EQ((i % 3.0).eval().to_vector<int32_t>(), (std::vector<int32_t>{1, 2}));
 }
 
 // ---- lazy evaluation ----------------------------------------------------------------------------

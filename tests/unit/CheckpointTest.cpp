@@ -6,6 +6,7 @@
 #include <symjax/Checkpoint.h>
 #include <symjax/Scope.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/VariableState.h>
 
 #include <nlohmann/json.hpp>
 

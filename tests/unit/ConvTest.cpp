@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 

@@ -4,6 +4,7 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 

@@ -44,6 +44,7 @@
 // flip: values within a few ulp of a comparison threshold are improbable for continuous random
 // inputs, and the seeds run in CI are fixed.
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include "backend/cpu/Jit.h"
@@ -546,7 +547,7 @@ private:
             Axes p(size_t(r), 0);
             std::iota(p.begin(), p.end(), 0);
             std::shuffle(p.begin(), p.end(), g_);
-            return permute(a, p);
+            return transpose(a, p);
         }
         case 2: case 3: {
             if (r == 0) return a;

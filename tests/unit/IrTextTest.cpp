@@ -5,6 +5,7 @@
 #include "ops/OpHarness.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -212,8 +213,8 @@ TEST(IrText, RoundTripsTrainingSteps) {
         Placeholder x({-1, 8}, f32, "x");
         Placeholder y({-1}, i32, "y");
         Tensor loss =
-            mean(nn::losses::sparse_softmax_crossentropy_logits(y, mlp(x, nn::Mode::train)));
-        optim::Adam adam(1e-3);
+            mean(nn::losses::sparse_softmax_crossentropy_logits(y, mlp(x, nn::Mode::Train)));
+        nn::optim::Adam adam(1e-3);
         Updates upd = adam.minimize(loss, mlp.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
         for (const auto& [v, t] : upd.items()) outs.push_back(t);
@@ -228,13 +229,13 @@ TEST(IrText, RoundTripsTrainingSteps) {
             .add(nn::BatchNorm(16))
             .add(nn::ReLU())
             .add(nn::MaxPool2D({2, 2}));
-        net.add(nn::ResidualBlock(16, 32, 2)).add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool());
+        net.add(nn::ResidualBlock(16, 32, {.stride = 2})).add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool());
         net.add(nn::Dense(32, 10));
         Placeholder x({-1, 3, 12, 12}, f32, "images");
         Placeholder y({-1}, i32, "labels");
         Tensor loss =
-            mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
-        optim::SGD sgd(0.01, {.momentum = 0.9});
+            mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::Train)));
+        nn::optim::SGD sgd(0.01, {.momentum = 0.9});
         Updates upd = sgd.minimize(loss, net.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
         for (const auto& [v, t] : upd.items()) outs.push_back(t);

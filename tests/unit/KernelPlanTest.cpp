@@ -7,6 +7,7 @@
 #include "compiler/Pipeline.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include <cmath>

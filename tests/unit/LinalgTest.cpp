@@ -6,6 +6,7 @@
 #include <symjax/Function.h>
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
 
 #include <cmath>
 #include <functional>
@@ -432,7 +433,7 @@ TEST(LinalgTest, CholeskyGradient) {
     // The input is parameterised as A = (X + X^T) / 2, so finite differences move A along
     // symmetric directions only (the space on which the symmetric gradient is defined).
     auto f = [](const std::vector<Tensor>& x) {
-        Tensor a = (x[0] + permute(x[0], {0, 2, 1})) * 0.5;
+        Tensor a = (x[0] + transpose(x[0], {0, 2, 1})) * 0.5;
         return cholesky(a);
     };
     check_grad(f, {random_spd(2, 3, 7)}, "cholesky", 1e-6, 1e-6);

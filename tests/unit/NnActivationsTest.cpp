@@ -129,7 +129,7 @@ TEST(NnActivations, ModulesMatchFunctions) {
     EXPECT_TRUE(same_graph(nn::HardTanh(-2, 2)(x), nn::hard_tanh(x, -2, 2)));
     EXPECT_TRUE(same_graph(nn::HardSigmoid()(x), nn::hard_sigmoid(x)));
     EXPECT_TRUE(same_graph(nn::Lambda([](const Tensor &t) { return t * 2.0; })(x), x * 2.0));
-    EXPECT_TRUE(same_graph(nn::ReLU()(x, nn::Mode::eval), nn::relu(x)));
+    EXPECT_TRUE(same_graph(nn::ReLU()(x, nn::Mode::Eval), nn::relu(x)));
 }
 
 TEST(NnActivations, SoftmaxRowsSumToOne) {

@@ -158,7 +158,7 @@ TEST(NnInit, Orthogonal) {
 
 TEST(NnInit, DenseUsesItsInitializer) {
     Scope s("nninit_dense");
-    nn::Dense d(400, 300, true, nn::init::he_normal(31));
+    nn::Dense d(400, 300, {.bias = true, .init = nn::init::he_normal(31)});
     expect_variance(d.weights().value(), 2.0 / 400, 3.0);
     EXPECT_TRUE(d.weights().value().equals(nn::init::he_normal(31).array({400, 300})));
     for (float b : d.bias().value().to_vector<float>())

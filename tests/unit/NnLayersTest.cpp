@@ -21,7 +21,7 @@ std::vector<double> host_normal(size_t n, double mean, double stddev, unsigned s
 
 TEST(NnLayers, DenseComputesAffineMap) {
     Scope s("nnlay_dense");
-    nn::Dense d(3, 2, true, nn::init::constant(0.5));
+    nn::Dense d(3, 2, {.bias = true, .init = nn::init::constant(0.5)});
     d.bias().assign(Array(std::vector<float>{1, -1}));
     Placeholder x({-1, 3}, f32, "x");
     Function f = function({x}, {d(x)});
@@ -37,7 +37,7 @@ TEST(NnLayers, DenseComputesAffineMap) {
 
 TEST(NnLayers, DenseDtypeF64) {
     Scope s("nnlay_dense64");
-    nn::Dense d(2, 2, true, nn::init::glorot_uniform(1.0, 5), f64);
+    nn::Dense d(2, 2, {.bias = true, .init = nn::init::glorot_uniform(1.0, 5), .dtype = f64});
     EXPECT_EQ(d.weights().dtype(), f64);
     EXPECT_EQ(d.bias().dtype(), f64);
 }
@@ -45,8 +45,8 @@ TEST(NnLayers, DenseDtypeF64) {
 TEST(NnLayers, DropoutEvalIsIdentity) {
     nn::Dropout drop(0.3);
     Placeholder x({-1, 4}, f32, "x");
-    EXPECT_TRUE(drop(x, nn::Mode::eval).same(x));
-    EXPECT_TRUE(nn::Dropout(0.0)(x, nn::Mode::train).same(x));
+    EXPECT_TRUE(drop(x, nn::Mode::Eval).same(x));
+    EXPECT_TRUE(nn::Dropout(0.0)(x, nn::Mode::Train).same(x));
     EXPECT_THROW(nn::Dropout(1.0), InputError);
 }
 
@@ -55,9 +55,9 @@ TEST(NnLayers, DropoutMeanAndScaling) {
     // scaling), two calls draw different masks
     const int64_t n = 4096, dim = 8;
     const double p = 0.2;
-    nn::Dropout drop(p, 11);
+    nn::Dropout drop(p, {.seed = 11});
     Placeholder x({n, dim}, f32, "x");
-    Function f = function({x}, {drop(x, nn::Mode::train)});
+    Function f = function({x}, {drop(x, nn::Mode::Train)});
     Array ones = Array::full(f32, {n, dim}, 1.0);
     std::vector<float> o1 = f(ones)[0].to_vector<float>();
     std::vector<float> o2 = f(ones)[0].to_vector<float>();
@@ -80,7 +80,7 @@ TEST(NnLayers, DropoutSeedIsReproducible) {
     Placeholder x({64}, f32, "x");
     Array ones = Array::full(f32, {64}, 1.0);
     auto first_two = [&](uint64_t seed) {
-        nn::Dropout drop(0.5, seed);
+        nn::Dropout drop(0.5, {.seed = seed});
         Function f = function({x}, {drop(x)});
         return std::make_pair(f(ones)[0].to_vector<float>(), f(ones)[0].to_vector<float>());
     };
@@ -92,7 +92,7 @@ TEST(NnLayers, DropoutSeedIsReproducible) {
     EXPECT_NE(a1, a2); // a new mask on every call
     EXPECT_NE(a1, c1);
     // the same layer called twice in one graph draws two masks
-    nn::Dropout drop(0.5, 9);
+    nn::Dropout drop(0.5, {.seed = 9});
     EXPECT_FALSE(drop(x).same(drop(x)));
 }
 
@@ -144,9 +144,9 @@ TEST(NnLayers, BatchNormRunningStatistics) {
     // standardised and the running mean follows 0.99 m + 0.01 batch_mean
     Scope s("nnlay_bn");
     const int64_t batch = 5, dim = 2;
-    nn::BatchNorm bn(dim, 0.99, 1e-4);
+    nn::BatchNorm bn(dim, {.momentum = 0.99, .eps = 1e-4});
     Placeholder x({batch, dim}, f32, "x");
-    Tensor y = bn(x, nn::Mode::train);
+    Tensor y = bn(x, nn::Mode::Train);
     Updates u = state_updates(y);
     ASSERT_EQ(u.size(), 2u);
     Function step = function({x}, {y}, u);
@@ -183,7 +183,7 @@ TEST(NnLayers, BatchNormEvalUsesRunningStatistics) {
     bn.gamma().assign(Array(std::vector<float>{2, 1}));
     bn.beta().assign(Array(std::vector<float>{0, 1}));
     Placeholder x({-1, 2}, f32, "x");
-    Tensor y = bn(x, nn::Mode::eval);
+    Tensor y = bn(x, nn::Mode::Eval);
     EXPECT_EQ(state_updates(y).size(), 0u);
     Function f = function({x}, {y});
     std::vector<float> out = f(Array(std::vector<float>{3, -1}, {1, 2}))[0].to_vector<float>();
@@ -194,9 +194,9 @@ TEST(NnLayers, BatchNormEvalUsesRunningStatistics) {
 TEST(NnLayers, BatchNormImageInputsAndUnknownBatch) {
     // [N, C, H, W]: statistics per channel over N, H, W; the count is taken at call time
     Scope s("nnlay_bn4");
-    nn::BatchNorm bn(2, 0.0);
+    nn::BatchNorm bn(2, {.momentum = 0.0});
     Placeholder x({-1, 2, 2, 2}, f32, "x");
-    Tensor y = bn(x, nn::Mode::train);
+    Tensor y = bn(x, nn::Mode::Train);
     Function f = function({x}, {y}, state_updates(y));
     std::vector<float> in(16);
     for (int i = 0; i < 16; ++i)
@@ -217,7 +217,7 @@ TEST(NnLayers, BatchNormImageInputsAndUnknownBatch) {
 TEST(NnLayers, BatchNormGradients) {
     Scope s("nnlay_bn_grad");
     // f64 and eps = 0, so the identities below are exact up to rounding
-    nn::BatchNorm bn(3, 0.99, 0.0, f64);
+    nn::BatchNorm bn(3, {.momentum = 0.99, .eps = 0.0, .dtype = f64});
     Placeholder x({4, 3}, f64, "x");
     Tensor loss = sum(bn(x) * bn(x));
     std::vector<Tensor> g = gradients(loss, {bn.gamma(), bn.beta(), x});

@@ -1,5 +1,6 @@
 // Tests of nn::Module: scoped parameter names, weight sharing, Sequential, state updates.
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -27,7 +28,7 @@ size_t count_variables(const Tensor &t) {
 TEST(NnModule, ScopedNames) {
     Scope s("nnmod_names");
     Scope m("model");
-    nn::Dense a(4, 3), b(3, 2, false);
+    nn::Dense a(4, 3), b(3, 2, {.bias = false});
     EXPECT_EQ(a.weights().full_name(), "nnmod_names/model/dense/W");
     EXPECT_EQ(a.bias().full_name(), "nnmod_names/model/dense/b");
     EXPECT_EQ(a.scope(), "nnmod_names/model/dense");
@@ -86,7 +87,7 @@ TEST(NnModule, SequentialMatchesManual) {
     EXPECT_TRUE(net.variables()[0].same(d1.weights())); // copies share parameters
     Placeholder x({-1, 2}, f32, "x");
     Tensor manual = matmul(tanh(matmul(x, d1.weights()) + d1.bias()), d2.weights()) + d2.bias();
-    Function f = function({x}, {net(x, nn::Mode::eval), manual});
+    Function f = function({x}, {net(x, nn::Mode::Eval), manual});
     Array in = filled({4, 2}, [](int64_t i) { return 0.3f * float(i) - 1.0f; });
     auto r = f(in);
     std::vector<float> a = r[0].to_vector<float>(), b = r[1].to_vector<float>();
@@ -97,10 +98,10 @@ TEST(NnModule, SequentialMatchesManual) {
 }
 
 TEST(NnModule, DefaultModeIsTrain) {
-    nn::Dropout drop(0.5, 3);
+    nn::Dropout drop(0.5, {.seed = 3});
     Placeholder x({4}, f32, "x");
     EXPECT_FALSE(drop(x).same(x));
-    EXPECT_TRUE(drop(x, nn::Mode::eval).same(x));
+    EXPECT_TRUE(drop(x, nn::Mode::Eval).same(x));
 }
 
 TEST(NnModule, StateUpdatesFollowTheGraph) {
@@ -132,9 +133,9 @@ TEST(NnModule, StateUpdatesFollowTheGraph) {
 TEST(NnModule, StateUpdatesComposeForSharedLayers) {
     // a batch norm called on two inputs in training mode advances its running mean twice
     Scope s("nnmod_compose");
-    nn::BatchNorm bn(1, 0.5);
+    nn::BatchNorm bn(1, {.momentum = 0.5});
     Placeholder a({2, 1}, f32, "a"), b({2, 1}, f32, "b");
-    Tensor loss = sum(bn(a, nn::Mode::train)) + sum(bn(b, nn::Mode::train));
+    Tensor loss = sum(bn(a, nn::Mode::Train)) + sum(bn(b, nn::Mode::Train));
     Updates u = state_updates(loss);
     ASSERT_EQ(u.size(), 2u);
     Function f = function({a, b}, {loss}, u);

@@ -22,7 +22,7 @@ std::vector<double> value(const Variable &v) {
 TEST(NnOptim, StateVariablesAreNamedAndNonTrainable) {
     Scope s("nnopt_names");
     Variable w(Array(std::vector<float>{1, 2}), "w");
-    optim::Adam adam(0.1, optim::AdamOptions{.amsgrad = true});
+    nn::optim::Adam adam(0.1, nn::optim::AdamOptions{.amsgrad = true});
     EXPECT_EQ(adam.scope(), "nnopt_names/adam");
     EXPECT_EQ(adam.step().full_name(), "nnopt_names/adam/step");
     Updates u = adam.minimize(sum(w * w), {w});
@@ -36,7 +36,7 @@ TEST(NnOptim, StateVariablesAreNamedAndNonTrainable) {
     // a second minimize reuses the slots; a second optimizer gets its own scope
     adam.minimize(sum(w * w), {w});
     EXPECT_EQ(adam.variables().size(), 4u);
-    optim::Adam other(0.1);
+    nn::optim::Adam other(0.1);
     EXPECT_EQ(other.scope(), "nnopt_names/adam_1");
     EXPECT_THROW(adam.apply({w}, {w, w}), InputError);
     EXPECT_THROW(adam.minimize(w, {w}), TypeError);
@@ -46,8 +46,8 @@ TEST(NnOptim, SgdAndMomentumClosedForm) {
     Scope s("nnopt_sgd");
     Variable a(Array(std::vector<double>{1.0, -2.0}), "a");
     Variable b(Array(std::vector<double>{1.0, -2.0}), "b");
-    optim::SGD sgd(0.1);
-    optim::SGD mom(0.1, {.momentum = 0.9, .weight_decay = 0.5});
+    nn::optim::SGD sgd(0.1);
+    nn::optim::SGD mom(0.1, {.momentum = 0.9, .weight_decay = 0.5});
     Updates u = sgd.minimize(quadratic(a, {0, 0}), {a}) + mom.minimize(quadratic(b, {0, 0}), {b});
     Function f = function({}, {}, u);
     // plain: w <- w (1 - lr); momentum with L2: g = 1.5 w, buf = 0.9 buf + g, w <- w - lr buf
@@ -69,7 +69,7 @@ TEST(NnOptim, AdamFirstStepIsLrTimesSign) {
     // m_hat = g and v_hat = g^2 after one step, so each coordinate moves by lr g / (|g| + eps)
     Scope s("nnopt_adam1");
     Variable w(Array(std::vector<float>{3, -0.001f, 50}), "w");
-    optim::Adam adam(0.01);
+    nn::optim::Adam adam(0.01);
     Function f = function({}, {}, adam.minimize(quadratic(w, {0, 0, 0}), {w}));
     f();
     std::vector<float> v = w.value().to_vector<float>();
@@ -83,8 +83,8 @@ TEST(NnOptim, AdamWDecouplesWeightDecay) {
     Scope s("nnopt_adamw");
     Variable w(Array(std::vector<double>{2.0}), "w");
     Variable z(Array(std::vector<double>{2.0}), "z");
-    optim::AdamW adamw(0.1, {.weight_decay = 0.5});
-    optim::Adam adam_l2(0.1, {.weight_decay = 0.5});
+    nn::optim::AdamW adamw(0.1, {.weight_decay = 0.5});
+    nn::optim::Adam adam_l2(0.1, {.weight_decay = 0.5});
     Function f =
         function({}, {}, adamw.apply({zeros_like(w)}, {w}) + adam_l2.apply({zeros_like(z)}, {z}));
     f();
@@ -100,47 +100,47 @@ TEST(NnOptim, AdamWDecouplesWeightDecay) {
 // initial_accumulator_value 0, eps 1e-10).
 TEST(NnOptim, SomeOptionsKeepTheOtherDefaults) {
     Scope s("nnopt_defaults");
-    optim::SGD sgd(0.1, {.dampening = 0.1, .weight_decay = 0.5});
+    nn::optim::SGD sgd(0.1, {.dampening = 0.1, .weight_decay = 0.5});
     EXPECT_EQ(sgd.options().momentum, 0.0);
     EXPECT_FALSE(sgd.options().nesterov);
-    optim::SGD sgd1(0.1, {.momentum = 0.9, .nesterov = true});
+    nn::optim::SGD sgd1(0.1, {.momentum = 0.9, .nesterov = true});
     EXPECT_EQ(sgd1.options().dampening, 0.0);
     EXPECT_EQ(sgd1.options().weight_decay, 0.0);
-    optim::SGD sgd2(0.1, {.momentum = 0.9});
+    nn::optim::SGD sgd2(0.1, {.momentum = 0.9});
     EXPECT_FALSE(sgd2.options().nesterov);
     EXPECT_EQ(sgd2.options().weight_decay, 0.0);
 
-    optim::Adam adam(0.1, {.eps = 1e-6});
+    nn::optim::Adam adam(0.1, {.eps = 1e-6});
     EXPECT_EQ(adam.options().beta1, 0.9);
     EXPECT_EQ(adam.options().beta2, 0.999);
     EXPECT_EQ(adam.options().weight_decay, 0.0);
     EXPECT_FALSE(adam.options().amsgrad);
-    optim::Adam adam2(0.1, {.amsgrad = true});
+    nn::optim::Adam adam2(0.1, {.amsgrad = true});
     EXPECT_EQ(adam2.options().eps, 1e-8);
 
-    optim::AdamW adamw(0.1, {.eps = 1e-8});
+    nn::optim::AdamW adamw(0.1, {.eps = 1e-8});
     EXPECT_EQ(adamw.options().weight_decay, 0.01);
     EXPECT_EQ(adamw.options().beta1, 0.9);
     EXPECT_EQ(adamw.options().beta2, 0.999);
-    optim::AdamW adamw2(0.1, {.beta2 = 0.99, .amsgrad = true});
+    nn::optim::AdamW adamw2(0.1, {.beta2 = 0.99, .amsgrad = true});
     EXPECT_EQ(adamw2.options().weight_decay, 0.01);
     EXPECT_EQ(adamw2.options().eps, 1e-8);
-    optim::AdamW adamw3;
+    nn::optim::AdamW adamw3;
     EXPECT_EQ(adamw3.options().weight_decay, 0.01);
 
-    optim::RMSprop rms(0.1, {.momentum = 0.5});
+    nn::optim::RMSprop rms(0.1, {.momentum = 0.5});
     EXPECT_EQ(rms.options().alpha, 0.99);
     EXPECT_EQ(rms.options().eps, 1e-8);
     EXPECT_FALSE(rms.options().centered);
     EXPECT_EQ(rms.options().weight_decay, 0.0);
-    optim::RMSprop rms2(0.1, {.centered = true});
+    nn::optim::RMSprop rms2(0.1, {.centered = true});
     EXPECT_EQ(rms2.options().momentum, 0.0);
 
-    optim::Adagrad ada(0.1, {.weight_decay = 0.5});
+    nn::optim::Adagrad ada(0.1, {.weight_decay = 0.5});
     EXPECT_EQ(ada.options().eps, 1e-10);
     EXPECT_EQ(ada.options().lr_decay, 0.0);
     EXPECT_EQ(ada.options().initial_accumulator, 0.0);
-    optim::Adagrad ada2(0.1, {.eps = 1e-8});
+    nn::optim::Adagrad ada2(0.1, {.eps = 1e-8});
     EXPECT_EQ(ada2.options().weight_decay, 0.0);
 }
 
@@ -148,7 +148,7 @@ TEST(NnOptim, AdamWDecaysWhenOtherOptionsAreGiven) {
     // zero gradient: only the default decoupled decay acts, w (1 - lr 0.01)
     Scope s("nnopt_adamw_default");
     Variable w(Array(std::vector<double>{2.0}), "w");
-    optim::AdamW adamw(0.1, {.eps = 1e-8});
+    nn::optim::AdamW adamw(0.1, {.eps = 1e-8});
     Function f = function({}, {}, adamw.apply({zeros_like(w)}, {w}));
     f();
     EXPECT_NEAR(value(w)[0], 2.0 * (1 - 0.1 * 0.01), 1e-14);
@@ -158,7 +158,7 @@ TEST(NnOptim, ClipByGlobalNorm) {
     Scope s("nnopt_clip");
     Variable a(Array(std::vector<double>{3.0}), "a");
     Variable b(Array(std::vector<double>{4.0}), "b");
-    optim::SGD sgd(1.0);
+    nn::optim::SGD sgd(1.0);
     sgd.clip_by_global_norm(1.0);
     // gradients (3, 4) have norm 5: scaled to (0.6, 0.8)
     Function f = function({}, {}, sgd.minimize(quadratic(a, {0}) + quadratic(b, {0}), {a, b}));
@@ -167,9 +167,9 @@ TEST(NnOptim, ClipByGlobalNorm) {
     EXPECT_NEAR(value(b)[0], 4.0 - 0.8, 1e-14);
     // small gradients pass unchanged
     std::vector<Tensor> g =
-        optim::clip_by_global_norm({constant(Array(std::vector<double>{0.3, 0.4}))}, 1.0);
+        nn::optim::clip_by_global_norm({constant(Array(std::vector<double>{0.3, 0.4}))}, 1.0);
     EXPECT_EQ(g[0].eval().to_vector<double>(), (std::vector<double>{0.3, 0.4}));
-    EXPECT_NEAR(optim::global_norm({constant(Array(std::vector<float>{3})),
+    EXPECT_NEAR(nn::optim::global_norm({constant(Array(std::vector<float>{3})),
                                     constant(Array(std::vector<double>{4}))})
                     .eval()
                     .item<double>(),
@@ -179,7 +179,7 @@ TEST(NnOptim, ClipByGlobalNorm) {
 TEST(NnOptim, ClipByValue) {
     Scope s("nnopt_clipv");
     Variable w(Array(std::vector<double>{5.0, 0.2, -7.0}), "w");
-    optim::SGD sgd(1.0);
+    nn::optim::SGD sgd(1.0);
     sgd.clip_by_value(0.5);
     Function f = function({}, {}, sgd.minimize(quadratic(w, {0, 0, 0}), {w}));
     f();
@@ -194,9 +194,9 @@ TEST(NnOptim, LearningRateAsTensorAndSchedule) {
     Variable a(Array(std::vector<double>{1.0}), "a");
     Variable b(Array(std::vector<double>{1.0}), "b");
     Placeholder lr({}, f32, "lr");
-    optim::SGD by_input(lr);
-    optim::SGD scheduled([](const Tensor &step) {
-        return schedules::piecewise_constant(step, {2}, {0.5, 0.1}, f64);
+    nn::optim::SGD by_input(lr);
+    nn::optim::SGD scheduled([](const Tensor &step) {
+        return nn::schedules::piecewise_constant(step, {2}, {0.5, 0.1}, f64);
     });
     Function f = function({lr}, {by_input.learning_rate(), scheduled.learning_rate(f64)},
                           by_input.minimize(quadratic(a, {0}), {a}) +
@@ -222,10 +222,10 @@ TEST(NnOptim, TrainsASmallClassifier) {
     nn::Sequential net{nn::Dense(2, 16), nn::ReLU(), nn::Dense(16, 2)};
     Placeholder x({-1, 2}, f32, "x");
     Placeholder y({-1}, i32, "y");
-    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
-    optim::Adam adam(0.05);
+    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::Train)));
+    nn::optim::Adam adam(0.05);
     Function train = function({x, y}, {loss}, adam.minimize(loss, net.trainable_variables()));
-    Function acc = function({x, y}, {nn::metrics::accuracy(y, net(x, nn::Mode::eval))});
+    Function acc = function({x, y}, {nn::metrics::accuracy(y, net(x, nn::Mode::Eval))});
     std::vector<float> xs;
     std::vector<int32_t> ys;
     for (int i = 0; i < 32; ++i) {
@@ -247,7 +247,7 @@ TEST(NnOptim, EmaClosedForm) {
     // d^K s0 + (1 - d^K) p
     Scope s("nnopt_ema");
     Variable w(Array(std::vector<double>{1.0, -1.0}), "w");
-    optim::ExponentialMovingAverage ema(0.9);
+    nn::optim::ExponentialMovingAverage ema(0.9);
     Updates u = ema.apply({w});
     Variable shadow = ema.average(w);
     EXPECT_EQ(shadow.full_name(), "nnopt_ema/ema/nnopt_ema/w");
@@ -269,7 +269,7 @@ TEST(NnOptim, EmaFollowsTheUpdatedValueAndNumUpdates) {
     Scope s("nnopt_ema2");
     Variable w(Array(std::vector<double>{0.0}), "w");
     Updates step{{w, w + 1.0}};
-    optim::ExponentialMovingAverage ema(0.5, true);
+    nn::optim::ExponentialMovingAverage ema(0.5, true);
     Function f = function({}, {}, step + ema.apply({w}, step));
     double sh = 0.0;
     for (int n = 0; n < 6; ++n) {

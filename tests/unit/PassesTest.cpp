@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -244,14 +245,14 @@ TEST(Canonicalize, IdentitiesKeepShapeAndValue) {
 
 //   reshape(reshape(x, [6, 4]), [2, 12])   ->  reshape(x, [2, 12])
 //   reshape(x, shape(x))                   ->  x
-//   permute(permute(x, [1,2,0]), [1,0,2])  ->  permute(x, [2,1,0])
-//   permute(permute(x, [1,2,0]), [2,0,1])  ->  x
+//   transpose(transpose(x, [1,2,0]), [1,0,2])  ->  transpose(x, [2,1,0])
+//   transpose(transpose(x, [1,2,0]), [2,0,1])  ->  x
 //   broadcast(broadcast(v, [4,3]), [2,4,3]) -> broadcast(v, [2,4,3])
 TEST(Canonicalize, MovementChainsCollapse) {
     Placeholder x({2, 3, 4}, f32, "x");
     Placeholder v({3}, f32, "v");
     std::vector<Tensor> ys = {reshape(reshape(x, {6, 4}), {2, 12}), reshape(reshape(x, {24}), {2, 3, 4}),
-                              permute(permute(x, {1, 2, 0}), {1, 0, 2}), permute(permute(x, {1, 2, 0}), {2, 0, 1}),
+                              transpose(transpose(x, {1, 2, 0}), {1, 0, 2}), transpose(transpose(x, {1, 2, 0}), {2, 0, 1}),
                               broadcast_to(broadcast_to(v, {4, 3}), {2, 4, 3})};
     Rewritten r = run(cc::canonicalize, ys);
     EXPECT_EQ(count(r[0], Op::Reshape), 1);
@@ -411,7 +412,7 @@ TEST(Specialize, PowBySmallConstants) {
     }
 }
 
-//   dot_general(permute(a, [1, 0]), b)  ->  dot_general(a, b) contracting a's dim 0 (no copy)
+//   dot_general(transpose(a, [1, 0]), b)  ->  dot_general(a, b) contracting a's dim 0 (no copy)
 TEST(Specialize, TransposeFoldsIntoDotGeneral) {
     Placeholder a({5, 3}, f64, "a"), b({5, 4}, f64, "b"), c({3, 4}, f64, "c");
     Tensor y = matmul(transpose(a), b); // [3, 4]
@@ -428,7 +429,7 @@ TEST(Specialize, TransposeFoldsIntoDotGeneral) {
 // A permutation that reorders the free dims would change the result's dim order: kept.
 TEST(Specialize, TransposeThatReordersFreeDimsStays) {
     Placeholder a({3, 2, 4}, f64, "a"), b({4, 5}, f64, "b");
-    Tensor y = dot_general(permute(a, {1, 0, 2}), b, {{}, {}, {2}, {0}}); // [2, 3, 5]
+    Tensor y = dot_general(transpose(a, {1, 0, 2}), b, {{}, {}, {2}, {0}}); // [2, 3, 5]
     Rewritten r = run(cc::specialize, {y});
     EXPECT_EQ(count(r.outs, Op::Permute), 1) << to_text(r.outs);
     EXPECT_EQ(r.stats.hits["fold_transpose_into_dot"], 0);
@@ -674,11 +675,11 @@ TEST(Layout, CnnTrainStepMatchesReference) {
     nn::Sequential net;
     const nn::ConvOptions same{.padding = "SAME", .bias = false};
     net.add(nn::Conv2D(3, 16, 3, same)).add(nn::BatchNorm(16)).add(nn::ReLU()).add(nn::MaxPool2D({2, 2}));
-    net.add(nn::ResidualBlock(16, 32, 2)).add(nn::ResidualBlock(32, 32));
+    net.add(nn::ResidualBlock(16, 32, {.stride = 2})).add(nn::ResidualBlock(32, 32));
     net.add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));
     Placeholder x({-1, 3, 12, 12}, f32, "images");
     Placeholder y({-1}, i32, "labels");
-    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::train)));
+    Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::Train)));
     std::vector<Tensor> outs = {loss};
     std::vector<Tensor> params;
     for (const auto& v : net.trainable_variables()) params.push_back(v);
@@ -947,7 +948,7 @@ TEST(Epilogue, NnConvBlocksInEvalMode) {
     net.add(nn::Conv2D(16, 8, 3, {.padding = "SAME", .bias = false})).add(nn::BatchNorm(8)).add(nn::ReLU());
     net.add(nn::GlobalAvgPool()).add(nn::Dense(8, 4));
     Placeholder x({-1, 3, 6, 6}, f32, "images");
-    Tensor eval = net(x, nn::Mode::eval);
+    Tensor eval = net(x, nn::Mode::Eval);
     cc::Compiled c = compile({eval});
     std::vector<std::string> chains;
     for (const auto& g : c.plan.groups)
@@ -956,7 +957,7 @@ TEST(Epilogue, NnConvBlocksInEvalMode) {
     EXPECT_TRUE(has_decision(c.plan, "relu(0.2)")) << c.plan.str();
     expect_cpu_near_reference({x}, {eval}, {random_array(f32, {2, 3, 6, 6}, 97)});
 
-    Tensor train = net(x, nn::Mode::train);
+    Tensor train = net(x, nn::Mode::Train);
     cc::Compiled t = compile({train});
     for (const auto& g : t.plan.groups)
         if (g.kind == cc::Group::Kind::Window)

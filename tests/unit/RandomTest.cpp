@@ -7,6 +7,7 @@
 #include <symjax/Ops.h>
 #include <symjax/Random.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
 // Scale tests: building, differentiating, printing and dropping 100k-node graphs stays linear.
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
 #include <chrono>

@@ -1,5 +1,5 @@
 // Convolutional layers: Conv (N-d), Conv1D, Conv2D, Conv2DTranspose, pooling, global average
-// pooling, in-graph augmentation (RandomCrop, RandomFlip) and the residual block.
+// pooling and the residual block (augmentation layers live in nn/Augment.h).
 #pragma once
 
 #include <symjax/Ops.h>
@@ -7,10 +7,8 @@
 #include <symjax/nn/Layers.h>
 #include <symjax/nn/Module.h>
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 
 namespace sj::nn {
 
@@ -30,21 +28,21 @@ struct ConvOptions {
 /// [out, in / groups, k...] (OIHW), the bias b is [out]. Variables: <scope>/conv/W, .../b.
 class Conv : public Module {
 public:
-    Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-    const Variable &weights() const { return w_; }
-    const Variable &bias() const { return b_; }
-    const ConvOptions &options() const { return o_; }
+    Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
+    const Variable& weights() const { return w_; }
+    const Variable& bias() const { return b_; }
+    const ConvOptions& options() const { return o_; }
 
 protected:
-    Conv(int64_t in, int64_t out, const Axes &kernel, ConvOptions options, int spatial,
-         const char *kind);
+    Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options, int spatial,
+         const char* kind);
 
 private:
     int64_t in_, out_;
     Axes kernel_;
     ConvOptions o_;
-    const char *kind_;
+    const char* kind_;
     Variable w_, b_;
 };
 
@@ -57,7 +55,7 @@ public:
 /// Conv on [N, C, H, W] inputs; kernel {kh, kw}, or one size for both.
 class Conv2D : public Conv {
 public:
-    Conv2D(int64_t in, int64_t out, const Axes &kernel, ConvOptions options = {});
+    Conv2D(int64_t in, int64_t out, const Axes& kernel, ConvOptions options = {});
     Conv2D(int64_t in, int64_t out, int64_t kernel, ConvOptions options = {});
 };
 
@@ -79,10 +77,10 @@ struct ConvTransposeOptions {
 /// PyTorch.
 class Conv2DTranspose : public Module {
 public:
-    Conv2DTranspose(int64_t in, int64_t out, const Axes &kernel, ConvTransposeOptions options = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-    const Variable &weights() const { return w_; }
-    const Variable &bias() const { return b_; }
+    Conv2DTranspose(int64_t in, int64_t out, const Axes& kernel, ConvTransposeOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
+    const Variable& weights() const { return w_; }
+    const Variable& bias() const { return b_; }
 
 private:
     int64_t in_, out_;
@@ -91,82 +89,63 @@ private:
     Variable w_, b_;
 };
 
-/// Max or average pooling over the trailing `window.size()` dims. strides default to the window.
+/// Options of the pooling layers. strides: one per spatial dim or one for all; empty: the window.
+struct PoolOptions {
+    Axes strides = {};
+    Padding padding = "VALID";
+    /// Average pooling only: padded positions count in the divisor (PyTorch's default).
+    bool count_include_pad = true;
+};
+/// Max or average pooling over the trailing `window.size()` dims.
 class Pool : public Module {
 public:
-    enum class Kind { max, avg };
-    Pool(Kind kind, const Axes &window, const Axes &strides = {}, const Padding &padding = "VALID",
-         bool count_include_pad = true);
-    Tensor forward(const Tensor &x, Mode mode) const override;
+    enum class Kind { Max, Avg };
+    Pool(Kind kind, const Axes& window, PoolOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
 
 private:
     Kind kind_;
-    Axes window_, strides_;
-    Padding padding_;
-    bool count_include_pad_;
+    Axes window_;
+    PoolOptions o_;
 };
 
 class MaxPool1D : public Pool {
 public:
-    explicit MaxPool1D(int64_t window, int64_t stride = 0, const Padding &padding = "VALID");
+    explicit MaxPool1D(int64_t window, PoolOptions options = {});
 };
+/// window {h, w}, or one size for both.
 class MaxPool2D : public Pool {
 public:
-    explicit MaxPool2D(const Axes &window, const Axes &strides = {},
-                       const Padding &padding = "VALID");
+    explicit MaxPool2D(const Axes& window, PoolOptions options = {});
 };
 class AvgPool1D : public Pool {
 public:
-    explicit AvgPool1D(int64_t window, int64_t stride = 0, const Padding &padding = "VALID",
-                       bool count_include_pad = true);
+    explicit AvgPool1D(int64_t window, PoolOptions options = {});
 };
+/// window {h, w}, or one size for both.
 class AvgPool2D : public Pool {
 public:
-    explicit AvgPool2D(const Axes &window, const Axes &strides = {},
-                       const Padding &padding = "VALID", bool count_include_pad = true);
+    explicit AvgPool2D(const Axes& window, PoolOptions options = {});
 };
 
 /// Mean over every spatial dim: [N, C, spatial...] -> [N, C].
 class GlobalAvgPool : public Module {
 public:
-    Tensor forward(const Tensor &x, Mode mode) const override;
-};
-
-/// Training-time augmentation inside the graph: pads [N, C, H, W] images by `padding` (zeros) and
-/// takes a random H x W crop per example. Identity in eval mode. The draws depend on the running
-/// function's call counter (as Dropout's), so each call sees new crops.
-class RandomCrop : public Module {
-public:
-    explicit RandomCrop(int64_t padding, std::optional<uint64_t> seed = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-
-private:
-    int64_t padding_;
-    std::optional<uint64_t> seed_;
-    std::shared_ptr<std::atomic<uint64_t>> calls_;
-};
-
-/// Training-time augmentation: flips each [N, C, H, W] example left-right with probability p.
-/// Identity in eval mode.
-class RandomFlip : public Module {
-public:
-    explicit RandomFlip(double p = 0.5, std::optional<uint64_t> seed = {});
-    Tensor forward(const Tensor &x, Mode mode) const override;
-
-private:
-    double p_;
-    std::optional<uint64_t> seed_;
-    std::shared_ptr<std::atomic<uint64_t>> calls_;
+    Tensor forward(const Tensor& x, Mode mode) const override;
 };
 
 /// The residual block of the SymJAX library (He et al. 2016):
 ///   relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)),
 /// conv1 3x3 with `stride`, conv2 3x3, both SAME and without bias (batch norm follows); the
 /// shortcut is the identity, or a 1x1 conv with `stride` and a batch norm when the shape changes.
+struct ResidualBlockOptions {
+    int64_t stride = 1;
+    DType dtype = DType::F32;
+};
 class ResidualBlock : public Module {
 public:
-    ResidualBlock(int64_t in, int64_t out, int64_t stride = 1, DType dtype = DType::F32);
-    Tensor forward(const Tensor &x, Mode mode) const override;
+    ResidualBlock(int64_t in, int64_t out, ResidualBlockOptions options = {});
+    Tensor forward(const Tensor& x, Mode mode) const override;
 
 private:
     std::shared_ptr<const Conv2D> conv1_, conv2_, proj_;

@@ -11,11 +11,19 @@
 
 namespace sj::nn {
 
+// Every layer takes its sizes positionally and everything else in its options struct, whose
+// defaults are the documented ones: naming some options (`{.bias = false}`) keeps the others.
+
+/// Options of Dense.
+struct DenseOptions {
+    bool bias = true;
+    Initializer init = init::glorot_uniform();
+    DType dtype = DType::F32;
+};
 /// y = x @ W + b with W [in, out] and b [out]; x is [..., in].
 class Dense : public Module {
 public:
-    Dense(int64_t in, int64_t out, bool bias = true,
-          const Initializer &init = init::glorot_uniform(), DType dtype = DType::F32);
+    Dense(int64_t in, int64_t out, DenseOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
     const Variable &weights() const { return w_; }
     /// Undefined when built without a bias.
@@ -32,9 +40,12 @@ private:
 /// layer (each graph built) takes its own seed: the next of sj::random's global sequence, or,
 /// when a seed is given, one derived from it and the call's index (so the same program built
 /// twice draws the same masks).
+struct DropoutOptions {
+    std::optional<uint64_t> seed = {};
+};
 class Dropout : public Module {
 public:
-    explicit Dropout(double p, std::optional<uint64_t> seed = {});
+    explicit Dropout(double p, DropoutOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
     double p() const { return p_; }
 
@@ -52,10 +63,13 @@ public:
 
 /// A table of `num` vectors of size `dim` (initialised N(0, 1) by default); integer indices of
 /// any shape S give S + [dim].
+struct EmbeddingOptions {
+    Initializer init = init::normal(1.0);
+    DType dtype = DType::F32;
+};
 class Embedding : public Module {
 public:
-    Embedding(int64_t num, int64_t dim, const Initializer &init = init::normal(1.0),
-              DType dtype = DType::F32);
+    Embedding(int64_t num, int64_t dim, EmbeddingOptions options = {});
     Tensor forward(const Tensor &indices, Mode mode) const override;
     const Variable &table() const { return table_; }
 
@@ -65,9 +79,13 @@ private:
 
 /// Normalises over the last axis (of size dim): (x - mean) / sqrt(var + eps) * gamma + beta,
 /// with gamma (ones) and beta (zeros) of shape [dim]. Same in both modes.
+struct LayerNormOptions {
+    double eps = 1e-5;
+    DType dtype = DType::F32;
+};
 class LayerNorm : public Module {
 public:
-    explicit LayerNorm(int64_t dim, double eps = 1e-5, DType dtype = DType::F32);
+    explicit LayerNorm(int64_t dim, LayerNormOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
     const Variable &gamma() const { return gamma_; }
     const Variable &beta() const { return beta_; }
@@ -87,10 +105,14 @@ private:
 ///    (the running variance is the unbiased estimate, as PyTorch; n is the count per feature).
 ///  - eval: normalises with running_mean and running_var (which start at 0 and 1).
 /// momentum follows Keras and SymJAX (0.99 keeps 99% of the old value; PyTorch's 0.1 is 0.9 here).
+struct BatchNormOptions {
+    double momentum = 0.99;
+    double eps = 1e-5;
+    DType dtype = DType::F32;
+};
 class BatchNorm : public Module {
 public:
-    explicit BatchNorm(int64_t features, double momentum = 0.99, double eps = 1e-5,
-                       DType dtype = DType::F32);
+    explicit BatchNorm(int64_t features, BatchNormOptions options = {});
     Tensor forward(const Tensor &x, Mode mode) const override;
     const Variable &gamma() const { return gamma_; }
     const Variable &beta() const { return beta_; }

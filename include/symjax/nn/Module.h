@@ -13,7 +13,7 @@ namespace sj::nn {
 
 /// How a layer behaves, chosen when the graph is built (never a runtime flag): dropout is active
 /// and batch norm uses and updates batch statistics in `train`; both are deterministic in `eval`.
-enum class Mode { train, eval };
+enum class Mode { Train, Eval };
 
 /// A layer: owns named Variables, created when the module is constructed, and builds graph when
 /// called. Calling a module on several inputs reuses the same Variables (weight sharing). Copies
@@ -27,7 +27,7 @@ public:
     virtual ~Module() = default;
 
     /// The layer applied to x. The mode defaults to train (as PyTorch modules do).
-    Tensor operator()(const Tensor &x, Mode mode = Mode::train) const { return forward(x, mode); }
+    Tensor operator()(const Tensor &x, Mode mode = Mode::Train) const { return forward(x, mode); }
     /// What operator() computes; each layer defines it.
     virtual Tensor forward(const Tensor &x, Mode mode) const = 0;
 
@@ -71,7 +71,7 @@ private:
 
 /// Layers applied one after the other:
 ///   nn::Sequential net{nn::Dense(784, 128), nn::ReLU(), nn::Dense(128, 10)};
-///   Tensor logits = net(x, nn::Mode::train);
+///   Tensor logits = net(x, nn::Mode::Train);
 class Sequential : public Module {
 public:
     Sequential() = default;

@@ -11,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
-namespace sj::optim {
+namespace sj::nn::optim {
 
 /// A learning rate: a number, a 0-d tensor (a placeholder, a variable, any expression), or a
 /// schedule: a function of the optimizer's step counter (i64, the number of updates done before
-/// this one), e.g. [](const Tensor& s) { return schedules::exponential_decay(s, 0.1, 1000, 0.5); }
+/// this one), e.g. [](const Tensor& s) { return nn::schedules::exponential_decay(s, 0.1, 1000, 0.5); }
 class LearningRate {
 public:
     LearningRate(double v);                                       // NOLINT: implicit by design
@@ -248,4 +248,4 @@ private:
     std::vector<Variable> order_;
 };
 
-} // namespace sj::optim
+} // namespace sj::nn::optim

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace sj::schedules {
+namespace sj::nn::schedules {
 
 // Each schedule takes the step as a 0-d tensor of any numeric dtype (an optimizer's step
 // counter, or any expression) and returns a 0-d tensor of `dtype`, computed in f64.
@@ -27,4 +27,4 @@ Tensor cosine_decay(const Tensor &step, double init, double decay_steps, double 
 Tensor linear_warmup(const Tensor &step, double peak, double warmup_steps, double start = 0.0,
                      DType dtype = DType::F32);
 
-} // namespace sj::schedules
+} // namespace sj::nn::schedules

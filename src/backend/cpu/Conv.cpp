@@ -7,7 +7,8 @@
 #include "../../ops/ChannelBlocking.h"
 #include "Dnnl.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -4,7 +4,7 @@
 #include "../../compiler/Fusion.h"
 
 #include <symjax/Array.h>
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <memory>
 #include <vector>

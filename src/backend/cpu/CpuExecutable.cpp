@@ -13,6 +13,7 @@
 #include "ThreadPool.h"
 
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
 
 #include <chrono>
 #include <cmath>

@@ -3,7 +3,8 @@
 #include "../../ops/ChannelBlocking.h"
 #include "LayoutPass.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 #include <cstdlib>
 

@@ -1,6 +1,8 @@
 // oneDNN engine and thread count (Debian's oneDNN runs on GNU OpenMP).
 #include "Dnnl.h"
 
+#include <symjax/ir/Node.h>
+
 #include "ThreadPool.h"
 
 #include <omp.h>

@@ -11,6 +11,8 @@
 // own stream with its own scratchpad (oneDNN's global scratchpad is not safe for concurrent calls).
 #include "Dot.h"
 
+#include <symjax/ir/Node.h>
+
 #include "Dnnl.h"
 
 #include <cstring>

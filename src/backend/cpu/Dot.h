@@ -4,7 +4,8 @@
 #include "../../compiler/Fusion.h"
 
 #include <symjax/Array.h>
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Node.h>
 
 namespace sj::cpu {
 

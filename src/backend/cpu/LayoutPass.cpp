@@ -4,7 +4,9 @@
 
 #include "../../ops/ChannelBlocking.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Layout.h>
+#include <symjax/ir/Node.h>
 
 #include <algorithm>
 

@@ -7,6 +7,8 @@
 
 #include "../../compiler/Rewrite.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::cpu {
 
 const std::vector<compiler::Pattern>& layout_patterns();

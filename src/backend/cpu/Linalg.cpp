@@ -13,8 +13,9 @@
 #include "../reference/Reference.h"
 #include "ThreadPool.h"
 
-#include <symjax/Attrs.h>
+#include <symjax/ir/Attrs.h>
 #include <symjax/Error.h>
+#include <symjax/ir/Node.h>
 
 #include <cblas.h>
 #include <lapack.h>

@@ -2,7 +2,7 @@
 #pragma once
 
 #include <symjax/Array.h>
-#include <symjax/Node.h>
+#include <symjax/ir/Node.h>
 
 #include <vector>
 

@@ -4,6 +4,7 @@
 #include "LlvmMath.h"
 
 #include <symjax/Error.h>
+#include <symjax/ir/Node.h>
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>

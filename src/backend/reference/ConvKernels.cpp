@@ -4,6 +4,8 @@
 #include "Iterate.h"
 #include "Reference.h"
 
+#include <symjax/ir/Node.h>
+
 #include <cmath>
 #include <cstring>
 

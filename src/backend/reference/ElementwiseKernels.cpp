@@ -2,6 +2,8 @@
 #include "Iterate.h"
 #include "Reference.h"
 
+#include <symjax/ir/Node.h>
+
 #include <cmath>
 #include <limits>
 #include <type_traits>

@@ -2,6 +2,8 @@
 #include "Iterate.h"
 #include "Reference.h"
 
+#include <symjax/ir/Node.h>
+
 #include <cstring>
 
 namespace sj::ref {

@@ -4,6 +4,7 @@
 #include "Reference.h"
 
 #include <symjax/Variable.h>
+#include <symjax/ir/Node.h>
 
 #include <map>
 #include <unordered_map>

@@ -2,6 +2,8 @@
 #include "Iterate.h"
 #include "Reference.h"
 
+#include <symjax/ir/Node.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>

@@ -2,6 +2,8 @@
 #include "Iterate.h"
 #include "Reference.h"
 
+#include <symjax/ir/Node.h>
+
 namespace sj::ref {
 
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {

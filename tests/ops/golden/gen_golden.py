@@ -895,6 +895,143 @@ def write(path, entries):
     print("wrote %s: %d entries, %d bytes" % (path, len(entries), len(text)))
 
 
+# ---- interpolation (include/symjax/Interpolation.h) ------------------------------------------
+
+def np_bound(i, n, mode):
+    """The boundary rule of map_coordinates on integer indices; -1 where Constant leaves the grid."""
+    if mode == "constant":
+        return np.where((i >= 0) & (i < n), i, -1)
+    if mode == "nearest":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return np.mod(i, n)
+    if mode == "reflect":
+        m = np.mod(i, 2 * n)
+        return np.where(m >= n, 2 * n - 1 - m, m)
+    if n == 1:  # mirror
+        return np.zeros_like(i)
+    m = np.mod(i, 2 * n - 2)
+    return np.where(m >= n, 2 * n - 2 - m, m)
+
+
+def np_map_coordinates(x, coords, order, mode, cval):
+    """scipy.ndimage.map_coordinates for order 0/1, with scipy's grid-constant and grid-wrap
+    conventions for "constant" and "wrap" (what JAX calls constant and wrap)."""
+    xd, c = wide(x), np.asarray(coords, np.float64)
+    r = x.ndim
+
+    def sample(idx):
+        b = [np_bound(idx[k], x.shape[k], mode) for k in range(r)]
+        valid = np.all([bk >= 0 for bk in b], axis=0)
+        v = xd[tuple(np.where(bk < 0, 0, bk) for bk in b)]
+        return np.where(valid, v, cval)
+
+    if order == 0:
+        return sample([np.floor(c[k] + 0.5).astype(np.int64) for k in range(r)])
+    f = np.floor(c)
+    t = c - f
+    out = np.zeros(c.shape[1:])
+    for corner in range(1 << r):
+        bits = [(corner >> (r - 1 - k)) & 1 for k in range(r)]
+        w = np.prod([t[k] if bits[k] else 1 - t[k] for k in range(r)], axis=0)
+        out = out + w * sample([f[k].astype(np.int64) + bits[k] for k in range(r)])
+    return out
+
+
+def np_nearest_align_corners(x, size):
+    """resize(Nearest, align_corners=true): index round(j (n - 1) / (m - 1)), halves up."""
+    for a, m in enumerate(size, start=2):
+        n = x.shape[a]
+        idx = np.array([0 if m == 1 else (2 * j * (n - 1) + (m - 1)) // (2 * (m - 1))
+                        for j in range(m)])
+        x = np.take(x, idx, axis=a)
+    return x
+
+
+def np_upsample_1d(x, repeat, axis, mode, value, boundary):
+    n, k = x.shape[axis], repeat + 1
+    if mode == "constant":
+        shape = list(x.shape)
+        shape[axis] = n * k
+        out = np.full(shape, value, dtype=np.float64)
+        sl = [slice(None)] * x.ndim
+        sl[axis] = slice(0, None, k)
+        out[tuple(sl)] = x
+        return out
+    i0 = np.arange(n * k) // k
+    if mode == "nearest":
+        return np.take(wide(x), i0, axis=axis)
+    ext = np.concatenate([wide(x), np.full_like(np.take(wide(x), [0], axis=axis), value)], axis)
+    i1 = np_bound(i0 + 1, n, boundary)
+    i1 = np.where(i1 < 0, n, i1)
+    shape = [1] * x.ndim
+    shape[axis] = n * k
+    w1 = ((np.arange(n * k) % k) / k).reshape(shape)
+    return np.take(ext, i0, axis=axis) * (1 - w1) + np.take(ext, i1, axis=axis) * w1
+
+
+@family("interpolation")
+def gen_interpolation():
+    import torch  # Debian's python3-torch: the reference for resize
+
+    def coords(shape_in, n_points, lo=-1.5, hi=1.5):
+        """Coordinates [rank, n_points] spread over the grid and up to 1.5 cells beyond it."""
+        return np.stack([rng.uniform(lo, d - 1 + hi, n_points) for d in shape_in])
+
+    for order, mode, cval in ((1, "constant", 0.5), (1, "nearest", 0.0), (1, "wrap", 0.0),
+                              (1, "reflect", 0.0), (1, "mirror", 0.0), (0, "constant", -1.0),
+                              (0, "reflect", 0.0)):
+        row = "map_coordinates__%s_%s" % ("linear" if order else "order0", mode)
+        for dt in FLOATS:
+            x, c = rand((4, 5), dt), coords((4, 5), 12, -3, 3).astype(NP[dt])
+            add(row, [x, c], out_as(np_map_coordinates(x, c, order, mode, cval), dt))
+    for dt in FLOATS:
+        x, c = rand((2, 3, 4), dt), coords((2, 3, 4), 10).reshape(3, 2, 5).astype(NP[dt])
+        add("map_coordinates__linear_3d", [x, c],
+            out_as(np_map_coordinates(x, c, 1, "constant", 0.0), dt))
+
+    def torch_resize(x, size, mode, align):
+        t = torch.from_numpy(np.ascontiguousarray(x))
+        kw = {} if mode == "nearest" else {"align_corners": align}
+        return torch.nn.functional.interpolate(t, size=tuple(size), mode=mode, **kw).numpy()
+
+    resize_rows = [  # row, input shape, size, torch mode, align_corners
+        ("resize__nearest_1d", (2, 2, 5), (8,), "nearest", False),
+        ("resize__nearest_2d", (1, 2, 3, 4), (7, 3), "nearest", False),
+        ("resize__linear_1d", (2, 1, 4), (9,), "linear", False),
+        ("resize__linear_1d_align", (2, 1, 4), (9,), "linear", True),
+        ("resize__bilinear", (1, 2, 3, 4), (5, 7), "bilinear", False),
+        ("resize__bilinear_down", (1, 1, 6, 7), (4, 3), "bilinear", False),
+        ("resize__bilinear_align", (1, 2, 3, 4), (5, 7), "bilinear", True),
+        ("resize__trilinear", (1, 1, 2, 3, 3), (3, 5, 2), "trilinear", False),
+        ("resize__trilinear_align", (1, 1, 2, 3, 3), (3, 5, 2), "trilinear", True)]
+    for row, shape, size, mode, align in resize_rows:
+        for dt in FLOATS:
+            x = rand(shape, dt)
+            add(row, [x], torch_resize(x, size, mode, align))
+    for dt in FLOATS:
+        x = rand((1, 2, 2, 3), dt)
+        add("resize__nearest_2d_align", [x], np_nearest_align_corners(x, (4, 7)))
+
+    up_rows = [  # row, input shape, repeat, axis, mode, value, boundary
+        ("upsample_1d__constant", (2, 3), 2, -1, "constant", 0.0, "nearest"),
+        ("upsample_1d__constant_value", (3, 2), 1, 0, "constant", 1.5, "nearest"),
+        ("upsample_1d__nearest", (2, 3), 2, 1, "nearest", 0.0, "nearest"),
+        ("upsample_1d__linear", (2, 4), 3, -1, "linear", 0.0, "nearest"),
+        ("upsample_1d__linear_wrap", (4, 2), 1, 0, "linear", 0.0, "wrap"),
+        ("upsample_1d__linear_mirror", (2, 4), 2, 1, "linear", 0.0, "mirror"),
+        ("upsample_1d__linear_constant", (2, 3), 2, 1, "linear", -2.0, "constant")]
+    for row, shape, repeat, axis, mode, value, boundary in up_rows:
+        for dt in FLOATS:
+            x = rand(shape, dt)
+            add(row, [x], out_as(np_upsample_1d(x, repeat, axis, mode, value, boundary), dt))
+    for dt in FLOATS:
+        x = rand((1, 2, 3, 2), dt)
+        y = np_upsample_1d(np_upsample_1d(x, 1, 2, "linear", 0, "nearest"), 2, 3, "linear", 0,
+                           "nearest")
+        add("upsample_2d__linear", [x], out_as(y, dt))
+
+
 def main():
     global rng
     gen_unary()

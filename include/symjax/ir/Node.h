@@ -1,8 +1,8 @@
 // Node: the immutable, hash-consed graph IR. Tensor (Tensor.h) is the user's handle to one.
 #pragma once
 
-#include <symjax/Attrs.h>
-#include <symjax/Op.h>
+#include <symjax/ir/Attrs.h>
+#include <symjax/ir/Op.h>
 
 #include <memory>
 #include <string>
@@ -28,6 +28,10 @@ std::string type_str(const TensorType& t); // "f32[2, -1]"
 class Node : public std::enable_shared_from_this<Node> {
 public:
     static NodePtr make(Op op, Attrs attrs, std::vector<NodePtr> inputs);
+    /// The named twin of make(op, attrs, inputs): a node of its own, interned with its name, so
+    /// that naming one expression never renames an equal expression built elsewhere
+    /// (Note [Names and interning] in src/core/Node.cpp).
+    static NodePtr make_named(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name);
     ~Node();
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
@@ -54,10 +58,13 @@ public:
     /// For messages: the name if there is one, else a short expression such as "mul(x, W)".
     std::string describe(int depth = 2) const;
 
-    void set_name(std::string n) const { name_ = std::move(n); }
+    /// Renames a leaf in place (a leaf has an identity of its own). Other nodes are shared:
+    /// use with_name().
+    void set_name(std::string n) const;
 
 private:
     Node(Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash);
+    static NodePtr intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name);
     friend struct NodeInterner;
     Op op_;
     Attrs attrs_;
@@ -68,6 +75,10 @@ private:
     mutable std::string name_;
     std::string scope_;
 };
+
+/// `n` carrying `name`: n itself when it already does; a leaf renamed in place; otherwise the
+/// named twin (Node::make_named), leaving n and every handle to it as they were.
+NodePtr with_name(const NodePtr& n, const std::string& name);
 
 /// Number of live nodes (for tests of memory behaviour).
 size_t live_node_count();

@@ -25,12 +25,12 @@ enum OpTrait : uint32_t {
 
 enum class Op : uint16_t {
 #define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in) Name,
-#include <symjax/Ops.def>
+#include <symjax/ir/Ops.def>
 };
 
 inline constexpr int kNumOps = 0
 #define SJ_OP(Name, str, arity, traits, dtypes, shape_only, fusion, attrs, min_in, max_in) +1
-#include <symjax/Ops.def>
+#include <symjax/ir/Ops.def>
     ;
 
 /// "add", "reduce_sum", ...
