@@ -15,7 +15,7 @@ namespace {
 
 /// comparison_test.py's SJ(): 400 full-batch steps on mean((X W + b - Y)^2), the loss of each.
 std::vector<double> sj_losses(const Array& X, const Array& Y, const Array& W0, const Array& b0,
-                              optim::Optimizer& opt, int steps) {
+                              nn::optim::Optimizer& opt, int steps) {
     Placeholder input(X.shape(), DType::F32, "input");
     Placeholder output(Y.shape(), DType::F32, "output");
     Variable W(W0, "W"), b(b0, "b");
@@ -54,10 +54,10 @@ TEST(SymjaxComparison, Adam) {
     for (double lr : {0.001, 0.01, 0.1}) {
         char key[32];
         std::snprintf(key, sizeof key, "%g", lr);
-        optim::Adam adam(lr);
-        optim::SGD sgd(lr);
-        for (auto [name, opt] : {std::pair<std::string, optim::Optimizer*>{"Adam", &adam},
-                                 std::pair<std::string, optim::Optimizer*>{"SGD", &sgd}}) {
+        nn::optim::Adam adam(lr);
+        nn::optim::SGD sgd(lr);
+        for (auto [name, opt] : {std::pair<std::string, nn::optim::Optimizer*>{"Adam", &adam},
+                                 std::pair<std::string, nn::optim::Optimizer*>{"SGD", &sgd}}) {
             std::vector<double> tf;
             flatten_json(e[name + "_" + key], tf);
             std::vector<double> sj = sj_losses(X, Y, W0, b0, *opt, 400);
@@ -86,7 +86,7 @@ TEST(SymjaxComparison, LearnBn) {
     nn::Conv2D conv(3, 2, {5, 5});
     conv.weights().assign(unit(10, {2, 3, 5, 5}));
     conv.bias().assign(Array::full(DType::F32, {2}, 0.0));
-    nn::BatchNorm bn(2, 0.99, 1e-3); // Keras' momentum and epsilon
+    nn::BatchNorm bn(2, {.momentum = 0.99, .eps = 1e-3}); // Keras' momentum and epsilon
     nn::Dense dense(2 * 28 * 28, 10);
     dense.weights().assign(unit(11, {2 * 28 * 28, 10}));
     dense.bias().assign(Array::full(DType::F32, {10}, 0.0));
@@ -97,8 +97,8 @@ TEST(SymjaxComparison, LearnBn) {
         h = reshape(transpose(h, {0, 2, 3, 1}), {batch, 2 * 28 * 28});
         return dense(h, mode);
     };
-    Tensor out_eval = model(nn::Mode::eval);
-    Tensor out = model(nn::Mode::train);
+    Tensor out_eval = model(nn::Mode::Eval);
+    Tensor out = model(nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(label, out));
     std::vector<Tensor> params{conv.weights(), conv.bias(),     bn.gamma(),
                                bn.beta(),      dense.weights(), dense.bias()};
@@ -106,7 +106,7 @@ TEST(SymjaxComparison, LearnBn) {
     Function f_eval = function({input}, {out_eval});
     Function f = function({input, label}, {loss, out});
     Function g = function({input, label}, gradients(loss, params));
-    optim::SGD sgd(0.001);
+    nn::optim::SGD sgd(0.001);
     std::vector<Variable> vars;
     for (const Tensor& p : params)
         vars.push_back(Variable(p));

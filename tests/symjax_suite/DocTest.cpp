@@ -62,7 +62,7 @@ TEST(SymjaxDoc, BaseFunction) {
 // keeps no global updates, the function is given the counter's update.)
 TEST(SymjaxDoc, SchedulesPiecewiseConstant) {
     Variable step(Array::scalar<int64_t>(0), "step", false);
-    Tensor var = schedules::piecewise_constant(step, {4, 8}, {0.1, 1, 2});
+    Tensor var = nn::schedules::piecewise_constant(step, {4, 8}, {0.1, 1, 2});
     Function f = function({}, {var}, Updates{{step, step + 1.0}});
     const std::vector<float> printed{0.1f, 0.1f, 0.1f, 0.1f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f};
     for (int i = 0; i < 10; ++i)

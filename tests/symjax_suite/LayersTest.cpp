@@ -16,8 +16,8 @@ TEST(SymjaxLayers, Bn) {
     const int64_t batch_size = 5, dim = 2;
     Placeholder input({batch_size, dim}, DType::F32, "input");
     // SymJAX's default epsilon is the 0.001 its check uses; sj's is 1e-5, so it is given.
-    nn::BatchNorm bn(dim, 0.99, 1e-3);
-    Tensor out = bn(input, nn::Mode::train);
+    nn::BatchNorm bn(dim, {.momentum = 0.99, .eps = 1e-3});
+    Tensor out = bn(input, nn::Mode::Train);
     Function update = function({input}, {out}, state_updates(out));
 
     Array data = json_array(e["data"], {50, dim});
@@ -43,8 +43,8 @@ TEST(SymjaxLayers, Dropout) {
     const int64_t batch_size = 4096, dim = 8;
     Placeholder input({batch_size, dim}, DType::F32, "input");
     nn::Dropout dropout(0.2);
-    Function train = function({input}, {dropout(input, nn::Mode::train)});
-    Function infer = function({input}, {dropout(input, nn::Mode::eval)});
+    Function train = function({input}, {dropout(input, nn::Mode::Train)});
+    Function infer = function({input}, {dropout(input, nn::Mode::Eval)});
 
     Array data = Array::full(DType::F32, {batch_size, dim}, 1.0);
     Array output1 = train(data)[0];
@@ -72,4 +72,32 @@ TEST(SymjaxLayers, GlobalPool) {
     Function get = function({input}, {output});
     EXPECT_EQ(get(Array::full(DType::F32, {batch_size, dim}, 1.0))[0].shape(),
               (Shape{batch_size, 64 * 4}));
+}
+
+// RandomFlip(axis=2, p=0.5) of [2048, 8, 8] images whose first 4 columns are 0: two training
+// calls flip different examples, on average half of each column is 1; inference is the identity.
+TEST(SymjaxLayers, Flip) {
+    const int64_t batch_size = 2048, dim = 8;
+    Placeholder input({batch_size, dim, dim}, DType::F32, "input");
+    nn::RandomFlip flip(nn::RandomFlipOptions{.p = 0.5, .axes = {2}});
+    Function train = function({input}, {flip(input, nn::Mode::Train)});
+    Function infer = function({input}, {flip(input, nn::Mode::Eval)});
+
+    Array data = Array::full(DType::F32, {batch_size, dim, dim}, 1.0);
+    for (int64_t i = 0; i < batch_size * dim; ++i)
+        for (int64_t j = 0; j < dim / 2; ++j)
+            data.data<float>()[i * dim + j] = 0;
+    Array output1 = train(data)[0];
+    Array output2 = train(data)[0];
+    Array output3 = infer(data)[0];
+
+    EXPECT_FALSE(allclose(output1, output2, 1e-1));
+    // output1.mean(0) / 2 + output2.mean(0) / 2
+    std::vector<double> avg(size_t(dim * dim), 0.0);
+    for (int64_t i = 0; i < batch_size; ++i)
+        for (int64_t j = 0; j < dim * dim; ++j)
+            avg[size_t(j)] +=
+                (output1.at(i * dim * dim + j) + output2.at(i * dim * dim + j)) / 2 / batch_size;
+    EXPECT_TRUE(allclose(Array(avg, {dim, dim}), 0.5, 0.05));
+    EXPECT_TRUE(allclose(data, output3, 1e-6));
 }

@@ -10,7 +10,7 @@ using namespace sj;
 // tensor, so the test makes the counter.
 TEST(SymjaxSchedules, Pc) {
     Variable cpt(Array::scalar<int64_t>(0), "cpt", false);
-    Tensor a = schedules::piecewise_constant(cpt, {4, 8}, {0, 1, 2});
+    Tensor a = nn::schedules::piecewise_constant(cpt, {4, 8}, {0, 1, 2});
     Function f = function({}, {a}, Updates{{cpt, cpt + 1.0}});
     for (int i = 0; i < 10; ++i) {
         double value = f()[0].at(0);
