@@ -117,7 +117,13 @@ private:
 /// Names of the registered backends ("cpu", "reference", ...).
 std::vector<std::string> available_backends();
 
-/// Compiles a function of the placeholders `inputs` returning `outputs` and applying `updates`.
+/// Compiles a function of `inputs` returning `outputs` and applying `updates`. An input may be
+/// any tensor: a placeholder, a variable, an intermediate or a constant. A tensor that is not a
+/// placeholder is overridden by its argument on each call (Theano's givens at call time): the
+/// program treats it as an input, so nothing upstream of it runs unless another output needs it,
+/// and its argument is checked against its type (-1 dims bind per call) like a placeholder's.
+/// A variable given as an input keeps its stored value; an update of it still writes the
+/// variable, with the new value computed from the argument (docs/functions.md).
 Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
                   const Updates& updates = {}, const FunctionOptions& options = {});
 

@@ -9,8 +9,9 @@
 namespace sj {
 
 /// Rebuilds `t` with each `givens[i].first` replaced by `givens[i].second` (any node: a
-/// placeholder, an intermediate, a variable). Replacements must have the same dtype and a
-/// compatible shape (-1 dims match anything).
+/// placeholder, an intermediate, a variable, a constant; matched by identity, not by value). A
+/// replacement may have another shape or dtype: the rebuilt graph is typed again from it, and an
+/// op that refuses its new inputs is a ShapeError/TypeError naming the op and the replacement.
 Tensor clone(const Tensor& t, const Givens& givens);
 std::vector<Tensor> clone(const std::vector<Tensor>& ts, const Givens& givens);
 

@@ -54,6 +54,16 @@ public:
 /// Live variables whose full name matches the glob (`*` and `?`; "*" matches all), in creation
 /// order; with trainable set, only those whose flag equals it.
 std::vector<Variable> get_variables(const std::string& glob = "*", std::optional<bool> trainable = {});
+/// Live op nodes (not leaves) whose full name matches the glob, in creation order. An op's full
+/// name is the scope it was first made in and its name, or its op's name when it has none:
+/// "model/dense/logits" (named with Tensor::named), "model/dense/matmul".
+std::vector<Tensor> get_ops(const std::string& glob = "*");
+/// Live placeholders whose full name ("model/x") matches the glob, in creation order.
+std::vector<Placeholder> get_placeholders(const std::string& glob = "*");
+/// The variables `outputs` depend on (reachable in their graph, stop_gradient included), each
+/// once, in graph order; with trainable set, only those whose flag equals it.
+std::vector<Variable> variables_of(const std::vector<Tensor>& outputs,
+                                   std::optional<bool> trainable = {});
 /// Resets every variable matching the glob.
 void reset_variables(const std::string& glob = "*");
 /// True when `name` matches `glob` (fnmatch-style, '*' also matches '/').

@@ -24,6 +24,7 @@
 #include <symjax/nn/Losses.h>
 #include <symjax/nn/Metrics.h>
 #include <symjax/nn/Module.h>
+#include <symjax/nn/MovingAverage.h>
 #include <symjax/nn/Optim.h>
 #include <symjax/nn/Schedules.h>
 #include <symjax/nn/Upsample.h>

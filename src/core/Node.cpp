@@ -5,6 +5,7 @@
 #include <symjax/ir/Node.h>
 #include <symjax/Scope.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <sstream>
@@ -13,7 +14,9 @@
 
 namespace sj {
 
-std::string type_str(const TensorType& t) { return std::string(dtype_name(t.dtype)) + shape_str(t.shape); }
+std::string type_str(const TensorType& t) {
+    return std::string(dtype_name(t.dtype)) + shape_str(t.shape);
+}
 
 namespace {
 std::atomic<uint64_t> g_next_id{1};
@@ -58,9 +61,11 @@ Node::~Node() {
     thread_local std::vector<NodePtr> pending;
     thread_local bool draining = false;
     for (auto& p : inputs_)
-        if (p.use_count() == 1) pending.push_back(std::move(p));
+        if (p.use_count() == 1)
+            pending.push_back(std::move(p));
     inputs_.clear();
-    if (draining) return;
+    if (draining)
+        return;
     draining = true;
     while (!pending.empty()) {
         NodePtr p = std::move(pending.back());
@@ -136,7 +141,8 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
     auto range = in.table.equal_range(hash);
     for (auto it = range.first; it != range.second; ++it) {
         const Node* c = it->second;
-        if (c->op_ != op || c->inputs_.size() != inputs.size()) continue;
+        if (c->op_ != op || c->inputs_.size() != inputs.size())
+            continue;
         bool same = true;
         for (size_t k = 0; k < inputs.size() && same; ++k) same = c->inputs_[k] == inputs[k];
         if (!same || (!has_trait(op, kLeaf) && c->name_ != name) || !attrs_equal(c->attrs_, attrs)) continue;
@@ -149,15 +155,18 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
 }
 
 std::string Node::describe(int depth) const {
-    if (!name_.empty()) return name_;
+    if (!name_.empty())
+        return name_;
     if (op_ == Op::Constant) {
         const Array& v = attr<ConstantAttrs>().value;
-        if (v.size() == 1) return v.str();
+        if (v.size() == 1)
+            return v.str();
         return "constant" + v.type_str();
     }
     std::ostringstream os;
     os << op_name(op_);
-    if (depth <= 0) return os.str() + "(...)";
+    if (depth <= 0)
+        return os.str() + "(...)";
     os << "(";
     for (size_t i = 0; i < inputs_.size(); ++i)
         os << (i ? ", " : "") << inputs_[i]->describe(depth - 1);
@@ -165,23 +174,44 @@ std::string Node::describe(int depth) const {
     return os.str();
 }
 
-size_t live_node_count() { return g_live.load(); }
+size_t live_node_count() {
+    return g_live.load();
+}
+
+std::vector<NodePtr> live_nodes() {
+    std::vector<NodePtr> out;
+    {
+        auto& in = NodeInterner::get();
+        std::lock_guard<std::mutex> lock(in.mu);
+        out.reserve(in.table.size());
+        for (const auto& [h, n] : in.table)
+            if (NodePtr alive = n->weak_from_this().lock())
+                out.push_back(std::move(alive));
+    }
+    // outside the lock: a node whose last owner is here dies in this vector's destructor
+    std::sort(out.begin(), out.end(),
+              [](const NodePtr& a, const NodePtr& b) { return a->id() < b->id(); });
+    return out;
+}
 
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
     std::vector<const Node*> order;
     std::unordered_set<const Node*> done;
     std::vector<std::pair<const Node*, size_t>> stack;
     for (const Node* r : roots) {
-        if (!r || done.count(r)) continue;
+        if (!r || done.count(r))
+            continue;
         stack.emplace_back(r, 0);
         while (!stack.empty()) {
             auto& [n, next] = stack.back();
             if (next < n->num_inputs()) {
                 const Node* c = n->input(next++).get();
-                if (!done.count(c)) stack.emplace_back(c, 0);
+                if (!done.count(c))
+                    stack.emplace_back(c, 0);
                 continue;
             }
-            if (done.insert(n).second) order.push_back(n);
+            if (done.insert(n).second)
+                order.push_back(n);
             stack.pop_back();
         }
     }

@@ -2,6 +2,7 @@
 #include "../backend/Backend.h"
 
 #include <symjax/Function.h>
+#include <symjax/Graph.h>
 #include <symjax/ir/Node.h>
 #include <symjax/ir/VariableState.h>
 
@@ -18,7 +19,8 @@ namespace sj {
 
 // ---- Updates ------------------------------------------------------------------------------------
 Updates::Updates(std::initializer_list<std::pair<Variable, Tensor>> items) {
-    for (const auto& [v, t] : items) add(v, t);
+    for (const auto& [v, t] : items)
+        add(v, t);
 }
 
 Updates& Updates::add(const Variable& var, const Tensor& value) {
@@ -31,22 +33,25 @@ Updates& Updates::add(const Variable& var, const Tensor& value) {
         << s.name << "' " << dtype_name(s.dtype) << shape_str(s.shape) << " has another dtype";
     const Shape& vs = value.shape();
     bool ok = vs.size() == s.shape.size();
-    for (size_t i = 0; ok && i < vs.size(); ++i) ok = vs[i] == s.shape[i] || vs[i] == -1;
+    for (size_t i = 0; ok && i < vs.size(); ++i)
+        ok = vs[i] == s.shape[i] || vs[i] == -1;
     SJ_CHECK(ok, ShapeError) << "Updates: new value " << value.name() << " " << value.type_str()
-                             << " does not fit variable '" << s.name << "' "
-                             << dtype_name(s.dtype) << shape_str(s.shape);
+                             << " does not fit variable '" << s.name << "' " << dtype_name(s.dtype)
+                             << shape_str(s.shape);
     items_.emplace_back(var, value);
     return *this;
 }
 
 Updates& Updates::operator+=(const Updates& o) {
-    for (const auto& [v, t] : o.items_) add(v, t);
+    for (const auto& [v, t] : o.items_)
+        add(v, t);
     return *this;
 }
 
 Tensor Updates::get(const Variable& var) const {
     for (const auto& [v, t] : items_)
-        if (v.same(var)) return t;
+        if (v.same(var))
+            return t;
     return {};
 }
 
@@ -66,39 +71,88 @@ public:
 
 } // namespace detail
 
-std::vector<std::string> available_backends() { return detail::backend_names(); }
+std::vector<std::string> available_backends() {
+    return detail::backend_names();
+}
 
 // ---- function() ---------------------------------------------------------------------------------
-Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-                  const Updates& updates, const FunctionOptions& options) {
-    auto impl = std::make_shared<detail::FunctionImpl>();
-    detail::Program& p = impl->program;
+// Note [Inputs that are not placeholders]
+// As Theano's givens at call time and SymJAX's function(*inputs): any tensor may be an input (a
+// variable, an intermediate, a constant). Each one that is not a placeholder is replaced, in the
+// outputs and the update values, by a fresh placeholder of its type named like it (clone()), so
+// the compiled program sees only placeholders: the argument overrides the tensor for that call,
+// nothing upstream of it runs unless something else still needs it, and both backends compile
+// it as any other program. A variable given as an input keeps its stored value; an update of it
+// (keyed by the variable) still writes the variable, with the value computed from the argument.
+namespace {
+struct Substituted {
+    std::vector<Tensor> inputs, outputs;
+    Updates updates;
+};
+
+Substituted substitute_inputs(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+                              const Updates& updates) {
+    Substituted s{inputs, outputs, updates};
+    Givens givens;
     for (size_t i = 0; i < inputs.size(); ++i) {
         const Tensor& t = inputs[i];
-        SJ_CHECK(t.defined() && t.node()->is(Op::Placeholder), Error)
-            << "function: input " << i << " (" << t.name()
-            << ") is not a Placeholder; substitute other nodes with clone() first";
+        SJ_CHECK(t.defined(), Error) << "function: input " << i << " is an undefined Tensor";
         for (size_t j = 0; j < i; ++j)
             SJ_CHECK(!inputs[j].same(t), Error)
-                << "function: placeholder '" << t.name() << "' is listed twice as an input";
-        p.inputs.push_back(t.node());
+                << "function: input '" << t.name() << "' is listed twice (inputs " << j << " and "
+                << i << ")";
+        if (t.node()->is(Op::Placeholder))
+            continue;
+        Placeholder ph(t.shape(), t.dtype(), "input");
+        ph.node()->set_name(t.name()); // messages name the user's tensor
+        givens.emplace_back(t, ph);
+        s.inputs[i] = ph;
     }
-    for (const auto& o : outputs) {
+    if (givens.empty())
+        return s;
+    std::vector<Tensor> all = outputs;
+    for (const auto& [v, t] : updates.items())
+        all.push_back(t);
+    all = clone(all, givens);
+    s.outputs.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(outputs.size()));
+    s.updates = Updates();
+    size_t k = outputs.size();
+    for (const auto& [v, t] : updates.items())
+        s.updates.add(v, all[k++]);
+    return s;
+}
+} // namespace
+
+Function function(const std::vector<Tensor>& inputs_given, const std::vector<Tensor>& outputs_given,
+                  const Updates& updates_given, const FunctionOptions& options) {
+    for (const auto& o : outputs_given)
         SJ_CHECK(o.defined(), Error) << "function: undefined output tensor";
+    const Substituted sub = substitute_inputs(inputs_given, outputs_given, updates_given);
+    const std::vector<Tensor>& inputs = sub.inputs;
+    const std::vector<Tensor>& outputs = sub.outputs;
+    const Updates& updates = sub.updates;
+    auto impl = std::make_shared<detail::FunctionImpl>();
+    detail::Program& p = impl->program;
+    for (const auto& t : inputs)
+        p.inputs.push_back(t.node());
+    for (const auto& o : outputs)
         p.outputs.push_back(o.node());
-    }
     std::vector<const Node*> roots;
-    for (const auto& o : outputs) roots.push_back(o.node().get());
-    for (const auto& [v, t] : updates.items()) roots.push_back(t.node().get());
+    for (const auto& o : outputs)
+        roots.push_back(o.node().get());
+    for (const auto& [v, t] : updates.items())
+        roots.push_back(t.node().get());
 
     std::unordered_map<const Node*, size_t> var_index;
     auto add_var = [&](const NodePtr& n) {
         auto [it, fresh] = var_index.emplace(n.get(), p.variables.size());
-        if (fresh) p.variables.push_back(n);
+        if (fresh)
+            p.variables.push_back(n);
         return it->second;
     };
     for (const Node* n : topo_order(roots)) {
-        if (n->is(Op::Variable)) add_var(n->shared_from_this());
+        if (n->is(Op::Variable))
+            add_var(n->shared_from_this());
         if (n->is(Op::Placeholder)) {
             bool given = std::any_of(p.inputs.begin(), p.inputs.end(),
                                      [&](const NodePtr& i) { return i.get() == n; });
@@ -112,8 +166,10 @@ Function function(const std::vector<Tensor>& inputs, const std::vector<Tensor>& 
 
     std::vector<detail::VariableState*> states;
     std::vector<bool> updated(p.variables.size(), false);
-    for (const auto& v : p.variables) states.push_back(v->attr<VariableAttrs>().state.get());
-    for (const auto& [k, t] : p.updates) updated[k] = true;
+    for (const auto& v : p.variables)
+        states.push_back(v->attr<VariableAttrs>().state.get());
+    for (const auto& [k, t] : p.updates)
+        updated[k] = true;
     impl->var_locks = detail::VariableLocks::order(states, updated);
     impl->options = options;
     impl->exe = detail::find_backend(options.backend)(p, options);
@@ -187,7 +243,8 @@ Array check_input(const Node& ph, const Function::Arg& arg, size_t i) {
         << "input " << i << " ('" << name << "'): expected dtype " << dtype_name(a.dtype)
         << ", got " << v.type_str();
     bool ok = v.rank() == static_cast<int>(a.shape.size());
-    for (size_t d = 0; ok && d < a.shape.size(); ++d) ok = a.shape[d] == -1 || a.shape[d] == v.shape()[d];
+    for (size_t d = 0; ok && d < a.shape.size(); ++d)
+        ok = a.shape[d] == -1 || a.shape[d] == v.shape()[d];
     SJ_CHECK(ok, InputError) << "input " << i << " ('" << name << "'): expected shape "
                              << shape_str(a.shape) << ", got " << shape_str(v.shape());
     return v;
@@ -208,7 +265,8 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
            }();
     std::vector<Array> in;
     in.reserve(args.size());
-    for (size_t i = 0; i < args.size(); ++i) in.push_back(check_input(*p.inputs[i], args[i], i));
+    for (size_t i = 0; i < args.size(); ++i)
+        in.push_back(check_input(*p.inputs[i], args[i], i));
 
     std::lock_guard<std::mutex> lock(im.mu);
     // The variables it updates exclusively, the others shared, until the commit (Note
@@ -229,7 +287,8 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     // Commit: all updates at once, from values computed before any of them.
     for (size_t k = 0; k < p.updates.size(); ++k) {
         auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
-        SJ_CHECK(r.new_values[k].shape() == s.shape && r.new_values[k].dtype() == s.dtype, InputError)
+        SJ_CHECK(r.new_values[k].shape() == s.shape && r.new_values[k].dtype() == s.dtype,
+                 InputError)
             << "the update of variable '" << s.name << "' " << dtype_name(s.dtype)
             << shape_str(s.shape) << " produced a value of shape " << r.new_values[k].type_str()
             << " with these inputs; no variable was changed";
@@ -238,17 +297,23 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     // so the caller's writes cannot reach the graph's state (constants are shared by all graphs).
     for (size_t k = 0; k < r.outputs.size(); ++k) {
         bool shared = has_trait(p.outputs[k]->op(), kLeaf);
-        for (const auto& a : in) shared |= r.outputs[k].shares_buffer(a);
-        for (const auto& a : vals) shared |= r.outputs[k].shares_buffer(a);
-        if (shared) r.outputs[k] = r.outputs[k].clone();
+        for (const auto& a : in)
+            shared |= r.outputs[k].shares_buffer(a);
+        for (const auto& a : vals)
+            shared |= r.outputs[k].shares_buffer(a);
+        if (shared)
+            r.outputs[k] = r.outputs[k].clone();
     }
     // A new value that is also one of the caller's arrays (an input or a returned output) is
     // copied, so later writes on either side cannot reach the other.
     for (auto& nv : r.new_values) {
         bool shared = false;
-        for (const auto& a : in) shared |= nv.shares_buffer(a);
-        for (const auto& a : r.outputs) shared |= nv.shares_buffer(a);
-        if (shared) nv = nv.clone();
+        for (const auto& a : in)
+            shared |= nv.shares_buffer(a);
+        for (const auto& a : r.outputs)
+            shared |= nv.shares_buffer(a);
+        if (shared)
+            nv = nv.clone();
     }
     for (size_t k = 0; k < p.updates.size(); ++k) {
         auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
@@ -259,21 +324,32 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     return std::move(r.outputs);
 }
 
-size_t Function::num_inputs() const { return impl_ ? impl_->program.inputs.size() : 0; }
-size_t Function::num_outputs() const { return impl_ ? impl_->program.outputs.size() : 0; }
+size_t Function::num_inputs() const {
+    return impl_ ? impl_->program.inputs.size() : 0;
+}
+size_t Function::num_outputs() const {
+    return impl_ ? impl_->program.outputs.size() : 0;
+}
 const FunctionStats& Function::stats() const {
     SJ_CHECK(impl_, Error) << "stats() of an empty Function";
     std::lock_guard<std::mutex> lock(impl_->mu);
     impl_->stats = impl_->exe->stats();
     return impl_->stats;
 }
-std::string Function::profile_report() const { return impl_ ? impl_->exe->profile_report() : ""; }
-std::string Function::dump() const { return impl_ ? impl_->exe->dump() : ""; }
+std::string Function::profile_report() const {
+    return impl_ ? impl_->exe->profile_report() : "";
+}
+std::string Function::dump() const {
+    return impl_ ? impl_->exe->dump() : "";
+}
 
 std::string FunctionOptions::default_backend() {
-    if (const char* b = std::getenv("SJ_BACKEND"); b && *b) return b;
+    if (const char* b = std::getenv("SJ_BACKEND"); b && *b)
+        return b;
     return "cpu";
 }
-uint64_t Function::calls() const { return impl_ ? impl_->calls : 0; }
+uint64_t Function::calls() const {
+    return impl_ ? impl_->calls : 0;
+}
 
 } // namespace sj

@@ -48,7 +48,8 @@ struct VariableTable {
             }
             std::string n = k == 0 ? name : name + "_" + std::to_string(k);
             auto it = by_name.find(n);
-            if (it != by_name.end() && !it->second.expired()) continue; // a live one of another base
+            if (it != by_name.end() && !it->second.expired())
+                continue; // a live one of another base
             by_name[n] = s;
             order.push_back(s);
             ++b.live;
@@ -59,22 +60,28 @@ struct VariableTable {
         }
     }
     void release(const detail::VariableState& s) {
-        if (s.base.empty()) return; // never named (construction threw before add)
+        if (s.base.empty())
+            return; // never named (construction threw before add)
         std::lock_guard<std::mutex> lock(mu);
         auto it = by_name.find(s.name);
-        if (it != by_name.end() && it->second.expired()) by_name.erase(it);
+        if (it != by_name.end() && it->second.expired())
+            by_name.erase(it);
         auto b = bases.find(s.base);
         if (b != bases.end()) {
-            if (--b->second.live == 0) bases.erase(b);
-            else b->second.free.insert(s.suffix);
+            if (--b->second.live == 0)
+                bases.erase(b);
+            else
+                b->second.free.insert(s.suffix);
         }
         compact_if_sparse();
     }
     void compact_if_sparse() {
-        if (order.size() <= 64 || order.size() <= 2 * by_name.size()) return;
+        if (order.size() <= 64 || order.size() <= 2 * by_name.size())
+            return;
         std::vector<std::weak_ptr<detail::VariableState>> keep;
         for (auto& w : order)
-            if (!w.expired()) keep.push_back(w);
+            if (!w.expired())
+                keep.push_back(w);
         order.swap(keep);
     }
 };
@@ -87,14 +94,15 @@ void check_name(const std::string& name, const char* what) {
 Placeholder::Placeholder(const Shape& shape, DType dtype, const std::string& name) {
     check_name(name, "Placeholder");
     for (int64_t d : shape)
-        SJ_CHECK(d >= -1, ShapeError) << "Placeholder '" << name << "': shape " << shape_str(shape)
-                                      << " has a dim < -1";
+        SJ_CHECK(d >= -1, ShapeError)
+            << "Placeholder '" << name << "': shape " << shape_str(shape) << " has a dim < -1";
     try {
         byte_size(shape, dtype_size(dtype));
     } catch (const ShapeError& e) {
         throw ShapeError("Placeholder '" + name + "' " + dtype_name(dtype) + ": " + e.what());
     }
-    NodePtr n = Node::make(Op::Placeholder, PlaceholderAttrs{g_next_placeholder++, dtype, shape}, {});
+    NodePtr n =
+        Node::make(Op::Placeholder, PlaceholderAttrs{g_next_placeholder++, dtype, shape}, {});
     n->set_name(Scope::qualify(name));
     static_cast<Tensor&>(*this) = Tensor(n);
 }
@@ -168,8 +176,8 @@ void Variable::assign(const Array& v, bool allow_cast) const {
     auto& s = state();
     SJ_CHECK(v.defined(), InputError) << "assign to '" << s.name << "': undefined array";
     SJ_CHECK(v.shape() == s.shape, ShapeError)
-        << "assign to '" << s.name << "': value " << v.type_str() << " does not match the variable's "
-        << dtype_name(s.dtype) << shape_str(s.shape);
+        << "assign to '" << s.name << "': value " << v.type_str()
+        << " does not match the variable's " << dtype_name(s.dtype) << shape_str(s.shape);
     SJ_CHECK(v.dtype() == s.dtype || allow_cast, TypeError)
         << "assign to '" << s.name << "': value " << v.type_str() << " is not "
         << dtype_name(s.dtype) << " (pass allow_cast = true to convert)";
@@ -187,7 +195,9 @@ void Variable::reset() const {
     s.value = std::move(v);
 }
 
-bool Variable::trainable() const { return state().trainable; }
+bool Variable::trainable() const {
+    return state().trainable;
+}
 
 // Note [Consistent snapshots]
 // A training step may write a variable's buffer in place (CpuExecutable decides so when no
@@ -203,39 +213,50 @@ bool Variable::trainable() const { return state().trainable; }
 
 namespace detail {
 
-VariableState::~VariableState() { VariableTable::get().release(*this); }
+VariableState::~VariableState() {
+    VariableTable::get().release(*this);
+}
 
 VariableLocks::Order VariableLocks::order(const std::vector<VariableState*>& vars,
-                                           const std::vector<bool>& exclusive) {
+                                          const std::vector<bool>& exclusive) {
     Order all;
-    for (size_t i = 0; i < vars.size(); ++i) all.emplace_back(vars[i], exclusive[i]);
+    for (size_t i = 0; i < vars.size(); ++i)
+        all.emplace_back(vars[i], exclusive[i]);
     std::sort(all.begin(), all.end());
     Order one;
     for (const auto& [v, ex] : all) {
-        if (!one.empty() && one.back().first == v) one.back().second = one.back().second || ex;
-        else one.emplace_back(v, ex);
+        if (!one.empty() && one.back().first == v)
+            one.back().second = one.back().second || ex;
+        else
+            one.emplace_back(v, ex);
     }
     return one;
 }
 
 VariableLocks::VariableLocks(const Order& ordered) : held_(ordered) {
     for (const auto& [v, ex] : held_) {
-        if (ex) v->rw.lock();
-        else v->rw.lock_shared();
+        if (ex)
+            v->rw.lock();
+        else
+            v->rw.lock_shared();
     }
 }
 
 VariableLocks::~VariableLocks() {
     for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-        if (it->second) it->first->rw.unlock();
-        else it->first->rw.unlock_shared();
+        if (it->second)
+            it->first->rw.unlock();
+        else
+            it->first->rw.unlock_shared();
     }
 }
 
 std::vector<Array> snapshot_values(const std::vector<const VariableState*>& vars) {
     std::vector<VariableState*> vs;
-    for (const VariableState* v : vars) vs.push_back(const_cast<VariableState*>(v));
-    const VariableLocks::Order order = VariableLocks::order(vs, std::vector<bool>(vs.size(), false));
+    for (const VariableState* v : vars)
+        vs.push_back(const_cast<VariableState*>(v));
+    const VariableLocks::Order order =
+        VariableLocks::order(vs, std::vector<bool>(vs.size(), false));
     VariableLocks locks(order);
     std::vector<Array> out;
     out.reserve(vs.size());
@@ -247,9 +268,10 @@ std::vector<Array> snapshot_values(const std::vector<const VariableState*>& vars
 }
 
 void assign_values(const std::vector<VariableState*>& vars, std::vector<Array> values) {
-    SJ_ASSERT(vars.size() == values.size()) << "assign_values: " << vars.size() << " variables, "
-                                            << values.size() << " values";
-    const VariableLocks::Order order = VariableLocks::order(vars, std::vector<bool>(vars.size(), true));
+    SJ_ASSERT(vars.size() == values.size())
+        << "assign_values: " << vars.size() << " variables, " << values.size() << " values";
+    const VariableLocks::Order order =
+        VariableLocks::order(vars, std::vector<bool>(vars.size(), true));
     VariableLocks locks(order);
     for (size_t i = 0; i < vars.size(); ++i) {
         std::lock_guard<std::mutex> lock(vars[i]->mu);
@@ -258,7 +280,9 @@ void assign_values(const std::vector<VariableState*>& vars, std::vector<Array> v
 }
 
 } // namespace detail
-const std::string& Variable::full_name() const { return state().name; }
+const std::string& Variable::full_name() const {
+    return state().name;
+}
 
 bool glob_match(const std::string& glob, const std::string& name) {
     // iterative wildcard matching with backtracking on the last '*'
@@ -277,7 +301,8 @@ bool glob_match(const std::string& glob, const std::string& name) {
             return false;
         }
     }
-    while (g < glob.size() && glob[g] == '*') ++g;
+    while (g < glob.size() && glob[g] == '*')
+        ++g;
     return g == glob.size();
 }
 
@@ -287,20 +312,96 @@ std::vector<Variable> get_variables(const std::string& glob, std::optional<bool>
     {
         std::lock_guard<std::mutex> lock(t.mu);
         for (auto& w : t.order)
-            if (auto s = w.lock()) live.push_back(std::move(s));
+            if (auto s = w.lock())
+                live.push_back(std::move(s));
     }
     std::vector<Variable> out;
     for (auto& s : live) {
-        if (!glob_match(glob, s->name)) continue;
-        if (trainable && s->trainable != *trainable) continue;
+        if (!glob_match(glob, s->name))
+            continue;
+        if (trainable && s->trainable != *trainable)
+            continue;
         NodePtr n = Node::make(Op::Variable, VariableAttrs{s}, {});
         out.emplace_back(Tensor(n));
     }
     return out;
 }
 
+namespace {
+/// An op node's full name: its scope path, then its name or, unnamed, its op's name.
+std::string op_full_name(const Node& n) {
+    const std::string& leaf = n.name().empty() ? std::string(op_name(n.op())) : n.name();
+    return n.scope().empty() ? leaf : n.scope() + "/" + leaf;
+}
+} // namespace
+
+std::vector<Tensor> get_ops(const std::string& glob) {
+    std::vector<Tensor> out;
+    for (NodePtr& n : live_nodes())
+        if (!has_trait(n->op(), kLeaf) && glob_match(glob, op_full_name(*n)))
+            out.emplace_back(std::move(n));
+    return out;
+}
+
+std::vector<Placeholder> get_placeholders(const std::string& glob) {
+    std::vector<Placeholder> out;
+    for (NodePtr& n : live_nodes())
+        if (n->is(Op::Placeholder) && glob_match(glob, n->name()))
+            out.emplace_back(Tensor(std::move(n)));
+    return out;
+}
+
+std::vector<Variable> Scope::variables(std::optional<bool> trainable) const {
+    std::vector<Variable> out;
+    for (auto& v : get_variables("*", trainable)) {
+        const std::string& name = v.full_name();
+        size_t slash = name.rfind('/');
+        if (contains(path_, slash == std::string::npos ? "" : name.substr(0, slash)))
+            out.push_back(std::move(v));
+    }
+    return out;
+}
+
+std::vector<Tensor> Scope::ops() const {
+    std::vector<Tensor> out;
+    for (NodePtr& n : live_nodes())
+        if (!has_trait(n->op(), kLeaf) && contains(path_, n->scope()))
+            out.emplace_back(std::move(n));
+    return out;
+}
+
+std::vector<Placeholder> Scope::placeholders() const {
+    std::vector<Placeholder> out;
+    for (NodePtr& n : live_nodes())
+        if (n->is(Op::Placeholder) && contains(path_, n->scope()))
+            out.emplace_back(Tensor(std::move(n)));
+    return out;
+}
+
+std::vector<Variable> variables_of(const std::vector<Tensor>& outputs,
+                                   std::optional<bool> trainable) {
+    std::vector<const Node*> roots;
+    for (const auto& t : outputs) {
+        SJ_CHECK(t.defined(), Error) << "variables_of: undefined tensor";
+        roots.push_back(t.node().get());
+    }
+    std::vector<Variable> out;
+    std::set<const detail::VariableState*> seen; // two nodes may hold one variable's state
+    for (const Node* n : topo_order(roots)) {
+        if (!n->is(Op::Variable))
+            continue;
+        const auto& s = n->attr<VariableAttrs>().state;
+        if (trainable && s->trainable != *trainable)
+            continue;
+        if (seen.insert(s.get()).second)
+            out.emplace_back(Tensor(n->shared_from_this()));
+    }
+    return out;
+}
+
 void reset_variables(const std::string& glob) {
-    for (auto& v : get_variables(glob)) v.reset();
+    for (auto& v : get_variables(glob))
+        v.reset();
 }
 
 } // namespace sj

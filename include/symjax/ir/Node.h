@@ -82,6 +82,8 @@ NodePtr with_name(const NodePtr& n, const std::string& name);
 
 /// Number of live nodes (for tests of memory behaviour).
 size_t live_node_count();
+/// Every live node, in creation order (get_ops and Scope::ops read it; the graph owns the nodes).
+std::vector<NodePtr> live_nodes();
 
 /// Nodes reachable from `roots`, each after all its inputs (iterative: no recursion limit).
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots);

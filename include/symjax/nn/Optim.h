@@ -59,6 +59,10 @@ public:
 
     /// One step on `loss` (a 0-d float tensor) for `params`.
     Updates minimize(const Tensor &loss, const std::vector<Variable> &params);
+    /// One step on `loss` for every trainable float variable it depends on (variables_of(loss,
+    /// true), in graph order). Non-trainable variables, integer ones and variables the loss does
+    /// not use are not touched; a loss that uses none is an InputError.
+    Updates minimize(const Tensor &loss);
     /// One step with the given gradients (grads[i] for params[i]).
     Updates apply(const std::vector<Tensor> &grads, const std::vector<Variable> &params);
 
