@@ -120,6 +120,22 @@ TEST(SymjaxClone, CloneBase) {
     EXPECT_EQ(fuuu(0, 0)[0].at(0), 0.0);
 }
 
+// A clone to other shapes: x * w over 10 elements, cloned with x -> y and w -> z of 3.
+TEST(SymjaxClone, Clone3) {
+    Variable w(ones({10}), "w");
+    Variable z(ones({3}), "z");
+    Placeholder x({10}, DType::F32, "x");
+    Placeholder y({3}, DType::F32, "y");
+    Tensor v1 = x * w;
+    Tensor total = sum(v1);
+    Tensor v2 = clone(v1, {{x, y}, {w, z}});
+    EXPECT_EQ(v2.shape(), (Shape{3}));
+    Tensor total2 = sum(v2);
+    Function f = function({x, y}, {total, total2});
+    std::vector<Array> r = f(Array::full(DType::F32, {10}, 1.0), Array::full(DType::F32, {3}, 1.0));
+    EXPECT_EQ((std::vector<double>{r[0].at(0), r[1].at(0)}), (std::vector<double>{10, 3}));
+}
+
 // Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
 // states the API assumed).
 #ifdef SJ_HAVE_CONTROL_FLOW

@@ -20,7 +20,8 @@ std::vector<double> sj_losses(const Array& X, const Array& Y, const Array& W0, c
     Placeholder output(Y.shape(), DType::F32, "output");
     Variable W(W0, "W"), b(b0, "b");
     Tensor loss = mean(pow(matmul(input, W) + b - output, 2.0));
-    Function train = function({input, output}, {loss}, opt.minimize(loss, {W, b}));
+    // optimizers.SGD(sj_loss, lr): the optimizer finds the loss's trainable variables
+    Function train = function({input, output}, {loss}, opt.minimize(loss));
     std::vector<double> losses;
     for (int i = 0; i < steps; ++i)
         losses.push_back(train(X, Y)[0].at(0));
@@ -106,12 +107,8 @@ TEST(SymjaxComparison, LearnBn) {
     Function f_eval = function({input}, {out_eval});
     Function f = function({input, label}, {loss, out});
     Function g = function({input, label}, gradients(loss, params));
-    nn::optim::SGD sgd(0.001);
-    std::vector<Variable> vars;
-    for (const Tensor& p : params)
-        vars.push_back(Variable(p));
-    Function train =
-        function({input, label}, {loss}, sgd.minimize(loss, vars) + state_updates(loss));
+    nn::optim::SGD sgd(0.001); // nn.optimizers.SGD(loss, 0.001): every trainable variable of loss
+    Function train = function({input, label}, {loss}, sgd.minimize(loss) + state_updates(loss));
 
     std::vector<int64_t> pred_index = e["pred_index"].get<std::vector<int64_t>>();
     std::vector<int64_t> w2_index = e["w2_index"].get<std::vector<int64_t>>();
@@ -164,4 +161,36 @@ TEST(SymjaxComparison, HashUniformMatchesGenerator) {
     Array cc = hash_uniform(7, {5}, -1, 1, DType::F64);
     for (size_t i = 0; i < py.size(); ++i)
         EXPECT_NEAR(cc.at(int64_t(i)), py[i], 1e-9) << i;
+}
+
+// An EMA (decay 0.9) of 100 draws against tf.train.ExponentialMovingAverage: the debiased one
+// agrees within 1e-3 on at least 45% of the steps, the plain one everywhere (atol 1e-7).
+//
+// TF's average starts at the first value. SymJAX's current EMA starts at zero, so its own
+// `allclose(TF_EMA, SJ_EMA(debias=False))` fails (the test was written when its EMA started at
+// the first value, the `first_step` variable its schedules doctest still prints). The port
+// asserts the intended equality, with sj's EMA that starts at the first value.
+TEST(SymjaxComparison, Ema) {
+    const auto& e = expected()["ema_comparison"];
+    std::vector<double> sample, tf, debiased;
+    flatten_json(e["sample"], sample);
+    flatten_json(e["tf"], tf);
+    flatten_json(e["debiased"], debiased);
+
+    auto sj_ema = [&](const nn::EmaOptions& options) {
+        Placeholder x({}, DType::F32, "x");
+        nn::Averaged ema = nn::exponential_moving_average(x, 0.9, options);
+        Function train = function({x}, {ema.value}, ema.updates);
+        std::vector<double> outputs;
+        for (double v : sample)
+            outputs.push_back(train(float(v))[0].at(0));
+        return outputs;
+    };
+    std::vector<double> sj_debiased = sj_ema({.debias = true});
+    EXPECT_GE(fraction_close(tf, sj_debiased, 1e-5, 1e-3), 0.45);
+    // and it is SymJAX's debiased EMA, (zero-started EMA) / (1 - 0.9^t)
+    EXPECT_GE(fraction_close(sj_debiased, debiased, 1e-5, 1e-6), 1.0);
+
+    std::vector<double> sj_plain = sj_ema({.debias = false, .start_at_first = true});
+    EXPECT_GE(fraction_close(tf, sj_plain, 1e-5, 1e-7), 1.0);
 }

@@ -7,6 +7,8 @@
 
 #include <symjax/nn.h>
 
+#include <algorithm>
+
 using namespace sj;
 using namespace sj::suite;
 
@@ -67,6 +69,65 @@ TEST(SymjaxDoc, SchedulesPiecewiseConstant) {
     const std::vector<float> printed{0.1f, 0.1f, 0.1f, 0.1f, 1.0f, 1.0f, 1.0f, 1.0f, 2.0f, 2.0f};
     for (int i = 0; i < 10; ++i)
         EXPECT_EQ(f()[0].item<float>(), printed[size_t(i)]) << i;
+}
+
+// symjax/base.py, Scope: v made at the root prints scope "/", out and w made in my_scope print
+// "/my_scope/"; a kept scope entered later holds `other`, and its ops list that one multiply
+// (Op(name=multiply, fn=multiply, shape=(), dtype=int32, scope=/second_scope/)). A tensor's
+// scope is read here from the scope's side: the scope whose ops() or variables() list it.
+TEST(SymjaxDoc, BaseScope) {
+    auto holds = [](const std::vector<Tensor>& ts, const Tensor& t) {
+        return std::any_of(ts.begin(), ts.end(), [&](const Tensor& x) { return x.same(t); });
+    };
+    Variable v(Array::scalar<int32_t>(1), "v");
+    EXPECT_EQ(v.full_name(), "v"); // at the root: "/"
+    Variable w;
+    Tensor out;
+    {
+        Scope s("my_scope");
+        w = Variable(Array::scalar<int32_t>(2), "w");
+        out = v * w;
+    }
+    Scope my_scope = Scope::at("/my_scope/");
+    EXPECT_EQ(my_scope.absolute_name(), "/my_scope/");
+    EXPECT_TRUE(holds(my_scope.ops(), out));
+    std::vector<Variable> vars = my_scope.variables();
+    EXPECT_TRUE(holds(std::vector<Tensor>(vars.begin(), vars.end()), w));
+    EXPECT_EQ(w.full_name(), "my_scope/w");
+
+    Scope scope = Scope::make("second_scope");
+    Tensor other;
+    {
+        auto in = scope.enter();
+        other = out * w;
+    }
+    EXPECT_EQ(scope.absolute_name(), "/second_scope/");
+    std::vector<Tensor> ops = scope.ops();
+    ASSERT_EQ(ops.size(), 1u);
+    EXPECT_TRUE(ops[0].same(other));
+    EXPECT_EQ(ops[0].shape(), Shape{});
+    EXPECT_EQ(ops[0].dtype(), DType::I32);
+    EXPECT_FALSE(holds(my_scope.ops(), other));
+}
+
+// symjax/nn/schedules.py, ExponentialMovingAverage: 25 noisy inputs around 1 (np.random.seed(0))
+// and the EMA printed after each. The printed numbers were made by the SymJAX version whose EMA
+// started at the first value (the `first_step` variable in the printed updates); sj's
+// start_at_first option is that EMA. (The printed updates themselves are SymJAX's global
+// registry, which sj does not have: the average returns its updates.)
+TEST(SymjaxDoc, SchedulesExponentialMovingAverage) {
+    const auto& e = expected()["doc_ema"];
+    Placeholder input({2}, DType::F32, "input");
+    nn::Averaged ema =
+        nn::exponential_moving_average(input, 0.9, {.debias = false, .start_at_first = true});
+    Function f = function({input}, {ema.value}, ema.updates);
+    Array inputs = json_array(e["inputs"], {25, 2});
+    Array printed = json_array(e["ema"], {25, 2});
+    for (int64_t i = 0; i < 25; ++i) {
+        Array x = Array::from_buffer(DType::F32, {2}, inputs.data<float>() + 2 * i);
+        Array p = Array::from_buffer(DType::F32, {2}, printed.data<float>() + 2 * i);
+        EXPECT_TRUE(allclose(f(x)[0], p, 0, 1e-6)) << i;
+    }
 }
 
 // Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
