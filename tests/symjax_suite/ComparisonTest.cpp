@@ -187,8 +187,13 @@ TEST(SymjaxComparison, Ema) {
         return outputs;
     };
     std::vector<double> sj_debiased = sj_ema({.debias = true});
-    EXPECT_GE(fraction_close(tf, sj_debiased, 1e-5, 1e-3), 0.45);
-    // and it is SymJAX's debiased EMA, (zero-started EMA) / (1 - 0.9^t)
+    // SymJAX asserts that its debiased EMA agrees with TF's (first-value start) on >= 45% of the
+    // 100 draws (atol 1e-3). That held for an older SymJAX whose EMA started at the first value;
+    // the current SymJAX starts at zero and debiases, and fails its own assertion: on this
+    // sample the two agree on 29% (gen_expected.py's `debiased` against `tf`, both computed by
+    // NumPy). We assert the correct behaviour instead: the debiased EMA is exactly
+    // (zero-started EMA) / (1 - 0.9^t), and the first-value EMA is exactly TF's (below).
+    EXPECT_LT(fraction_close(tf, debiased, 1e-5, 1e-3), 0.45); // the expected numbers disagree
     EXPECT_GE(fraction_close(sj_debiased, debiased, 1e-5, 1e-6), 1.0);
 
     std::vector<double> sj_plain = sj_ema({.debias = false, .start_at_first = true});

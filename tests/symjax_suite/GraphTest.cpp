@@ -59,3 +59,29 @@ TEST(SymjaxGraph, UpdatingVariables) {
     f(10);
     EXPECT_EQ(w1.value().at(0), 12.0);
 }
+
+// index_update at Python ints, at 1-tuples and at T.index[i] (all `{i}` here; the third is
+// written x.at(i).set(v), sj's T.index), then at an int32 variable i advanced by the function.
+TEST(SymjaxGraph, Update) {
+    std::vector<double> iota;
+    for (int i = 0; i < 10; ++i) iota.push_back(i);
+
+    Tensor w = zeros({10});
+    for (int i = 0; i < 10; ++i) w = index_update(w, {i}, double(i));
+    EXPECT_TRUE(array_equal(function({}, {w})()[0], iota, {10}));
+
+    Tensor w2 = zeros({10});
+    for (int i = 0; i < 10; ++i) w2 = index_update(w2, std::vector<Index>{Index(i)}, double(i));
+    EXPECT_TRUE(array_equal(function({}, {w2})()[0], iota, {10}));
+
+    Tensor w3 = zeros({10});
+    for (int i = 0; i < 10; ++i) w3 = w3.at(i).set(double(i));
+    EXPECT_TRUE(array_equal(function({}, {w3})()[0], iota, {10}));
+
+    Variable w4(zeros({10}), "w4");
+    Variable i(Array::scalar<int32_t>(0), "i");
+    Tensor update = index_update(w4, {i}, i);
+    Function f = function({}, {}, Updates{{w4, update}, {i, i + 1.0}});
+    for (int k = 0; k < 10; ++k) f();
+    EXPECT_TRUE(array_equal(w4.value(), iota, {10}));
+}
