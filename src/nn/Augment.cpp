@@ -13,15 +13,6 @@ namespace sj::nn {
 
 namespace {
 
-std::string axes_str(const Axes& a) {
-    std::ostringstream s;
-    s << "{";
-    for (size_t i = 0; i < a.size(); ++i)
-        s << (i ? ", " : "") << a[i];
-    s << "}";
-    return s.str();
-}
-
 /// `axes` made non-negative for x; each must name a dim other than the batch axis, once.
 Axes example_axes(const Tensor& x, const Axes& axes, const char* who) {
     SJ_CHECK(x.rank() >= 2, ShapeError) << who << ": input " << x.name() << " " << x.type_str()
@@ -30,14 +21,14 @@ Axes example_axes(const Tensor& x, const Axes& axes, const char* who) {
     Axes out;
     for (int64_t a : axes) {
         SJ_CHECK(a >= -x.rank() && a < x.rank(), ShapeError)
-            << who << ": axis " << a << " of axes " << axes_str(axes) << " is out of range for "
+            << who << ": axis " << a << " of axes " << detail::axes_str(axes) << " is out of range for "
             << x.name() << " " << x.type_str();
         const int64_t k = a < 0 ? a + x.rank() : a;
         SJ_CHECK(k != 0, InputError)
-            << who << ": axes " << axes_str(axes) << " name axis 0, the batch axis of " << x.name()
+            << who << ": axes " << detail::axes_str(axes) << " name axis 0, the batch axis of " << x.name()
             << " " << x.type_str();
         SJ_CHECK(std::find(out.begin(), out.end(), k) == out.end(), InputError)
-            << who << ": axes " << axes_str(axes) << " name axis " << k << " twice";
+            << who << ": axes " << detail::axes_str(axes) << " name axis " << k << " twice";
         out.push_back(k);
     }
     return out;

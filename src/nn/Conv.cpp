@@ -1,4 +1,4 @@
-// Convolutional layers, pooling, in-graph augmentation and the residual block.
+// Convolutional layers, pooling and the residual block.
 #include "NnUtil.h"
 
 #include <symjax/Ops.h>
@@ -11,15 +11,6 @@
 namespace sj::nn {
 
 namespace {
-
-std::string axes_str(const Axes& a) {
-    std::ostringstream s;
-    s << "{";
-    for (size_t i = 0; i < a.size(); ++i)
-        s << (i ? ", " : "") << a[i];
-    s << "}";
-    return s.str();
-}
 
 /// [C] -> [C, 1, ..., 1] so it broadcasts against [N, C, spatial...].
 Tensor per_channel(const Tensor& v, int rank) {
@@ -51,11 +42,11 @@ Conv::Conv(int64_t in, int64_t out, const Axes& kernel, ConvOptions options, int
         << "nn::" << kind << ": channel counts must be positive, got in = " << in
         << ", out = " << out;
     SJ_CHECK(static_cast<int>(kernel.size()) == spatial && spatial >= 1, ShapeError)
-        << "nn::" << kind << ": the kernel " << axes_str(kernel) << " must have " << spatial
+        << "nn::" << kind << ": the kernel " << detail::axes_str(kernel) << " must have " << spatial
         << " size(s)";
     for (int64_t k : kernel)
         SJ_CHECK(k > 0, ShapeError)
-            << "nn::" << kind << ": kernel sizes must be positive, got " << axes_str(kernel);
+            << "nn::" << kind << ": kernel sizes must be positive, got " << detail::axes_str(kernel);
     SJ_CHECK(o_.groups >= 1 && in % o_.groups == 0 && out % o_.groups == 0, ShapeError)
         << "nn::" << kind << ": groups = " << o_.groups << " must divide in = " << in
         << " and out = " << out;
@@ -93,7 +84,7 @@ Conv2DTranspose::Conv2DTranspose(int64_t in, int64_t out, const Axes& kernel,
         << "nn::Conv2DTranspose: channel counts must be positive, got in = " << in
         << ", out = " << out;
     SJ_CHECK(kernel_.size() == 2 && kernel_[0] > 0 && kernel_[1] > 0, ShapeError)
-        << "nn::Conv2DTranspose: the kernel " << axes_str(kernel) << " must be {kh, kw} > 0";
+        << "nn::Conv2DTranspose: the kernel " << detail::axes_str(kernel) << " must be {kh, kw} > 0";
     SJ_CHECK(o_.groups >= 1 && in % o_.groups == 0 && out % o_.groups == 0, ShapeError)
         << "nn::Conv2DTranspose: groups = " << o_.groups << " must divide in = " << in
         << " and out = " << out;
@@ -118,7 +109,7 @@ Pool::Pool(Kind kind, const Axes& window, PoolOptions options)
     SJ_CHECK(!window.empty(), ShapeError) << "nn::Pool: the window needs at least one size";
     for (int64_t w : window)
         SJ_CHECK(w > 0, ShapeError)
-            << "nn::Pool: window sizes must be positive, got " << axes_str(window);
+            << "nn::Pool: window sizes must be positive, got " << detail::axes_str(window);
 }
 
 Tensor Pool::forward(const Tensor& x, Mode) const {
@@ -137,7 +128,7 @@ MaxPool2D::MaxPool2D(const Axes& window, PoolOptions options)
     : Pool(Kind::Max, window.size() == 1 ? Axes{window[0], window[0]} : window,
            std::move(options)) {
     SJ_CHECK(window.size() <= 2, ShapeError)
-        << "nn::MaxPool2D: window " << axes_str(window) << " must be {h, w} or one size";
+        << "nn::MaxPool2D: window " << detail::axes_str(window) << " must be {h, w} or one size";
 }
 AvgPool1D::AvgPool1D(int64_t window, PoolOptions options)
     : Pool(Kind::Avg, {window}, std::move(options)) {}
@@ -145,7 +136,7 @@ AvgPool2D::AvgPool2D(const Axes& window, PoolOptions options)
     : Pool(Kind::Avg, window.size() == 1 ? Axes{window[0], window[0]} : window,
            std::move(options)) {
     SJ_CHECK(window.size() <= 2, ShapeError)
-        << "nn::AvgPool2D: window " << axes_str(window) << " must be {h, w} or one size";
+        << "nn::AvgPool2D: window " << detail::axes_str(window) << " must be {h, w} or one size";
 }
 
 Tensor GlobalAvgPool::forward(const Tensor& x, Mode) const {

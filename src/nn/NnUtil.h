@@ -1,10 +1,12 @@
 // Helpers shared by the nn sources: unique scope names and variables created at a full name.
 #pragma once
 
+#include <symjax/Ops.h>
 #include <symjax/Variable.h>
 
 #include <atomic>
 #include <optional>
+#include <sstream>
 #include <string>
 
 namespace sj::nn::detail {
@@ -26,5 +28,15 @@ uint64_t mix_seed(uint64_t seed, uint64_t index);
 /// when the layer has a seed (the same program built twice draws the same streams), else a
 /// fresh one from the global generator.
 uint64_t next_call_seed(const std::optional<uint64_t> &seed, std::atomic<uint64_t> &calls);
+
+/// Axes as the user writes them in C++: "{1, 2}", for messages.
+inline std::string axes_str(const Axes& a) {
+    std::ostringstream s;
+    s << "{";
+    for (size_t i = 0; i < a.size(); ++i)
+        s << (i ? ", " : "") << a[i];
+    s << "}";
+    return s.str();
+}
 
 } // namespace sj::nn::detail

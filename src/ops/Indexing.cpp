@@ -41,8 +41,8 @@ TensorType infer_gather(const InferCtx& c) {
     return {c.in[0].dtype, gathered_shape(c.in[0].shape, c.in[1].shape, axis)};
 }
 
-TensorType infer_scatter_add(const InferCtx& c) {
-    int64_t axis = c.attr<AxisAttrs>().axis;
+// scatter_add and scatter: updates of the target's dtype, shaped as gather(target, indices, axis)
+TensorType infer_scatter_like(const InferCtx& c, int64_t axis) {
     SJ_CHECK(axis >= 0 && axis < int64_t(c.in[0].shape.size()), ShapeError)
         << c.where() << ": axis " << axis << " out of range for rank " << c.in[0].shape.size();
     check_index_dtype(c, 1);
@@ -56,21 +56,14 @@ TensorType infer_scatter_add(const InferCtx& c) {
     return c.in[0];
 }
 
+TensorType infer_scatter_add(const InferCtx& c) {
+    return infer_scatter_like(c, c.attr<AxisAttrs>().axis);
+}
+
 TensorType infer_scatter(const InferCtx& c) {
     SJ_CHECK(c.attr<ScatterAttrs>().mode != ScatterMode::Add, InputError)
         << c.where() << ": mode add is the scatter_add op";
-    int64_t axis = c.attr<ScatterAttrs>().axis;
-    SJ_CHECK(axis >= 0 && axis < int64_t(c.in[0].shape.size()), ShapeError)
-        << c.where() << ": axis " << axis << " out of range for rank " << c.in[0].shape.size();
-    check_index_dtype(c, 1);
-    SJ_CHECK(c.in[2].dtype == c.in[0].dtype, TypeError)
-        << c.where() << ": updates are " << dtype_name(c.in[2].dtype) << ", target is "
-        << dtype_name(c.in[0].dtype);
-    Shape want = gathered_shape(c.in[0].shape, c.in[1].shape, axis);
-    SJ_CHECK(dims_match(want, c.in[2].shape), ShapeError)
-        << c.where() << ": updates " << c.name(2) << " have shape " << shape_str(c.in[2].shape)
-        << ", expected " << shape_str(want);
-    return c.in[0];
+    return infer_scatter_like(c, c.attr<ScatterAttrs>().axis);
 }
 
 /// The position of each index of i (0, 1, ... in row-major order), as an i64 tensor of i's
