@@ -3,14 +3,14 @@
 # SECONDS (default 30) from its seed corpus in fuzz/corpus/<target>/. A crash, a leak, a hang
 # (-timeout) or a memory blow-up (-rss_limit_mb) fails the run; the input is kept in
 # fuzz/findings/. New inputs the fuzzer finds go to a scratch corpus, not into the repository.
-# Usage: tools/fuzz.sh [SECONDS] [TARGET...]     TARGETS: idx cifar image safetensors ir_text
+# Usage: tools/fuzz.sh [SECONDS] [TARGET...]     TARGETS: idx cifar image safetensors ir_text kernel_cache
 #   SJ_FUZZ_BUILD=dir   build folder (default build-fuzz)
 # Prints one line per target: "fuzz <target>: <runs> runs in <s> s, <corpus> inputs, ok|FAILED".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-30}
 shift || true
-targets=${*:-idx cifar image safetensors ir_text}
+targets=${*:-idx cifar image safetensors ir_text kernel_cache}
 build=${SJ_FUZZ_BUILD:-$root/build-fuzz}
 for p in clang++-14 clang-14; do
   command -v $p >/dev/null || { echo "tools/fuzz.sh: needs $p (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }

@@ -207,10 +207,10 @@ std::string read_entry_bytes(const std::string& path, bool* present, std::string
     return data;
 }
 
-/// Reads a cache entry; returns "" when absent, unusable (not a regular file, too large,
-/// unreadable), foreign (another key) or corrupt, setting *present when something was there.
-/// Never throws.
-std::string read_entry(const std::string& path, const std::string& key, bool* present) {
+} // namespace
+
+std::string read_cache_entry(const std::string& path, const std::string& key,
+                                     bool* present) {
     *present = false;
     std::string why;
     std::string data;
@@ -246,6 +246,21 @@ std::string read_entry(const std::string& path, const std::string& key, bool* pr
     return obj;
 }
 
+std::string encode_cache_entry(const std::string& key, const std::string& obj) {
+    uint32_t schema = kSchemaVersion;
+    uint64_t klen = key.size(), olen = obj.size(), sum = checksum(obj);
+    std::string out(kMagic, sizeof kMagic);
+    out.append(reinterpret_cast<const char*>(&schema), 4);
+    out.append(reinterpret_cast<const char*>(&klen), 8);
+    out += key;
+    out.append(reinterpret_cast<const char*>(&olen), 8);
+    out.append(reinterpret_cast<const char*>(&sum), 8);
+    out += obj;
+    return out;
+}
+
+namespace {
+
 /// Writes a cache entry atomically: a unique temporary file in the same directory, then rename.
 /// Returns whether the entry was written.
 bool write_entry(const std::string& dir, const std::string& path, const std::string& key,
@@ -258,15 +273,8 @@ bool write_entry(const std::string& dir, const std::string& path, const std::str
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
         if (!f) return false;
-        uint32_t schema = kSchemaVersion;
-        uint64_t klen = key.size(), olen = obj.size(), sum = checksum(obj);
-        f.write(kMagic, sizeof kMagic);
-        f.write(reinterpret_cast<const char*>(&schema), 4);
-        f.write(reinterpret_cast<const char*>(&klen), 8);
-        f.write(key.data(), std::streamsize(key.size()));
-        f.write(reinterpret_cast<const char*>(&olen), 8);
-        f.write(reinterpret_cast<const char*>(&sum), 8);
-        f.write(obj.data(), std::streamsize(obj.size()));
+        const std::string bytes = encode_cache_entry(key, obj);
+        f.write(bytes.data(), std::streamsize(bytes.size()));
         f.close(); // flushes: a failed final write must not rename a partial file into place
         if (!f) {
             std::remove(tmp.c_str());
@@ -326,7 +334,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
         std::string dir = cache_dir();
         std::string path = dir.empty() ? "" : dir + "/" + hex(h) + ".sjk";
         bool present = false;
-        std::string obj = path.empty() ? "" : read_entry(path, bundle_key, &present);
+        std::string obj = path.empty() ? "" : read_cache_entry(path, bundle_key, &present);
         bool disk_hit = !obj.empty();
         if (disk_hit) {
             j.stats.disk_hits += int64_t(todo.size());
