@@ -359,36 +359,19 @@ Tensor index_apply(const Tensor& x, const std::vector<Index>& idx, const Tensor&
     return place(x, unmerge(updated, m, rs.advanced.size()), rs, what);
 }
 
-Tensor index_update(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {
-    return index_apply(x, idx, v, ScatterMode::Set);
-}
-Tensor index_update(const Tensor& x, const std::vector<Index>& idx, double v) {
-    return index_apply(x, idx, scalar_like(v, x), ScatterMode::Set);
-}
-Tensor index_add(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {
-    return index_apply(x, idx, v, ScatterMode::Add);
-}
-Tensor index_add(const Tensor& x, const std::vector<Index>& idx, double v) {
-    return index_apply(x, idx, scalar_like(v, x), ScatterMode::Add);
-}
-Tensor index_mul(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {
-    return index_apply(x, idx, v, ScatterMode::Mul);
-}
-Tensor index_mul(const Tensor& x, const std::vector<Index>& idx, double v) {
-    return index_apply(x, idx, scalar_like(v, x), ScatterMode::Mul);
-}
-Tensor index_min(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {
-    return index_apply(x, idx, v, ScatterMode::Min);
-}
-Tensor index_min(const Tensor& x, const std::vector<Index>& idx, double v) {
-    return index_apply(x, idx, scalar_like(v, x), ScatterMode::Min);
-}
-Tensor index_max(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {
-    return index_apply(x, idx, v, ScatterMode::Max);
-}
-Tensor index_max(const Tensor& x, const std::vector<Index>& idx, double v) {
-    return index_apply(x, idx, scalar_like(v, x), ScatterMode::Max);
-}
+#define SJ_INDEX_OP(name, mode)                                                                    \
+    Tensor name(const Tensor& x, const std::vector<Index>& idx, const Tensor& v) {                 \
+        return index_apply(x, idx, v, ScatterMode::mode);                                          \
+    }                                                                                              \
+    Tensor name(const Tensor& x, const std::vector<Index>& idx, double v) {                        \
+        return index_apply(x, idx, scalar_like(v, x), ScatterMode::mode);                          \
+    }
+SJ_INDEX_OP(index_update, Set)
+SJ_INDEX_OP(index_add, Add)
+SJ_INDEX_OP(index_mul, Mul)
+SJ_INDEX_OP(index_min, Min)
+SJ_INDEX_OP(index_max, Max)
+#undef SJ_INDEX_OP
 
 IndexedRef Tensor::at(Index i) const {
     return IndexedRef(*this, {std::move(i)});

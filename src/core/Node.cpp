@@ -99,7 +99,7 @@ void Node::set_name(std::string n) const {
 }
 
 NodePtr with_name(const NodePtr& n, const std::string& name) {
-    SJ_CHECK(n, Error) << "naming an undefined (default-constructed) Tensor";
+    SJ_ASSERT(n) << "with_name on a null node"; // Tensor::named reports an undefined Tensor
     if (n->name() == name) return n;
     if (has_trait(n->op(), kLeaf)) {
         n->set_name(name);
@@ -110,9 +110,10 @@ NodePtr with_name(const NodePtr& n, const std::string& name) {
 
 NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name) {
     const detail::OpDef& def = detail::op_def(op);
-    if (def.arity >= 0)
+    if (def.arity >= 0) {
         SJ_ASSERT(static_cast<int>(inputs.size()) == def.arity)
             << def.name << " takes " << def.arity << " inputs, got " << inputs.size();
+    }
     std::vector<TensorType> types;
     types.reserve(inputs.size());
     for (const auto& i : inputs) {

@@ -3,7 +3,7 @@
 
 namespace sj::nn {
 
-Upsample1D::Upsample1D(int64_t scale, Upsample1DOptions options) : scale_(scale), o_(options) {
+Upsample1D::Upsample1D(int64_t scale, UpsampleOptions options) : scale_(scale), o_(options) {
     SJ_CHECK(scale >= 1, InputError) << "nn::Upsample1D: scale must be >= 1, got " << scale;
 }
 
@@ -14,7 +14,7 @@ Tensor Upsample1D::forward(const Tensor& x, Mode) const {
     return interpolation::resize(x, {x.dim(2) * scale_}, o_.method, o_.align_corners);
 }
 
-Upsample2D::Upsample2D(Axes scale, Upsample2DOptions options)
+Upsample2D::Upsample2D(Axes scale, UpsampleOptions options)
     : scale_(std::move(scale)), o_(options) {
     SJ_CHECK(scale_.size() == 1 || scale_.size() == 2, InputError)
         << "nn::Upsample2D: scale must have 1 or 2 entries, got " << scale_.size();

@@ -55,30 +55,6 @@ Array gather_kernel(const KernelCtx& c) {
     return out;
 }
 
-Array scatter_add_kernel(const KernelCtx& c) {
-    const Array &x = c.in[0], &idx = c.in[1], &upd = c.in[2];
-    int64_t outer, len, inner;
-    split_axis(x.shape(), c.attr<AxisAttrs>().axis, outer, len, inner);
-    Array out = x.clone();
-    int64_t m = idx.size();
-    dispatch(x.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        T* q = ptr<T>(out);
-        const T* u = ptr<T>(upd);
-        for (int64_t k = 0; k < m; ++k) {
-            int64_t j = checked_index(c, idx, k, len);
-            for (int64_t o = 0; o < outer; ++o)
-                for (int64_t i = 0; i < inner; ++i) {
-                    T& dst = q[(o * len + j) * inner + i];
-                    T src = u[(o * m + k) * inner + i];
-                    dst = x.dtype() == DType::Bool ? T(dst || src)
-                                                   : add_wrap<T>(dst, src); // bool: or
-                }
-        }
-    });
-    return out;
-}
-
 /// One update combined into the element it lands on (Ops.h scatter; NaN propagates through min
 /// and max as in minimum/maximum; integers wrap; on bools, stored as 0 or 1, mul and min are a
 /// logical and, max an or). Add is the scatter_add op, never a scatter node (its type rule).
@@ -109,13 +85,14 @@ template <class T> T combine(ScatterMode mode, T dst, T src) {
 
 /// Updates in index order (k, then the outer and inner positions): for Set the last update of a
 /// repeated index wins, which the gradient's winner mask relies on (src/ops/Indexing.cpp).
-Array scatter_kernel(const KernelCtx& c) {
+/// scatter_add is mode Add, which on bools is a logical or.
+Array scatter_into(const KernelCtx& c, int64_t axis, ScatterMode mode) {
     const Array &x = c.in[0], &idx = c.in[1], &upd = c.in[2];
-    const auto& a = c.attr<ScatterAttrs>();
     int64_t outer, len, inner;
-    split_axis(x.shape(), a.axis, outer, len, inner);
+    split_axis(x.shape(), axis, outer, len, inner);
     Array out = x.clone();
     int64_t m = idx.size();
+    const bool bool_or = x.dtype() == DType::Bool && mode == ScatterMode::Add;
     dispatch(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* q = ptr<T>(out);
@@ -125,11 +102,21 @@ Array scatter_kernel(const KernelCtx& c) {
             for (int64_t o = 0; o < outer; ++o)
                 for (int64_t i = 0; i < inner; ++i) {
                     T& dst = q[(o * len + j) * inner + i];
-                    dst = combine<T>(a.mode, dst, u[(o * m + k) * inner + i]);
+                    T src = u[(o * m + k) * inner + i];
+                    dst = bool_or ? T(dst || src) : combine<T>(mode, dst, src);
                 }
         }
     });
     return out;
+}
+
+Array scatter_add_kernel(const KernelCtx& c) {
+    return scatter_into(c, c.attr<AxisAttrs>().axis, ScatterMode::Add);
+}
+
+Array scatter_kernel(const KernelCtx& c) {
+    const auto& a = c.attr<ScatterAttrs>();
+    return scatter_into(c, a.axis, a.mode);
 }
 
 /// Start indices clamped so a window of `sizes` fits in `shape` (XLA semantics).
