@@ -26,5 +26,6 @@
 #include <symjax/nn/Module.h>
 #include <symjax/nn/MovingAverage.h>
 #include <symjax/nn/Optim.h>
+#include <symjax/nn/Recurrent.h>
 #include <symjax/nn/Schedules.h>
 #include <symjax/nn/Upsample.h>

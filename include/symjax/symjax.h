@@ -17,6 +17,7 @@
 #include <symjax/Array.h>
 #include <symjax/Autodiff.h>
 #include <symjax/Checkpoint.h>
+#include <symjax/ControlFlow.h>
 #include <symjax/DType.h>
 #include <symjax/Data.h>
 #include <symjax/Error.h>

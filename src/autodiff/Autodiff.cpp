@@ -5,7 +5,10 @@
 #include <symjax/Graph.h>
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
+
+#include <map>
 
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +38,14 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
         if (r && is_float(n->dtype())) relevant.insert(n);
     }
 
+    // A region's results are sibling nodes (Note [Structured ops]): their cotangents are gathered
+    // and the region differentiated once, at its first node in topological order, which every
+    // consumer of every sibling follows.
+    std::map<detail::RegionKey, std::vector<const Node*>> siblings;
+    for (const Node* n : order)
+        if (has_trait(n->op(), kRegion))
+            siblings[detail::region_key(*n)].push_back(n);
+
     std::unordered_map<const Node*, Tensor> grads;
     for (size_t k = 0; k < outputs.size(); ++k) {
         const Tensor& c = cotangents[k];
@@ -45,13 +56,31 @@ std::vector<Tensor> vjp(const std::vector<Tensor>& outputs, const std::vector<Te
     }
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
         const Node* n = *it;
-        if (!relevant.count(n) || n->num_inputs() == 0) continue;
-        auto gi = grads.find(n);
-        if (gi == grads.end() || !gi->second.defined()) continue;
-        const detail::OpDef& def = detail::op_def(n->op());
-        if (!def.grad) continue;
-        std::vector<Tensor> din(n->num_inputs());
-        def.grad(*n, gi->second, din);
+        std::vector<Tensor> din;
+        if (has_trait(n->op(), kRegion)) {
+            const auto& sib = siblings.at(detail::region_key(*n));
+            if (sib.front() != n) continue;
+            std::vector<Tensor> cot(size_t(n->attr<RegionAttrs>().region->num_results()));
+            bool any = false;
+            for (const Node* s : sib) {
+                auto gi = grads.find(s);
+                if (gi == grads.end() || !gi->second.defined() || !relevant.count(s)) continue;
+                cot[size_t(s->attr<RegionAttrs>().output)] = gi->second;
+                any = true;
+            }
+            if (!any) continue;
+            din = detail::region_vjp(*n, cot);
+            for (const Node* s : sib)
+                if (!targets.count(s)) grads.erase(s);
+        } else {
+            if (!relevant.count(n) || n->num_inputs() == 0) continue;
+            auto gi = grads.find(n);
+            if (gi == grads.end() || !gi->second.defined()) continue;
+            const detail::OpDef& def = detail::op_def(n->op());
+            if (!def.grad) continue;
+            din.resize(n->num_inputs());
+            def.grad(*n, gi->second, din);
+        }
         for (size_t i = 0; i < din.size(); ++i) {
             const Node* x = n->input(i).get();
             if (!din[i].defined() || !relevant.count(x)) continue;

@@ -3,6 +3,7 @@
 #include "Hash.h"
 
 #include <symjax/ir/Attrs.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/VariableState.h>
 
 #include <sstream>
@@ -36,6 +37,10 @@ void hash_field(Hasher& h, const std::shared_ptr<detail::VariableState>& p) {
     h.add(reinterpret_cast<uintptr_t>(p.get()));
 }
 
+void hash_field(Hasher& h, const std::shared_ptr<const detail::Region>& p) {
+    h.add(reinterpret_cast<uintptr_t>(p.get()));
+}
+
 bool eq_field(const Array& a, const Array& b) { return a.equals(b); }
 template <class T> bool eq_field(const T& a, const T& b) { return a == b; }
 
@@ -52,6 +57,7 @@ void put_field(std::ostream& os, PoolKind v) { os << (v == PoolKind::Max ? "max"
 void put_field(std::ostream& os, ScatterMode v) { os << scatter_mode_name(v); }
 void put_field(std::ostream& os, const Array& a) { os << a.str(8); }
 void put_field(std::ostream& os, const std::shared_ptr<detail::VariableState>&) { os << "state"; }
+void put_field(std::ostream& os, const std::shared_ptr<const detail::Region>& r) { os << r->name; }
 
 template <class A> bool equal_impl(const A& a, const A& b) {
     return std::apply(

@@ -9,6 +9,7 @@
 #include <symjax/Ops.h>
 #include <symjax/Variable.h>
 #include <symjax/ir/Node.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/VariableState.h>
 
 #include <algorithm>
@@ -160,6 +161,10 @@ void put_field(std::string& out, PoolKind v) {
 }
 void put_field(std::string& out, ScatterMode v) {
     out += scatter_mode_name(v);
+}
+/// A loop's bodies have no text form yet: the printer names the region, the parser refuses it.
+void put_field(std::string& out, const std::shared_ptr<const detail::Region>& r) {
+    put_string(out, r ? r->name : "");
 }
 
 /// Leaves carry their attributes in their own syntax; every other struct goes through SJ_FIELDS.
@@ -554,6 +559,9 @@ private:
             fail(at, "expected max or avg, got '" + w.substr(0, 40) + "'");
         v = w == "max" ? PoolKind::Max : PoolKind::Avg;
     }
+    void field(std::shared_ptr<const detail::Region>&) {
+        fail(tok_, "control-flow bodies have no text form yet");
+    }
     void field(ScatterMode& v) {
         Token at = tok_;
         std::string w = word("set, add, mul, min or max");
@@ -605,6 +613,9 @@ private:
     }
 
     Attrs op_attrs(Op op) {
+        if (has_trait(op, kRegion))
+            fail(tok_, std::string(op_name(op)) + ": control-flow ops (scan, while_loop, cond) have no text "
+                                                  "form yet; their bodies are C++ functions traced into sub-graphs");
         Attrs a = default_attrs(op);
         std::visit(
             [&](auto& x) {

@@ -78,6 +78,7 @@ void register_indexing_ops(OpDef* table);
 void register_linalg_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_random_ops(OpDef* table);
+void register_control_flow_ops(OpDef* table);
 
 /// The op's row facts (the same as op_def(op)'s, without building the rules table).
 DTypeClass dtype_class(Op op);
@@ -93,6 +94,11 @@ void check_dtype_class(const InferCtx& c, size_t i, bool name_input = false);
 [[noreturn]] void shape_fail(const InferCtx& c, const std::string& msg);
 /// Two dims that may be equal: equal, or either unknown (-1).
 inline bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == -1; }
+
+/// The gradients of a region's inputs given the cotangents of its results (one per result
+/// index, undefined: none), as one backward region (Note [Gradients of regions] in
+/// src/api/ControlFlow.cpp). vjp calls it once per region, with every sibling's cotangent.
+std::vector<Tensor> region_vjp(const Node& n, const std::vector<Tensor>& cotangents);
 
 /// Shorthand for rules: the node's input i as a Tensor.
 inline Tensor in(const Node& n, size_t i) { return Tensor(n.input(i)); }

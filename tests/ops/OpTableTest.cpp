@@ -1216,6 +1216,72 @@ std::vector<OpRow> make_table() {
                      .dtypes = kNumeric,
                      .grad = GradCheck::FiniteDiff});
     }
+    // ---- control flow: scan, while_loop, cond (include/symjax/ControlFlow.h) ----
+    {
+        using Ts = std::vector<Tensor>;
+        // a tanh recurrence over 5 steps: the stacked outputs (gradients through every carry)
+        t.push_back({.name = "scan__tanh_recurrence_stacked",
+                     .op = "scan",
+                     .build =
+                         [](Xs x) {
+                             return scan(
+                                        [](const Ts& c, const Ts& a) {
+                                            Tensor n = tanh(c[0] * 0.5 + a[0]);
+                                            return std::pair{Ts{n}, Ts{n * a[0]}};
+                                        },
+                                        {x[1]}, {x[0]})
+                                 .outputs[0];
+                         },
+                     .cases = {shapes({{5, 3}, {3}})},
+                     .dtypes = kFloat,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+        // reverse, with a captured tensor: the final carry
+        t.push_back({.name = "scan__reverse_captured_final_carry",
+                     .op = "scan",
+                     .build =
+                         [](Xs x) {
+                             Tensor w = x[2];
+                             return scan(
+                                        [&](const Ts& c, const Ts& a) {
+                                            return std::pair{Ts{c[0] * w + sin(a[0])}, Ts{}};
+                                        },
+                                        {x[1]}, {x[0]}, {}, {.reverse = true})
+                                 .carry[0];
+                         },
+                     .cases = {{{in_range({4, 2}, -1, 1), in_range({2}, -1, 1), in_range({2}, -1, 1)}}},
+                     .dtypes = kFloat,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+        // Newton's iteration for sqrt, 5 iterations counted by an integer loop variable
+        t.push_back({.name = "while_loop__newton_sqrt",
+                     .op = "while_loop",
+                     .build =
+                         [](Xs x) {
+                             return while_loop(
+                                 [](const Ts& v, const Ts&) { return v[1] < 5.0; },
+                                 [](const Ts& v, const Ts& a) {
+                                     return Ts{0.5 * (v[0] + a[0] / v[0]), v[1] + 1.0};
+                                 },
+                                 {x[0], scalar(0.0, DType::I64)}, {x[0]}, {.max_iterations = 8})[0];
+                         },
+                     .cases = {shapes({{3}}, Gen::Positive)},
+                     .dtypes = kFloat,
+                     .grad = GradCheck::FiniteDiff});
+        t.push_back({.name = "cond__sum_positive",
+                     .op = "cond",
+                     .build =
+                         [](Xs x) {
+                             return cond(
+                                 sum(x[0]) > 0.0,
+                                 [](const Ts& o) { return Ts{exp(o[0] * 0.5) * o[1]}; },
+                                 [](const Ts& o) { return Ts{o[0] * o[0] - o[1]}; }, {x[0], x[1]})[0];
+                         },
+                     .cases = {shapes({{4}, {4}}), shapes({{2, 3}, {2, 3}})},
+                     .dtypes = kFloat,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+    }
     return t;
 }
 

@@ -136,9 +136,7 @@ TEST(SymjaxClone, Clone3) {
     EXPECT_EQ((std::vector<double>{r[0].at(0), r[1].at(0)}), (std::vector<double>{10, 3}));
 }
 
-// Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
-// states the API assumed).
-#ifdef SJ_HAVE_CONTROL_FLOW
+// Control flow (include/symjax/ControlFlow.h).
 
 namespace {
 using Ts = std::vector<Tensor>;
@@ -163,4 +161,3 @@ TEST(SymjaxClone, Clone6) {
     EXPECT_TRUE(array_equal(f()[1], r4, {20}));
 }
 
-#endif // SJ_HAVE_CONTROL_FLOW

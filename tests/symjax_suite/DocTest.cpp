@@ -1,7 +1,7 @@
 // Port of the doctests SymJAX's tests/doc.py runs: those of symjax/base.py and
 // symjax/nn/schedules.py (symjax/tensor/base.py has none), and those of
-// symjax/tensor/control_flow.py, which doc.py also runs (behind SJ_HAVE_CONTROL_FLOW, see
-// FlowTest.cpp). Each TEST names the docstring it comes from; what the doctest prints is checked
+// symjax/tensor/control_flow.py, which doc.py also runs (with
+// scan and map from include/symjax/ControlFlow.h). Each TEST names the docstring it comes from; what the doctest prints is checked
 // value by value.
 #include "symjax_suite/SuiteUtil.h"
 
@@ -130,9 +130,7 @@ TEST(SymjaxDoc, SchedulesExponentialMovingAverage) {
     }
 }
 
-// Control flow: compiled when the control-flow issue defines SJ_HAVE_CONTROL_FLOW (FlowTest.cpp
-// states the API assumed).
-#ifdef SJ_HAVE_CONTROL_FLOW
+// Control flow (include/symjax/ControlFlow.h).
 
 namespace {
 using Ts = std::vector<Tensor>;
@@ -168,4 +166,3 @@ TEST(SymjaxDoc, ControlFlowScan) {
     EXPECT_TRUE(array_equal(r[1], {1, 1, 1}, {3}));
 }
 
-#endif // SJ_HAVE_CONTROL_FLOW

@@ -1,30 +1,12 @@
 // Port of SymJAX's tests/flow_test.py (cond, map, while_loop). The doctests of
-// symjax/tensor/control_flow.py are in DocTest.cpp and clone_test.py's scan test in CloneTest.cpp,
-// behind the same switch.
+// symjax/tensor/control_flow.py are in DocTest.cpp and clone_test.py's scan test in CloneTest.cpp.
 //
-// sj has no control flow yet. These tests are written against the API the control-flow issue
-// plans, and compiled only when SJ_HAVE_CONTROL_FLOW is defined: that issue defines it, and fixes
-// these calls if its final signatures differ. The API assumed here:
-//   std::vector<Tensor> cond(const Tensor& pred, BranchFn true_fn, BranchFn false_fn,
-//                            const std::vector<Tensor>& operands);
-//   Tensor map(MapFn fn, const std::vector<Tensor>& sequences,
-//              const std::vector<Tensor>& non_sequences = {});
-//   std::pair<std::vector<Tensor>, std::vector<Tensor>>   // (final carry, stacked outputs)
-//   scan(ScanFn fn, const std::vector<Tensor>& init, const std::vector<Tensor>& sequences,
-//        const std::vector<Tensor>& non_sequences = {}, std::optional<int64_t> length = {},
-//        bool reverse = false, int unroll = 1);
-//   std::vector<Tensor> while_loop(CondFn cond_fn, BodyFn body_fn,
-//                                  const std::vector<Tensor>& loop_vars,
-//                                  const std::vector<Tensor>& non_sequences = {},
-//                                  std::optional<int64_t> max_iterations = {});
-// with BranchFn: vector<Tensor>(const vector<Tensor>& operands); MapFn: Tensor(const
-// vector<Tensor>& slices_then_non_sequences); ScanFn: pair<vector<Tensor>, vector<Tensor>>(const
-// vector<Tensor>& carry, const vector<Tensor>& slices_then_non_sequences); CondFn: Tensor(const
-// vector<Tensor>& vars, const vector<Tensor>& non_sequences); BodyFn: vector<Tensor>(same).
+// The API is include/symjax/ControlFlow.h (docs/control-flow.md): scan returns (final carry,
+// stacked outputs), map one stacked tensor, while_loop the final loop variables, cond the taken
+// branch's results.
 //
 // SymJAX's cond takes separate true_inputs and false_inputs; here both lists are passed as the
 // operands, the true branch reading the first half and the false branch the second.
-#ifdef SJ_HAVE_CONTROL_FLOW
 
 #include "symjax_suite/SuiteUtil.h"
 
@@ -153,4 +135,3 @@ TEST(SymjaxFlow, While) {
     EXPECT_EQ((std::vector<double>{r2[0].at(0), r2[1].at(0)}), (std::vector<double>{3, 4}));
 }
 
-#endif // SJ_HAVE_CONTROL_FLOW

@@ -17,7 +17,8 @@ namespace sj {
 
 namespace detail {
 struct VariableState;
-}
+struct Region;
+} // namespace detail
 
 /// Each attribute struct lists its fields once with SJ_FIELDS; equality, hashing and printing
 /// are derived from that list.
@@ -177,10 +178,20 @@ struct PhiloxAttrs {
     SJ_FIELDS(key, shape);
 };
 
+/// scan, while_loop and cond: the traced bodies and their wiring, shared by every node of one
+/// loop (include/symjax/ir/ControlFlow.h), and which of the loop's results this node is
+/// (Note [Structured ops] in src/ops/ControlFlow.cpp).
+struct RegionAttrs {
+    std::shared_ptr<const detail::Region> region;
+    int64_t output = 0;
+    SJ_FIELDS(region, output);
+};
+
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
                            AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
-                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs>;
+                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs,
+                           RegionAttrs>;
 
 /// "set", "add", "mul", "min", "max".
 const char* scatter_mode_name(ScatterMode m);

@@ -21,6 +21,7 @@ enum OpTrait : uint32_t {
     kTranscendental = 1u << 11,
     kWindow = 1u << 12, // sliding-window ops (conv, pool and their backward ops): library calls
     kBoolResult = 1u << 13, // the result is bool whatever the inputs' dtype (compares, isnan)
+    kRegion = 1u << 14, // structured ops (scan, while_loop, cond): RegionAttrs, one node per result
 };
 
 enum class Op : uint16_t {

@@ -13,6 +13,7 @@
 #include "ThreadPool.h"
 
 #include <symjax/Variable.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@
 #include <functional>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <unordered_map>
 
@@ -79,6 +81,8 @@ public:
         stats_.kernels = fp.kernels();
         stats_.library_calls = fp.library_calls();
         stats_.post_ops = fp.post_ops();
+        for (const Node* n : plan_.order)
+            if (has_trait(n->op(), kRegion)) add_region_node(*n);
         compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (detail::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu library calls) in %.1f ms\n",
@@ -121,14 +125,21 @@ public:
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
         // the bound plan depends only on the shapes of inputs (variables and constants are static)
+        // (the dims' bytes, each shape after its rank: formatting text here cost more than a
+        // small kernel, and a loop body is called once per step)
         std::string sig;
-        for (const auto& a : inputs) sig += shape_str(a.shape());
+        for (const auto& a : inputs) {
+            const int64_t rank = a.rank();
+            sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
+            sig.append(reinterpret_cast<const char*>(a.shape().data()), sizeof(int64_t) * size_t(rank));
+        }
         auto it = plans_.find(sig);
         if (it == plans_.end()) it = plans_.emplace(sig, make_plan(inputs)).first;
         const CallPlan& plan = it->second;
         if (plan.pool.size() != plan_.slots.size()) plan.pool.resize(plan_.slots.size());
 
         std::vector<Array> env(plan_.slots.size());
+        for (auto& g : regions_) g.results.clear();
         for (size_t s = 0; s < plan_.slots.size(); ++s) {
             const compiler::Slot& sl = plan_.slots[s];
             switch (sl.source) {
@@ -172,6 +183,52 @@ public:
 
 private:
     int slot(const Node* n) const { return plan_.slot_of.at(n); }
+
+    // ---- control flow (Note [Structured ops] in src/ops/ControlFlow.cpp) ----
+    /// A region's nodes in this plan: which results they ask for, its bodies compiled once as
+    /// executables of their own (fused and JIT-compiled like any program), and its results in
+    /// the current call.
+    struct RegionRun {
+        std::vector<bool> wanted;
+        std::unique_ptr<CpuExecutable> body[2];
+        std::vector<Array> results;
+    };
+
+    void add_region_node(const Node& n) {
+        const detail::Region& r = *n.attr<RegionAttrs>().region;
+        auto [it, fresh] = region_of_key_.emplace(detail::region_key(n), regions_.size());
+        if (fresh) {
+            RegionRun g;
+            g.wanted.assign(size_t(r.num_results()), false);
+            FunctionOptions o = opts_;
+            o.profile = false;
+            g.body[0] = std::make_unique<CpuExecutable>(body_program(r.body), o);
+            if (r.kind != detail::RegionKind::Scan)
+                g.body[1] = std::make_unique<CpuExecutable>(body_program(r.body2), o);
+            regions_.push_back(std::move(g));
+        }
+        regions_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
+        region_of_node_[&n] = it->second;
+    }
+
+    static detail::Program body_program(const detail::Body& b) {
+        detail::Program p;
+        p.inputs = b.params;
+        p.outputs = b.results;
+        return p;
+    }
+
+    /// n's value: its region, run once per call for every result this plan asks for.
+    Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter) {
+        RegionRun& g = regions_[region_of_node_.at(&n)];
+        if (g.results.empty()) {
+            ref::BodyRunner run = [&](int which, const std::vector<Array>& args) {
+                return g.body[which]->run(args, {}, counter).outputs;
+            };
+            g.results = ref::run_region(n, in, g.wanted, run);
+        }
+        return g.results[size_t(n.attr<RegionAttrs>().output)];
+    }
 
     /// Binds the shapes of one call (compiler::bind: concrete types, which also checks every op
     /// on these shapes before anything runs; kernel launches) and makes its code: the kernels,
@@ -276,7 +333,8 @@ private:
         case Group::Kind::Fallback: {
             const Node* r = g.roots[0].get();
             std::vector<Array> ins = fallback_inputs(*r, env);
-            env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+            env[gc.out_slots[0]] = has_trait(r->op(), kRegion) ? region_result(*r, ins, counter)
+                                                               : run_fallback(*r, ins, plan, counter);
             return;
         }
         case Group::Kind::Kernel: run_kernel(g, gc, si, plan, env); return;
@@ -484,6 +542,9 @@ private:
     }
 
     FunctionOptions opts_;
+    std::vector<RegionRun> regions_;
+    std::map<detail::RegionKey, size_t> region_of_key_;
+    std::unordered_map<const Node*, size_t> region_of_node_;
     compiler::ExecPlan plan_;
     std::map<std::string, CallPlan> plans_;
     std::vector<Profile> prof_;

@@ -4,9 +4,11 @@
 #include "Reference.h"
 
 #include <symjax/Variable.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 namespace sj::ref {
@@ -22,6 +24,7 @@ struct KernelTable {
         register_linalg_kernels(rows);
         register_conv_kernels(rows);
         register_random_kernels(rows);
+        register_control_flow_kernels(rows);
         for (int i = 0; i < kNumOps; ++i)
             SJ_ASSERT(rows[i] || has_trait(Op(i), kLeaf))
                 << "reference backend: op '" << op_name(Op(i)) << "' has no kernel";
@@ -76,12 +79,15 @@ public:
             for (const auto& in : order_[i]->inputs()) last_use_[pos_[in.get()]] = i;
         for (const Node* r : roots) last_use_[pos_[r]] = order_.size(); // kept to the end
         for (const Node* n : order_) stats_.nodes += !has_trait(n->op(), kLeaf);
+        for (const Node* n : order_)
+            if (has_trait(n->op(), kRegion)) add_region_node(*n);
     }
 
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
         std::vector<Array> env(order_.size());
         std::vector<Array> ins;
+        std::vector<std::vector<Array>> regions(groups_.size()); // each region's results, once run
         for (size_t i = 0; i < order_.size(); ++i) {
             const Node* n = order_[i];
             switch (n->op()) {
@@ -100,7 +106,8 @@ public:
             {
                 ins.clear();
                 for (const auto& in : n->inputs()) ins.push_back(env[pos_[in.get()]]);
-                env[i] = eval_node(*n, ins, counter);
+                env[i] = has_trait(n->op(), kRegion) ? region_result(*n, ins, counter, regions)
+                                                     : eval_node(*n, ins, counter);
                 if (nan_guard_)
                     detail::check_finite(*n, env[i]);
                 for (const auto& in : n->inputs()) {
@@ -119,6 +126,52 @@ public:
     FunctionStats stats() const override { return stats_; }
 
 private:
+    /// A region's nodes in this program: their shared key, which results some node asks for, and
+    /// the region's bodies as interpreters of their own (Note [Structured ops]).
+    struct RegionGroup {
+        std::vector<bool> wanted;
+        std::unique_ptr<Interpreter> body[2];
+    };
+
+    void add_region_node(const Node& n) {
+        const detail::Region& r = *n.attr<RegionAttrs>().region;
+        auto [it, fresh] = group_of_key_.emplace(detail::region_key(n), groups_.size());
+        if (fresh) {
+            RegionGroup g;
+            g.wanted.assign(size_t(r.num_results()), false);
+            g.body[0] = std::make_unique<Interpreter>(body_program(r.body), nan_guard_);
+            if (r.kind != detail::RegionKind::Scan)
+                g.body[1] = std::make_unique<Interpreter>(body_program(r.body2), nan_guard_);
+            groups_.push_back(std::move(g));
+        }
+        groups_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
+        group_of_node_[&n] = it->second;
+    }
+
+    static detail::Program body_program(const detail::Body& b) {
+        detail::Program p;
+        p.inputs = b.params;
+        p.outputs = b.results;
+        return p;
+    }
+
+    /// n's value: its region run once per call for every result this program asks for.
+    Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter,
+                        std::vector<std::vector<Array>>& done) {
+        size_t g = group_of_node_.at(&n);
+        if (done[g].empty()) {
+            RegionGroup& rg = groups_[g];
+            BodyRunner run = [&](int which, const std::vector<Array>& args) {
+                return rg.body[which]->run(args, {}, counter).outputs;
+            };
+            done[g] = run_region(n, in, rg.wanted, run);
+        }
+        return done[g][size_t(n.attr<RegionAttrs>().output)];
+    }
+
+    std::vector<RegionGroup> groups_;
+    std::map<detail::RegionKey, size_t> group_of_key_;
+    std::unordered_map<const Node*, size_t> group_of_node_;
     detail::Program p_;
     bool nan_guard_;
     std::vector<const Node*> order_;

@@ -4,6 +4,7 @@
 #include <symjax/Array.h>
 #include <symjax/ir/Node.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,18 @@ void register_indexing_kernels(Kernel* table);
 void register_linalg_kernels(Kernel* table);
 void register_conv_kernels(Kernel* table);
 void register_random_kernels(Kernel* table);
+void register_control_flow_kernels(Kernel* table);
+
+/// Runs one body of a region on argument values (0: Region::body, 1: Region::body2): a
+/// backend's compiled body, or eval_body.
+using BodyRunner = std::function<std::vector<Array>(int body, const std::vector<Array>& args)>;
+/// Runs the region of `n` (any of its nodes) on the values of its inputs, with `run_body`
+/// running its bodies; returns every result, left undefined where `wanted` is false (Note
+/// [Structured ops] in src/ops/ControlFlow.cpp). Every backend drives its loops with it.
+std::vector<Array> run_region(const Node& n, const std::vector<Array>& in, const std::vector<bool>& wanted,
+                              const BodyRunner& run_body);
+/// Evaluates body `which` of n's region node by node with the reference kernels.
+std::vector<Array> eval_body(const Node& n, int which, const std::vector<Array>& args, uint64_t counter);
 
 /// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

@@ -1162,6 +1162,38 @@ def gen_interpolation():
         add("upsample_2d__linear", [x], out_as(y, dt))
 
 
+@family("control_flow")
+def gen_control_flow():
+    def scan_tanh(xs, c):
+        ys = []
+        for a in xs:
+            c = np.tanh(c * 0.5 + a)
+            ys.append(c * a)
+        return np.stack(ys)
+
+    def scan_reverse(xs, c, w):
+        for a in xs[::-1]:
+            c = c * w + np.sin(a)
+        return c
+
+    for dt in FLOATS:
+        xs, c = rand((5, 3), dt), rand((3,), dt)
+        add("scan__tanh_recurrence_stacked", [xs, c], out_as(scan_tanh(wide(xs), wide(c)), dt))
+        xs, c, w = rand((4, 2), dt, -1, 1), rand((2,), dt, -1, 1), rand((2,), dt, -1, 1)
+        add("scan__reverse_captured_final_carry", [xs, c, w],
+            out_as(scan_reverse(wide(xs), wide(c), wide(w)), dt))
+        a = rand((3,), dt, 0.5, 3.0)
+        v = wide(a)
+        for _ in range(5):
+            v = 0.5 * (v + wide(a) / v)
+        add("while_loop__newton_sqrt", [a], out_as(v, dt))
+        for shape in ((4,), (2, 3)):
+            x, y = rand(shape, dt), rand(shape, dt)
+            xw, yw = wide(x), wide(y)
+            out = np.exp(xw * 0.5) * yw if xw.sum() > 0 else xw * xw - yw
+            add("cond__sum_positive", [x, y], out_as(out, dt))
+
+
 def main():
     global rng
     gen_unary()

@@ -1,0 +1,424 @@
+// scan, map, fori_loop, while_loop, cond, switch_: values (closed forms and unrolled graphs run
+// by the reference interpreter), gradients against f64 finite differences, second order and
+// jvp, errors, on every backend.
+#include "TestUtil.h"
+
+#include <symjax/symjax.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+namespace sj::test {
+namespace {
+
+using Ts = std::vector<Tensor>;
+
+class ControlFlow : public ::testing::TestWithParam<const char*> {
+protected:
+    FunctionOptions opts() const { return on(GetParam()); }
+};
+
+/// Central differences of the scalar output 0 of f with respect to argument k (f64).
+Array finite_diff(const Function& f, std::vector<Array> args, size_t k, double eps = 1e-6) {
+    Array g(DType::F64, args[k].shape());
+    for (int64_t i = 0; i < args[k].size(); ++i) {
+        Array x = args[k].clone();
+        double v = x.data<double>()[i];
+        x.data<double>()[i] = v + eps;
+        std::vector<Function::Arg> a(args.begin(), args.end());
+        a[k] = x;
+        double up = f.call(a)[0].at(0);
+        x.data<double>()[i] = v - eps;
+        a[k] = x;
+        double down = f.call(a)[0].at(0);
+        g.data<double>()[i] = (up - down) / (2 * eps);
+    }
+    return g;
+}
+
+std::vector<Function::Arg> as_args(const std::vector<Array>& a) {
+    return {a.begin(), a.end()};
+}
+
+// carry + x: the final carry is the sum, the stacked outputs the running sums (closed form).
+TEST_P(ControlFlow, ScanCumulativeSum) {
+    Placeholder xs({6}, DType::F64, "xs");
+    auto [carry, ys] = scan(
+        [](const Ts& c, const Ts& x) {
+            return std::pair{Ts{c[0] + x[0]}, Ts{c[0] + x[0]}};
+        },
+        {scalar(0.0, DType::F64)}, {xs});
+    Function f = function({xs}, {carry[0], ys[0]}, {}, opts());
+    Array x = random_array(DType::F64, {6}, 1);
+    auto r = f(x);
+    double s = 0;
+    for (int64_t i = 0; i < 6; ++i) {
+        s += x.at(i);
+        EXPECT_NEAR(r[1].at(i), s, 1e-12) << i;
+    }
+    EXPECT_NEAR(r[0].at(0), s, 1e-12);
+}
+
+// reverse: slices from the last to the first, outputs kept in the sequence's order.
+TEST_P(ControlFlow, ScanReverse) {
+    Placeholder xs({5}, DType::F64, "xs");
+    auto [carry, ys] = scan(
+        [](const Ts& c, const Ts& x) {
+            return std::pair{Ts{c[0] + x[0]}, Ts{c[0] + x[0]}};
+        },
+        {scalar(0.0, DType::F64)}, {xs}, {}, {.reverse = true});
+    Function f = function({xs}, {ys[0]}, {}, opts());
+    Array x = random_array(DType::F64, {5}, 2);
+    Array r = f(x)[0];
+    double s = 0;
+    for (int64_t i = 4; i >= 0; --i) {
+        s += x.at(i);
+        EXPECT_NEAR(r.at(i), s, 1e-12) << i;
+    }
+}
+
+/// h_{t+1} = tanh(W h_t + U x_t + b), y_t = h_{t+1} . v; cost = sum(y) + sum(h_T^2).
+struct Rnn {
+    Placeholder x{{7, 3}, DType::F64, "x"}; // 7 steps of 3 features
+    Placeholder h0{{4}, DType::F64, "h0"};
+    Placeholder W{{4, 4}, DType::F64, "W"};
+    Placeholder U{{4, 3}, DType::F64, "U"};
+    Placeholder b{{4}, DType::F64, "b"};
+    Tensor cost;
+    Rnn() {
+        Tensor v = constant(random_array(DType::F64, {4}, 9));
+        Tensor Wc = W, Uc = U, bc = b;
+        auto [carry, ys] = scan(
+            [&](const Ts& h, const Ts& a) {
+                Tensor n = tanh(matmul(Wc, h[0]) + matmul(Uc, a[0]) + bc);
+                return std::pair{Ts{n}, Ts{sum(n * v)}};
+            },
+            {h0}, {x});
+        cost = sum(ys[0]) + sum(carry[0] * carry[0]);
+    }
+    std::vector<Tensor> inputs() const { return {x, h0, W, U, b}; }
+    std::vector<Array> values() const {
+        return {random_array(DType::F64, {7, 3}, 3), random_array(DType::F64, {4}, 4, -1, 1),
+                random_array(DType::F64, {4, 4}, 5, -0.7, 0.7),
+                random_array(DType::F64, {4, 3}, 6, -0.7, 0.7), random_array(DType::F64, {4}, 7)};
+    }
+};
+
+// Gradients with respect to the sequence, the initial carry and three captured tensors.
+TEST_P(ControlFlow, ScanGradientsMatchFiniteDifferences) {
+    Rnn m;
+    Ts wrt = m.inputs();
+    Ts g = gradients(m.cost, wrt);
+    Function fg = function(wrt, g, {}, opts());
+    Function fc = function(wrt, {m.cost}, {}, on("reference"));
+    auto vals = m.values();
+    auto got = fg.call(as_args(vals));
+    for (size_t k = 0; k < wrt.size(); ++k)
+        expect_close(got[k], finite_diff(fc, vals, k), 1e-6, 1e-8, "d cost / d " + wrt[k].name());
+}
+
+// Hessian-vector product through the scan (the backward scan differentiated again).
+TEST_P(ControlFlow, ScanSecondOrderMatchesFiniteDifferences) {
+    Rnn m;
+    Placeholder v({4, 4}, DType::F64, "v");
+    Tensor hv = hessian_vector_product(m.cost, m.W, v);
+    Ts ins = m.inputs();
+    ins.push_back(v);
+    Function f = function(ins, {hv}, {}, opts());
+    Tensor gw = gradients(m.cost, {m.W})[0];
+    auto vals = m.values();
+    Array vv = random_array(DType::F64, {4, 4}, 11);
+    auto a = as_args(vals);
+    a.push_back(vv);
+    Array got = f.call(a)[0];
+    vals.push_back(vv);
+    // d/dW <grad, v> = H v (H symmetric)
+    Function fgv = function(ins, {sum(gw * v)}, {}, on("reference"));
+    expect_close(got, finite_diff(fgv, vals, 2), 1e-5, 1e-7, "H v");
+}
+
+// Forward mode (jvp) through the scan against a directional finite difference.
+TEST_P(ControlFlow, ScanJvpMatchesFiniteDifferences) {
+    Rnn m;
+    Placeholder t({4, 4}, DType::F64, "t");
+    Tensor j = jvp(m.cost, {m.W}, {t});
+    Ts ins = m.inputs();
+    ins.push_back(t);
+    Function f = function(ins, {j}, {}, opts());
+    Function fc = function(m.inputs(), {m.cost}, {}, on("reference"));
+    auto vals = m.values();
+    Array tv = random_array(DType::F64, {4, 4}, 12);
+    auto a = as_args(vals);
+    a.push_back(tv);
+    double got = f.call(a)[0].at(0);
+    const double eps = 1e-6;
+    auto shifted = [&](double s) {
+        auto w = vals;
+        w[2] = w[2].clone();
+        for (int64_t i = 0; i < 16; ++i)
+            w[2].data<double>()[i] += s * tv.at(i);
+        return fc.call(as_args(w))[0].at(0);
+    };
+    EXPECT_NEAR(got, (shifted(eps) - shifted(-eps)) / (2 * eps), 1e-6 * (1 + std::fabs(got)));
+}
+
+// A variable read by the body is captured: its gradient flows, its updates come from function().
+TEST_P(ControlFlow, ScanReadsVariablesAndTrains) {
+    Variable w(Array(std::vector<double>{0.5}, Shape{}), "w");
+    Placeholder xs({4}, DType::F64, "xs");
+    auto [c, ys] = scan(
+        [&](const Ts& h, const Ts& x) {
+            return std::pair{Ts{h[0] * w + x[0]}, Ts{}};
+        },
+        {scalar(0.0, DType::F64)}, {xs});
+    Tensor loss = c[0] * c[0];
+    Tensor g = gradients(loss, {w})[0];
+    Function step = function({xs}, {loss, g}, Updates{{w, w - 0.01 * g}}, opts());
+    Array x(std::vector<double>{1, 2, 3, 4}, Shape{4});
+    // c = ((x0 w + x1) w + x2) w + x3
+    auto poly = [&](double wv) { return ((1 * wv + 2) * wv + 3) * wv + 4; };
+    auto dpoly = [&](double wv) { return 3 * wv * wv + 4 * wv + 3; };
+    double wv = 0.5;
+    for (int i = 0; i < 3; ++i) {
+        auto r = step(x);
+        EXPECT_NEAR(r[0].at(0), poly(wv) * poly(wv), 1e-12);
+        EXPECT_NEAR(r[1].at(0), 2 * poly(wv) * dpoly(wv), 1e-10);
+        wv -= 0.01 * 2 * poly(wv) * dpoly(wv);
+    }
+    EXPECT_NEAR(w.value().at(0), wv, 1e-12);
+}
+
+TEST_P(ControlFlow, MapAndForiLoop) {
+    Placeholder xs({5, 2}, DType::F64, "xs");
+    Tensor m = map([](const Ts& a) { return sum(a[0] * a[0]); }, {xs});
+    Ts f = fori_loop(
+        2, 6, [](const Tensor& i, const Ts& c) { return Ts{c[0] * 2.0 + cast(i, DType::F64)}; },
+        {scalar(1.0, DType::F64)});
+    Function fn = function({xs}, {m, f[0]}, {}, opts());
+    Array x = random_array(DType::F64, {5, 2}, 13);
+    auto r = fn(x);
+    ASSERT_EQ(r[0].shape(), (Shape{5}));
+    for (int64_t i = 0; i < 5; ++i)
+        EXPECT_NEAR(r[0].at(i), x.at(2 * i) * x.at(2 * i) + x.at(2 * i + 1) * x.at(2 * i + 1),
+                    1e-12);
+    double c = 1;
+    for (int i = 2; i < 6; ++i)
+        c = 2 * c + i;
+    EXPECT_EQ(r[1].at(0), c);
+}
+
+// A scan inside a scan's body, reading the outer carry (captured from the enclosing body).
+TEST_P(ControlFlow, NestedScanValueAndGradient) {
+    Placeholder xs({3, 4}, DType::F64, "xs");
+    Placeholder a({}, DType::F64, "a");
+    auto [outer, ys] = scan(
+        [&](const Ts& c, const Ts& row) {
+            auto [inner, zs] = scan(
+                [&](const Ts& d, const Ts& x) {
+                    return std::pair{Ts{d[0] * a + x[0] * c[0]}, Ts{}};
+                },
+                {scalar(1.0, DType::F64)}, {row[0]});
+            return std::pair{Ts{sin(inner[0])}, Ts{}};
+        },
+        {scalar(0.5, DType::F64)}, {xs});
+    Ts g = gradients(outer[0], {a, xs});
+    Function f = function({xs, a}, {outer[0], g[0], g[1]}, {}, opts());
+    Function fc = function({xs, a}, {outer[0]}, {}, on("reference"));
+    Array x = random_array(DType::F64, {3, 4}, 14, -0.5, 0.5);
+    Array av(std::vector<double>{0.7}, Shape{});
+    auto r = f(x, av);
+    // closed form: an explicit loop
+    double c = 0.5;
+    for (int i = 0; i < 3; ++i) {
+        double d = 1;
+        for (int j = 0; j < 4; ++j)
+            d = d * 0.7 + x.at(4 * i + j) * c;
+        c = std::sin(d);
+    }
+    EXPECT_NEAR(r[0].at(0), c, 1e-12);
+    expect_close(r[1], finite_diff(fc, {x, av}, 1), 1e-6, 1e-8, "d/da");
+    expect_close(r[2], finite_diff(fc, {x, av}, 0), 1e-6, 1e-8, "d/dxs");
+}
+
+// Carries whose batch dim is known only at call time.
+TEST_P(ControlFlow, ScanDynamicBatch) {
+    Placeholder xs({5, -1}, DType::F64, "xs");
+    Placeholder h0({-1}, DType::F64, "h0");
+    auto [c, ys] = scan(
+        [](const Ts& h, const Ts& x) {
+            return std::pair{Ts{h[0] * 0.5 + x[0]}, Ts{h[0]}};
+        },
+        {h0}, {xs});
+    EXPECT_EQ(ys[0].shape(), (Shape{5, -1}));
+    Tensor g = gradients(sum(c[0]), {h0})[0];
+    Function f = function({xs, h0}, {c[0], ys[0], g}, {}, opts());
+    for (int64_t n : {1, 3}) {
+        Array x = random_array(DType::F64, {5, n}, 15), h = random_array(DType::F64, {n}, 16);
+        auto r = f(x, h);
+        ASSERT_EQ(r[1].shape(), (Shape{5, n}));
+        for (int64_t j = 0; j < n; ++j) {
+            double v = h.at(j);
+            for (int64_t t = 0; t < 5; ++t) {
+                EXPECT_NEAR(r[1].at(t * n + j), v, 1e-12);
+                v = v * 0.5 + x.at(t * n + j);
+            }
+            EXPECT_NEAR(r[0].at(j), v, 1e-12);
+            EXPECT_NEAR(r[2].at(j), std::pow(0.5, 5), 1e-12);
+        }
+    }
+}
+
+// Newton's iteration for sqrt(a) until converged: value, trip count, gradient (with
+// max_iterations) against finite differences.
+TEST_P(ControlFlow, WhileLoopValueTripCountAndGradient) {
+    Placeholder a({}, DType::F64, "a");
+    Ts out = while_loop([](const Ts& v, const Ts& ns) { return abs(v[0] * v[0] - ns[0]) > 1e-12; },
+                        [](const Ts& v, const Ts& ns) {
+                            return Ts{0.5 * (v[0] + ns[0] / v[0]), v[1] + 1.0};
+                        },
+                        {a, scalar(0.0, DType::F64)}, {a}, {.max_iterations = 100});
+    Tensor g = gradients(out[0] * out[0] * out[0], {a})[0];
+    Function f = function({a}, {out[0], out[1], trip_count(out[0]), g}, {}, opts());
+    auto r = f(2.0);
+    EXPECT_NEAR(r[0].at(0), std::sqrt(2.0), 1e-12);
+    EXPECT_EQ(r[1].at(0), r[2].at(0));
+    EXPECT_GT(r[2].at(0), 2);
+    // d (sqrt a)^3 / da = 1.5 sqrt(a), through the unrolled iterations
+    EXPECT_NEAR(r[3].at(0), 1.5 * std::sqrt(2.0), 1e-6);
+}
+
+TEST_P(ControlFlow, WhileLoopBoundedByMaxIterations) {
+    Ts out = while_loop([](const Ts& v, const Ts&) { return v[0] < 1e9; },
+                        [](const Ts& v, const Ts&) { return Ts{v[0] + 1.0}; }, {scalar(0.0)}, {},
+                        {.max_iterations = 7});
+    Function f = function({}, {out[0], trip_count(out[0])}, {}, opts());
+    auto r = f();
+    EXPECT_EQ(r[0].at(0), 7.0);
+    EXPECT_EQ(r[1].at(0), 7.0);
+}
+
+TEST_P(ControlFlow, WhileLoopGradientNeedsMaxIterations) {
+    Placeholder a({}, DType::F64, "a");
+    Ts out = while_loop([](const Ts& v, const Ts&) { return v[0] < 10.0; },
+                        [](const Ts& v, const Ts&) { return Ts{v[0] * 2.0}; }, {a});
+    std::string msg = message_of<Error>([&] { gradients(out[0], {a}); });
+    EXPECT_NE(msg.find("max_iterations"), std::string::npos) << msg;
+}
+
+// Only the chosen branch runs: the other one would fail its index check.
+TEST_P(ControlFlow, CondRunsOnlyTheChosenBranch) {
+    Placeholder p({}, DType::Bool, "p");
+    Placeholder i({}, DType::I64, "i");
+    Tensor x = constant(Array(std::vector<double>{1, 2, 3}, Shape{3}));
+    Ts out = cond(
+        p, [&](const Ts& o) { return Ts{x[o[0]]}; },
+        [](const Ts&) { return Ts{scalar(-1.0, DType::F64)}; }, {i});
+    Function f = function({p, i}, {out[0]}, {}, opts());
+    EXPECT_EQ(f(true, 2)[0].at(0), 3.0);
+    EXPECT_EQ(f(false, 99)[0].at(0), -1.0);
+    EXPECT_THROW(f(true, 99), InputError);
+}
+
+TEST_P(ControlFlow, CondGradientMatchesFiniteDifferences) {
+    Placeholder x({3}, DType::F64, "x");
+    Placeholder w({3}, DType::F64, "w");
+    Tensor pred = sum(x) > 0.0;
+    Ts out = cond(
+        pred, [&](const Ts& o) { return Ts{sum(exp(o[0]) * w)}; },
+        [&](const Ts& o) { return Ts{sum(o[0] * o[0])}; }, {x});
+    Ts g = gradients(out[0], {x, w});
+    Function f = function({x, w}, {out[0], g[0], g[1]}, {}, opts());
+    Function fc = function({x, w}, {out[0]}, {}, on("reference"));
+    for (uint64_t seed : {17, 18, 19}) {
+        Array xv = random_array(DType::F64, {3}, seed),
+              wv = random_array(DType::F64, {3}, seed + 10);
+        auto r = f(xv, wv);
+        expect_close(r[1], finite_diff(fc, {xv, wv}, 0), 1e-6, 1e-8, "d/dx");
+        expect_close(r[2], finite_diff(fc, {xv, wv}, 1), 1e-6, 1e-8, "d/dw");
+    }
+}
+
+TEST_P(ControlFlow, SwitchPicksTheIndexedBranch) {
+    Placeholder k({}, DType::I32, "k");
+    Placeholder x({}, DType::F64, "x");
+    Ts out = switch_(k,
+                     {[](const Ts& o) { return Ts{o[0] + 1.0}; },
+                      [](const Ts& o) { return Ts{o[0] * 10.0}; },
+                      [](const Ts& o) { return Ts{-o[0]}; }},
+                     {x});
+    Function f = function({k, x}, {out[0]}, {}, opts());
+    EXPECT_EQ(f(0, 2.0)[0].at(0), 3.0);
+    EXPECT_EQ(f(1, 2.0)[0].at(0), 20.0);
+    EXPECT_EQ(f(2, 2.0)[0].at(0), -2.0);
+    EXPECT_EQ(f(7, 2.0)[0].at(0), -2.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ControlFlow, ::testing::Values("reference", "cpu"));
+
+// ---- errors
+// --------------------------------------------------------------------------------------
+
+TEST(ControlFlowErrors, CarryChangingTypeNamesTheLoopAndTheCarry) {
+    std::string msg = message_of<TypeError>([] {
+        scan(
+            [](const Ts& c, const Ts& x) {
+                return std::pair{Ts{c[0] + x[0]}, Ts{}};
+            },
+            {scalar(0.0)}, {ones({4, 3})}, {}, {.name = "accumulate"});
+    });
+    EXPECT_NE(msg.find("accumulate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("carry 0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("f32[3]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("f32[]"), std::string::npos) << msg;
+}
+
+TEST(ControlFlowErrors, PredicateMustBeABoolScalar) {
+    Tensor x = ones({3});
+    std::string msg = message_of<TypeError>([&] {
+        cond(
+            x > 0.0, [](const Ts& o) { return o; }, [](const Ts& o) { return o; }, {x});
+    });
+    EXPECT_NE(msg.find("bool scalar"), std::string::npos) << msg;
+    msg = message_of<TypeError>([&] {
+        while_loop([](const Ts& v, const Ts&) { return v[0]; },
+                   [](const Ts& v, const Ts&) { return v; }, {scalar(1.0)});
+    });
+    EXPECT_NE(msg.find("bool scalar"), std::string::npos) << msg;
+}
+
+TEST(ControlFlowErrors, BranchesMustAgree) {
+    Tensor x = ones({3});
+    std::string msg = message_of<TypeError>([&] {
+        cond(
+            scalar(1.0) > 0.0, [](const Ts& o) { return Ts{o[0]}; },
+            [](const Ts& o) { return Ts{sum(o[0])}; }, {x});
+    });
+    EXPECT_NE(msg.find("false branch"), std::string::npos) << msg;
+}
+
+TEST(ControlFlowErrors, SequenceLengthsMustAgree) {
+    std::string msg = message_of<ShapeError>([] {
+        scan(
+            [](const Ts& c, const Ts& x) {
+                return std::pair{Ts{c[0] + x[0] + x[1]}, Ts{}};
+            },
+            {scalar(0.0)}, {ones({4}), ones({5})});
+    });
+    EXPECT_NE(msg.find("steps"), std::string::npos) << msg;
+}
+
+TEST(ControlFlowErrors, RandomNumbersInsideABodyAreRefused) {
+    std::string msg = message_of<Error>([] {
+        scan(
+            [](const Ts& c, const Ts& x) {
+                return std::pair{Ts{c[0] + x[0] * random::uniform_like(x[0])}, Ts{}};
+            },
+            {scalar(0.0)}, {ones({4})});
+    });
+    EXPECT_NE(msg.find("random"), std::string::npos) << msg;
+}
+
+} // namespace
+} // namespace sj::test
