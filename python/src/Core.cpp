@@ -82,7 +82,7 @@ struct PyFunction {
         py::list l(out.size());
         for (size_t i = 0; i < out.size(); ++i)
             l[i] = to_numpy(out[i]);
-        return std::move(l);
+        return l;
     }
 };
 
