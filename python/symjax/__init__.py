@@ -85,11 +85,34 @@ def function(*inputs, outputs=None, updates=None, backend=None, frozen=False, rn
     single = _is_tensor(outputs)
     none = outputs is None
     outs = [outputs] if single else ([] if none else list(outputs))
+    nested = any(isinstance(t, (list, tuple)) for t in outs)
+    if nested:  # SymJAX's nested outputs ([loss, [g1, g2]]): flattened, regrouped per call
+        structure = [len(t) if isinstance(t, (list, tuple)) else None for t in outs]
+        outs = [u for t in outs for u in (t if isinstance(t, (list, tuple)) else [t])]
     for i, t in enumerate(outs):
         if not _is_tensor(t):
             outs[i] = _core.constant(t)
-    return _core.compile(list(inputs), outs, _update_pairs(updates), single, none, backend,
-                         bool(frozen), int(rng_counter), bool(nan_guard), bool(profile))
+    f = _core.compile(list(inputs), outs, _update_pairs(updates), single, none, backend,
+                      bool(frozen), int(rng_counter), bool(nan_guard), bool(profile))
+    return _Nested(f, structure) if nested else f
+
+
+class _Nested:
+    """A function whose outputs were nested lists (one level, as SymJAX's examples use)."""
+
+    def __init__(self, fn, structure):
+        self.fn, self.structure = fn, structure
+
+    def __call__(self, *args):
+        flat, out, k = self.fn(*args), [], 0
+        for n in self.structure:
+            if n is None:
+                out.append(flat[k])
+                k += 1
+            else:
+                out.append(flat[k:k + n])
+                k += n
+        return out
 
 
 def gradients(scalar, variables):

@@ -462,6 +462,35 @@ def poolNd(input, window_shape, reducer="MAX", strides=None, padding="VALID",
     raise ValueError("symjax.tensor.poolNd: reducer must be 'MAX' or 'AVG', got %r" % reducer)
 
 
+# ---- SymJAX's methods and helpers -----------------------------------------------------------------
+def Tuple(*tensors):
+    """SymJAX's T.Tuple: a plain tuple of tensors here."""
+    return tuple(tensors)
+
+
+Tensor.dot = lambda self, other: dot(self, other)
+Tensor.matmul = lambda self, other: _core.matmul(self, other)
+Tensor.std = lambda self, axis=None, keepdims=False, ddof=0: std(self, axis, keepdims, ddof)
+Tensor.repeat = lambda self, repeats, axis=None: _repeat(self, repeats, axis)
+
+
+def _repeat(x, repeats, axis=None):
+    x = _t(x)
+    if axis is None:
+        x, axis = _core.reshape(x, (-1,)), 0
+    axis = axis % x.ndim
+    e = _core.expand_dims(x, axis + 1)
+    shape = list(e.shape)
+    shape[axis + 1] = int(repeats)
+    out = _core.broadcast_to(e, [-1 if s is None else s for s in shape])
+    new = list(x.shape)
+    new[axis] = None if new[axis] is None else new[axis] * int(repeats)
+    return _core.reshape(out, [-1 if s is None else s for s in new])
+
+
+repeat = _repeat
+
+
 # ---- graphs ------------------------------------------------------------------------------------
 def clone(tensor, givens=None):
     """The graph of ``tensor`` rebuilt with each key of ``givens`` replaced by its value."""

@@ -48,7 +48,18 @@ def SimpleMovingAverage(value, n, name="SimpleMovingAverage"):
     return v, avg
 
 
-__all__ = [
+def PiecewiseConstant(init, steps_and_values, dtype="float32"):
+    """SymJAX's form: (value, step) where step is a new int32 counter variable (update it, e.g.
+    {step: step + 1}) and value is init before the first boundary of ``steps_and_values``
+    ({boundary: value}), then each value from its boundary on."""
+    from .. import tensor as T
+    step = T.Variable(0, name="step", trainable=False, dtype="int32")
+    bounds = sorted(steps_and_values)
+    values = [float(init)] + [float(steps_and_values[b]) for b in bounds]
+    return piecewise_constant(step, [float(b) for b in bounds], values, dtype), step
+
+
+__all__ = ["PiecewiseConstant", 
     "piecewise_constant", "exponential_decay", "cosine_decay", "linear_warmup",
     "exponential_moving_average", "simple_moving_average", "ExponentialMovingAverage",
     "SimpleMovingAverage",
