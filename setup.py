@@ -9,6 +9,7 @@ Extra CMake arguments come from $CMAKE_ARGS (e.g. -DCMAKE_CXX_COMPILER_LAUNCHER=
 """
 import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -28,7 +29,8 @@ class CMakeBuild(build_ext):
         configure = [
             "cmake", "-S", HERE, "-B", build_dir, "-DCMAKE_BUILD_TYPE=Release",
             "-DSJ_BUILD_TESTS=OFF", "-DSJ_BUILD_EXAMPLES=OFF", "-DSJ_BUILD_TOOLS=OFF",
-            "-DSJ_BUILD_BENCH=OFF", "-DSJ_BUILD_PYTHON=ON",
+            "-DSJ_BUILD_BENCH=OFF", "-DSJ_BUILD_PYTHON=ON", "-DCMAKE_INSTALL_LIBDIR=lib",
+            "-DSJ_PYTHON_INSTALL_DIR:STRING=python-site",
             "-DPython3_EXECUTABLE=" + sys.executable,
         ] + shlex.split(os.environ.get("CMAKE_ARGS", ""))
         if shutil.which("ninja"):
@@ -38,15 +40,22 @@ class CMakeBuild(build_ext):
             subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "symjax_python",
                                "-j", jobs])
+        # install into a staging folder: the installed libsymjax finds libsymjax_env beside it
+        # ($ORIGIN), which the build tree's copy does not
+        stage = os.path.join(build_dir, "stage")
+        if os.path.exists(stage):
+            shutil.rmtree(stage)
+        subprocess.check_call(["cmake", "--install", build_dir, "--prefix", stage])
         dst = os.path.join(self.build_lib, "symjax")
         if os.path.exists(dst):
             shutil.rmtree(dst)
-        shutil.copytree(os.path.join(build_dir, "python", "symjax"), dst,
+        shutil.copytree(os.path.join(stage, "python-site", "symjax"), dst,
                         ignore=shutil.ignore_patterns("__pycache__"))
-        # libsymjax (and the OpenMP wait-policy library it needs) beside the module
-        for lib in glob.glob(os.path.join(build_dir, "libsymjax*.so*")):
-            target = os.path.join(dst, os.path.basename(lib))
-            shutil.copy2(os.path.realpath(lib), target)
+        # libsymjax (by its soname) and the OpenMP wait-policy library beside the module
+        for lib in glob.glob(os.path.join(stage, "lib", "libsymjax*.so*")):
+            base = os.path.basename(lib)
+            if base == "libsymjax_env.so" or re.fullmatch(r"libsymjax\.so\.\d+\.\d+", base):
+                shutil.copy2(os.path.realpath(lib), os.path.join(dst, base))
 
 
 class BinaryDistribution(Distribution):

@@ -111,7 +111,46 @@ bool is_number(py::handle h) {
     return py::isinstance(h, numpy().attr("generic"));
 }
 
+namespace {
+/// The sj dtype of a NumPy array from its type number (no Python calls), or nullopt.
+std::optional<sj::DType> fast_dtype(const py::array& a) {
+    using api = py::detail::npy_api;
+    const auto* d = py::detail::array_descriptor_proxy(a.dtype().ptr());
+    if (d->byteorder == '>')
+        return std::nullopt;
+    switch (d->type_num) {
+    case api::NPY_BOOL_:
+        return sj::DType::Bool;
+    case api::NPY_UBYTE_:
+        return sj::DType::U8;
+    case api::NPY_INT_:
+        return sj::DType::I32;
+    case api::NPY_UINT_:
+        return sj::DType::U32;
+    case api::NPY_LONG_:
+    case api::NPY_LONGLONG_:
+        return sj::DType::I64;
+    case api::NPY_FLOAT_:
+        return sj::DType::F32;
+    case api::NPY_DOUBLE_:
+        return sj::DType::F64;
+    }
+    return std::nullopt;
+}
+} // namespace
+
 sj::Array to_array(py::handle h, std::optional<sj::DType> want, const std::string& what) {
+    // the common case first: a contiguous array of the wanted dtype, copied once
+    if (py::isinstance<py::array>(h)) {
+        auto arr = py::reinterpret_borrow<py::array>(h);
+        std::optional<sj::DType> t = fast_dtype(arr);
+        PyObject* base = py::detail::array_proxy(arr.ptr())->base;
+        if (t && (!want || *want == *t) && (arr.flags() & py::array::c_style) &&
+            !(base && PyCapsule_CheckExact(base))) {
+            sj::Shape shape(arr.shape(), arr.shape() + arr.ndim());
+            return sj::Array::from_buffer(*t, shape, arr.data());
+        }
+    }
     // symjax's own array: a view of an sj::Array's whole buffer
     if (py::isinstance<py::array>(h)) {
         auto arr = py::reinterpret_borrow<py::array>(h);
