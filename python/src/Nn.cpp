@@ -149,21 +149,21 @@ void bind_nn(py::module_& root) {
     inits.def("zeros", &sj::nn::init::zeros);
     inits.def("ones", &sj::nn::init::ones);
     inits.def("uniform", &sj::nn::init::uniform, py::arg("lo") = -0.05, py::arg("hi") = 0.05,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("normal", &sj::nn::init::normal, py::arg("stddev") = 1.0, py::arg("mean") = 0.0,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("truncated_normal", &sj::nn::init::truncated_normal, py::arg("stddev") = 1.0,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("glorot_uniform", &sj::nn::init::glorot_uniform, py::arg("gain") = 1.0,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("glorot_normal", &sj::nn::init::glorot_normal, py::arg("gain") = 1.0,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("he_uniform", &sj::nn::init::he_uniform, py::arg("seed") = py::none());
     inits.def("he_normal", &sj::nn::init::he_normal, py::arg("seed") = py::none());
     inits.def("lecun_normal", &sj::nn::init::lecun_normal, py::arg("seed") = py::none());
     inits.def("lecun_uniform", &sj::nn::init::lecun_uniform, py::arg("seed") = py::none());
     inits.def("orthogonal", &sj::nn::init::orthogonal, py::arg("gain") = 1.0,
-             py::arg("seed") = py::none());
+              py::arg("seed") = py::none());
     inits.def("compute_fans", [](py::handle shape) {
         auto f = sj::nn::init::compute_fans(to_shape(shape));
         return py::make_tuple(f.in, f.out);

@@ -188,7 +188,9 @@ void bind_tensor(py::module_& m) {
         // two operands were the same tensor, and bool() of it answers that, so that `t in list`,
         // list.index(t) and dict lookups work by identity. bool() of any other tensor raises.
         .def("__eq__",
-             [](py::handle a, py::handle b) {
+             [](py::handle a, py::handle b) -> py::object {
+                 if (b.is_none()) // `t == None` is a Python identity test, not an op
+                     return py::bool_(false);
                  sj::Tensor r = binary(a, b, static_cast<BinTT>(&sj::eq),
                                        static_cast<BinTD>(&sj::eq), static_cast<BinDT>(&sj::eq));
                  py::object o = py::cast(r);
@@ -198,7 +200,9 @@ void bind_tensor(py::module_& m) {
                  return o;
              })
         .def("__ne__",
-             [](py::handle a, py::handle b) {
+             [](py::handle a, py::handle b) -> py::object {
+                 if (b.is_none())
+                     return py::bool_(true);
                  sj::Tensor r = binary(a, b, static_cast<BinTT>(&sj::ne),
                                        static_cast<BinTD>(&sj::ne), static_cast<BinDT>(&sj::ne));
                  py::object o = py::cast(r);

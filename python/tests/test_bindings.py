@@ -126,6 +126,7 @@ def test_eq_is_elementwise_and_bool_of_it_is_identity():
     assert bool(x == x) and not bool(x == y) and bool(x != y)
     assert x in [y, x] and y not in [x]
     assert {x: 1, y: 2}[y] == 2
+    assert (x == None) is False and (x != None) is True  # noqa: E711
     out = sj.function(x, y, outputs=e)(np.array([1, 2], np.float32), np.array([1, 3], np.float32))
     np.testing.assert_array_equal(out, [True, False])
 
