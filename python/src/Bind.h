@@ -41,6 +41,14 @@ sj::Tensor to_tensor(py::handle h);
 sj::Axes to_axes(py::handle h);
 /// A shape from an int, a sequence of ints, None entries meaning "any size" (-1).
 sj::Shape to_shape(py::handle h);
+/// Padding from "VALID"/"SAME", an int (p, p on every dim), or a sequence of ints or (lo, hi).
+sj::Padding to_padding(py::handle h);
+/// (lo, hi) pairs from None (none), an int, or a sequence of ints or (lo, hi) pairs.
+std::vector<std::pair<int64_t, int64_t>> to_pairs(py::handle h);
+/// A seed from None (the global sequence) or an int.
+std::optional<uint64_t> to_seed(py::handle h);
+/// "nearest" or "linear" ("bilinear", "trilinear"); InputError naming the method otherwise.
+sj::interpolation::Method to_method(const std::string& s);
 /// The shape as a tuple, with None for dims known only at call time.
 py::tuple shape_tuple(const sj::Shape& s);
 

@@ -247,6 +247,49 @@ py::tuple shape_tuple(const sj::Shape& s) {
     return t;
 }
 
+std::vector<std::pair<int64_t, int64_t>> to_pairs(py::handle h) {
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    if (h.is_none())
+        return pairs;
+    if (PyLong_Check(h.ptr())) {
+        int64_t v = h.cast<int64_t>();
+        return {{v, v}};
+    }
+    for (py::handle p : h) {
+        if (PyLong_Check(p.ptr())) {
+            int64_t v = p.cast<int64_t>();
+            pairs.emplace_back(v, v);
+        } else {
+            auto s = py::reinterpret_borrow<py::sequence>(p);
+            pairs.emplace_back(s[0].cast<int64_t>(), s[1].cast<int64_t>());
+        }
+    }
+    return pairs;
+}
+
+sj::Padding to_padding(py::handle h) {
+    if (py::isinstance<py::str>(h))
+        return sj::Padding(h.cast<std::string>());
+    if (PyLong_Check(h.ptr()))
+        return sj::Padding(h.cast<int64_t>());
+    return sj::Padding(to_pairs(h));
+}
+
+std::optional<uint64_t> to_seed(py::handle h) {
+    if (h.is_none())
+        return std::nullopt;
+    return h.cast<uint64_t>();
+}
+
+sj::interpolation::Method to_method(const std::string& s) {
+    if (s == "nearest")
+        return sj::interpolation::Method::Nearest;
+    if (s == "linear" || s == "bilinear" || s == "trilinear")
+        return sj::interpolation::Method::Linear;
+    throw sj::InputError("symjax: unknown interpolation method '" + s +
+                         "' (nearest, linear, bilinear, trilinear)");
+}
+
 sj::Tensor binary(py::handle a, py::handle b, BinTT tt, BinTD td, BinDT dt) {
     bool ta = py::isinstance<sj::Tensor>(a), tb = py::isinstance<sj::Tensor>(b);
     if (ta && !tb && (PyFloat_Check(b.ptr()) || PyLong_Check(b.ptr())))

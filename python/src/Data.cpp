@@ -30,14 +30,6 @@ struct PyEpoch {
     }
 };
 
-sj::interpolation::Method to_method(const std::string& s) {
-    if (s == "nearest")
-        return sj::interpolation::Method::Nearest;
-    if (s == "linear" || s == "bilinear")
-        return sj::interpolation::Method::Linear;
-    throw sj::InputError("symjax.data: unknown resampling method '" + s + "' (nearest, linear)");
-}
-
 } // namespace
 
 void bind_data(py::module_& root) {

@@ -43,50 +43,6 @@ sj::nn::Initializer to_init(py::handle h, const sj::nn::Initializer& fallback) {
     return h.cast<sj::nn::Initializer>();
 }
 
-sj::Padding to_padding(py::handle h) {
-    if (py::isinstance<py::str>(h))
-        return sj::Padding(h.cast<std::string>());
-    if (PyLong_Check(h.ptr()))
-        return sj::Padding(h.cast<int64_t>());
-    std::vector<std::pair<int64_t, int64_t>> pairs;
-    for (py::handle p : h) {
-        if (PyLong_Check(p.ptr())) {
-            int64_t v = p.cast<int64_t>();
-            pairs.emplace_back(v, v);
-        } else {
-            auto s = py::reinterpret_borrow<py::sequence>(p);
-            pairs.emplace_back(s[0].cast<int64_t>(), s[1].cast<int64_t>());
-        }
-    }
-    return sj::Padding(pairs);
-}
-
-std::vector<std::pair<int64_t, int64_t>> to_pairs(py::handle h) {
-    std::vector<std::pair<int64_t, int64_t>> pairs;
-    if (h.is_none())
-        return pairs;
-    if (PyLong_Check(h.ptr())) {
-        int64_t v = h.cast<int64_t>();
-        return {{v, v}};
-    }
-    for (py::handle p : h) {
-        if (PyLong_Check(p.ptr())) {
-            int64_t v = p.cast<int64_t>();
-            pairs.emplace_back(v, v);
-        } else {
-            auto s = py::reinterpret_borrow<py::sequence>(p);
-            pairs.emplace_back(s[0].cast<int64_t>(), s[1].cast<int64_t>());
-        }
-    }
-    return pairs;
-}
-
-std::optional<uint64_t> to_seed(py::handle h) {
-    if (h.is_none())
-        return std::nullopt;
-    return h.cast<uint64_t>();
-}
-
 sj::nn::optim::LearningRate to_lr(py::object h) {
     if (py::isinstance<sj::Tensor>(h))
         return sj::nn::optim::LearningRate(h.cast<sj::Tensor>());
@@ -99,14 +55,6 @@ sj::nn::optim::LearningRate to_lr(py::object h) {
             }));
     }
     return sj::nn::optim::LearningRate(h.cast<double>());
-}
-
-sj::interpolation::Method to_method(const std::string& s) {
-    if (s == "nearest")
-        return sj::interpolation::Method::Nearest;
-    if (s == "linear" || s == "bilinear")
-        return sj::interpolation::Method::Linear;
-    throw sj::InputError("symjax.nn: unknown upsampling method '" + s + "' (nearest, linear)");
 }
 
 using Module = sj::nn::Module;

@@ -5,24 +5,6 @@ namespace sjpy {
 
 namespace {
 
-sj::Padding to_padding(py::handle h) {
-    if (py::isinstance<py::str>(h))
-        return sj::Padding(h.cast<std::string>());
-    if (PyLong_Check(h.ptr()))
-        return sj::Padding(h.cast<int64_t>());
-    std::vector<std::pair<int64_t, int64_t>> pairs;
-    for (py::handle p : h) {
-        if (PyLong_Check(p.ptr())) {
-            int64_t v = p.cast<int64_t>();
-            pairs.emplace_back(v, v);
-        } else {
-            auto s = py::reinterpret_borrow<py::sequence>(p);
-            pairs.emplace_back(s[0].cast<int64_t>(), s[1].cast<int64_t>());
-        }
-    }
-    return sj::Padding(pairs);
-}
-
 std::vector<sj::Tensor> to_tensors(py::handle h) {
     std::vector<sj::Tensor> out;
     for (py::handle t : h)
@@ -45,13 +27,6 @@ sj::interpolation::Boundary to_boundary(const std::string& s) {
     throw sj::InputError("symjax: unknown boundary mode '" + s +
                          "' (constant, nearest, wrap, reflect, mirror)");
 }
-sj::interpolation::Method to_method(const std::string& s) {
-    if (s == "nearest")
-        return sj::interpolation::Method::Nearest;
-    if (s == "linear" || s == "bilinear" || s == "trilinear")
-        return sj::interpolation::Method::Linear;
-    throw sj::InputError("symjax: unknown interpolation method '" + s + "' (nearest, linear)");
-}
 sj::interpolation::UpsampleMode to_upsample_mode(const std::string& s) {
     if (s == "constant")
         return sj::interpolation::UpsampleMode::Constant;
@@ -60,12 +35,6 @@ sj::interpolation::UpsampleMode to_upsample_mode(const std::string& s) {
     if (s == "linear")
         return sj::interpolation::UpsampleMode::Linear;
     throw sj::InputError("symjax: unknown upsample mode '" + s + "' (constant, nearest, linear)");
-}
-
-std::optional<uint64_t> to_seed(py::handle h) {
-    if (h.is_none())
-        return std::nullopt;
-    return h.cast<uint64_t>();
 }
 
 } // namespace
