@@ -17,8 +17,11 @@ In this example we demonstrate how to perform a simple optimization with Adam in
 #    EMA (start_at_first) is TF's exactly.
 #  - test_adam: TF's Adam is bias-corrected from the first step; sj's Adam follows Kingma and Ba
 #    (SymJAX's own first step was a raw gradient step).
-#  - test_learn_bn compares against Keras layers at run time; it is skipped here (no TensorFlow)
-#    and covered by the C++ port (ComparisonTest.cpp, LearnBn), whose Keras numbers are stored.
+#  - test_learn_bn: Keras's model is replaced by its stored predictions, loss and gradients
+#    (gen_expected.py's torch twin in float64); the layers are modules whose weights are assigned,
+#    the mode is chosen when the graph is built, the model is made in a Scope so that
+#    get_variables(scope=...) lists its variables only, and the training function adds batch
+#    norm's state updates (get_updates(outputs=loss)).
 # Each changed line is marked `# sj:`.
 import json
 import math
@@ -110,9 +113,89 @@ def SJ(x, y, N, lr, model, preallocate=False):
     return losses
 
 
-@pytest.mark.skip(reason="needs TensorFlow/Keras at run time; the C++ port covers it")  # sj:
 def test_learn_bn():
-    pass
+
+    symjax.current_graph().reset()
+    import symjax.nn as nn
+
+    learn = EXPECTED["learn_bn"]  # sj: Keras's numbers, stored (torch in float64)
+    pred_index = np.array(learn["pred_index"])
+    w2_index = np.array(learn["w2_index"])
+
+    batch_size = 128
+
+    W = f32(unit(10, (2, 3, 5, 5))).astype("float32")  # sj: OIHW, hash_uniform
+    W2 = f32(unit(11, (2 * 28 * 28, 10))).astype("float32")  # sj: [in, out], hash_uniform
+
+    input = T.Placeholder((batch_size, 3, 32, 32), "float32")
+    label = T.Placeholder((batch_size,), "int32")
+
+    with symjax.Scope("learn_bn"):  # sj: so get_variables sees this model's variables only
+        conv = nn.layers.Conv2D(3, 2, (5, 5))  # sj: modules, weights assigned
+        conv.W.update(W)
+        bn = nn.layers.BatchNormalization(2, momentum=0.99, eps=1e-3)  # sj: Keras's eps
+        dense = nn.layers.Dense(2 * 28 * 28, 10)
+        dense.W.update(W2)
+
+    def model(deterministic):  # sj: the mode is chosen when the graph is built
+        out = bn(conv(input), deterministic=deterministic)
+        out = nn.relu(out)
+        out = out.transpose((0, 2, 3, 1)).reshape((batch_size, -1))
+        return dense(out)
+
+    out = model(False)
+    loss = nn.losses.sparse_softmax_crossentropy_logits(label, out).mean()
+    nn.optimizers.SGD(loss, 0.001)
+    f_eval = symjax.function(input, outputs=model(True))  # sj: deterministic=1
+    f = symjax.function(input, label, outputs=[loss, out])
+    g = symjax.function(
+        input,
+        label,
+        outputs=symjax.gradients(loss, symjax.get_variables(scope="/learn_bn/", trainable=True)),
+    )
+    train = symjax.function(
+        input,
+        label,
+        outputs=loss,
+        updates=symjax.get_updates(outputs=loss),  # sj: + batch norm's state updates
+    )
+    names = ["grad_W", "grad_b", "grad_gamma", "grad_beta", "grad_W2", "grad_b2"]
+
+    for epoch in range(10):
+        # generate some random inputs and labels (sj: hash_uniform, as the stored numbers)
+        x = f32(unit(100 + epoch, (batch_size, 3, 32, 32))).astype("float32")
+        y = np.floor(hash_uniform(200 + epoch, (batch_size,), 0, 10)).astype("int32")
+        ref = learn["epochs"][epoch]
+
+        # test predictions during testing mode
+        preds = np.array(ref["preds_eval"])
+        nb = np.isclose(preds, f_eval(x).reshape(-1)[pred_index], atol=1e-3).mean()
+        print("preds not training", nb)
+        assert nb > 0.8
+
+        # test prediction during training mode
+        preds = np.array(ref["preds_train"])
+        nb = np.isclose(preds, f(x, y)[1].reshape(-1)[pred_index], atol=1e-3).mean()
+        print("preds training", nb)
+        assert nb > 0.8
+
+        # test loss function during training
+        losss = f(x, y)[0]
+        print("losses", losss, ref["loss"])
+        assert np.abs(losss - ref["loss"]) < 1e-3
+
+        # test the gradients
+        sj_grads = g(x, y)
+        for name, sj_g in zip(names, sj_grads):
+            tf_g = np.array(ref[name])
+            sj_g = np.reshape(sj_g, -1)
+            if name == "grad_W2":
+                sj_g = sj_g[w2_index]
+            nb = np.isclose(sj_g, tf_g, atol=1e-3).mean()
+            print("grads training", nb)
+            assert nb >= 0.5
+
+        train(x, y)
 
 
 def test_ema():
