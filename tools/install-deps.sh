@@ -9,6 +9,7 @@ pkgs=(
   llvm-19-dev llvm-19-tools libopenblas-dev libopenblas0-openmp liblapacke-dev libdnnl-dev
   zlib1g-dev libpng-dev libjpeg-dev
   dataset-fashion-mnist gnuplot-nox graphviz
+  pybind11-dev python3-dev python3-numpy python3-pytest
 )
 if [ "${SJ_BENCH_DEPS:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy libtorch-dev); fi
 SUDO=""
