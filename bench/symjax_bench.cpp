@@ -174,6 +174,49 @@ void call_overhead() {
     emit("call_overhead", "scalar", s * 1e6, "us");
 }
 
+/// Loops (docs/control-flow.md): a scalar while_loop's time per iteration, and a scan cumulative
+/// sum against the same sum as a hand-written C loop in this program (the bound).
+void control_flow() {
+    const int64_t iters = std::stoll(opt("iters", "100000"));
+    {
+        Placeholder n({}, DType::I64, "n");
+        std::vector<Tensor> out = while_loop(
+            [](const std::vector<Tensor>& v, const std::vector<Tensor>& ns) { return v[0] < ns[0]; },
+            [](const std::vector<Tensor>& v, const std::vector<Tensor>&) {
+                return std::vector<Tensor>{v[0] + 1.0, v[1] * 0.999 + 1.0};
+            },
+            {scalar(0.0, DType::I64), scalar(0.0)}, {n});
+        Function f = function({n}, {out[1]});
+        double s = measure([&] { f(iters); }, 1, 3, 0.2);
+        emit("control_flow", "while_scalar", s / double(iters) * 1e6, "us/iteration",
+             "\"iterations\": " + std::to_string(iters));
+    }
+    {
+        Placeholder xs({iters}, f32, "xs");
+        auto r = scan([](const std::vector<Tensor>& c,
+                         const std::vector<Tensor>& x) { return std::pair{std::vector<Tensor>{c[0] + x[0]}, std::vector<Tensor>{c[0] + x[0]}}; },
+                      {scalar(0.0)}, {xs});
+        Function f = function({xs}, {r.outputs[0]});
+        Array xv = randn({iters}, 3);
+        double s = measure([&] { f(xv); }, 1, 3, 0.2);
+        Array out(f32, {iters});
+        double c = measure(
+            [&] {
+                const float* x = xv.data<float>();
+                float* y = out.data<float>();
+                float acc = 0;
+                for (int64_t i = 0; i < iters; ++i) y[i] = acc += x[i];
+                asm volatile("" : : "r"(y) : "memory");
+            },
+            1, 3, 0.2);
+        std::string extra = "\"steps\": " + std::to_string(iters);
+        emit("control_flow", "scan_cumsum", s * 1e3, "ms", extra);
+        std::printf("{\"bench\": \"control_flow\", \"case\": \"scan_cumsum\", \"impl\": \"c_loop\", "
+                    "\"threads\": 1, \"value\": %.6g, \"unit\": \"ms\", %s}\n",
+                    c * 1e3, extra.c_str());
+    }
+}
+
 void compile_time() {
     std::string phase = opt("phase", "cold");
     auto t0 = Clock::now();
@@ -422,7 +465,7 @@ int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling [--key value]...\n",
+                     "cnn_train|reduce_rows|compile_scaling|control_flow [--key value]...\n",
                      argv[0]);
         return 2;
     }
@@ -438,6 +481,7 @@ int main(int argc, char** argv) {
         else if (b == "mvn_logpdf") mvn_logpdf();
         else if (b == "cnn_train") cnn_train();
         else if (b == "reduce_rows") reduce_rows();
+        else if (b == "control_flow") control_flow();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;
