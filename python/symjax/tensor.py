@@ -4,6 +4,7 @@ Every function builds graph: ``T.exp(x)`` returns a Tensor, evaluated by a compi
 ``symjax.function`` or by ``Tensor.get()``. Arguments may be tensors, NumPy arrays or Python
 numbers; a number next to a tensor takes the tensor's dtype (as JAX's weakly typed scalars).
 """
+import builtins as _builtins
 import sys as _sys
 import types as _types
 
@@ -71,7 +72,7 @@ def arange(start, stop=None, step=1, dtype=None):
     if stop is None:
         start, stop = 0, start
     if dtype is None:
-        ints = all(isinstance(v, (int, _np.integer)) for v in (start, stop, step))
+        ints = _builtins.all(isinstance(v, (int, _np.integer)) for v in (start, stop, step))
         dtype = "int32" if ints else "float32"
     return _core.arange(float(start), float(stop), float(step), dtype)
 
