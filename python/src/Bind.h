@@ -71,6 +71,7 @@ sj::Tensor subscript(const sj::Tensor& x, py::handle key);
 void bind_core(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
+void bind_control_flow(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_data(py::module_& m);
 

@@ -349,6 +349,7 @@ PYBIND11_MODULE(_core, m) {
     sjpy::bind_core(m);
     sjpy::bind_tensor(m);
     sjpy::bind_ops(m);
+    sjpy::bind_control_flow(m);
     sjpy::bind_nn(m);
     sjpy::bind_data(m);
 }

@@ -77,6 +77,9 @@ def arange(start, stop=None, step=1, dtype=None):
     return _core.arange(float(start), float(stop), float(step), dtype)
 
 
+range = arange  # SymJAX's name
+
+
 def linspace(start, stop, num=50, dtype="float32"):
     return _core.linspace(float(start), float(stop), int(num), dtype)
 
@@ -292,7 +295,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 def flip(x, axis=None):
     x = _t(x)
-    return _core.flip(x, list(range(x.ndim)) if axis is None else _axes(axis))
+    return _core.flip(x, list(_builtins.range(x.ndim)) if axis is None else _axes(axis))
 
 
 def fliplr(x):
@@ -425,8 +428,8 @@ def outer(a, b):
 def tensordot(a, b, axes=2):
     a, b = _t(a), _t(b)
     if isinstance(axes, int):
-        la = list(range(a.ndim - axes, a.ndim))
-        lb = list(range(axes))
+        la = list(_builtins.range(a.ndim - axes, a.ndim))
+        lb = list(_builtins.range(axes))
     else:
         la, lb = _axes(axes[0]), _axes(axes[1])
     return _core.dot_general(a, b, [], [], la, lb)
@@ -505,6 +508,259 @@ def get(tensor, givens=None):
     if isinstance(tensor, (list, tuple)):
         return [get(t, givens) for t in tensor]
     return _core.eval(_t(tensor), givens)
+
+
+# ---- control flow ------------------------------------------------------------------------------
+# Note [Python control flow]
+# The C++ constructs (include/symjax/ControlFlow.h, docs/control-flow.md) take flat lists of
+# tensors; these wrappers add SymJAX's (and JAX's) conventions: a carry, an output or a branch
+# result may be a tensor or any nesting of tuples, lists and dicts of tensors (a pytree), and the
+# body's arguments are unpacked (``fn(carry, *slices, *non_sequences)``). The body is called
+# once, from C++, while the loop is traced; numbers and arrays it returns become constants (a
+# number returned for a carry takes the carry's dtype).
+
+
+class _Leaf:
+    pass
+
+
+_LEAF = _Leaf()
+
+
+def _flatten(tree):
+    """The leaves of a pytree (tensors, numbers, arrays) and its structure."""
+    if isinstance(tree, (tuple, list)):
+        leaves, defs = [], []
+        for x in tree:
+            l, d = _flatten(x)
+            leaves += l
+            defs.append(d)
+        return leaves, (type(tree), tuple(defs))
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        leaves, defs = [], []
+        for k in keys:
+            l, d = _flatten(tree[k])
+            leaves += l
+            defs.append(d)
+        return leaves, (dict, tuple(keys), tuple(defs))
+    if tree is None:
+        return [], None
+    return [tree], _LEAF
+
+
+def _unflatten(treedef, leaves):
+    it = iter(leaves)
+
+    def build(d):
+        if d is _LEAF:
+            return next(it)
+        if d is None:
+            return None
+        if d[0] is dict:
+            return {k: build(c) for k, c in zip(d[1], d[2])}
+        return d[0](build(c) for c in d[1])
+
+    return build(treedef)
+
+
+def _describe(treedef):
+    if treedef is _LEAF:
+        return "a tensor"
+    if treedef is None:
+        return "None"
+    if treedef[0] is dict:
+        return "{%s}" % ", ".join("%r: %s" % (k, _describe(c)) for k, c in zip(treedef[1], treedef[2]))
+    inner = ", ".join(_describe(c) for c in treedef[1])
+    return ("(%s,)" if treedef[0] is tuple and len(treedef[1]) == 1 else
+            "(%s)" if treedef[0] is tuple else "[%s]") % inner
+
+
+def _leaf_tensor(x, where, like=None):
+    """A body's result leaf as a tensor: numbers take ``like``'s dtype (a carry's)."""
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float, _np.generic, _np.ndarray)):
+        return _core.constant(x, None if like is None or not _np.isscalar(x) else like.dtype)
+    raise _core.TypeError("%s returned %r, which is not a tensor or a number" % (where, x))
+
+
+def _tensor_list(x, what):
+    """Sequences, non-sequences or operands: a list or tuple (or one tensor, or None)."""
+    if x is None:
+        return []
+    if isinstance(x, (list, tuple)):
+        return [_t(v) for v in x]
+    if isinstance(x, (Tensor, _np.ndarray)):
+        return [_t(x)]
+    raise _core.TypeError("%s must be a list or tuple of tensors, got %r" % (what, x))
+
+
+def _same_structure(loop, what, got, want, want_what):
+    """TypeError unless pytree structures ``got`` (what ``what`` returned) and ``want`` (that of
+    ``want_what``) are the same."""
+    if got != want:
+        raise _core.TypeError("%s: %s returns %s, but %s is %s"
+                              % (loop, what, _describe(got), want_what, _describe(want)))
+
+
+def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None,
+         checkpoint_every=0):
+    """SymJAX's scan (JAX's ``lax.scan``, Theano's ``scan``): for each slice of ``sequences``
+    along their first dim, ``carry, y = fn(carry, *slices, *non_sequences)``.
+
+    ``init`` is the first carry: a tensor, a number or a pytree (tuples, lists, dicts) of them;
+    ``fn`` receives the carry in that structure and returns ``(new_carry, y)`` with the new carry
+    in the same structure, dtypes and shapes (else ``symjax.TypeError``), and ``y`` a tensor, a
+    pytree of tensors or None. Returns ``(final_carry, ys)``, ``ys`` being the ``y`` of every
+    step stacked along a new first dim (in the sequences' order, also with ``reverse``).
+    ``length`` gives the number of steps when there are no sequences. ``fn`` is called once, to
+    trace the body; any tensor it uses from outside (variables, placeholders) becomes an input of
+    the loop, so gradients reach it. ``checkpoint_every=k`` stores only every k-th carry for the
+    backward pass and recomputes the rest. ``name`` names the loop in errors.
+    """
+    loop = name or "scan"
+    init_leaves, init_def = _flatten(init)
+    init_leaves = [_t(x) for x in init_leaves]
+    seqs = _tensor_list(sequences, loop + ": sequences")
+    ns = _tensor_list(non_sequences, loop + ": non_sequences")
+    out_def = []
+
+    def body(carry, args):
+        r = fn(_unflatten(init_def, carry), *args)
+        if not isinstance(r, (tuple, list)) or len(r) != 2:
+            raise _core.TypeError("%s: the body must return a pair (new_carry, output), got %r"
+                                  % (loop, r))
+        new_leaves, new_def = _flatten(r[0])
+        _same_structure(loop, "the body's new carry", new_def, init_def, "the carry (init)")
+        ys, y_def = _flatten(r[1])
+        out_def.append(y_def)
+        carries = [_leaf_tensor(x, loop + "'s body", like)
+                   for x, like in zip(new_leaves, init_leaves)]
+        return carries, [_leaf_tensor(y, loop + "'s body") for y in ys]
+
+    carry, outs = _core.scan(body, init_leaves, seqs, ns,
+                             None if length is None else int(length), bool(reverse),
+                             int(checkpoint_every), name or "")
+    return _unflatten(init_def, carry), _unflatten(out_def[0], outs)
+
+
+def map(f, sequences, non_sequences=()):
+    """SymJAX's map: ``f(*slices, *non_sequences)`` for each slice of ``sequences`` (along their
+    first dim, which they share), the results stacked along a new first dim. ``f`` returns a
+    tensor or a pytree of tensors; the result has that structure."""
+    seqs = _tensor_list(sequences, "map: sequences")
+    if not seqs:
+        raise _core.ShapeError("map: no sequences to map over")
+    return scan(lambda carry, *args: (carry, f(*args)), (), seqs, non_sequences, name="map")[1]
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """JAX's fori_loop: ``val = body_fun(i, val)`` for i in [lower, upper) (an int64 scalar
+    tensor), returning the last ``val`` (a tensor or a pytree, like ``init_val``). The bounds are
+    Python integers: the number of steps is fixed when the graph is built."""
+    init_leaves, init_def = _flatten(init_val)
+    init_leaves = [_t(x) for x in init_leaves]
+
+    def body(i, carry):
+        new_leaves, new_def = _flatten(body_fun(i, _unflatten(init_def, carry)))
+        _same_structure("fori_loop", "the body", new_def, init_def, "init_val")
+        return [_leaf_tensor(x, "fori_loop's body", like)
+                for x, like in zip(new_leaves, init_leaves)]
+
+    return _unflatten(init_def, _core.fori_loop(int(lower), int(upper), body, init_leaves))
+
+
+def while_loop(cond_fun, body_fun, loop_vars, non_sequences=(), max_iterations=None,
+               non_sequences_cond=None, non_sequences_body=None, name=None):
+    """While ``cond_fun(vars, *non_sequences)`` is true: ``vars = body_fun(vars,
+    *non_sequences)``; returns the final ``vars`` (a tensor or a pytree, like ``loop_vars``).
+
+    ``cond_fun`` returns a bool scalar tensor (else ``symjax.TypeError``); ``body_fun`` returns
+    the variables in the same structure, dtypes and shapes. SymJAX's ``non_sequences_cond`` and
+    ``non_sequences_body`` pass extra arguments to one function only (after ``non_sequences``).
+    ``max_iterations`` stops the loop after that many iterations; gradients through the loop need
+    it (the carries are stored for the backward pass). ``trip_count(result)`` is the number of
+    iterations run."""
+    loop = name or "while_loop"
+    var_leaves, var_def = _flatten(loop_vars)
+    var_leaves = [_t(x) for x in var_leaves]
+    ns = _tensor_list(non_sequences, loop + ": non_sequences")
+    nsc = _tensor_list(non_sequences_cond, loop + ": non_sequences_cond")
+    nsb = _tensor_list(non_sequences_body, loop + ": non_sequences_body")
+    n, nc = len(ns), len(nsc)
+
+    def condition(vars, extra):
+        r = cond_fun(_unflatten(var_def, vars), *extra[:n], *extra[n:n + nc])
+        return r if isinstance(r, Tensor) else _leaf_tensor(r, loop + "'s condition")
+
+    def body(vars, extra):
+        new_leaves, new_def = _flatten(body_fun(_unflatten(var_def, vars), *extra[:n],
+                                                *extra[n + nc:]))
+        _same_structure(loop, "the body", new_def, var_def, "loop_vars")
+        return [_leaf_tensor(x, loop + "'s body", like) for x, like in zip(new_leaves, var_leaves)]
+
+    out = _core.while_loop(condition, body, var_leaves, ns + nsc + nsb,
+                           None if max_iterations is None else int(max_iterations), name or "")
+    return _unflatten(var_def, out)
+
+
+def trip_count(result):
+    """The number of iterations (an int64 scalar) of the while_loop that returned ``result``
+    (any of its loop variables)."""
+    return _core.trip_count(result)
+
+
+def _branch(fn, what, defs):
+    def run(operands):
+        leaves, d = _flatten(fn(*operands))
+        defs.append((what, d))
+        return [_leaf_tensor(x, what) for x in leaves]
+
+    return run
+
+
+def _branch_results(construct, defs, leaves):
+    first_what, first = defs[0]
+    for what, d in defs[1:]:
+        _same_structure(construct, what, d, first, "what %s returns" % first_what)
+    return _unflatten(first, leaves)
+
+
+def cond(pred, true_fun, false_fun, true_inputs=(), false_inputs=(), operands=None):
+    """SymJAX's cond: ``true_fun(*true_inputs)`` when ``pred`` (a bool scalar) is true, else
+    ``false_fun(*false_inputs)``. Only the chosen branch runs. Both return the same structure
+    (a tensor or a pytree) of tensors with the same dtypes and shapes. ``operands=(...)`` passes
+    the same arguments to both (JAX's form) instead of ``true_inputs``/``false_inputs``."""
+    if operands is not None:
+        if _tensor_list(true_inputs, "cond") or _tensor_list(false_inputs, "cond"):
+            raise ValueError("cond: give operands, or true_inputs and false_inputs, not both")
+        ops = _tensor_list(operands, "cond: operands")
+        t_in, f_in = ops, ops
+        all_ops, nt = ops, len(ops)
+        split = False
+    else:
+        t_in = _tensor_list(true_inputs, "cond: true_inputs")
+        f_in = _tensor_list(false_inputs, "cond: false_inputs")
+        all_ops, nt = t_in + f_in, len(t_in)
+        split = True
+    defs = []
+    tf = _branch(true_fun, "the true branch", defs)
+    ff = _branch(false_fun, "the false branch", defs)
+    if split:
+        out = _core.cond(pred, lambda o: tf(o[:nt]), lambda o: ff(o[nt:]), all_ops)
+    else:
+        out = _core.cond(pred, tf, ff, all_ops)
+    return _branch_results("cond", defs, out)
+
+
+def switch(index, branches, *operands):
+    """JAX's switch: ``branches[index](*operands)``, ``index`` an integer scalar clamped to
+    [0, len(branches)). Only the chosen branch runs; all return the same structure of tensors."""
+    defs = []
+    fns = [_branch(b, "branch %d" % k, defs) for k, b in enumerate(branches)]
+    out = _core.switch(_t(index), fns, [_t(o) for o in operands])
+    return _branch_results("switch", defs, out)
 
 
 # ---- submodules: random, linalg, interpolation --------------------------------------------------
