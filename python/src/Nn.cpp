@@ -329,6 +329,112 @@ void bind_nn(py::module_& root) {
              }),
              py::arg("scale"), py::arg("method") = "nearest", py::arg("align_corners") = false);
 
+    // recurrent layers: PyTorch's keyword options and run() convention
+    using Recurrent = sj::nn::Recurrent;
+    py::class_<Recurrent, Module, std::shared_ptr<Recurrent>>(m, "Recurrent")
+        .def(
+            "run",
+            [](const Recurrent& r, py::handle x, py::handle h0, py::handle c0,
+               py::handle lengths) -> py::tuple {
+                sj::nn::RecurrentState s;
+                if (!h0.is_none())
+                    s.h0 = to_tensor(h0);
+                if (!c0.is_none())
+                    s.c0 = to_tensor(c0);
+                if (!lengths.is_none())
+                    s.lengths = to_tensor(lengths);
+                sj::nn::RecurrentOutput o = r.run(to_tensor(x), s);
+                if (o.c.defined()) // LSTM: (output, (h, c)), as PyTorch
+                    return py::make_tuple(o.output, py::make_tuple(o.h, o.c));
+                return py::make_tuple(o.output, o.h);
+            },
+            py::arg("x"), py::arg("h0") = py::none(), py::arg("c0") = py::none(),
+            py::arg("lengths") = py::none(),
+            "(output, h), or (output, (h, c)) for an LSTM: the last layer's output at every step "
+            "and each layer's and direction's final states [num_layers * directions, N, hidden]")
+        .def("parameter", &Recurrent::parameter, py::arg("name"),
+             "A parameter by its PyTorch name (\"weight_hh_l0_reverse\")")
+        .def(
+            "named_parameters",
+            [](const Recurrent& r) {
+                // the names of Recurrent's constructor, in its (and PyTorch's) order
+                const auto& o = r.options();
+                py::list out;
+                for (int64_t l = 0; l < o.num_layers; ++l)
+                    for (int d = 0; d < (o.bidirectional ? 2 : 1); ++d) {
+                        const std::string sfx = "_l" + std::to_string(l) + (d ? "_reverse" : "");
+                        for (const char* w : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}) {
+                            if (!o.bias && w[0] == 'b')
+                                continue;
+                            out.append(py::make_tuple(w + sfx, r.parameter(w + sfx)));
+                        }
+                    }
+                return out;
+            },
+            "[(name, Variable)] in PyTorch's order: per layer and direction weight_ih, "
+            "weight_hh, bias_ih, bias_hh")
+        .def_property_readonly("input_size", &Recurrent::input_size)
+        .def_property_readonly("hidden_size", &Recurrent::hidden_size)
+        .def_property_readonly("num_layers",
+                               [](const Recurrent& r) { return r.options().num_layers; })
+        .def_property_readonly("bidirectional",
+                               [](const Recurrent& r) { return r.options().bidirectional; })
+        .def_property_readonly("batch_first",
+                               [](const Recurrent& r) { return r.options().batch_first; })
+        .def_property_readonly("bias", [](const Recurrent& r) { return r.options().bias; })
+        .def_property_readonly(
+            "dtype", [](const Recurrent& r) { return to_numpy_dtype(r.options().dtype); });
+    auto recurrent_options = [](int64_t num_layers, bool bias, bool batch_first, bool bidirectional,
+                                py::handle dtype) {
+        sj::nn::RecurrentOptions o;
+        o.num_layers = num_layers;
+        o.bias = bias;
+        o.batch_first = batch_first;
+        o.bidirectional = bidirectional;
+        o.dtype = to_dtype(dtype);
+        return o;
+    };
+    py::class_<sj::nn::SimpleRNN, Recurrent, std::shared_ptr<sj::nn::SimpleRNN>>(m, "SimpleRNN")
+        .def(py::init([recurrent_options](int64_t in, int64_t hidden, int64_t layers,
+                                          const std::string& nonlinearity, bool bias, bool bf,
+                                          bool bidir, py::handle dtype) {
+                 sj::nn::RecurrentOptions o = recurrent_options(layers, bias, bf, bidir, dtype);
+                 if (nonlinearity == "tanh")
+                     o.activation = sj::nn::RnnActivation::Tanh;
+                 else if (nonlinearity == "relu")
+                     o.activation = sj::nn::RnnActivation::Relu;
+                 else
+                     throw sj::InputError("symjax.nn.SimpleRNN: nonlinearity must be 'tanh' or "
+                                          "'relu', got '" +
+                                          nonlinearity + "'");
+                 return std::make_shared<sj::nn::SimpleRNN>(in, hidden, o);
+             }),
+             py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1,
+             py::kw_only(), py::arg("nonlinearity") = "tanh", py::arg("bias") = true,
+             py::arg("batch_first") = false, py::arg("bidirectional") = false,
+             py::arg("dtype") = "float32")
+        .def_property_readonly("nonlinearity", [](const sj::nn::SimpleRNN& r) {
+            return r.options().activation == sj::nn::RnnActivation::Tanh ? "tanh" : "relu";
+        });
+    py::class_<sj::nn::GRU, Recurrent, std::shared_ptr<sj::nn::GRU>>(m, "GRU").def(
+        py::init([recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool bf,
+                                     bool bidir, py::handle dtype) {
+            return std::make_shared<sj::nn::GRU>(in, hidden,
+                                                 recurrent_options(layers, bias, bf, bidir, dtype));
+        }),
+        py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::kw_only(),
+        py::arg("bias") = true, py::arg("batch_first") = false, py::arg("bidirectional") = false,
+        py::arg("dtype") = "float32");
+    py::class_<sj::nn::LSTM, Recurrent, std::shared_ptr<sj::nn::LSTM>>(m, "LSTM").def(
+        py::init([recurrent_options](int64_t in, int64_t hidden, int64_t layers, bool bias, bool bf,
+                                     bool bidir, py::handle dtype) {
+            return std::make_shared<sj::nn::LSTM>(
+                in, hidden, recurrent_options(layers, bias, bf, bidir, dtype));
+        }),
+        py::arg("input_size"), py::arg("hidden_size"), py::arg("num_layers") = 1, py::kw_only(),
+        py::arg("bias") = true, py::arg("batch_first") = false, py::arg("bidirectional") = false,
+        py::arg("dtype") = "float32");
+
     // activation modules
 #define SJ_PY_ACT_MODULE(T)                                                                        \
     py::class_<sj::nn::T, Module, std::shared_ptr<sj::nn::T>>(m, #T).def(py::init<>())

@@ -6,8 +6,8 @@ mode (BatchNorm) attach their updates to their output: pass ``symjax.state_updat
 from .._core.nn import Module
 from .._core.nn import (
     BatchNorm, Conv, Conv1D, Conv2D, Conv2DTranspose, Dense, Dropout, Embedding, Flatten,
-    GlobalAvgPool, Lambda, LayerNorm, Pool, RandomCrop, RandomFlip, ResidualBlock, Sequential,
-    Upsample1D, Upsample2D,
+    GlobalAvgPool, GRU, Lambda, LayerNorm, LSTM, Pool, RandomCrop, RandomFlip, Recurrent,
+    ResidualBlock, Sequential, SimpleRNN, Upsample1D, Upsample2D,
 )
 
 
@@ -37,11 +37,12 @@ Pool1D = MaxPool1D
 Pool2D = MaxPool2D
 GlobalAveragePooling = GlobalAvgPool
 Conv2DTransposed = Conv2DTranspose
+RNN = SimpleRNN  # PyTorch's name
 
 __all__ = [
     "Module", "Sequential", "Lambda", "Dense", "Dropout", "Flatten", "Embedding", "LayerNorm",
     "BatchNorm", "BatchNormalization", "Conv", "Conv1D", "Conv2D", "Conv2DTranspose", "Pool",
     "MaxPool1D", "MaxPool2D", "AvgPool1D", "AvgPool2D", "Pool1D", "Pool2D", "GlobalAvgPool",
     "GlobalAveragePooling", "ResidualBlock", "RandomFlip", "RandomCrop", "Upsample1D",
-    "Upsample2D",
+    "Upsample2D", "Recurrent", "SimpleRNN", "RNN", "GRU", "LSTM",
 ]
