@@ -1,11 +1,9 @@
 #!/usr/bin/env python
 # -*- coding: utf-8 -*-
 
-# SymJAX's tests/clone_test.py. Changes: an import of pytest, and test_clone_6 (T.scan) skipped
-# because control flow has not landed in the C++ library yet (docs/python.md).
+# SymJAX's tests/clone_test.py, unchanged but for its __main__ block: it runs against symjax's
+# Python package as it is (test_clone_6's scan included).
 __author__ = "Randall Balestriero"
-
-import pytest
 
 import numpy as np
 
@@ -124,7 +122,6 @@ def test_clone_5():
     assert not np.allclose(outs[0], outs2[0])
 
 
-@pytest.mark.skip(reason="T.scan: control flow has not landed in the C++ library yet")
 def test_clone_6():
     sj.current_graph().reset()
     a = T.ones(20).astype("float32")

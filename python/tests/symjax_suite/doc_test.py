@@ -11,7 +11,7 @@
 #  - PiecewiseConstant: this docstring returns the value only, while SymJAX's own
 #    schedules_test.py unpacks (value, counter); the port follows the test and the docstring
 #    takes `var, step = ...`;
-#  - control_flow.py's examples (map, scan) are skipped: control flow has not landed yet.
+#  - control_flow.py's examples (map, scan) run unchanged.
 import doctest
 
 import pytest
@@ -168,6 +168,35 @@ def test_doc(name):
     _run(globals()[name], name)
 
 
-@pytest.mark.skip(reason="control flow (map, scan) has not landed in the C++ library yet")
-def test_doc_control_flow():
-    pass
+CONTROL_FLOW_MAP = """
+>>> import symjax.tensor as T
+>>> import symjax
+>>> x = T.ones(3)
+>>> y = T.zeros(3)
+>>> w = T.arange(3)
+>>> out = T.map(lambda x, i, w: T.index_update(w, i, x), sequences=[x, w], non_sequences=[y])
+>>> f = symjax.function(outputs=out)
+>>> f()
+array([[1., 0., 0.],
+       [0., 1., 0.],
+       [0., 0., 1.]], dtype=float32)
+"""
+
+CONTROL_FLOW_SCAN = """
+>>> import symjax.tensor as T
+>>> import symjax
+>>> indices = T.Placeholder((3,), 'int32')
+>>> w = T.arange(10)
+>>> out = T.scan(lambda acc, i, w, : (acc + w[i],i), T.zeros(1), sequences=[indices], non_sequences=[w])
+>>> # out first element is the carry, the second is the stacked second outputs of the function
+>>> f = symjax.function(indices, outputs=out)
+>>> f([0,2,3])
+[array([5.], dtype=float32), array([0, 2, 3], dtype=int32)]
+>>> f([1, 1, 1])
+[array([3.], dtype=float32), array([1, 1, 1], dtype=int32)]
+"""
+
+
+@pytest.mark.parametrize("name", ["CONTROL_FLOW_MAP", "CONTROL_FLOW_SCAN"])
+def test_doc_control_flow(name):
+    _run(globals()[name], name)
