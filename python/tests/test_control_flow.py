@@ -347,3 +347,20 @@ def test_sequences_of_different_lengths_and_random_in_a_body():
         T.scan(lambda c, a, b: (c, None), T.zeros(()), [T.ones(3), T.ones(4)])
     with pytest.raises(sj.Error, match="random"):
         T.scan(lambda c, x: (c + T.random.randn(()), None), T.zeros(()), [T.ones(3)])
+
+
+def test_cpu_and_reference_backends_agree():
+    # the same loops on the JIT backend and the reference interpreter (the oracle)
+    xs = T.Placeholder((5,), "float64")
+    w = T.Variable(np.float64(0.7))
+    _, hs = T.scan(lambda h, x: (T.tanh(w * h + x),) * 2, T.zeros((), "float64"), [xs])
+    root = T.while_loop(lambda v: v < 10.0, lambda v: v * w * 2 + 0.1, T.ones((), "float64"),
+                        max_iterations=30)
+    c = T.cond(xs.sum() > 0, lambda a: a * 2, lambda a: a, operands=[xs])
+    g = sj.gradients(hs.sum() + root + c.sum(), w)
+    outs = [hs, root, T.trip_count(root), c, g]
+    v = np.random.randn(5)
+    cpu = sj.function(xs, outputs=outs, backend="cpu")(v)
+    ref = sj.function(xs, outputs=outs, backend="reference")(v)
+    for a, b in zip(cpu, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
