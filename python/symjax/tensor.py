@@ -596,10 +596,20 @@ def _tensor_list(x, what):
     raise _core.TypeError("%s must be a list or tuple of tensors, got %r" % (what, x))
 
 
+def _loose(treedef):
+    """A structure with lists read as tuples: SymJAX turned list arguments into tuples, so a body
+    may return a tuple for a list of loop variables (and the reverse)."""
+    if treedef is _LEAF or treedef is None:
+        return treedef
+    if treedef[0] is dict:
+        return (dict, treedef[1], tuple(_loose(c) for c in treedef[2]))
+    return (tuple, tuple(_loose(c) for c in treedef[1]))
+
+
 def _same_structure(loop, what, got, want, want_what):
     """TypeError unless pytree structures ``got`` (what ``what`` returned) and ``want`` (that of
-    ``want_what``) are the same."""
-    if got != want:
+    ``want_what``) are the same, lists and tuples alike."""
+    if _loose(got) != _loose(want):
         raise _core.TypeError("%s: %s returns %s, but %s is %s"
                               % (loop, what, _describe(got), want_what, _describe(want)))
 

@@ -324,8 +324,13 @@ def test_branches_of_different_types_or_structures():
     x = T.Placeholder((), "float32")
     with pytest.raises(sj.TypeError):
         T.cond(x > 0, lambda: x, lambda: T.cast(x, "float64"))
-    with pytest.raises(sj.TypeError, match="false branch"):
-        T.cond(x > 0, lambda: (x, x), lambda: [x, x])
+    with pytest.raises(sj.TypeError, match="false branch returns \\(a tensor, \\(a tensor,\\)\\)"):
+        T.cond(x > 0, lambda: (x, x), lambda: (x, (x,)))
+    # lists and tuples are alike (SymJAX made tuples of list arguments): the first's structure
+    out = T.cond(x > 0, lambda: (x, x), lambda: [x, -x])
+    assert isinstance(out, tuple) and sj.function(x, outputs=list(out))(-2.0) == [-2.0, 2.0]
+    a, b = T.while_loop(lambda v: v[0] < 3, lambda v: (v[0] + 1, v[1] * 2), [T.zeros(()), 1.0])
+    assert sj.function(outputs=[a, b])() == [3.0, 8.0]
 
 
 def test_python_exception_in_a_body_propagates_unchanged():
