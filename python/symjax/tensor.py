@@ -559,7 +559,8 @@ def _unflatten(treedef, leaves):
             return None
         if d[0] is dict:
             return {k: build(c) for k, c in zip(d[1], d[2])}
-        return d[0](build(c) for c in d[1])
+        items = [build(c) for c in d[1]]
+        return d[0](*items) if hasattr(d[0], "_fields") else d[0](items)  # namedtuples
 
     return build(treedef)
 

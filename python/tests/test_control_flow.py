@@ -67,6 +67,17 @@ def test_scan_pytree_carry_two_sequences_and_reverse():
     np.testing.assert_allclose(d, a - b, rtol=1e-12)
 
 
+def test_scan_namedtuple_carry():
+    import collections
+    State = collections.namedtuple("State", "h n")
+    final, ys = T.scan(lambda s, x: (State(s.h * 0.5 + x, s.n + 1), s.h),
+                       State(T.zeros(()), T.zeros((), "int32")), [T.ones(3)])
+    assert isinstance(final, State)
+    h, n, y = sj.function(outputs=[final.h, final.n, ys])()
+    assert (h, n) == (1.75, 3)
+    np.testing.assert_array_equal(y, [0.0, 1.0, 1.5])
+
+
 def test_scan_without_sequences_needs_length_and_uses_it():
     carry, powers = T.scan(lambda c: (c * 2.0, c), T.ones(()), [], length=6)
     np.testing.assert_array_equal(sj.function(outputs=powers)(), 2.0 ** np.arange(6))
