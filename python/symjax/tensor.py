@@ -571,10 +571,12 @@ def _describe(treedef):
     if treedef is None:
         return "None"
     if treedef[0] is dict:
-        return "{%s}" % ", ".join("%r: %s" % (k, _describe(c)) for k, c in zip(treedef[1], treedef[2]))
+        items = ("%r: %s" % (k, _describe(c)) for k, c in zip(treedef[1], treedef[2]))
+        return "{%s}" % ", ".join(items)
     inner = ", ".join(_describe(c) for c in treedef[1])
-    return ("(%s,)" if treedef[0] is tuple and len(treedef[1]) == 1 else
-            "(%s)" if treedef[0] is tuple else "[%s]") % inner
+    if not issubclass(treedef[0], tuple):
+        return "[%s]" % inner
+    return ("(%s,)" if len(treedef[1]) == 1 else "(%s)") % inner
 
 
 def _leaf_tensor(x, where, like=None):
