@@ -61,6 +61,8 @@ public:
     Array clone() const;
     /// A view with a new shape of the same size (shares the buffer).
     Array reshape(Shape shape) const;
+    /// Element i of the first dim, [d1, d2, ...], as a view (shares the buffer; no copy).
+    Array row(int64_t i) const;
     /// Converted copy.
     Array astype(DType t) const;
     /// "f32[2, 3]"

@@ -29,7 +29,8 @@ std::string byte_size_str(uint64_t bytes) {
     const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = double(bytes);
     int u = 0;
-    while (v >= 1024 && u < 6) v /= 1024, ++u;
+    while (v >= 1024 && u < 6)
+        v /= 1024, ++u;
     char buf[64];
     if (u == 0)
         std::snprintf(buf, sizeof buf, "%llu bytes", static_cast<unsigned long long>(bytes));
@@ -44,12 +45,14 @@ std::shared_ptr<unsigned char> alloc_bytes(int64_t nbytes, bool zero, DType dtyp
                                            const Shape& shape) {
     const uint64_t want = static_cast<uint64_t>(nbytes);
     size_t n = want > SIZE_MAX - 63 ? 0 : static_cast<size_t>((want + 63) / 64 * 64);
-    if (n == 0 && want == 0) n = 64;
+    if (n == 0 && want == 0)
+        n = 64;
     void* p = n ? std::aligned_alloc(64, n) : nullptr;
     SJ_CHECK(p, OutOfMemoryError) << "out of memory allocating " << byte_size_str(want) << " ("
                                   << want << " bytes) for array " << dtype_name(dtype)
                                   << shape_str(shape);
-    if (zero) std::memset(p, 0, n);
+    if (zero)
+        std::memset(p, 0, n);
     return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), std::free);
 }
 } // namespace
@@ -70,7 +73,8 @@ Array Array::uninitialized(DType dtype, Shape shape) {
 
 Array Array::from_buffer(DType dtype, Shape shape, const void* src) {
     Array a = uninitialized(dtype, std::move(shape));
-    if (a.nbytes() > 0) std::memcpy(a.raw(), src, static_cast<size_t>(a.nbytes()));
+    if (a.nbytes() > 0)
+        std::memcpy(a.raw(), src, static_cast<size_t>(a.nbytes()));
     return a;
 }
 
@@ -81,13 +85,20 @@ Array Array::full(DType dtype, Shape shape, double v) {
         T* p = static_cast<T*>(a.raw());
         // saturating, NaN -> 0 (as the cast kernels): static_cast of an out-of-range double is UB
         T tv;
-        if (dtype == DType::Bool) tv = T(v != 0);
-        else if constexpr (std::is_floating_point_v<T>) tv = static_cast<T>(v);
-        else if (std::isnan(v)) tv = T(0);
-        else if (v <= double(std::numeric_limits<T>::lowest())) tv = std::numeric_limits<T>::lowest();
-        else if (v >= double(std::numeric_limits<T>::max())) tv = std::numeric_limits<T>::max();
-        else tv = static_cast<T>(v);
-        for (int64_t i = 0; i < a.size(); ++i) p[i] = tv;
+        if (dtype == DType::Bool)
+            tv = T(v != 0);
+        else if constexpr (std::is_floating_point_v<T>)
+            tv = static_cast<T>(v);
+        else if (std::isnan(v))
+            tv = T(0);
+        else if (v <= double(std::numeric_limits<T>::lowest()))
+            tv = std::numeric_limits<T>::lowest();
+        else if (v >= double(std::numeric_limits<T>::max()))
+            tv = std::numeric_limits<T>::max();
+        else
+            tv = static_cast<T>(v);
+        for (int64_t i = 0; i < a.size(); ++i)
+            p[i] = tv;
     });
     return a;
 }
@@ -109,7 +120,8 @@ double Array::at(int64_t i) const {
 }
 
 Array Array::clone() const {
-    if (!defined()) return {};
+    if (!defined())
+        return {};
     return from_buffer(dtype_, shape_, raw());
 }
 
@@ -118,6 +130,18 @@ Array Array::reshape(Shape shape) const {
         << "Array::reshape: cannot view " << type_str() << " as " << shape_str(shape);
     Array a = *this;
     a.shape_ = std::move(shape);
+    return a;
+}
+
+Array Array::row(int64_t i) const {
+    SJ_CHECK(rank() >= 1 && i >= 0 && i < shape_[0], InputError)
+        << "Array::row: row " << i << " of " << type_str();
+    Array a;
+    a.dtype_ = dtype_;
+    a.shape_.assign(shape_.begin() + 1, shape_.end());
+    a.size_ = shape_[0] == 0 ? 0 : size_ / shape_[0];
+    // the aliasing constructor: the view keeps the whole buffer alive
+    a.buf_ = std::shared_ptr<unsigned char>(buf_, buf_.get() + i * a.size_ * dtype_size(dtype_));
     return a;
 }
 
@@ -136,10 +160,13 @@ Array Array::astype(DType t) const {
     return out;
 }
 
-std::string Array::type_str() const { return std::string(dtype_name(dtype_)) + shape_str(shape_); }
+std::string Array::type_str() const {
+    return std::string(dtype_name(dtype_)) + shape_str(shape_);
+}
 
 std::string Array::str(int max_elems) const {
-    if (!defined()) return "<undefined>";
+    if (!defined())
+        return "<undefined>";
     std::ostringstream os;
     os.precision(6);
     auto strides = row_major_strides(shape_);
@@ -148,8 +175,10 @@ std::string Array::str(int max_elems) const {
         dispatch(dtype_, [&](auto tag) {
             using T = typename decltype(tag)::type;
             T v = static_cast<const T*>(raw())[i];
-            if constexpr (sizeof(T) == 1) os << int(v);
-            else os << v;
+            if constexpr (sizeof(T) == 1)
+                os << int(v);
+            else
+                os << v;
         });
     };
     if (shape_.empty()) {
@@ -158,9 +187,11 @@ std::string Array::str(int max_elems) const {
     }
     // iterate in row-major order, opening/closing brackets at dim boundaries
     std::vector<int64_t> idx(shape_.size(), 0);
-    for (size_t d = 0; d < shape_.size(); ++d) os << "[";
+    for (size_t d = 0; d < shape_.size(); ++d)
+        os << "[";
     if (size_ == 0) {
-        for (size_t d = 0; d < shape_.size(); ++d) os << "]";
+        for (size_t d = 0; d < shape_.size(); ++d)
+            os << "]";
         return os.str();
     }
     for (int64_t flat = 0; flat < size_; ++flat) {
@@ -177,19 +208,23 @@ std::string Array::str(int max_elems) const {
             --d;
             ++closed;
         }
-        for (int c = 0; c < closed; ++c) os << "]";
+        for (int c = 0; c < closed; ++c)
+            os << "]";
         if (d >= 0) {
             os << ", ";
-            for (int c = 0; c < closed; ++c) os << "[";
+            for (int c = 0; c < closed; ++c)
+                os << "[";
         }
     }
     if (shown < size_)
-        for (size_t d = 0; d < shape_.size(); ++d) os << "]";
+        for (size_t d = 0; d < shape_.size(); ++d)
+            os << "]";
     return os.str();
 }
 
 bool Array::equals(const Array& o) const {
-    if (dtype_ != o.dtype_ || shape_ != o.shape_) return false;
+    if (dtype_ != o.dtype_ || shape_ != o.shape_)
+        return false;
     return nbytes() == 0 || std::memcmp(raw(), o.raw(), static_cast<size_t>(nbytes())) == 0;
 }
 

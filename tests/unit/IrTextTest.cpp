@@ -25,7 +25,8 @@ namespace {
 
 std::vector<NodePtr> roots_of(const std::vector<Tensor>& ts) {
     std::vector<NodePtr> r;
-    for (const auto& t : ts) r.push_back(t.node());
+    for (const auto& t : ts)
+        r.push_back(t.node());
     return r;
 }
 
@@ -37,7 +38,8 @@ std::string round_trip(const std::vector<NodePtr>& roots) {
         std::vector<NodePtr> parsed = detail::parse_ir(text);
         detail::verify(parsed, "parse");
         std::string again = detail::print_ir(parsed);
-        if (again != text) return "printed again:\n" + again + "\nfirst print:\n" + text;
+        if (again != text)
+            return "printed again:\n" + again + "\nfirst print:\n" + text;
     } catch (const Error& e) {
         return std::string(e.what()) + "\nin:\n" + text;
     }
@@ -53,7 +55,8 @@ std::vector<Tensor> placeholders(const test::Case& c, DType dtype, bool dynamic)
             dynamic = false;
         if (dynamic)
             for (auto& d : s)
-                if (d != 1) d = -1;
+                if (d != 1)
+                    d = -1;
         phs.push_back(Placeholder(s, c.inputs[k].dtype.value_or(dtype), "x" + std::to_string(k)));
     }
     return phs;
@@ -134,7 +137,8 @@ TEST(IrText, AttributesNamesAndLeaves) {
     std::vector<NodePtr> parsed = detail::parse_ir(text);
     std::vector<const Node*> rs = {parsed[0].get()};
     bool found = false;
-    for (const Node* n : topo_order(rs)) found |= n == w.node().get();
+    for (const Node* n : topo_order(rs))
+        found |= n == w.node().get();
     EXPECT_TRUE(found) << "the parsed graph reads the live variable irtext_w";
 }
 
@@ -157,9 +161,27 @@ TEST(IrText, ParsedVariablesHoldZerosAndCompile) {
 // Note: every row, case and dtype of the op harness: the forward graph on static and on -1
 // placeholders, the gradient graph of differentiable rows, and the graph the compiler makes of
 // them (canonicalized, stabilized, specialized, blocked layouts, merged constants).
+TEST(IrText, ControlFlowHasNoTextFormYet) {
+    Tensor xs = ones({3});
+    Tensor c = scan(
+                   [](const std::vector<Tensor>& h, const std::vector<Tensor>& x) {
+                       return std::pair{std::vector<Tensor>{h[0] + x[0]}, std::vector<Tensor>{}};
+                   },
+                   {scalar(0.0)}, {xs})
+                   .carry[0];
+    std::string text = detail::print_ir({c.node()});
+    EXPECT_NE(text.find("scan("), std::string::npos) << text;
+    std::string msg = test::message_of<ParseError>([&] { detail::parse_ir(text); });
+    EXPECT_NE(msg.find("no text form yet"), std::string::npos) << msg;
+}
+
 TEST(IrText, RoundTripsEveryOpHarnessGraph) {
     size_t graphs = 0, failures = 0;
     for (const test::OpRow& row : test::op_table()) {
+        // control-flow ops have no text form yet: their bodies are traced C++ functions (the
+        // parser refuses them with a ParseError, IrText.ControlFlowHasNoTextFormYet)
+        if (row.op == "scan" || row.op == "while_loop" || row.op == "cond")
+            continue;
         std::vector<test::Case> cases = test::row_cases(row);
         for (size_t ci = 0; ci < cases.size(); ++ci) {
             const test::Case& c = cases[ci];
@@ -167,7 +189,8 @@ TEST(IrText, RoundTripsEveryOpHarnessGraph) {
                 if (!c.only.empty() && std::find(c.only.begin(), c.only.end(), dt) == c.only.end())
                     continue;
                 for (bool dynamic : {false, true}) {
-                    if (dynamic && !(row.dynamic && c.dynamic)) continue;
+                    if (dynamic && !(row.dynamic && c.dynamic))
+                        continue;
                     std::vector<std::vector<NodePtr>> gs;
                     try {
                         std::vector<Tensor> phs = placeholders(c, dt, dynamic);
@@ -177,12 +200,14 @@ TEST(IrText, RoundTripsEveryOpHarnessGraph) {
                             c.grad) {
                             std::vector<Tensor> wrt;
                             for (const auto& p : phs)
-                                if (is_float(p.dtype())) wrt.push_back(p);
+                                if (is_float(p.dtype()))
+                                    wrt.push_back(p);
                             Tensor cost =
                                 is_static(out.shape())
                                     ? sum(out * constant(random_array(out.dtype(), out.shape(), 7)))
                                     : sum(out * out);
-                            for (const Tensor& g : gradients(cost, wrt)) outs.push_back(g);
+                            for (const Tensor& g : gradients(cost, wrt))
+                                outs.push_back(g);
                         }
                         gs.push_back(roots_of(outs));
                         gs.push_back(compiler::compile(roots_of(outs), cpu::cpu_target()).roots);
@@ -217,7 +242,8 @@ TEST(IrText, RoundTripsTrainingSteps) {
         nn::optim::Adam adam(1e-3);
         Updates upd = adam.minimize(loss, mlp.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
-        for (const auto& [v, t] : upd.items()) outs.push_back(t);
+        for (const auto& [v, t] : upd.items())
+            outs.push_back(t);
         EXPECT_EQ(round_trip(roots_of(outs)), "");
         EXPECT_EQ(round_trip(compiler::compile(roots_of(outs), cpu::cpu_target()).roots), "");
     }
@@ -229,7 +255,9 @@ TEST(IrText, RoundTripsTrainingSteps) {
             .add(nn::BatchNorm(16))
             .add(nn::ReLU())
             .add(nn::MaxPool2D({2, 2}));
-        net.add(nn::ResidualBlock(16, 32, {.stride = 2})).add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool());
+        net.add(nn::ResidualBlock(16, 32, {.stride = 2}))
+            .add(nn::AvgPool2D({2, 2}))
+            .add(nn::GlobalAvgPool());
         net.add(nn::Dense(32, 10));
         Placeholder x({-1, 3, 12, 12}, f32, "images");
         Placeholder y({-1}, i32, "labels");
@@ -238,7 +266,8 @@ TEST(IrText, RoundTripsTrainingSteps) {
         nn::optim::SGD sgd(0.01, {.momentum = 0.9});
         Updates upd = sgd.minimize(loss, net.trainable_variables()) + state_updates(loss);
         std::vector<Tensor> outs = {loss};
-        for (const auto& [v, t] : upd.items()) outs.push_back(t);
+        for (const auto& [v, t] : upd.items())
+            outs.push_back(t);
         EXPECT_EQ(round_trip(roots_of(outs)), "");
         EXPECT_EQ(round_trip(compiler::compile(roots_of(outs), cpu::cpu_target()).roots), "");
     }

@@ -18,8 +18,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -61,8 +61,10 @@ struct CallPlan {
     compiler::BoundPlan bound;
     std::vector<StepCode> code; // per step
     /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no
-    /// allocator round trips on the hot path).
-    mutable std::vector<Array> pool;
+    /// allocator round trips on the hot path). Two per slot: a caller that keeps the last
+    /// result while calling again (a loop feeding a body its previous carry) ping-pongs
+    /// between them.
+    mutable std::vector<Array> pool, pool2;
 };
 
 struct Profile {
@@ -82,15 +84,22 @@ public:
         stats_.library_calls = fp.library_calls();
         stats_.post_ops = fp.post_ops();
         for (const Node* n : plan_.order)
-            if (has_trait(n->op(), kRegion)) add_region_node(*n);
-        compile_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            if (has_trait(n->op(), kRegion))
+                add_region_node(*n);
+        compile_ms_ =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
         if (detail::debug_level() >= 1)
-            std::fprintf(stderr, "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu library calls) in %.1f ms\n",
-                         plan_.order.size(), fp.groups.size(), stats_.kernels, stats_.library_calls, compile_ms_);
+            std::fprintf(stderr,
+                         "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu "
+                         "library calls) in %.1f ms\n",
+                         plan_.order.size(), fp.groups.size(), stats_.kernels, stats_.library_calls,
+                         compile_ms_);
     }
 
     ~CpuExecutable() override {
-        if (opts_.profile) std::fprintf(stderr, "%s", profile_report().c_str());
+        if (opts_.profile)
+            std::fprintf(stderr, "%s", profile_report().c_str());
     }
 
     FunctionStats stats() const override { return stats_; }
@@ -100,23 +109,25 @@ public:
         std::ostringstream os;
         os << "[symjax] profile (" << prof_.size() << " groups)\n";
         char line[256];
-        std::snprintf(line, sizeof line, "  %-4s %-10s %10s %8s %10s %10s  %s\n", "#", "kind", "ms/call", "calls",
-                      "GB/s", "GFLOP/s", "root");
+        std::snprintf(line, sizeof line, "  %-4s %-10s %10s %8s %10s %10s  %s\n", "#", "kind",
+                      "ms/call", "calls", "GB/s", "GFLOP/s", "root");
         os << line;
         for (size_t i = 0; i < prof_.size(); ++i) {
             const Profile& p = prof_[i];
-            if (!p.calls) continue;
+            if (!p.calls)
+                continue;
             const Group& g = plan_.group(plan_.steps[i]);
-            const char* kind = g.kind == Group::Kind::Kernel     ? "kernel"
-                               : g.kind == Group::Kind::Dot      ? "gemm"
-                               : g.kind == Group::Kind::Window   ? "window"
-                               : g.kind == Group::Kind::View     ? "view"
+            const char* kind = g.kind == Group::Kind::Kernel      ? "kernel"
+                               : g.kind == Group::Kind::Dot       ? "gemm"
+                               : g.kind == Group::Kind::Window    ? "window"
+                               : g.kind == Group::Kind::View      ? "view"
                                : library_kernel(g.roots[0]->op()) ? "lapack"
                                                                   : "reference";
             double s = p.ms / 1e3;
-            std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
-                          p.ms / double(p.calls), static_cast<long long>(p.calls), s > 0 ? p.bytes / s / 1e9 : 0.0,
-                          s > 0 ? p.flops / s / 1e9 : 0.0, g.roots[0]->describe(1).c_str());
+            std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i,
+                          kind, p.ms / double(p.calls), static_cast<long long>(p.calls),
+                          s > 0 ? p.bytes / s / 1e9 : 0.0, s > 0 ? p.flops / s / 1e9 : 0.0,
+                          g.roots[0]->describe(1).c_str());
             os << line;
         }
         return os.str();
@@ -131,53 +142,76 @@ public:
         for (const auto& a : inputs) {
             const int64_t rank = a.rank();
             sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
-            sig.append(reinterpret_cast<const char*>(a.shape().data()), sizeof(int64_t) * size_t(rank));
+            sig.append(reinterpret_cast<const char*>(a.shape().data()),
+                       sizeof(int64_t) * size_t(rank));
         }
         auto it = plans_.find(sig);
-        if (it == plans_.end()) it = plans_.emplace(sig, make_plan(inputs)).first;
+        if (it == plans_.end())
+            it = plans_.emplace(sig, make_plan(inputs)).first;
         const CallPlan& plan = it->second;
-        if (plan.pool.size() != plan_.slots.size()) plan.pool.resize(plan_.slots.size());
+        if (plan.pool.size() != plan_.slots.size()) {
+            plan.pool.resize(plan_.slots.size());
+            plan.pool2.resize(plan_.slots.size());
+        }
 
         std::vector<Array> env(plan_.slots.size());
-        for (auto& g : regions_) g.results.clear();
+        for (auto& g : regions_)
+            g.results.clear();
         for (size_t s = 0; s < plan_.slots.size(); ++s) {
             const compiler::Slot& sl = plan_.slots[s];
             switch (sl.source) {
-            case compiler::SlotSource::Input: env[s] = inputs[size_t(sl.index)]; break;
-            case compiler::SlotSource::Variable: env[s] = vals[size_t(sl.index)]; break;
-            case compiler::SlotSource::Constant: env[s] = sl.node->attr<ConstantAttrs>().value; break;
-            case compiler::SlotSource::RngCounter: env[s] = Array::scalar<int64_t>(int64_t(counter)); break;
-            case compiler::SlotSource::Step: break;
+            case compiler::SlotSource::Input:
+                env[s] = inputs[size_t(sl.index)];
+                break;
+            case compiler::SlotSource::Variable:
+                env[s] = vals[size_t(sl.index)];
+                break;
+            case compiler::SlotSource::Constant:
+                env[s] = sl.node->attr<ConstantAttrs>().value;
+                break;
+            case compiler::SlotSource::RngCounter:
+                env[s] = Array::scalar<int64_t>(int64_t(counter));
+                break;
+            case compiler::SlotSource::Step:
+                break;
             }
         }
-        if (prof_.size() != plan_.steps.size()) prof_.assign(plan_.steps.size(), {});
+        if (prof_.size() != plan_.steps.size())
+            prof_.assign(plan_.steps.size(), {});
         for (size_t si = 0; si < plan_.steps.size(); ++si) {
             const compiler::Step& st = plan_.steps[si];
             const Group& g = plan_.group(st);
             auto t0 = std::chrono::steady_clock::now();
             execute(g, st, si, plan, env, counter);
             if (opts_.profile || detail::debug_level() >= 2) {
-                double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
                 Profile& p = prof_[si];
                 p.ms += ms;
                 ++p.calls;
                 p.bytes += double(plan.bound.steps[si].bytes);
                 p.flops += plan.code[si].flops;
                 if (detail::debug_level() >= 2)
-                    std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", si, g.roots[0]->describe(1).c_str(), ms);
+                    std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", si,
+                                 g.roots[0]->describe(1).c_str(), ms);
             }
-            if (opts_.nan_guard) check_finite(g, st, env);
-            for (int s : st.free_after) env[size_t(s)] = Array();
+            if (opts_.nan_guard)
+                check_finite(g, st, env);
+            for (int s : st.free_after)
+                env[size_t(s)] = Array();
         }
         detail::ExecResult r;
         for (int s : plan_.output_slots) {
             const Node* n = plan_.slots[size_t(s)].node;
             Array a = env[size_t(s)];
             // a variable returned as an output must not alias its buffer (updates may write it)
-            if (n->is(Op::Variable) || n->is(Op::Constant)) a = a.clone();
+            if (n->is(Op::Variable) || n->is(Op::Constant))
+                a = a.clone();
             r.outputs.push_back(a);
         }
-        for (int s : plan_.update_slots) r.new_values.push_back(env[size_t(s)]);
+        for (int s : plan_.update_slots)
+            r.new_values.push_back(env[size_t(s)]);
         return r;
     }
 
@@ -236,7 +270,8 @@ private:
     CallPlan make_plan(const std::vector<Array>& inputs) {
         CallPlan plan;
         std::vector<TensorType> in;
-        for (const auto& a : inputs) in.push_back({a.dtype(), a.shape()});
+        for (const auto& a : inputs)
+            in.push_back({a.dtype(), a.shape()});
         plan.bound = compiler::bind(plan_, in);
         const auto& types = plan.bound.node_types;
         plan.code.resize(plan_.steps.size());
@@ -249,60 +284,71 @@ private:
                 const auto& launch = plan.bound.steps[si].launch;
                 sc.flops = double(launch.points) * double(g.insts.size());
                 if (detail::debug_level() >= 4)
-                    std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", si, launch.spec.str().c_str());
+                    std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", si,
+                                 launch.spec.str().c_str());
                 detail::dump_file("kernel_" + std::to_string(si) + ".txt", launch.spec.str());
                 if (detail::debug_level() >= 4 || detail::dumping())
-                    detail::dump_file("kernel_" + std::to_string(si) + ".ll", kernel_llvm_ir(launch.spec));
+                    detail::dump_file("kernel_" + std::to_string(si) + ".ll",
+                                      kernel_llvm_ir(launch.spec));
                 break;
             }
             case compiler::StepKind::Dot: {
                 const Node* r = g.roots[0].get();
-                sc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(), types.at(r).shape);
+                sc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(),
+                                     types.at(r).shape);
                 break;
             }
             case compiler::StepKind::Window: {
                 const Node* r = g.roots[0].get();
                 std::vector<TensorType> ins;
-                for (const auto& x : r->inputs()) ins.push_back(types.at(x.get()));
+                for (const auto& x : r->inputs())
+                    ins.push_back(types.at(x.get()));
                 sc.window = window_primitive(*r, ins, types.at(r), g.epilogue);
                 sc.flops = window_flops(*r, ins, types.at(r));
                 break;
             }
-            case compiler::StepKind::View: case compiler::StepKind::Fallback: break;
+            case compiler::StepKind::View:
+            case compiler::StepKind::Fallback:
+                break;
             }
         }
         // every kernel's code at once: one object per function (Note [One object per function])
         std::vector<const compiler::KernelSpec*> specs;
         for (size_t si = 0; si < plan_.steps.size(); ++si)
-            if (plan_.steps[si].kind == compiler::StepKind::Kernel) specs.push_back(&plan.bound.steps[si].launch.spec);
+            if (plan_.steps[si].kind == compiler::StepKind::Kernel)
+                specs.push_back(&plan.bound.steps[si].launch.spec);
         CompileInfo info;
         std::vector<KernelFn> fns = get_kernels(specs, &info);
         for (size_t si = 0, k = 0; si < plan_.steps.size(); ++si)
-            if (plan_.steps[si].kind == compiler::StepKind::Kernel) plan.code[si].fn = fns[k++];
+            if (plan_.steps[si].kind == compiler::StepKind::Kernel)
+                plan.code[si].fn = fns[k++];
         if (detail::debug_level() >= 1)
-            std::fprintf(stderr, "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu compiled; %.1f ms\n",
+            std::fprintf(stderr,
+                         "[symjax] %zu kernels: %zu already loaded, %zu from the disk cache, %zu "
+                         "compiled; %.1f ms\n",
                          info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
         stats_.intermediate_bytes = plan.bound.intermediate_bytes;
         stats_.peak_arena_bytes = plan.bound.peak_bytes;
         return plan;
     }
 
-    void execute(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan, std::vector<Array>& env,
-                 uint64_t counter) {
+    void execute(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan,
+                 std::vector<Array>& env, uint64_t counter) {
         switch (g.kind) {
         case Group::Kind::View: {
             const Node* r = g.roots[0].get();
-            env[gc.out_slots[0]] = env[slot(r->input(0).get())].reshape(plan.bound.types[gc.out_slots[0]].shape);
+            env[gc.out_slots[0]] =
+                env[slot(r->input(0).get())].reshape(plan.bound.types[gc.out_slots[0]].shape);
             return;
         }
         case Group::Kind::Dot: {
             const Node* r = g.roots[0].get();
             const TensorType& t = plan.bound.types[gc.out_slots[0]];
             Array out = buffer(plan, gc.out_slots[0], t);
-            bool applied =
-                dot_general(env[slot(r->input(0).get())], env[slot(r->input(1).get())],
-                            r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
-            if (!applied) out = epilogue_reference(g, out, plan, env, counter);
+            bool applied = dot_general(env[slot(r->input(0).get())], env[slot(r->input(1).get())],
+                                       r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
+            if (!applied)
+                out = epilogue_reference(g, out, plan, env, counter);
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
@@ -333,11 +379,14 @@ private:
         case Group::Kind::Fallback: {
             const Node* r = g.roots[0].get();
             std::vector<Array> ins = fallback_inputs(*r, env);
-            env[gc.out_slots[0]] = has_trait(r->op(), kRegion) ? region_result(*r, ins, counter)
-                                                               : run_fallback(*r, ins, plan, counter);
+            env[gc.out_slots[0]] = has_trait(r->op(), kRegion)
+                                       ? region_result(*r, ins, counter)
+                                       : run_fallback(*r, ins, plan, counter);
             return;
         }
-        case Group::Kind::Kernel: run_kernel(g, gc, si, plan, env); return;
+        case Group::Kind::Kernel:
+            run_kernel(g, gc, si, plan, env);
+            return;
         }
     }
 
@@ -356,15 +405,19 @@ private:
                              const std::vector<Array>& env, uint64_t counter) const {
         std::unordered_map<const Node*, Array> memo{{g.roots[0].get(), std::move(value)}};
         std::function<Array(const Node*)> eval = [&](const Node* n) -> Array {
-            if (auto it = memo.find(n); it != memo.end()) return it->second;
-            if (auto s = plan_.slot_of.find(n); s != plan_.slot_of.end() && env[s->second].defined())
+            if (auto it = memo.find(n); it != memo.end())
+                return it->second;
+            if (auto s = plan_.slot_of.find(n);
+                s != plan_.slot_of.end() && env[s->second].defined())
                 return env[s->second];
             std::vector<Array> ins;
             for (size_t i = 0; i < n->num_inputs(); ++i) {
                 const Node* x = n->input(i).get();
                 auto s = plan_.slot_of.find(x);
-                if (!detail::shape_only_input(*n, i)) ins.push_back(eval(x));
-                else ins.push_back(s != plan_.slot_of.end() ? env[s->second] : Array());
+                if (!detail::shape_only_input(*n, i))
+                    ins.push_back(eval(x));
+                else
+                    ins.push_back(s != plan_.slot_of.end() ? env[s->second] : Array());
             }
             ref::KernelCtx ctx{*n, ins, plan.bound.node_types.at(n), counter};
             return memo[n] = ref::kernel_for(n->op())(ctx);
@@ -385,7 +438,8 @@ private:
 
     /// A reference kernel on the plan's (already checked) concrete output type. Inputs that only
     /// give a shape (philox's `like`) are not materialised: they get empty arrays.
-    Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan, uint64_t counter) {
+    Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan,
+                       uint64_t counter) {
         const TensorType& t = plan.bound.types[slot(&r)];
         if (LibraryKernel k = library_kernel(r.op())) {
             Array out = buffer(plan, slot(&r), t);
@@ -396,23 +450,29 @@ private:
         return ref::kernel_for(r.op())(ctx);
     }
 
-    void run_kernel(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan, std::vector<Array>& env) {
+    void run_kernel(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan,
+                    std::vector<Array>& env) {
         const auto& L = plan.bound.steps[si].launch;
         KernelFn fn = plan.code[si].fn;
         std::vector<Array> outs;
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.bound.types[gc.out_slots[k]];
             int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[k];
-            if (var >= 0 && exclusively_ours(plan, env, var)) outs.push_back(env[var]);
-            else outs.push_back(buffer(plan, gc.out_slots[k], t));
+            if (var >= 0 && exclusively_ours(plan, env, var))
+                outs.push_back(env[var]);
+            else
+                outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
         if (L.points == 0) {
             for (size_t k = 0; k < outs.size(); ++k)
-                if (g.outputs[k].reduced) fill_identity(outs[k], g.outputs[k].reduce_op);
+                if (g.outputs[k].reduced)
+                    fill_identity(outs[k], g.outputs[k].reduce_op);
         } else {
             std::vector<void*> bufs;
-            for (int s : gc.in_slots) bufs.push_back(const_cast<void*>(env[s].raw()));
-            for (auto& o : outs) bufs.push_back(o.raw());
+            for (int s : gc.in_slots)
+                bufs.push_back(const_cast<void*>(env[s].raw()));
+            for (auto& o : outs)
+                bufs.push_back(o.raw());
             ThreadPool& pool = ThreadPool::get();
             bool parallel = L.points >= kParallelPoints;
             int nt = parallel ? int(std::min<int64_t>(pool.threads(), L.outer)) : 1;
@@ -440,7 +500,8 @@ private:
                     }
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
-                    if (g.outputs[k].reduced) combine(outs[k], part, k, g.outputs[k].reduce_op);
+                    if (g.outputs[k].reduced)
+                        combine(outs[k], part, k, g.outputs[k].reduce_op);
             } else if (nt <= 1 || L.split_reduce) {
                 fn(bufs.data(), L.params.data(), 0, L.outer);
             } else {
@@ -451,7 +512,8 @@ private:
                 });
             }
         }
-        for (size_t k = 0; k < gc.out_slots.size(); ++k) env[gc.out_slots[k]] = std::move(outs[k]);
+        for (size_t k = 0; k < gc.out_slots.size(); ++k)
+            env[gc.out_slots[k]] = std::move(outs[k]);
     }
 
     /// The variable's buffer is held only by its state, the call's snapshot and our environment
@@ -459,16 +521,24 @@ private:
     static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, int var) {
         const Array& v = env[var];
         long holders = v.use_count();
-        for (const auto& p : plan.pool)
-            if (p.shares_buffer(v)) --holders;
+        for (const auto* pool : {&plan.pool, &plan.pool2})
+            for (const auto& p : *pool)
+                if (p.shares_buffer(v))
+                    --holders;
         return holders <= 3;
     }
 
     /// The output buffer of a slot: last call's if nobody else holds it, else a new one.
     Array buffer(const CallPlan& plan, int slot, const TensorType& t) const {
         Array& p = plan.pool[slot];
-        if (!p.defined() || !p.unique() || p.shape() != t.shape || p.dtype() != t.dtype) {
+        auto fits = [&](const Array& a) {
+            return a.defined() && a.unique() && a.shape() == t.shape && a.dtype() == t.dtype;
+        };
+        if (!fits(p) && fits(plan.pool2[slot]))
+            std::swap(p, plan.pool2[slot]);
+        if (!fits(p)) {
             try {
+                plan.pool2[slot] = std::move(p); // reusable once its holder lets go
                 p = Array::uninitialized(t.dtype, t.shape);
             } catch (const OutOfMemoryError& e) { // say which value of the user's graph
                 SJ_THROW(OutOfMemoryError)
@@ -504,11 +574,15 @@ private:
                     } else if (op == Op::ReduceProd) {
                         acc *= double(v);
                     } else if (op == Op::ReduceMax) {
-                        if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::max(m, v);
-                        else m = std::max(m, v);
+                        if constexpr (std::is_floating_point_v<T>)
+                            m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::max(m, v);
+                        else
+                            m = std::max(m, v);
                     } else if (op == Op::ReduceMin) {
-                        if constexpr (std::is_floating_point_v<T>) m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::min(m, v);
-                        else m = std::min(m, v);
+                        if constexpr (std::is_floating_point_v<T>)
+                            m = (std::isnan(m) || std::isnan(v)) ? T(NAN) : std::min(m, v);
+                        else
+                            m = std::min(m, v);
                     } else if (op == Op::ReduceAny) {
                         m = T(m || v);
                     } else if (op == Op::ReduceAll) {
@@ -557,8 +631,9 @@ private:
 
 namespace sj::detail {
 void register_cpu_backend() {
-    register_backend("cpu", [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
-        return std::make_unique<cpu::CpuExecutable>(p, o);
-    });
+    register_backend("cpu",
+                     [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
+                         return std::make_unique<cpu::CpuExecutable>(p, o);
+                     });
 }
 } // namespace sj::detail

@@ -19,12 +19,6 @@ int64_t row_bytes(const Array& a) {
     return a.shape().empty() || a.shape()[0] == 0 ? 0 : a.nbytes() / a.shape()[0];
 }
 
-/// Row t of a (a copy: arrays own their buffers).
-Array row(const Array& a, int64_t t) {
-    Shape s(a.shape().begin() + 1, a.shape().end());
-    return Array::from_buffer(a.dtype(), s, static_cast<const char*>(a.raw()) + t * row_bytes(a));
-}
-
 /// Writes `v` into row t of `dst`.
 void put_row(Array& dst, int64_t t, const Array& v, const Region& r, int k) {
     SJ_ASSERT(v.dtype() == dst.dtype() && v.nbytes() == row_bytes(dst))
@@ -58,7 +52,7 @@ std::vector<Array> run_scan(const Region& r, const std::vector<Array>& in,
                 put_row(res[size_t(c + o + i)], t, carry[size_t(i)], r, c + o + i);
         args = carry;
         for (int q = 0; q < r.sequences; ++q)
-            args.push_back(row(in[size_t(c + q)], t));
+            args.push_back(in[size_t(c + q)].row(t)); // a view, no copy
         args.insert(args.end(), captured.begin(), captured.end());
         std::vector<Array> out = run_body(0, args);
         SJ_ASSERT(out.size() == size_t(c + o))
