@@ -47,6 +47,7 @@ void register_indexing_kernels(Kernel* table);
 void register_linalg_kernels(Kernel* table);
 void register_conv_kernels(Kernel* table);
 void register_random_kernels(Kernel* table);
+void register_collective_kernels(Kernel* table);
 
 /// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
