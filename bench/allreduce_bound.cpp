@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
             MPI_Barrier(MPI_COMM_WORLD);
             double t0 = MPI_Wtime();
             MPI_Allreduce(MPI_IN_PLACE, buf.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            if (r >= 3) t.push_back(MPI_Wtime() - t0);
+            if (r >= 3)
+                t.push_back(MPI_Wtime() - t0);
         }
         std::sort(t.begin(), t.end());
         double med = t[t.size() / 2];

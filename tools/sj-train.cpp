@@ -378,10 +378,13 @@ int run(Options o) {
     const int world = o.distributed ? dist::size() : 1, rank = o.distributed ? dist::rank() : 0;
     const bool root = rank == 0;
     if (o.batch % world != 0)
-        throw UsageError("sj-train: --batch " + std::to_string(o.batch) + " (the global batch) "
-                         "must be a multiple of the " + std::to_string(world) + " processes");
-    if (!root) o.plot = false;
-    if (root) fs::create_directories(out);
+        throw UsageError("sj-train: --batch " + std::to_string(o.batch) +
+                         " (the global batch) must be a multiple of the " +
+                         std::to_string(world) + " processes");
+    if (!root)
+        o.plot = false;
+    if (root)
+        fs::create_directories(out);
 
     // Data: u8 images [N, 1, 28, 28], converted to normalised f32 batches by the loader.
     const auto t_load = Clock::now();
@@ -401,16 +404,18 @@ int run(Options o) {
     const int64_t steps_per_epoch = train_loader.batches_per_epoch();
     const int64_t total_steps = steps_per_epoch * o.epochs;
     if (root)
-    std::printf("sj-train: Fashion-MNIST %lld train / %lld test images (%.2f s to load), model %s, "
-                "%lld epochs of %lld batches of %lld\n",
-                static_cast<long long>(train.size()), static_cast<long long>(test.size()),
-                std::chrono::duration<double>(Clock::now() - t_load).count(), o.model.c_str(),
-                static_cast<long long>(o.epochs), static_cast<long long>(steps_per_epoch),
-                static_cast<long long>(o.batch));
+        std::printf(
+            "sj-train: Fashion-MNIST %lld train / %lld test images (%.2f s to load), model %s, "
+            "%lld epochs of %lld batches of %lld\n",
+            static_cast<long long>(train.size()), static_cast<long long>(test.size()),
+            std::chrono::duration<double>(Clock::now() - t_load).count(), o.model.c_str(),
+            static_cast<long long>(o.epochs), static_cast<long long>(steps_per_epoch),
+            static_cast<long long>(o.batch));
     if (root && o.distributed)
         std::printf("sj-train: data-parallel over %d processes (MPI: %s), %lld images per process "
                     "per step\n",
-                    world, dist::using_mpi() ? "yes" : "no", static_cast<long long>(o.batch / world));
+                    world, dist::using_mpi() ? "yes" : "no",
+                    static_cast<long long>(o.batch / world));
 
     // Graph: one training function (loss, number correct; Adam and state updates), one eval.
     const auto t_build = Clock::now();
@@ -460,14 +465,15 @@ int run(Options o) {
         start_epoch = std::stoll(meta.at("epoch")) + 1;
         // Rows and checkpoint agree from here on (Note [Metrics and checkpoint agree]).
         rows = read_csv_rows(out / "metrics.csv", start_epoch - 1);
-        if (root) write_csv(out / "metrics.csv", rows);
         if (root)
-        std::printf("sj-train: resumed from %s after epoch %lld\n", ckpt.c_str(),
-                    static_cast<long long>(start_epoch - 1));
+            write_csv(out / "metrics.csv", rows);
+        if (root)
+            std::printf("sj-train: resumed from %s after epoch %lld\n", ckpt.c_str(),
+                        static_cast<long long>(start_epoch - 1));
         if (start_epoch > o.epochs) {
             if (root)
-            std::printf("sj-train: the checkpoint already finished all %lld epochs\n",
-                        static_cast<long long>(o.epochs));
+                std::printf("sj-train: the checkpoint already finished all %lld epochs\n",
+                            static_cast<long long>(o.epochs));
             return 0;
         }
     }
@@ -482,10 +488,10 @@ int run(Options o) {
     Function train_step = function({x, y}, {loss, correct}, updates, train_fo);
     Function eval_step = function({x, y}, {eval_loss, eval_correct}, {}, fo);
     if (root)
-    std::printf("sj-train: graph built and planned in %.2f s (%zu kernels and %zu library "
-                "calls per training step)\n",
-                std::chrono::duration<double>(Clock::now() - t_build).count(),
-                train_step.stats().kernels, train_step.stats().library_calls);
+        std::printf("sj-train: graph built and planned in %.2f s (%zu kernels and %zu library "
+                    "calls per training step)\n",
+                    std::chrono::duration<double>(Clock::now() - t_build).count(),
+                    train_step.stats().kernels, train_step.stats().library_calls);
 
     const bool tty = isatty(fileno(stdout)) && std::getenv("TERM") && std::string(std::getenv("TERM")) != "dumb";
     Progress progress(root && (o.progress == "bar" || (o.progress == "auto" && tty)), o.epochs);
@@ -502,7 +508,8 @@ int run(Options o) {
         progress.begin(epoch, steps_per_epoch);
         for (data::Batch& global : train_loader.epoch(epoch - 1)) {
             // every process draws the same global batch (same seed) and trains on its share
-            data::Batch b = o.distributed ? nn::shard_batch(global, rank, world) : std::move(global);
+            data::Batch b =
+                o.distributed ? nn::shard_batch(global, rank, world) : std::move(global);
             std::vector<Array> r = train_step(b.x, b.y);
             const int64_t n = b.y.shape()[0];
             loss_sum += r[0].item<double>() * static_cast<double>(n);
@@ -511,7 +518,8 @@ int run(Options o) {
             SJ_CHECK(std::isfinite(loss_sum), InputError)
                 << "training diverged at epoch " << epoch << ", batch " << done
                 << " (loss is not finite); try a smaller --lr";
-            if (root) progress.update(done, seen, loss_sum / seen, correct_sum / seen);
+            if (root)
+                progress.update(done, seen, loss_sum / seen, correct_sum / seen);
             if (g_stop) break;
         }
         progress.end();
@@ -529,7 +537,8 @@ int run(Options o) {
         const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
         train_seconds += secs, images_seen += seen;
         if (!root) { // rank 0 evaluates, prints and writes; the others stop where it stops
-            if (epoch == o.stop_after && epoch < o.epochs) return 0;
+            if (epoch == o.stop_after && epoch < o.epochs)
+                return 0;
             continue;
         }
 
@@ -575,7 +584,8 @@ int run(Options o) {
             return 0;
         }
     }
-    if (!root) return 0;
+    if (!root)
+        return 0;
     if (o.profile) std::printf("%s\n", train_step.profile_report().c_str());
     std::printf("sj-train: done: test accuracy %.2f%% (best %.2f%% at epoch %lld), %.1f s of "
                 "training at %.0f img/s; wrote %s/{metrics.csv,%scheckpoint.safetensors}\n",

@@ -53,7 +53,9 @@ int size();
 int local_rank();
 int local_size();
 /// rank() == 0: the process that writes checkpoints, logs and plots.
-inline bool is_root() { return rank() == 0; }
+inline bool is_root() {
+    return rank() == 0;
+}
 
 /// Seconds a collective waits for the other ranks before it throws DistError (default 300, or
 /// the environment's SJ_DIST_TIMEOUT). A failed collective leaves the world broken: every later

@@ -66,8 +66,8 @@ Array reduce_scatter(const Array& x, ReduceOp op) {
     s[0] /= n;
     Array out(x.dtype(), s);
     detail::reduce_scatter(
-        Call{Kind::ReduceScatter, op, 0, x.dtype(), out.size(), what("reduce_scatter", x)},
-        x.raw(), out.raw());
+        Call{Kind::ReduceScatter, op, 0, x.dtype(), out.size(), what("reduce_scatter", x)}, x.raw(),
+        out.raw());
     return out;
 }
 

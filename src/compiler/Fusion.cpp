@@ -834,7 +834,8 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
     // were allocated, so that every rank of a data-parallel job runs its collectives in the
     // same order (docs/distributed.md)
     std::unordered_map<const Node*, size_t> position;
-    for (size_t k = 0; k < f.order.size(); ++k) position[f.order[k]] = k;
+    for (size_t k = 0; k < f.order.size(); ++k)
+        position[f.order[k]] = k;
     for (const Node* n : f.order) {
         f.kind[n] = classify(*n, target);
         for (size_t i = 0; i < n->num_inputs(); ++i)

@@ -571,8 +571,8 @@ private:
     void field(dist::ReduceOp& v) {
         Token at = tok_;
         std::string w = word("sum, mean, max or min");
-        for (dist::ReduceOp m : {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max,
-                                 dist::ReduceOp::Min})
+        for (dist::ReduceOp m :
+             {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max, dist::ReduceOp::Min})
             if (w == dist::reduce_op_name(m)) {
                 v = m;
                 return;

@@ -5,6 +5,13 @@
 #include <symjax/Error.h>
 
 #if SJ_WITH_MPI
+// the C API only: OpenMPI's and MPICH's deprecated C++ bindings stay out
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #endif
 
@@ -59,24 +66,29 @@ World& world() {
 
 bool launched_by_mpi() {
     for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
-        if (std::getenv(v)) return true;
+        if (std::getenv(v))
+            return true;
     return false;
 }
 
 #if SJ_WITH_MPI
-void finalize_at_exit() { finalize(); }
+void finalize_at_exit() {
+    finalize();
+}
 #endif
 
 #if SJ_WITH_MPI
 std::string mpi_error(int rc) {
     char text[MPI_MAX_ERROR_STRING];
     int len = 0;
-    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS)
+        return "MPI error " + std::to_string(rc);
     return std::string(text, size_t(len));
 }
 
 void check_mpi(World& w, int rc, const std::string& what) {
-    if (rc == MPI_SUCCESS) return;
+    if (rc == MPI_SUCCESS)
+        return;
     w.broken = what + ": " + mpi_error(rc);
     throw DistError(what + ": MPI failed: " + mpi_error(rc));
 }
@@ -105,23 +117,34 @@ void init_mpi(World& w) {
 
 MPI_Datatype mpi_type(DType t) {
     switch (t) {
-    case DType::Bool: return MPI_UINT8_T; // 0/1 bytes: max is "any", min is "all"
-    case DType::U8: return MPI_UINT8_T;
-    case DType::I32: return MPI_INT32_T;
-    case DType::I64: return MPI_INT64_T;
-    case DType::U32: return MPI_UINT32_T;
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
+    case DType::Bool:
+        return MPI_UINT8_T; // 0/1 bytes: max is "any", min is "all"
+    case DType::U8:
+        return MPI_UINT8_T;
+    case DType::I32:
+        return MPI_INT32_T;
+    case DType::I64:
+        return MPI_INT64_T;
+    case DType::U32:
+        return MPI_UINT32_T;
+    case DType::F32:
+        return MPI_FLOAT;
+    case DType::F64:
+        return MPI_DOUBLE;
     }
     return MPI_BYTE;
 }
 
 MPI_Op mpi_op(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum: return MPI_SUM;
-    case ReduceOp::Mean: return MPI_SUM; // then divided by the size
-    case ReduceOp::Max: return MPI_MAX;
-    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Sum:
+        return MPI_SUM;
+    case ReduceOp::Mean:
+        return MPI_SUM; // then divided by the size
+    case ReduceOp::Max:
+        return MPI_MAX;
+    case ReduceOp::Min:
+        return MPI_MIN;
     }
     return MPI_SUM;
 }
@@ -131,8 +154,10 @@ std::string describe(const detail::Call& c) {
     os << detail::kind_name(c.kind);
     if (c.kind == detail::Kind::AllReduce || c.kind == detail::Kind::ReduceScatter)
         os << " " << reduce_op_name(c.reduce);
-    if (c.kind == detail::Kind::Broadcast) os << " from rank " << c.root;
-    if (c.kind != detail::Kind::Barrier) os << " of " << c.count << " " << dtype_name(c.dtype);
+    if (c.kind == detail::Kind::Broadcast)
+        os << " from rank " << c.root;
+    if (c.kind != detail::Kind::Barrier)
+        os << " of " << c.count << " " << dtype_name(c.dtype);
     return os.str();
 }
 
@@ -143,15 +168,17 @@ void wait(World& w, MPI_Request& req, const detail::Call& c, const char* phase) 
     for (int polls = 0;; ++polls) {
         int done = 0;
         check_mpi(w, MPI_Test(&req, &done, MPI_STATUS_IGNORE), c.what);
-        if (done) return;
-        if (polls < 2000) continue;
+        if (done)
+            return;
+        if (polls < 2000)
+            continue;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
         double waited = std::chrono::duration<double>(clock::now() - start).count();
         if (waited > w.timeout) {
             std::ostringstream os;
             os << c.what << " (" << describe(c) << ", collective #" << w.seq << " of rank "
-               << w.rank << "): no answer from the other " << (w.size - 1)
-               << " rank(s) after " << w.timeout << " s (" << phase
+               << w.rank << "): no answer from the other " << (w.size - 1) << " rank(s) after "
+               << w.timeout << " s (" << phase
                << "; sj::dist::set_timeout, SJ_DIST_TIMEOUT): a rank died, raised an error, or "
                   "runs a different program";
             w.broken = os.str();
@@ -163,9 +190,10 @@ void wait(World& w, MPI_Request& req, const detail::Call& c, const char* phase) 
 /// Every rank's signature of this call; throws the same DistError on every rank when they
 /// disagree (Note [Collective signatures]).
 void check_signatures(World& w, const detail::Call& c) {
-    if (!w.check) return;
-    int64_t mine[6] = {int64_t(c.kind), int64_t(c.reduce), c.root, int64_t(c.dtype), c.count,
-                       int64_t(w.seq)};
+    if (!w.check)
+        return;
+    int64_t mine[6] = {int64_t(c.kind),  int64_t(c.reduce), c.root,
+                       int64_t(c.dtype), c.count,           int64_t(w.seq)};
     std::vector<int64_t> all(size_t(6 * w.size));
     MPI_Request req;
     check_mpi(w, MPI_Iallgather(mine, 6, MPI_INT64_T, all.data(), 6, MPI_INT64_T, w.comm, &req),
@@ -173,8 +201,10 @@ void check_signatures(World& w, const detail::Call& c) {
     wait(w, req, c, "exchanging signatures");
     bool same = true;
     for (int r = 1; r < w.size && same; ++r)
-        for (int k = 0; k < 5; ++k) same = same && all[size_t(6 * r + k)] == all[size_t(k)];
-    if (same) return;
+        for (int k = 0; k < 5; ++k)
+            same = same && all[size_t(6 * r + k)] == all[size_t(k)];
+    if (same)
+        return;
     std::ostringstream os;
     os << c.what << ": the ranks run different collectives here (mismatched graphs or programs "
        << "across ranks: every rank must run the same collectives, in the same order, on the "
@@ -195,7 +225,8 @@ void check_signatures(World& w, const detail::Call& c) {
 
 int checked_count(World& w, const detail::Call& c, int64_t n) {
     (void)w;
-    if (n <= INT_MAX) return int(n);
+    if (n <= INT_MAX)
+        return int(n);
     throw DistError(c.what + ": " + std::to_string(n) + " elements per rank; MPI counts stop at " +
                     std::to_string(INT_MAX));
 }
@@ -215,13 +246,16 @@ std::unique_lock<std::mutex> begin(World& w, const detail::Call& c) {
 }
 
 void scale_mean(const detail::Call& c, void* dst, int64_t n, int size) {
-    if (c.reduce != ReduceOp::Mean) return;
+    if (c.reduce != ReduceOp::Mean)
+        return;
     if (c.dtype == DType::F32) {
         float* p = static_cast<float*>(dst);
-        for (int64_t i = 0; i < n; ++i) p[i] /= float(size);
+        for (int64_t i = 0; i < n; ++i)
+            p[i] /= float(size);
     } else if (c.dtype == DType::F64) {
         double* p = static_cast<double*>(dst);
-        for (int64_t i = 0; i < n; ++i) p[i] /= double(size);
+        for (int64_t i = 0; i < n; ++i)
+            p[i] /= double(size);
     }
 }
 
@@ -229,10 +263,14 @@ void scale_mean(const detail::Call& c, void* dst, int64_t n, int size) {
 
 const char* reduce_op_name(ReduceOp op) {
     switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+        return "sum";
+    case ReduceOp::Mean:
+        return "mean";
+    case ReduceOp::Max:
+        return "max";
+    case ReduceOp::Min:
+        return "min";
     }
     return "?";
 }
@@ -240,15 +278,19 @@ const char* reduce_op_name(ReduceOp op) {
 void init() {
     World& w = world();
     std::lock_guard<std::mutex> lock(w.mu);
-    if (w.initialized) return;
+    if (w.initialized)
+        return;
     w.initialized = true;
     if (const char* t = std::getenv("SJ_DIST_TIMEOUT")) {
         char* end = nullptr;
         double v = std::strtod(t, &end);
-        if (end != t && v > 0) w.timeout = v;
+        if (end != t && v > 0)
+            w.timeout = v;
     }
-    if (const char* ch = std::getenv("SJ_DIST_CHECK")) w.check = std::strcmp(ch, "0") != 0;
-    if (!launched_by_mpi()) return;
+    if (const char* ch = std::getenv("SJ_DIST_CHECK"))
+        w.check = std::strcmp(ch, "0") != 0;
+    if (!launched_by_mpi())
+        return;
 #if SJ_WITH_MPI
     init_mpi(w);
     std::atexit(finalize_at_exit);
@@ -261,13 +303,16 @@ void init() {
 void finalize() {
     World& w = world();
     std::lock_guard<std::mutex> lock(w.mu);
-    if (!w.initialized || w.finalized) return;
+    if (!w.initialized || w.finalized)
+        return;
     w.finalized = true;
 #if SJ_WITH_MPI
-    if (!w.mpi || !w.broken.empty()) return; // Note [Collective timeouts]
+    if (!w.mpi || !w.broken.empty())
+        return; // Note [Collective timeouts]
     int done = 0;
     MPI_Finalized(&done);
-    if (done) return;
+    if (done)
+        return;
     MPI_Comm_free(&w.comm);
     MPI_Finalize();
 #endif
@@ -330,7 +375,8 @@ void barrier() {
     detail::Call c{detail::Kind::Barrier, ReduceOp::Sum, 0, DType::U8, 0, "sj::dist::barrier()"};
     auto lock = begin(w, c);
 #if SJ_WITH_MPI
-    if (!w.mpi) return;
+    if (!w.mpi)
+        return;
     check_signatures(w, c);
     MPI_Request req;
     check_mpi(w, MPI_Ibarrier(w.comm, &req), c.what);
@@ -342,11 +388,16 @@ namespace detail {
 
 const char* kind_name(Kind k) {
     switch (k) {
-    case Kind::AllReduce: return "all_reduce";
-    case Kind::AllGather: return "all_gather";
-    case Kind::Broadcast: return "broadcast";
-    case Kind::ReduceScatter: return "reduce_scatter";
-    case Kind::Barrier: return "barrier";
+    case Kind::AllReduce:
+        return "all_reduce";
+    case Kind::AllGather:
+        return "all_gather";
+    case Kind::Broadcast:
+        return "broadcast";
+    case Kind::ReduceScatter:
+        return "reduce_scatter";
+    case Kind::Barrier:
+        return "barrier";
     }
     return "?";
 }
@@ -361,7 +412,8 @@ void all_reduce(const Call& c, const void* src, void* dst) {
     World& w = world();
     auto lock = begin(w, c);
     size_t bytes = size_t(c.count) * dtype_size(c.dtype);
-    if (dst != src && bytes) std::memcpy(dst, src, bytes);
+    if (dst != src && bytes)
+        std::memcpy(dst, src, bytes);
 #if SJ_WITH_MPI
     if (w.mpi) {
         check_signatures(w, c);
@@ -370,8 +422,9 @@ void all_reduce(const Call& c, const void* src, void* dst) {
             int n = int(std::min<int64_t>(c.count - at, INT_MAX));
             char* p = static_cast<char*>(dst) + size_t(at) * dtype_size(c.dtype);
             MPI_Request req;
-            check_mpi(w, MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(c.dtype), mpi_op(c.reduce),
-                                        w.comm, &req),
+            check_mpi(w,
+                      MPI_Iallreduce(MPI_IN_PLACE, p, n, mpi_type(c.dtype), mpi_op(c.reduce),
+                                     w.comm, &req),
                       c.what);
             wait(w, req, c, "reducing");
         }
@@ -394,7 +447,8 @@ void all_gather(const Call& c, const void* src, void* dst) {
         return;
     }
 #endif
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (bytes)
+        std::memcpy(dst, src, bytes);
 }
 
 void broadcast(const Call& c, void* buf) {
@@ -410,7 +464,8 @@ void broadcast(const Call& c, void* buf) {
         for (size_t at = 0; at < bytes; at += size_t(INT_MAX)) {
             int n = int(std::min<size_t>(bytes - at, size_t(INT_MAX)));
             MPI_Request req;
-            check_mpi(w, MPI_Ibcast(static_cast<char*>(buf) + at, n, MPI_BYTE, c.root, w.comm, &req),
+            check_mpi(w,
+                      MPI_Ibcast(static_cast<char*>(buf) + at, n, MPI_BYTE, c.root, w.comm, &req),
                       c.what);
             wait(w, req, c, "broadcasting");
         }
@@ -429,15 +484,17 @@ void reduce_scatter(const Call& c, const void* src, void* dst) {
         check_signatures(w, c);
         int n = checked_count(w, c, c.count);
         MPI_Request req;
-        check_mpi(w, MPI_Ireduce_scatter_block(src, dst, n, mpi_type(c.dtype), mpi_op(c.reduce),
-                                               w.comm, &req),
+        check_mpi(w,
+                  MPI_Ireduce_scatter_block(src, dst, n, mpi_type(c.dtype), mpi_op(c.reduce),
+                                            w.comm, &req),
                   c.what);
         wait(w, req, c, "reducing");
         scale_mean(c, dst, c.count, w.size);
         return;
     }
 #endif
-    if (bytes) std::memcpy(dst, src, bytes);
+    if (bytes)
+        std::memcpy(dst, src, bytes);
 }
 
 } // namespace detail

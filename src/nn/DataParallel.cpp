@@ -15,8 +15,8 @@ std::vector<Tensor> average_gradients(const std::vector<Tensor>& grads, int64_t 
     std::vector<Tensor> out(grads.size());
     for (size_t i = 0; i < grads.size(); ++i) {
         const Tensor& g = grads[i];
-        SJ_CHECK(g.defined(), InputError) << "nn::average_gradients: gradient " << i
-                                          << " is undefined";
+        SJ_CHECK(g.defined(), InputError)
+            << "nn::average_gradients: gradient " << i << " is undefined";
         SJ_CHECK(is_float(g.dtype()), TypeError)
             << "nn::average_gradients: gradient " << i << " (" << g.name() << ") is "
             << g.type_str() << "; only float gradients are averaged";
@@ -25,17 +25,20 @@ std::vector<Tensor> average_gradients(const std::vector<Tensor>& grads, int64_t 
                 << "nn::average_gradients: gradient " << i << " (" << g.name() << ") has shape "
                 << shape_str(g.shape()) << "; a bucket needs static shapes";
     }
-    if (dist::size() == 1) return grads;
+    if (dist::size() == 1)
+        return grads;
     // the last gradients first: backward computes them first (Note [Gradient buckets] in
     // docs/distributed.md)
     std::vector<size_t> bucket;
     int64_t bytes = 0;
     auto flush = [&] {
-        if (bucket.empty()) return;
+        if (bucket.empty())
+            return;
         std::vector<Tensor> flat;
-        for (size_t i : bucket) flat.push_back(reshape(grads[i], Shape{numel(grads[i].shape())}));
-        Tensor sum = dist::all_reduce(flat.size() == 1 ? flat[0] : concat(flat, 0),
-                                      dist::ReduceOp::Mean);
+        for (size_t i : bucket)
+            flat.push_back(reshape(grads[i], Shape{numel(grads[i].shape())}));
+        Tensor sum =
+            dist::all_reduce(flat.size() == 1 ? flat[0] : concat(flat, 0), dist::ReduceOp::Mean);
         int64_t at = 0;
         for (size_t i : bucket) {
             int64_t n = numel(grads[i].shape());
@@ -63,8 +66,8 @@ data::Batch shard_batch(const data::Batch& global, int rank, int size) {
         << "nn::shard_batch: rank " << rank << " of a world of " << size;
     int64_t big = global.y.shape().empty() ? 0 : global.y.shape()[0];
     SJ_CHECK(big % size == 0, ShapeError)
-        << "nn::shard_batch: the global batch of " << big << " samples does not split into "
-        << size << " equal shares (make the batch size a multiple of the number of ranks, or "
+        << "nn::shard_batch: the global batch of " << big << " samples does not split into " << size
+        << " equal shares (make the batch size a multiple of the number of ranks, or "
         << "drop_last)";
     int64_t b = big / size, at = int64_t(rank) * b;
     auto rows = [&](const Array& a) {
@@ -108,7 +111,8 @@ Updates DataParallel::minimize(const Tensor& loss) {
     SJ_CHECK(loss.defined(), TypeError) << "nn::DataParallel: minimize of an undefined loss";
     std::vector<Variable> params;
     for (auto& v : variables_of({loss}, true))
-        if (is_float(v.dtype())) params.push_back(std::move(v));
+        if (is_float(v.dtype()))
+            params.push_back(std::move(v));
     SJ_CHECK(!params.empty(), InputError)
         << "nn::DataParallel: the loss " << loss.name()
         << " depends on no trainable float variable (pass the parameters explicitly)";
@@ -119,7 +123,8 @@ Updates DataParallel::apply(const std::vector<Tensor>& grads, const std::vector<
     SJ_CHECK(grads.size() == params.size(), InputError)
         << "nn::DataParallel: " << grads.size() << " gradients for " << params.size()
         << " parameters";
-    if (options_.broadcast_parameters) broadcast_variables(params, 0);
+    if (options_.broadcast_parameters)
+        broadcast_variables(params, 0);
     return optimizer_->apply(average_gradients(grads, options_.bucket_bytes), params);
 }
 

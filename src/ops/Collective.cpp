@@ -37,8 +37,10 @@ TensorType infer_all_gather(const InferCtx& c) {
     check_common(c);
     const auto& a = c.attr<CollectiveAttrs>();
     Shape s = c.in[0].shape;
-    if (s.empty()) return {c.in[0].dtype, {a.world}};
-    if (s[0] != -1) s[0] *= a.world;
+    if (s.empty())
+        return {c.in[0].dtype, {a.world}};
+    if (s[0] != -1)
+        s[0] *= a.world;
     return {c.in[0].dtype, s};
 }
 
@@ -77,7 +79,9 @@ void register_grads(OpDef* t) {
         ReduceOp op = n.attr<CollectiveAttrs>().reduce;
         switch (op) {
         case ReduceOp::Sum:
-        case ReduceOp::Mean: d[0] = dist::all_reduce(g, op); return;
+        case ReduceOp::Mean:
+            d[0] = dist::all_reduce(g, op);
+            return;
         case ReduceOp::Max:
         case ReduceOp::Min:
             d[0] = extreme_share(in(n, 0), Tensor(n.shared_from_this()),
@@ -102,8 +106,12 @@ void register_grads(OpDef* t) {
         const auto& a = n.attr<CollectiveAttrs>();
         Tensor gall = dist::all_gather(g);
         switch (a.reduce) {
-        case ReduceOp::Sum: d[0] = gall; return;
-        case ReduceOp::Mean: d[0] = gall / double(a.world); return;
+        case ReduceOp::Sum:
+            d[0] = gall;
+            return;
+        case ReduceOp::Mean:
+            d[0] = gall / double(a.world);
+            return;
         case ReduceOp::Max:
         case ReduceOp::Min:
             d[0] = extreme_share(in(n, 0), dist::all_gather(Tensor(n.shared_from_this())), gall);
@@ -134,8 +142,12 @@ Tensor collective(Op op, const Tensor& x, ReduceOp reduce, int root) {
 }
 } // namespace
 
-Tensor all_reduce(const Tensor& x, ReduceOp op) { return collective(Op::AllReduce, x, op, 0); }
-Tensor all_gather(const Tensor& x) { return collective(Op::AllGather, x, ReduceOp::Sum, 0); }
+Tensor all_reduce(const Tensor& x, ReduceOp op) {
+    return collective(Op::AllReduce, x, op, 0);
+}
+Tensor all_gather(const Tensor& x) {
+    return collective(Op::AllGather, x, ReduceOp::Sum, 0);
+}
 Tensor broadcast(const Tensor& x, int root) {
     return collective(Op::BroadcastFrom, x, ReduceOp::Sum, root);
 }

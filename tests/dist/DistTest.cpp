@@ -42,10 +42,13 @@ std::vector<double> input_of(int r, int64_t n, double scale = 1.0) {
                        (i % 2 ? 10.0 : -10.0) * r;
     return v;
 }
-Array to_array(const std::vector<double>& v, Shape s) { return Array(v, std::move(s)); }
+Array to_array(const std::vector<double>& v, Shape s) {
+    return Array(v, std::move(s));
+}
 
 #define NEED_TWO()                                                                                 \
-    if (dist::size() != 2) GTEST_SKIP() << "needs mpirun -np 2 (tests/dist/run_dist.sh)"
+    if (dist::size() != 2)                                                                         \
+    GTEST_SKIP() << "needs mpirun -np 2 (tests/dist/run_dist.sh)"
 
 void expect_near(const Array& got, const std::vector<double>& want, const std::string& what) {
     Array g = got.astype(DType::F64);
@@ -102,11 +105,14 @@ TEST(DistCollectives, GatherScatterBroadcastValues) {
         auto out = f(to_array(mine, {4, 2}).astype(DType::F32));
         ASSERT_EQ(out[0].shape(), (Shape{8, 2}));
         std::vector<double> gathered;
-        for (double v : a) gathered.push_back(double(float(v)));
-        for (double v : b) gathered.push_back(double(float(v)));
+        for (double v : a)
+            gathered.push_back(double(float(v)));
+        for (double v : b)
+            gathered.push_back(double(float(v)));
         expect_near(out[0], gathered, be + " all_gather");
         std::vector<double> root;
-        for (double v : b) root.push_back(double(float(v)));
+        for (double v : b)
+            root.push_back(double(float(v)));
         expect_near(out[1], root, be + " broadcast from 1");
         ASSERT_EQ(out[2].shape(), (Shape{2, 2}));
         std::vector<double> rs, rm;
@@ -139,26 +145,34 @@ TEST(DistCollectives, Gradients) {
         std::vector<double> c0 = weights(0, n), c1 = weights(1, n);
         std::vector<double> want(n);
         // all_reduce sum: dL/dx_r = c_0 + c_1; mean: half that
-        for (int64_t i = 0; i < n; ++i) want[i] = c0[i] + c1[i];
-        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Sum), be), want, be + " d all_reduce sum");
-        for (auto& w : want) w /= 2;
-        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Mean), be), want, be + " d all_reduce mean");
+        for (int64_t i = 0; i < n; ++i)
+            want[i] = c0[i] + c1[i];
+        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Sum), be), want,
+                    be + " d all_reduce sum");
+        for (auto& w : want)
+            w /= 2;
+        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Mean), be), want,
+                    be + " d all_reduce mean");
         // max: c_0 + c_1 where this rank holds the maximum, else 0
         for (int64_t i = 0; i < n; ++i) {
             bool mine = (r == 0 ? x0[i] > x1[i] : x1[i] > x0[i]);
             want[i] = mine ? c0[i] + c1[i] : 0.0;
         }
-        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Max), be), want, be + " d all_reduce max");
+        expect_near(grad_of(dist::all_reduce(x, ReduceOp::Max), be), want,
+                    be + " d all_reduce max");
         // broadcast from 0: rank 0 receives c_0 + c_1, rank 1 nothing
-        for (int64_t i = 0; i < n; ++i) want[i] = r == 0 ? c0[i] + c1[i] : 0.0;
+        for (int64_t i = 0; i < n; ++i)
+            want[i] = r == 0 ? c0[i] + c1[i] : 0.0;
         expect_near(grad_of(dist::broadcast(x, 0), be), want, be + " d broadcast");
         // all_gather: y = [x_0; x_1], dL/dx_r = c_0[block r] + c_1[block r]
         std::vector<double> g0 = weights(0, 2 * n), g1 = weights(1, 2 * n);
-        for (int64_t i = 0; i < n; ++i) want[i] = g0[size_t(r * n + i)] + g1[size_t(r * n + i)];
+        for (int64_t i = 0; i < n; ++i)
+            want[i] = g0[size_t(r * n + i)] + g1[size_t(r * n + i)];
         expect_near(grad_of(dist::all_gather(x), be), want, be + " d all_gather");
         // reduce_scatter sum: y_s = x_0[block s] + x_1[block s], dL/dx_r[block s] = c_s
         std::vector<double> s0 = weights(0, n / 2), s1 = weights(1, n / 2);
-        for (int64_t i = 0; i < n; ++i) want[i] = i < n / 2 ? s0[i] : s1[i - n / 2];
+        for (int64_t i = 0; i < n; ++i)
+            want[i] = i < n / 2 ? s0[i] : s1[i - n / 2];
         expect_near(grad_of(dist::reduce_scatter(x, ReduceOp::Sum), be), want,
                     be + " d reduce_scatter sum");
     }
@@ -196,13 +210,15 @@ TEST(DistFailure, MismatchedCollectivesAreReported) {
 TEST(DistFailure, WrongWorldIsReported) {
     // a node built for 2 processes run in a world of another size
     Placeholder p({3}, DType::F32, "p");
-    Tensor y = detail::make(Op::AllReduce, {p}, CollectiveAttrs{ReduceOp::Sum, 0, dist::size() + 1});
+    Tensor y =
+        detail::make(Op::AllReduce, {p}, CollectiveAttrs{ReduceOp::Sum, 0, dist::size() + 1});
     Function f = function({p}, {y}, {}, on("reference"));
     try {
         f(Array::full(DType::F32, {3}, 1.0));
         FAIL() << "no error";
     } catch (const dist::DistError& e) {
-        EXPECT_NE(std::string(e.what()).find("built for a world of"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("built for a world of"), std::string::npos)
+            << e.what();
     }
 }
 
@@ -215,9 +231,11 @@ std::string scenario() {
 
 // rank 1 raises and leaves; rank 0's all_reduce must give up after its timeout, not hang
 TEST(DistScenario, RankRaises) {
-    if (scenario() != "raises") GTEST_SKIP() << "run by run_dist.sh raises";
+    if (scenario() != "raises")
+        GTEST_SKIP() << "run by run_dist.sh raises";
     NEED_TWO();
-    if (dist::rank() == 1) throw Error("rank 1 raises on purpose before its all_reduce");
+    if (dist::rank() == 1)
+        throw Error("rank 1 raises on purpose before its all_reduce");
     dist::set_timeout(3);
     try {
         dist::all_reduce(Array::full(DType::F32, {4}, 1.0));
@@ -233,9 +251,11 @@ TEST(DistScenario, RankRaises) {
 
 // rank 1 dies (no exception, no MPI_Finalize); mpirun must stop rank 0, waiting in all_reduce
 TEST(DistScenario, RankDies) {
-    if (scenario() != "dies") GTEST_SKIP() << "run by run_dist.sh dies";
+    if (scenario() != "dies")
+        GTEST_SKIP() << "run by run_dist.sh dies";
     NEED_TWO();
-    if (dist::rank() == 1) std::_Exit(3);
+    if (dist::rank() == 1)
+        std::_Exit(3);
     dist::all_reduce(Array::full(DType::F32, {4}, 1.0));
     FAIL() << "rank 0 went on after rank 1 died";
 }
@@ -270,8 +290,10 @@ Tensor loss_of(const Net& n, const Tensor& x, const Tensor& y) {
 void data(Array& x, Array& y) {
     std::vector<float> xs(64 * 6);
     std::vector<int32_t> ys(64);
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(std::cos(0.71 * double(i) * double(i % 7)));
-    for (size_t i = 0; i < ys.size(); ++i) ys[i] = int32_t((i * 7 + i / 5) % 3);
+    for (size_t i = 0; i < xs.size(); ++i)
+        xs[i] = float(std::cos(0.71 * double(i) * double(i % 7)));
+    for (size_t i = 0; i < ys.size(); ++i)
+        ys[i] = int32_t((i * 7 + i / 5) % 3);
     x = Array(xs, {64, 6});
     y = Array(ys, {64});
 }
@@ -300,8 +322,8 @@ TEST(DistTraining, MatchesOneProcessAndRanksAgreeBitForBit) {
     // one process on the global batch, the same start as rank 0
     Net one = make_net("one", 0);
     nn::optim::Adam adam1(1e-2);
-    Function step1 = function({x, y}, {loss_of(one, x, y)},
-                              adam1.minimize(loss_of(one, x, y), one.params()));
+    Function step1 =
+        function({x, y}, {loss_of(one, x, y)}, adam1.minimize(loss_of(one, x, y), one.params()));
     for (int64_t s = 0; s < steps; ++s) {
         int64_t at = (s * global) % 64;
         step(rows(X, at + dist::rank() * local, local), rows(Y, at + dist::rank() * local, local));

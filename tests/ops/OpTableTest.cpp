@@ -1219,8 +1219,8 @@ std::vector<OpRow> make_table() {
 
     // ---- collectives (docs/distributed.md): here a world of one, where each is the identity
     // (all_gather of a scalar: a vector of one); tests/dist runs them on 2 ranks ---------------
-    for (dist::ReduceOp op : {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max,
-                              dist::ReduceOp::Min}) {
+    for (dist::ReduceOp op :
+         {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max, dist::ReduceOp::Min}) {
         std::string r = dist::reduce_op_name(op);
         bool mean = op == dist::ReduceOp::Mean;
         t.push_back({.name = "all_reduce__" + r,
@@ -1230,7 +1230,8 @@ std::vector<OpRow> make_table() {
                      .dtypes = mean ? kFloat : kNumeric,
                      .grad = GradCheck::FiniteDiff,
                      .second_order = true});
-        if (op == dist::ReduceOp::Min) continue;
+        if (op == dist::ReduceOp::Min)
+            continue;
         t.push_back({.name = "reduce_scatter__" + r,
                      .op = "reduce_scatter",
                      .build = [op](Xs x) { return dist::reduce_scatter(x[0], op); },

@@ -180,7 +180,8 @@ struct PhiloxAttrs {
 
 /// all_reduce, all_gather, broadcast_from, reduce_scatter: the reduction (all_reduce and
 /// reduce_scatter), the root (broadcast_from) and the number of processes the node was built for
-/// (it fixes all_gather's and reduce_scatter's result shapes; running in another world is an error).
+/// (it fixes all_gather's and reduce_scatter's result shapes; running in another world is an
+/// error).
 struct CollectiveAttrs {
     dist::ReduceOp reduce = dist::ReduceOp::Sum;
     int64_t root = 0;
@@ -188,11 +189,11 @@ struct CollectiveAttrs {
     SJ_FIELDS(reduce, root, world);
 };
 
-using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
-                           ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
-                           AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
-                           TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs,
-                           CollectiveAttrs>;
+using Attrs =
+    std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs, ReduceAttrs,
+                 ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs, AxisAttrs,
+                 DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs, TriangularSolveAttrs,
+                 PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs, CollectiveAttrs>;
 
 /// "set", "add", "mul", "min", "max".
 const char* scatter_mode_name(ScatterMode m);

@@ -17,8 +17,8 @@ Call call_for(const KernelCtx& c, Kind kind, int64_t count) {
     const auto& a = c.attr<CollectiveAttrs>();
     std::string what = c.node.describe(2);
     SJ_CHECK(dist::size() == a.world, dist::DistError)
-        << what << ": the graph was built for a world of " << a.world
-        << " processes, this one has " << dist::size() << " (build the graph after "
+        << what << ": the graph was built for a world of " << a.world << " processes, this one has "
+        << dist::size() << " (build the graph after "
         << "sj::dist::init(), in the processes that run it)";
     return Call{kind, a.reduce, int(a.root), c.in[0].dtype(), count, what};
 }
