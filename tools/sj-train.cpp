@@ -28,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -84,7 +85,8 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --progress MODE   auto, bar or lines (bar needs a terminal)           [auto]
   --distributed     data-parallel over the processes of `mpirun -np K`: --batch is the global
                     batch (a multiple of K), each process trains on its share, gradients are
-                    averaged; rank 0 evaluates and writes the metrics, plot and checkpoint
+                    averaged; rank 0 evaluates and writes the metrics, plot and checkpoint;
+                    the default --threads is the cores / the processes on this machine
   --limit N         train on the first N images only (smoke tests)
   --test-limit N    evaluate on the first N test images only
   -h, --help        this text
@@ -367,6 +369,10 @@ volatile std::sig_atomic_t g_stop = 0;
 extern "C" void on_sigint(int) { g_stop = 1; }
 
 int run(Options o) {
+    // --distributed without --threads: the processes of one machine share its cores
+    if (o.distributed && o.threads == 0 && !std::getenv("SJ_NUM_THREADS"))
+        o.threads = std::max(1, int(std::thread::hardware_concurrency()) /
+                                    std::max(1, dist::local_size()));
     if (o.threads > 0) {
         // Read by symjax's thread pool and by oneDNN's OpenMP runtime when they start.
         setenv("SJ_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
