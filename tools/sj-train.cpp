@@ -524,8 +524,8 @@ int run(Options o) {
             SJ_CHECK(std::isfinite(loss_sum), InputError)
                 << "training diverged at epoch " << epoch << ", batch " << done
                 << " (loss is not finite); try a smaller --lr";
-            if (root)
-                progress.update(done, seen, loss_sum / seen, correct_sum / seen);
+            if (root) // the images of every process; the loss and accuracy of this one
+                progress.update(done, seen * world, loss_sum / seen, correct_sum / seen);
             if (g_stop) break;
         }
         progress.end();

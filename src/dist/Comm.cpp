@@ -35,9 +35,12 @@ namespace {
 // or `timeout` seconds pass; then it throws DistError and marks the world broken: the posted
 // request can never be completed or cancelled, so every later collective throws at once and
 // finalize() does not call MPI_Finalize (which would wait for it). The process then exits and
-// mpirun stops the others. Polling spins for the first ~20 us (a collective on loopback takes a
-// few), then sleeps 50 us between tests so that a rank waiting for a slow one leaves its core
-// to the computation.
+// mpirun stops the others. MPI moves the data of a nonblocking collective only inside MPI calls
+// (OpenMPI has no progress thread for shared memory), so the loop tests without pause for the
+// first millisecond (a collective on loopback takes microseconds to a millisecond), then yields
+// the core between tests while data may still be moving, and after a second, when the others
+// are clearly late (a slow rank, a rank evaluating), sleeps 1 ms between tests so that the
+// waiting rank leaves its core to the others.
 //
 // Note [Collective signatures]
 // Before its data moves, each collective gathers from every rank a signature: the kind, the
@@ -170,10 +173,13 @@ void wait(World& w, MPI_Request& req, const detail::Call& c, const char* phase) 
         check_mpi(w, MPI_Test(&req, &done, MPI_STATUS_IGNORE), c.what);
         if (done)
             return;
-        if (polls < 2000)
+        if (polls % 64 != 63)
             continue;
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
         double waited = std::chrono::duration<double>(clock::now() - start).count();
+        if (waited > 1.0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        else if (waited > 1e-3)
+            std::this_thread::yield();
         if (waited > w.timeout) {
             std::ostringstream os;
             os << c.what << " (" << describe(c) << ", collective #" << w.seq << " of rank "
