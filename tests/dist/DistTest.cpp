@@ -340,5 +340,49 @@ TEST(DistTraining, MatchesOneProcessAndRanksAgreeBitForBit) {
     }
 }
 
+/// Batch norm with statistics over the global batch (BatchNormOptions::sync): 2 ranks on their
+/// halves train like one process with plain batch norm on the whole batch, running statistics
+/// included.
+TEST(DistTraining, SyncBatchNormMatchesOneProcess) {
+    NEED_TWO();
+    Array X, Y;
+    data(X, Y);
+    const int64_t global = 16, local = global / 2, steps = 4;
+    Placeholder x({-1, 6}, DType::F32, "x");
+    Placeholder y({-1}, DType::I32, "y");
+    auto build = [&](const std::string& scope, bool sync, std::vector<Variable>& state) {
+        Net n = make_net(scope, 0);
+        nn::BatchNorm bn(16, {.momentum = 0.5, .sync = sync});
+        Tensor h = tanh(bn(matmul(x, n.w1) + n.b1, nn::Mode::Train));
+        Tensor logits = matmul(h, n.w2) + n.b2;
+        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
+        state = n.params();
+        for (const Variable& v : {bn.gamma(), bn.beta(), bn.running_mean(), bn.running_var()})
+            state.push_back(v);
+        std::vector<Variable> params = {n.w1, n.b1, n.w2, n.b2, bn.gamma(), bn.beta()};
+        return std::make_pair(loss, params);
+    };
+    std::vector<Variable> dp_state, one_state;
+    auto [dp_loss, dp_params] = build("sbn_dp", true, dp_state);
+    auto [one_loss, one_params] = build("sbn_one", false, one_state);
+    nn::optim::SGD sgd(0.1), sgd1(0.1);
+    nn::DataParallel dp(sgd);
+    Function step =
+        function({x, y}, {dp_loss}, dp.minimize(dp_loss, dp_params) + state_updates(dp_loss));
+    Function step1 =
+        function({x, y}, {one_loss}, sgd1.minimize(one_loss, one_params) + state_updates(one_loss));
+    for (int64_t s = 0; s < steps; ++s) {
+        int64_t at = (s * global) % 64;
+        step(rows(X, at + dist::rank() * local, local), rows(Y, at + dist::rank() * local, local));
+        step1(rows(X, at, global), rows(Y, at, global));
+    }
+    for (size_t k = 0; k < dp_state.size(); ++k) {
+        Array mine = dp_state[k].value(), ref = one_state[k].value();
+        for (int64_t i = 0; i < mine.size(); ++i)
+            EXPECT_NEAR(mine.at(i), ref.at(i), 1e-5)
+                << dp_state[k].full_name() << " element " << i << " on rank " << dist::rank();
+    }
+}
+
 } // namespace
 } // namespace sj
