@@ -60,6 +60,7 @@ struct Options {
     bool profile = false;
     std::string progress = "auto";
     bool distributed = false;
+    bool sync_bn = false;
 };
 
 const char* kUsage = R"(usage: sj-train [options]
@@ -87,6 +88,7 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
                     batch (a multiple of K), each process trains on its share, gradients are
                     averaged; rank 0 evaluates and writes the metrics, plot and checkpoint;
                     the default --threads is the cores / the processes on this machine
+  --sync-bn         with --distributed: batch-norm statistics over the global batch
   --limit N         train on the first N images only (smoke tests)
   --test-limit N    evaluate on the first N test images only
   -h, --help        this text
@@ -142,6 +144,7 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--no-plot") o.plot = false;
         else if (a == "--profile") o.profile = true;
         else if (a == "--distributed") o.distributed = true;
+        else if (a == "--sync-bn") o.sync_bn = true;
         else if (a == "--progress") o.progress = value();
         else if (a == "--limit") o.limit = parse_number<int64_t>(a, value());
         else if (a == "--test-limit") o.test_limit = parse_number<int64_t>(a, value());
@@ -241,11 +244,11 @@ nn::Sequential build_model(const Options& o) {
     }
     // cnn: two conv-BN-ReLU-pool stages, then a dense layer with dropout (~420k parameters).
     nn::Sequential net{nn::Conv2D(1, 32, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(32, {.momentum = 0.9}),
+                       nn::BatchNorm(32, {.momentum = 0.9, .sync = o.sync_bn}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Conv2D(32, 64, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(64, {.momentum = 0.9}),
+                       nn::BatchNorm(64, {.momentum = 0.9, .sync = o.sync_bn}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Flatten(),
