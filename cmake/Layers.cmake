@@ -19,9 +19,11 @@ set(SJ_LAYER_MAP
   nn/                               nn
   data/                             data
   io/                               data
-  startup/                          env)
+  startup/                          env
+  dist/                             dist)
 
 # The layers in build order, each with every layer it may use (transitively closed).
+#   dist               the MPI world and its collectives on buffers (MPI is private to it)
 #   ir                 graph IR, op rows and type rules, autodiff, the tensor API, IR text
 #   reference          reference kernels (the oracle; constant folding runs them)
 #   compiler           passes, fusion, kernel IR, memory plan -> ExecPlan, the Target interface
@@ -32,16 +34,17 @@ set(SJ_LAYER_MAP
 #   nn                 layers, losses, optimizers, schedules
 #   data               data loaders, checkpoints, graph export
 #   env                libsymjax_env.so (the OpenMP wait policy; a library of its own)
-set(SJ_LAYERS ir reference compiler backend reference_backend cpu runtime nn data env)
-set(SJ_LAYER_DEPS_ir "")
-set(SJ_LAYER_DEPS_reference ir)
-set(SJ_LAYER_DEPS_compiler reference ir)
-set(SJ_LAYER_DEPS_backend ir)
-set(SJ_LAYER_DEPS_reference_backend backend reference ir)
-set(SJ_LAYER_DEPS_cpu compiler backend reference ir)
-set(SJ_LAYER_DEPS_runtime backend ir)
-set(SJ_LAYER_DEPS_nn runtime backend ir)
-set(SJ_LAYER_DEPS_data runtime backend ir)
+set(SJ_LAYERS dist ir reference compiler backend reference_backend cpu runtime nn data env)
+set(SJ_LAYER_DEPS_dist "")
+set(SJ_LAYER_DEPS_ir dist)
+set(SJ_LAYER_DEPS_reference ir dist)
+set(SJ_LAYER_DEPS_compiler reference ir dist)
+set(SJ_LAYER_DEPS_backend ir dist)
+set(SJ_LAYER_DEPS_reference_backend backend reference ir dist)
+set(SJ_LAYER_DEPS_cpu compiler backend reference ir dist)
+set(SJ_LAYER_DEPS_runtime backend ir dist)
+set(SJ_LAYER_DEPS_nn runtime backend ir dist)
+set(SJ_LAYER_DEPS_data runtime backend ir dist)
 set(SJ_LAYER_DEPS_env "")
 
 # Third-party headers (prefixes of <...> includes) only one layer may include.
@@ -54,7 +57,8 @@ set(SJ_EXTERNAL_MAP
   lapacke   cpu
   png.h     data
   jpeglib.h data
-  zlib.h    data)
+  zlib.h    data
+  mpi.h     dist)
 
 # sj_prefix_lookup(<list of prefix value pairs> <text> <out>): the value of the first prefix that
 # starts <text>, or "" when none does.

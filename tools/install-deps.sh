@@ -8,6 +8,7 @@ pkgs=(
   libgtest-dev libgmock-dev nlohmann-json3-dev
   llvm-19-dev llvm-19-tools libopenblas-dev libopenblas0-openmp liblapacke-dev libdnnl-dev
   zlib1g-dev libpng-dev libjpeg-dev
+  libopenmpi-dev openmpi-bin
   dataset-fashion-mnist gnuplot-nox graphviz
   pybind11-dev python3-dev python3-numpy python3-pytest
 )

@@ -2,13 +2,16 @@
 //
 //   sj-train [--model mlp] [--epochs 12] [--batch 128] [--lr 1e-3] [--seed 0] [--threads N]
 //            [--out runs/fmnist-mlp] [--resume] ...        (sj-train --help lists everything)
+//   mpirun -np 2 sj-train --model cnn --distributed     data-parallel on 2 processes
 //
 // One compiled function trains (forward, symbolic gradient, Adam update, all fused and
 // JIT-compiled), another evaluates. Per epoch the program evaluates the test set, appends a row
 // to <out>/metrics.csv, redraws <out>/metrics.png with gnuplot and writes <out>/checkpoint
 // .safetensors atomically; --resume continues from that checkpoint and reproduces the
 // uninterrupted run bit for bit (the data order and dropout streams are functions of the step).
+#include <symjax/Dist.h>
 #include <symjax/nn.h>
+#include <symjax/nn/DataParallel.h>
 #include <symjax/symjax.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -55,6 +59,8 @@ struct Options {
     int64_t stop_after = 0;
     bool profile = false;
     std::string progress = "auto";
+    bool distributed = false;
+    bool sync_bn = false;
 };
 
 const char* kUsage = R"(usage: sj-train [options]
@@ -78,6 +84,11 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --no-plot         do not run gnuplot
   --profile         print the training step's per-kernel time profile at the end
   --progress MODE   auto, bar or lines (bar needs a terminal)           [auto]
+  --distributed     data-parallel over the processes of `mpirun -np K`: --batch is the global
+                    batch (a multiple of K), each process trains on its share, gradients are
+                    averaged; rank 0 evaluates and writes the metrics, plot and checkpoint;
+                    the default --threads is the cores / the processes on this machine
+  --sync-bn         with --distributed: batch-norm statistics over the global batch
   --limit N         train on the first N images only (smoke tests)
   --test-limit N    evaluate on the first N test images only
   -h, --help        this text
@@ -132,6 +143,8 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--stop-after") o.stop_after = parse_number<int64_t>(a, value());
         else if (a == "--no-plot") o.plot = false;
         else if (a == "--profile") o.profile = true;
+        else if (a == "--distributed") o.distributed = true;
+        else if (a == "--sync-bn") o.sync_bn = true;
         else if (a == "--progress") o.progress = value();
         else if (a == "--limit") o.limit = parse_number<int64_t>(a, value());
         else if (a == "--test-limit") o.test_limit = parse_number<int64_t>(a, value());
@@ -231,11 +244,11 @@ nn::Sequential build_model(const Options& o) {
     }
     // cnn: two conv-BN-ReLU-pool stages, then a dense layer with dropout (~420k parameters).
     nn::Sequential net{nn::Conv2D(1, 32, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(32, {.momentum = 0.9}),
+                       nn::BatchNorm(32, {.momentum = 0.9, .sync = o.sync_bn}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Conv2D(32, 64, 3, {.padding = "SAME", .bias = false}),
-                       nn::BatchNorm(64, {.momentum = 0.9}),
+                       nn::BatchNorm(64, {.momentum = 0.9, .sync = o.sync_bn}),
                        nn::ReLU(),
                        nn::MaxPool2D({2, 2}),
                        nn::Flatten(),
@@ -358,7 +371,11 @@ void plot(const fs::path& dir) {
 volatile std::sig_atomic_t g_stop = 0;
 extern "C" void on_sigint(int) { g_stop = 1; }
 
-int run(const Options& o) {
+int run(Options o) {
+    // --distributed without --threads: the processes of one machine share its cores
+    if (o.distributed && o.threads == 0 && !std::getenv("SJ_NUM_THREADS"))
+        o.threads = std::max(1, int(std::thread::hardware_concurrency()) /
+                                    std::max(1, dist::local_size()));
     if (o.threads > 0) {
         // Read by symjax's thread pool and by oneDNN's OpenMP runtime when they start.
         setenv("SJ_NUM_THREADS", std::to_string(o.threads).c_str(), 1);
@@ -366,7 +383,17 @@ int run(const Options& o) {
     }
     const fs::path out = o.out;
     const fs::path ckpt = out / "checkpoint.safetensors";
-    fs::create_directories(out);
+    // --distributed: every process runs this program; rank 0 alone evaluates and writes files
+    const int world = o.distributed ? dist::size() : 1, rank = o.distributed ? dist::rank() : 0;
+    const bool root = rank == 0;
+    if (o.batch % world != 0)
+        throw UsageError("sj-train: --batch " + std::to_string(o.batch) +
+                         " (the global batch) must be a multiple of the " +
+                         std::to_string(world) + " processes");
+    if (!root)
+        o.plot = false;
+    if (root)
+        fs::create_directories(out);
 
     // Data: u8 images [N, 1, 28, 28], converted to normalised f32 batches by the loader.
     const auto t_load = Clock::now();
@@ -385,12 +412,19 @@ int run(const Options& o) {
                                     .std = pixel_std});
     const int64_t steps_per_epoch = train_loader.batches_per_epoch();
     const int64_t total_steps = steps_per_epoch * o.epochs;
-    std::printf("sj-train: Fashion-MNIST %lld train / %lld test images (%.2f s to load), model %s, "
-                "%lld epochs of %lld batches of %lld\n",
-                static_cast<long long>(train.size()), static_cast<long long>(test.size()),
-                std::chrono::duration<double>(Clock::now() - t_load).count(), o.model.c_str(),
-                static_cast<long long>(o.epochs), static_cast<long long>(steps_per_epoch),
-                static_cast<long long>(o.batch));
+    if (root)
+        std::printf(
+            "sj-train: Fashion-MNIST %lld train / %lld test images (%.2f s to load), model %s, "
+            "%lld epochs of %lld batches of %lld\n",
+            static_cast<long long>(train.size()), static_cast<long long>(test.size()),
+            std::chrono::duration<double>(Clock::now() - t_load).count(), o.model.c_str(),
+            static_cast<long long>(o.epochs), static_cast<long long>(steps_per_epoch),
+            static_cast<long long>(o.batch));
+    if (root && o.distributed)
+        std::printf("sj-train: data-parallel over %d processes (MPI: %s), %lld images per process "
+                    "per step\n",
+                    world, dist::using_mpi() ? "yes" : "no",
+                    static_cast<long long>(o.batch / world));
 
     // Graph: one training function (loss, number correct; Adam and state updates), one eval.
     const auto t_build = Clock::now();
@@ -406,7 +440,11 @@ int run(const Options& o) {
     Tensor logits = net(x, nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
     Tensor correct = sum(nn::metrics::correct(y, logits));
-    Updates updates = adam.minimize(loss, net.trainable_variables()) + state_updates(loss);
+    // --distributed: gradients averaged over the processes, parameters broadcast from rank 0
+    nn::DataParallel dp(adam);
+    Updates updates = (o.distributed ? dp.minimize(loss, net.trainable_variables())
+                                     : adam.minimize(loss, net.trainable_variables())) +
+                      state_updates(loss);
 
     Tensor eval_logits = net(x, nn::Mode::Eval);
     Tensor eval_loss = sum(nn::losses::sparse_softmax_crossentropy_logits(y, eval_logits));
@@ -436,12 +474,15 @@ int run(const Options& o) {
         start_epoch = std::stoll(meta.at("epoch")) + 1;
         // Rows and checkpoint agree from here on (Note [Metrics and checkpoint agree]).
         rows = read_csv_rows(out / "metrics.csv", start_epoch - 1);
-        write_csv(out / "metrics.csv", rows);
-        std::printf("sj-train: resumed from %s after epoch %lld\n", ckpt.c_str(),
-                    static_cast<long long>(start_epoch - 1));
+        if (root)
+            write_csv(out / "metrics.csv", rows);
+        if (root)
+            std::printf("sj-train: resumed from %s after epoch %lld\n", ckpt.c_str(),
+                        static_cast<long long>(start_epoch - 1));
         if (start_epoch > o.epochs) {
-            std::printf("sj-train: the checkpoint already finished all %lld epochs\n",
-                        static_cast<long long>(o.epochs));
+            if (root)
+                std::printf("sj-train: the checkpoint already finished all %lld epochs\n",
+                            static_cast<long long>(o.epochs));
             return 0;
         }
     }
@@ -455,13 +496,14 @@ int run(const Options& o) {
     train_fo.profile = o.profile;
     Function train_step = function({x, y}, {loss, correct}, updates, train_fo);
     Function eval_step = function({x, y}, {eval_loss, eval_correct}, {}, fo);
-    std::printf("sj-train: graph built and planned in %.2f s (%zu kernels and %zu library "
-                "calls per training step)\n",
-                std::chrono::duration<double>(Clock::now() - t_build).count(),
-                train_step.stats().kernels, train_step.stats().library_calls);
+    if (root)
+        std::printf("sj-train: graph built and planned in %.2f s (%zu kernels and %zu library "
+                    "calls per training step)\n",
+                    std::chrono::duration<double>(Clock::now() - t_build).count(),
+                    train_step.stats().kernels, train_step.stats().library_calls);
 
     const bool tty = isatty(fileno(stdout)) && std::getenv("TERM") && std::string(std::getenv("TERM")) != "dumb";
-    Progress progress(o.progress == "bar" || (o.progress == "auto" && tty), o.epochs);
+    Progress progress(root && (o.progress == "bar" || (o.progress == "auto" && tty)), o.epochs);
     std::signal(SIGINT, on_sigint);
 
     double best = 0, train_seconds = 0;
@@ -473,7 +515,10 @@ int run(const Options& o) {
         double loss_sum = 0, correct_sum = 0;
         int64_t seen = 0, done = 0;
         progress.begin(epoch, steps_per_epoch);
-        for (data::Batch& b : train_loader.epoch(epoch - 1)) {
+        for (data::Batch& global : train_loader.epoch(epoch - 1)) {
+            // every process draws the same global batch (same seed) and trains on its share
+            data::Batch b =
+                o.distributed ? nn::shard_batch(global, rank, world) : std::move(global);
             std::vector<Array> r = train_step(b.x, b.y);
             const int64_t n = b.y.shape()[0];
             loss_sum += r[0].item<double>() * static_cast<double>(n);
@@ -482,7 +527,8 @@ int run(const Options& o) {
             SJ_CHECK(std::isfinite(loss_sum), InputError)
                 << "training diverged at epoch " << epoch << ", batch " << done
                 << " (loss is not finite); try a smaller --lr";
-            progress.update(done, seen, loss_sum / seen, correct_sum / seen);
+            if (root) // the images of every process; the loss and accuracy of this one
+                progress.update(done, seen * world, loss_sum / seen, correct_sum / seen);
             if (g_stop) break;
         }
         progress.end();
@@ -492,8 +538,18 @@ int run(const Options& o) {
                         static_cast<long long>(epoch), static_cast<long long>(epoch - 1));
             return 130;
         }
+        if (o.distributed) { // the epoch's metrics over every process's share
+            Array totals = dist::all_reduce(
+                Array(std::vector<double>{loss_sum, correct_sum, double(seen)}, {3}));
+            loss_sum = totals.at(0), correct_sum = totals.at(1), seen = int64_t(totals.at(2));
+        }
         const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
         train_seconds += secs, images_seen += seen;
+        if (!root) { // rank 0 evaluates, prints and writes; the others stop where it stops
+            if (epoch == o.stop_after && epoch < o.epochs)
+                return 0;
+            continue;
+        }
 
         // Evaluate.
         double test_loss = 0, test_correct = 0;
@@ -537,6 +593,8 @@ int run(const Options& o) {
             return 0;
         }
     }
+    if (!root)
+        return 0;
     if (o.profile) std::printf("%s\n", train_step.profile_report().c_str());
     std::printf("sj-train: done: test accuracy %.2f%% (best %.2f%% at epoch %lld), %.1f s of "
                 "training at %.0f img/s; wrote %s/{metrics.csv,%scheckpoint.safetensors}\n",

@@ -19,6 +19,7 @@
 #include <symjax/nn/Activations.h>
 #include <symjax/nn/Augment.h>
 #include <symjax/nn/Conv.h>
+#include <symjax/nn/DataParallel.h>
 #include <symjax/nn/Init.h>
 #include <symjax/nn/Layers.h>
 #include <symjax/nn/Losses.h>

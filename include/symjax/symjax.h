@@ -19,6 +19,7 @@
 #include <symjax/Checkpoint.h>
 #include <symjax/ControlFlow.h>
 #include <symjax/DType.h>
+#include <symjax/Dist.h>
 #include <symjax/Data.h>
 #include <symjax/Error.h>
 #include <symjax/Function.h>

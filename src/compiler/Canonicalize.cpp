@@ -16,7 +16,10 @@ const NodePtr& in1(const NodePtr& n) { return n->input(1); }
 
 /// op(constants...) -> constant, evaluated by the reference kernels.
 NodePtr fold_constants(const NodePtr& n) {
-    if (has_trait(n->op(), kRandom) || n->is(Op::Broadcast) || n->num_inputs() == 0) return nullptr;
+    // not kPure (check_index, the collectives): the op acts when it runs, so it stays
+    if (!has_trait(n->op(), kPure) || has_trait(n->op(), kRandom) || n->is(Op::Broadcast) ||
+        n->num_inputs() == 0)
+        return nullptr;
     int64_t size = numel(n->shape());
     if (size < 0 || size > kMaxFoldElements) return nullptr;
     std::vector<Array> vals;

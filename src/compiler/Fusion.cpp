@@ -830,13 +830,20 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
         f.root_set.insert(r.get());
     }
     f.order = topo_order(rs);
+    // users in graph order, never in address order: the plan must not depend on where nodes
+    // were allocated, so that every rank of a data-parallel job runs its collectives in the
+    // same order (docs/distributed.md)
+    std::unordered_map<const Node*, size_t> position;
+    for (size_t k = 0; k < f.order.size(); ++k)
+        position[f.order[k]] = k;
     for (const Node* n : f.order) {
         f.kind[n] = classify(*n, target);
         for (size_t i = 0; i < n->num_inputs(); ++i)
             if (value_edge(*n, i)) f.users[n->input(i).get()].push_back(n);
     }
     for (auto& [n, us] : f.users) {
-        std::sort(us.begin(), us.end());
+        std::sort(us.begin(), us.end(),
+                  [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
         us.erase(std::unique(us.begin(), us.end()), us.end());
     }
     f.budget = kMergeWorkBase + kMergeWorkPerNode * int64_t(f.order.size());

@@ -32,6 +32,9 @@ void hash_field(Hasher& h, const std::string& v) {
 }
 void hash_field(Hasher& h, PoolKind v) { h.add(static_cast<uint64_t>(v) + 2000); }
 void hash_field(Hasher& h, ScatterMode v) { h.add(static_cast<uint64_t>(v) + 3000); }
+void hash_field(Hasher& h, dist::ReduceOp v) {
+    h.add(static_cast<uint64_t>(v) + 4000);
+}
 void hash_field(Hasher&, const Array&) {} // covered by content_hash
 void hash_field(Hasher& h, const std::shared_ptr<detail::VariableState>& p) {
     h.add(reinterpret_cast<uintptr_t>(p.get()));
@@ -55,6 +58,9 @@ void put_field(std::ostream& os, const std::string& v) {
 }
 void put_field(std::ostream& os, PoolKind v) { os << (v == PoolKind::Max ? "max" : "avg"); }
 void put_field(std::ostream& os, ScatterMode v) { os << scatter_mode_name(v); }
+void put_field(std::ostream& os, dist::ReduceOp v) {
+    os << dist::reduce_op_name(v);
+}
 void put_field(std::ostream& os, const Array& a) { os << a.str(8); }
 void put_field(std::ostream& os, const std::shared_ptr<detail::VariableState>&) { os << "state"; }
 void put_field(std::ostream& os, const std::shared_ptr<const detail::Region>& r) { os << r->name; }

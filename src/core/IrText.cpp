@@ -166,6 +166,9 @@ void put_field(std::string& out, ScatterMode v) {
 void put_field(std::string& out, const std::shared_ptr<const detail::Region>& r) {
     put_string(out, r ? r->name : "");
 }
+void put_field(std::string& out, dist::ReduceOp v) {
+    out += dist::reduce_op_name(v);
+}
 
 /// Leaves carry their attributes in their own syntax; every other struct goes through SJ_FIELDS.
 template <class A>
@@ -572,6 +575,17 @@ private:
                 return;
             }
         fail(at, "expected set, add, mul, min or max, got '" + w.substr(0, 40) + "'");
+    }
+    void field(dist::ReduceOp& v) {
+        Token at = tok_;
+        std::string w = word("sum, mean, max or min");
+        for (dist::ReduceOp m :
+             {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max, dist::ReduceOp::Min})
+            if (w == dist::reduce_op_name(m)) {
+                v = m;
+                return;
+            }
+        fail(at, "expected sum, mean, max or min, got '" + w.substr(0, 40) + "'");
     }
 
     /// {name=value, ...} into a default A: fields in any order, each at most once; left-out

@@ -1,4 +1,5 @@
 // Normalisation layers: LayerNorm and BatchNorm (whose running statistics are state updates).
+#include <symjax/Dist.h>
 #include <symjax/Ops.h>
 #include <symjax/nn/Layers.h>
 
@@ -13,7 +14,7 @@ LayerNorm::LayerNorm(int64_t dim, LayerNormOptions o) : dim_(dim), eps_(o.eps) {
     beta_ = add_variable("beta", Array(dtype, {dim}));
 }
 
-Tensor LayerNorm::forward(const Tensor &x, Mode) const {
+Tensor LayerNorm::forward(const Tensor& x, Mode) const {
     SJ_CHECK(x.rank() >= 1 && (x.dim(-1) == dim_ || x.dim(-1) == -1), ShapeError)
         << "nn::LayerNorm '" << scope() << "': input " << x.name() << " " << x.type_str()
         << " must end with a dim of " << dim_;
@@ -24,7 +25,7 @@ Tensor LayerNorm::forward(const Tensor &x, Mode) const {
 
 // ---- BatchNorm ----------------------------------------------------------------------------------
 BatchNorm::BatchNorm(int64_t features, BatchNormOptions o)
-    : features_(features), momentum_(o.momentum), eps_(o.eps) {
+    : features_(features), momentum_(o.momentum), eps_(o.eps), sync_(o.sync) {
     const DType dtype = o.dtype;
     const double momentum = o.momentum;
     SJ_CHECK(features > 0, ShapeError)
@@ -38,14 +39,14 @@ BatchNorm::BatchNorm(int64_t features, BatchNormOptions o)
     var_ = add_variable("running_var", Array::full(dtype, {features}, 1.0), false);
 }
 
-Tensor BatchNorm::forward(const Tensor &x, Mode mode) const {
+Tensor BatchNorm::forward(const Tensor& x, Mode mode) const {
     SJ_CHECK(x.rank() >= 2 && (x.dim(1) == features_ || x.dim(1) == -1), ShapeError)
         << "nn::BatchNorm '" << scope() << "': input " << x.name() << " " << x.type_str()
         << " must be [N, " << features_ << ", ...]";
     // parameters [F] broadcast against axis 1: [F, 1, ..., 1]
     Shape pshape(x.rank() - 1, 1);
     pshape[0] = features_;
-    auto per_feature = [&](const Tensor &p) { return x.rank() == 2 ? p : reshape(p, pshape); };
+    auto per_feature = [&](const Tensor& p) { return x.rank() == 2 ? p : reshape(p, pshape); };
     Tensor g = per_feature(gamma_), b = per_feature(beta_);
     if (mode == Mode::Eval)
         return (x - per_feature(mean_)) * rsqrt(per_feature(var_) + eps_) * g + b;
@@ -53,8 +54,17 @@ Tensor BatchNorm::forward(const Tensor &x, Mode mode) const {
     Axes axes{0};
     for (int a = 2; a < x.rank(); ++a)
         axes.push_back(a);
-    Tensor mu = mean(x, axes, true);
-    Tensor v = var(x, axes, true);
+    Tensor mu, v;
+    if (sync_) {
+        // the global batch's mean, then its variance around it (two passes, as var()); the
+        // gradients flow through the all_reduce means to every rank's share
+        mu = dist::all_reduce(mean(x, axes, true), dist::ReduceOp::Mean);
+        Tensor d = x - mu;
+        v = dist::all_reduce(mean(d * d, axes, true), dist::ReduceOp::Mean);
+    } else {
+        mu = mean(x, axes, true);
+        v = var(x, axes, true);
+    }
     Tensor y = (x - mu) * rsqrt(v + eps_) * g + b;
 
     // running statistics; the running variance is unbiased: n / (n - 1) times the batch's
@@ -63,6 +73,8 @@ Tensor BatchNorm::forward(const Tensor &x, Mode mode) const {
         n_static = (x.dim(a) < 0 || n_static < 0) ? -1 : n_static * x.dim(a);
     Tensor n = n_static >= 0 ? scalar_like(double(n_static), v)
                              : sum(ones_like(x), axes, false)[0]; // counted at call time
+    if (sync_)
+        n = n * double(dist::size()); // the global batch (equal shares)
     Tensor batch_mean = stop_gradient(reshape(mu, {features_}));
     Tensor batch_var = stop_gradient(reshape(v, {features_}) * (n / maximum(n - 1.0, 1.0)));
     DType dt = mean_.dtype();

@@ -79,6 +79,7 @@ void register_linalg_ops(OpDef* table);
 void register_conv_ops(OpDef* table);
 void register_random_ops(OpDef* table);
 void register_control_flow_ops(OpDef* table);
+void register_collective_ops(OpDef* table);
 
 /// The op's row facts (the same as op_def(op)'s, without building the rules table).
 DTypeClass dtype_class(Op op);

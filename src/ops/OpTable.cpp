@@ -72,6 +72,7 @@ struct Table {
         register_conv_ops(rows);
         register_random_ops(rows);
         register_control_flow_ops(rows);
+        register_collective_ops(rows);
         for (int i = 0; i < kNumOps; ++i)
             SJ_ASSERT(rows[i].infer) << "op '" << rows[i].name << "' has no type rule";
     }

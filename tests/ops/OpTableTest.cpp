@@ -1282,6 +1282,42 @@ std::vector<OpRow> make_table() {
                      .grad = GradCheck::FiniteDiff,
                      .second_order = true});
     }
+
+    // ---- collectives (docs/distributed.md): here a world of one, where each is the identity
+    // (all_gather of a scalar: a vector of one); tests/dist runs them on 2 ranks ---------------
+    for (dist::ReduceOp op :
+         {dist::ReduceOp::Sum, dist::ReduceOp::Mean, dist::ReduceOp::Max, dist::ReduceOp::Min}) {
+        std::string r = dist::reduce_op_name(op);
+        bool mean = op == dist::ReduceOp::Mean;
+        t.push_back({.name = "all_reduce__" + r,
+                     .op = "all_reduce",
+                     .build = [op](Xs x) { return dist::all_reduce(x[0], op); },
+                     .cases = each({{}, {0}, {7}, {3, 5}}),
+                     .dtypes = mean ? kFloat : kNumeric,
+                     .grad = GradCheck::FiniteDiff,
+                     .second_order = true});
+        if (op == dist::ReduceOp::Min)
+            continue;
+        t.push_back({.name = "reduce_scatter__" + r,
+                     .op = "reduce_scatter",
+                     .build = [op](Xs x) { return dist::reduce_scatter(x[0], op); },
+                     .cases = each({{0}, {7}, {3, 5}}),
+                     .dtypes = mean ? kFloat : kNumeric,
+                     .grad = GradCheck::FiniteDiff});
+    }
+    t.push_back({.name = "all_gather",
+                 .op = "all_gather",
+                 .build = [](Xs x) { return dist::all_gather(x[0]); },
+                 .cases = each({{}, {0}, {7}, {3, 5}}),
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "broadcast_from",
+                 .op = "broadcast_from",
+                 .build = [](Xs x) { return dist::broadcast(x[0], 0); },
+                 .cases = each({{}, {0}, {7}, {3, 5}}),
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff});
     return t;
 }
 

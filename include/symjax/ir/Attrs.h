@@ -3,6 +3,7 @@
 
 #include <symjax/Array.h>
 #include <symjax/DType.h>
+#include <symjax/Dist.h> // dist::ReduceOp
 #include <symjax/Shape.h>
 #include <symjax/Tensor.h> // ScatterMode
 
@@ -187,11 +188,22 @@ struct RegionAttrs {
     SJ_FIELDS(region, output);
 };
 
+/// all_reduce, all_gather, broadcast_from, reduce_scatter: the reduction (all_reduce and
+/// reduce_scatter), the root (broadcast_from) and the number of processes the node was built for
+/// (it fixes all_gather's and reduce_scatter's result shapes; running in another world is an
+/// error).
+struct CollectiveAttrs {
+    dist::ReduceOp reduce = dist::ReduceOp::Sum;
+    int64_t root = 0;
+    int64_t world = 1;
+    SJ_FIELDS(reduce, root, world);
+};
+
 using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAttrs, CastAttrs,
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
                            AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
                            TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs,
-                           RegionAttrs>;
+                           RegionAttrs, CollectiveAttrs>;
 
 /// "set", "add", "mul", "min", "max".
 const char* scatter_mode_name(ScatterMode m);

@@ -109,6 +109,10 @@ struct BatchNormOptions {
     double momentum = 0.99;
     double eps = 1e-5;
     DType dtype = DType::F32;
+    /// Batch statistics over the global batch of a data-parallel job (every rank's share, equal
+    /// in size: two all_reduce means per layer and step, PyTorch's SyncBatchNorm) instead of
+    /// this rank's share alone; the same as false in a single process (docs/distributed.md).
+    bool sync = false;
 };
 class BatchNorm : public Module {
 public:
@@ -123,6 +127,7 @@ public:
 private:
     int64_t features_;
     double momentum_, eps_;
+    bool sync_;
     Variable gamma_, beta_, mean_, var_;
 };
 

@@ -25,6 +25,7 @@ struct KernelTable {
         register_conv_kernels(rows);
         register_random_kernels(rows);
         register_control_flow_kernels(rows);
+        register_collective_kernels(rows);
         for (int i = 0; i < kNumOps; ++i)
             SJ_ASSERT(rows[i] || has_trait(Op(i), kLeaf))
                 << "reference backend: op '" << op_name(Op(i)) << "' has no kernel";

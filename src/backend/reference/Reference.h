@@ -60,6 +60,7 @@ std::vector<Array> run_region(const Node& n, const std::vector<Array>& in, const
                               const BodyRunner& run_body);
 /// Evaluates body `which` of n's region node by node with the reference kernels.
 std::vector<Array> eval_body(const Node& n, int which, const std::vector<Array>& args, uint64_t counter);
+void register_collective_kernels(Kernel* table);
 
 /// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);

@@ -1192,6 +1192,26 @@ def gen_control_flow():
             xw, yw = wide(x), wide(y)
             out = np.exp(xw * 0.5) * yw if xw.sum() > 0 else xw * xw - yw
             add("cond__sum_positive", [x, y], out_as(out, dt))
+# ---- collectives (include/symjax/Dist.h) -----------------------------------------------------
+
+@family("collectives")
+def gen_collectives():
+    """A world of one process: every reduction over the ranks is x itself, all_gather stacks the
+    one rank's x along axis 0 (a scalar becomes a vector of one), reduce_scatter keeps block 0 of
+    1, broadcast_from copies rank 0's x."""
+    numeric = ("u8", "i32", "i64", "u32", "f32", "f64")
+    for op in ("sum", "mean", "max", "min"):
+        for dt in (FLOATS if op == "mean" else numeric):
+            for shape in ((), (7,), (3, 5)):
+                x = rand(shape, dt)
+                add("all_reduce__" + op, [x], x.copy())
+                if op != "min" and shape:
+                    add("reduce_scatter__" + op, [x], x.copy())
+    for dt in ("bool",) + numeric:
+        for shape in ((), (7,), (3, 5)):
+            x = rand(shape, dt)
+            add("all_gather", [x], np.reshape(x, (1,)) if x.ndim == 0 else x.copy())
+            add("broadcast_from", [x], x.copy())
 
 
 def main():
