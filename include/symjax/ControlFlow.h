@@ -35,9 +35,6 @@ struct ScanOptions {
     std::optional<int64_t> length;
     /// Run from the last slice to the first; stacked outputs stay in the sequences' order.
     bool reverse = false;
-    /// Gradients: store the carry of every step (0), or only every k-th step and recompute the
-    /// others from it in the backward pass (memory: length / k carries plus k per segment).
-    int64_t checkpoint_every = 0;
     /// Named in errors and in the graph ("scan" when empty).
     std::string name;
 };

@@ -50,7 +50,7 @@ void bind_control_flow(py::module_& m) {
     m.def(
         "scan",
         [](py::function fn, py::handle init, py::handle sequences, py::handle non_sequences,
-           std::optional<int64_t> length, bool reverse, int64_t checkpoint_every,
+           std::optional<int64_t> length, bool reverse,
            const std::string& name) {
             const std::string loop = name.empty() ? "scan" : name;
             sj::ScanFn step = [fn, loop](const Tensors& carry, const Tensors& args) {
@@ -65,7 +65,6 @@ void bind_control_flow(py::module_& m) {
             sj::ScanOptions o;
             o.length = length;
             o.reverse = reverse;
-            o.checkpoint_every = checkpoint_every;
             o.name = name;
             sj::ScanResult r = sj::scan(step, tensors_of(init, loop, "init"),
                                         tensors_of(sequences, loop, "sequences"),
@@ -73,7 +72,7 @@ void bind_control_flow(py::module_& m) {
             return py::make_tuple(to_list(r.carry), to_list(r.outputs));
         },
         py::arg("fn"), py::arg("init"), py::arg("sequences"), py::arg("non_sequences"),
-        py::arg("length") = py::none(), py::arg("reverse") = false, py::arg("checkpoint_every") = 0,
+        py::arg("length") = py::none(), py::arg("reverse") = false,
         py::arg("name") = "",
         "sj::scan: fn(carry list, slices then non_sequences list) -> (carry list, output list); "
         "returns (final carries, stacked outputs)");

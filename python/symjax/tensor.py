@@ -617,8 +617,7 @@ def _same_structure(loop, what, got, want, want_what):
                               % (loop, what, _describe(got), want_what, _describe(want)))
 
 
-def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None,
-         checkpoint_every=0):
+def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None):
     """SymJAX's scan (JAX's ``lax.scan``, Theano's ``scan``): for each slice of ``sequences``
     along their first dim, ``carry, y = fn(carry, *slices, *non_sequences)``.
 
@@ -629,8 +628,7 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
     step stacked along a new first dim (in the sequences' order, also with ``reverse``).
     ``length`` gives the number of steps when there are no sequences. ``fn`` is called once, to
     trace the body; any tensor it uses from outside (variables, placeholders) becomes an input of
-    the loop, so gradients reach it. ``checkpoint_every=k`` stores only every k-th carry for the
-    backward pass and recomputes the rest. ``name`` names the loop in errors.
+    the loop, so gradients reach it. ``name`` names the loop in errors.
     """
     loop = name or "scan"
     init_leaves, init_def = _flatten(init)
@@ -654,7 +652,7 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
 
     carry, outs = _core.scan(body, init_leaves, seqs, ns,
                              None if length is None else int(length), bool(reverse),
-                             int(checkpoint_every), name or "")
+                             name or "")
     return _unflatten(init_def, carry), _unflatten(out_def[0], outs)
 
 

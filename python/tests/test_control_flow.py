@@ -118,19 +118,6 @@ def test_scan_gradient_against_finite_differences_f64():
                                rtol=1e-6, atol=1e-9)
 
 
-def test_scan_checkpointed_gradient_equals_the_stored_one():
-    xs0 = np.random.randn(9)
-    xs = T.Placeholder((9,), "float64")
-    w = T.Variable(np.float64(0.3))
-    outs = []
-    for k in (0, 3):
-        c, _ = T.scan(lambda h, x: (T.sin(w * h) + x, None), T.zeros((), "float64"), [xs],
-                      checkpoint_every=k)
-        outs.append(sj.gradients(c, w))
-    a, b = sj.function(xs, outputs=outs)(xs0)
-    np.testing.assert_allclose(a, b, rtol=1e-12)
-
-
 def test_scan_clone_replaces_a_captured_sequence():
     a = T.ones(5)
     _, each = T.scan(lambda c, i: (c + i, c + i), 0.0, [a])
