@@ -67,7 +67,7 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --model NAME      mlp (784-512-512-10, ReLU, dropout), cnn (2 x conv-BN-ReLU-pool,
                     dense 128, dropout) or lstm (the image as 28 rows of 28 pixels,
                     LSTM 128, dense 10 on the final hidden state)       [mlp]
-  --epochs N        number of epochs                      [12; lstm: 10]
+  --epochs N        number of epochs                      [12; lstm: 5]
   --batch N         batch size                                          [128]
   --lr X            peak learning rate of Adam            [0.001; lstm: 0.002]
   --schedule S      cosine (decays to 0 over the run) or constant       [cosine]
@@ -93,7 +93,7 @@ struct LstmDefaults {
     int64_t epochs;
     double lr, dropout;
 };
-constexpr LstmDefaults kLstmDefaults{10, 2e-3, 0.0};
+constexpr LstmDefaults kLstmDefaults{5, 2e-3, 0.0};
 
 struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
