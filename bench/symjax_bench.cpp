@@ -7,6 +7,7 @@
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
 //                                [--max_steps N | --steps N,N,...] [--width W]
+//   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -459,13 +460,64 @@ void reduce_rows() {
     if (cs == "bias_grad" || cs == "all") run("bias_grad", {128, 512}, {0}, false);
 }
 
+/// One LSTM layer (nn::LSTM, inputs [seq, batch, input]) and a dense 10 on its final hidden
+/// state, as bench/peers/torch_lstm.py: a training step (softmax cross-entropy, backward through
+/// the scan, Adam lr 1e-3) and inference (the logits), on one fixed random batch. Run one case
+/// per process for a meaningful peak RSS.
+void lstm() {
+    const int64_t batch = std::stoll(opt("batch", "128")), seq = std::stoll(opt("seq", "28"));
+    const int64_t in = std::stoll(opt("input", "28")), hidden = std::stoll(opt("hidden", "128"));
+    const std::string cs = opt("case", "all");
+    const bool profile = opt("profile", "0") != "0";
+    Scope scope("lstm_bench");
+    nn::LSTM rnn(in, hidden);
+    nn::Dense dense(hidden, 10);
+    Placeholder x({seq, -1, in}, f32, "x");
+    Placeholder y({-1}, i32, "y");
+    Tensor logits = dense(rnn.run(x).h[0]);
+    Array xb = randn({seq, batch, in}, 21);
+    Array yb(i32, {batch});
+    std::mt19937_64 g(22);
+    for (int64_t i = 0; i < batch; ++i)
+        yb.data<int32_t>()[i] = int32_t(g() % 10);
+    // per step, forward: x W_ih^T and h W_hh^T for the 4 gates (torch_lstm.py counts the same)
+    const double fwd_flop =
+        2.0 * seq * batch * 4 * hidden * (in + hidden) + 2.0 * batch * hidden * 10;
+    FunctionOptions fo;
+    fo.profile = profile;
+    auto report = [&](const Function& f, const std::string& c, double s, double flop) {
+        emit("lstm", c, 1.0 / s, c == "train" ? "steps/s" : "batches/s",
+             "\"batch\": " + std::to_string(batch) + ", \"seq\": " + std::to_string(seq) +
+                 ", \"input\": " + std::to_string(in) + ", \"hidden\": " + std::to_string(hidden) +
+                 ", \"ms_per_step\": " + std::to_string(s * 1e3) +
+                 ", \"achieved_gflops\": " + std::to_string(flop / s / 1e9) +
+                 ", \"kernels\": " + std::to_string(f.stats().kernels) +
+                 ", \"library_calls\": " + std::to_string(f.stats().library_calls));
+        if (profile)
+            std::fprintf(stderr, "# lstm %s\n%s\n", c.c_str(), f.profile_report().c_str());
+    };
+    if (cs == "train" || cs == "all") {
+        nn::optim::Adam adam(1e-3);
+        std::vector<Variable> params = rnn.trainable_variables();
+        for (const Variable& v : dense.trainable_variables())
+            params.push_back(v);
+        Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
+        Function step = function({x, y}, {loss}, adam.minimize(loss, params), fo);
+        report(step, "train", measure([&] { step(xb, yb); }), 3 * fwd_flop);
+    }
+    if (cs == "infer" || cs == "all") {
+        Function infer = function({x}, {logits}, {}, fo);
+        report(infer, "infer", measure([&] { infer(xb); }), fwd_flop);
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling|control_flow [--key value]...\n",
+                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm [--key value]...\n",
                      argv[0]);
         return 2;
     }
@@ -482,6 +534,8 @@ int main(int argc, char** argv) {
         else if (b == "cnn_train") cnn_train();
         else if (b == "reduce_rows") reduce_rows();
         else if (b == "control_flow") control_flow();
+        else if (b == "lstm")
+            lstm();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -1,6 +1,6 @@
 // sj-train: trains a classifier on Fashion-MNIST end to end with symjax.
 //
-//   sj-train [--model mlp] [--epochs 12] [--batch 128] [--lr 1e-3] [--seed 0] [--threads N]
+//   sj-train [--model mlp|cnn|lstm] [--epochs N] [--batch 128] [--lr X] [--seed 0] [--threads N]
 //            [--out runs/fmnist-mlp] [--resume] ...        (sj-train --help lists everything)
 //   mpirun -np 2 sj-train --model cnn --distributed     data-parallel on 2 processes
 //
@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +44,8 @@ namespace {
 
 struct Options {
     std::string model = "mlp";
+    // epochs, lr and dropout: these are mlp's and cnn's defaults; lstm has its own
+    // (kLstmDefaults), used when the option is not given.
     int64_t epochs = 12;
     int64_t batch = 128;
     double lr = 1e-3;
@@ -67,13 +70,15 @@ const char* kUsage = R"(usage: sj-train [options]
 
 Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accuracy.
 
-  --model NAME      mlp (784-512-512-10, ReLU, dropout) or cnn (2 x conv-BN-ReLU-pool,
-                    dense 128, dropout)                                 [mlp]
-  --epochs N        number of epochs                                    [12]
+  --model NAME      mlp (784-512-512-10, ReLU, dropout), cnn (2 x conv-BN-ReLU-pool,
+                    dense 128, dropout) or lstm (the image as 28 rows of 28 pixels,
+                    LSTM 128, dense 10 on the final hidden state)       [mlp]
+  --epochs N        number of epochs                      [12; lstm: 5]
   --batch N         batch size                                          [128]
-  --lr X            peak learning rate of Adam                          [0.001]
+  --lr X            peak learning rate of Adam            [0.001; lstm: 0.002]
   --schedule S      cosine (decays to 0 over the run) or constant       [cosine]
-  --dropout P       dropout rate of the hidden layers (0 disables)      [0.2]
+  --dropout P       dropout rate of the hidden layers (0 disables; lstm: on the final
+                    hidden state)                         [0.2; lstm: 0]
   --seed N          seed of the initialisation, data order and dropout  [0]
   --threads N       worker threads, 1 to 4 per core (default: all cores)
   --data DIR        Fashion-MNIST IDX files (.gz or raw)  [/usr/share/datasets/fashion-mnist]
@@ -93,6 +98,13 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --test-limit N    evaluate on the first N test images only
   -h, --help        this text
 )";
+
+/// --model lstm's defaults where they differ from the others' (docs/sj-train.md, "Numbers").
+struct LstmDefaults {
+    int64_t epochs;
+    double lr, dropout;
+};
+constexpr LstmDefaults kLstmDefaults{5, 2e-3, 0.0};
 
 struct UsageError : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -119,8 +131,10 @@ int parse_threads(const std::string& v) {
 Options parse_args(int argc, char** argv) {
     Options o;
     bool out_given = false;
+    std::set<std::string> given; // the options on the command line
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
+        given.insert(a);
         auto value = [&]() -> std::string {
             if (i + 1 >= argc) throw UsageError("sj-train: " + a + " needs a value");
             return argv[++i];
@@ -151,8 +165,16 @@ Options parse_args(int argc, char** argv) {
         else throw UsageError("sj-train: unknown option '" + a + "' (see --help)");
     }
     if (!out_given) o.out = "runs/fmnist-" + o.model;
-    if (o.model != "mlp" && o.model != "cnn")
-        throw UsageError("sj-train: --model must be mlp or cnn, got '" + o.model + "'");
+    if (o.model != "mlp" && o.model != "cnn" && o.model != "lstm")
+        throw UsageError("sj-train: --model must be mlp, cnn or lstm, got '" + o.model + "'");
+    if (o.model == "lstm") {
+        if (!given.count("--epochs"))
+            o.epochs = kLstmDefaults.epochs;
+        if (!given.count("--lr"))
+            o.lr = kLstmDefaults.lr;
+        if (!given.count("--dropout"))
+            o.dropout = kLstmDefaults.dropout;
+    }
     if (o.epochs < 1) throw UsageError("sj-train: --epochs must be >= 1");
     if (o.batch < 1) throw UsageError("sj-train: --batch must be >= 1");
     if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError("sj-train: --lr must be > 0");
@@ -231,8 +253,32 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Models
 
+/// Reads each [N, 1, 28, 28] image as a sequence of 28 rows of 28 pixels through an LSTM and
+/// returns its final hidden state, [N, hidden] (the output after the last row).
+class RowLstm : public nn::Module {
+public:
+    explicit RowLstm(int64_t hidden)
+        : lstm_(std::make_shared<nn::LSTM>(28, hidden, nn::RecurrentOptions{.batch_first = true})) {
+        add_child(lstm_);
+    }
+    Tensor forward(const Tensor& x, nn::Mode) const override {
+        return lstm_->run(reshape(x, {-1, 28, 28})).h[0];
+    }
+
+private:
+    std::shared_ptr<nn::LSTM> lstm_;
+};
+
 nn::Sequential build_model(const Options& o) {
     Scope scope("model");
+    if (o.model == "lstm") {
+        // 28 steps of 28 pixels, LSTM 128, dense 10 on the final hidden state (82,186 parameters).
+        nn::Sequential net{RowLstm(128)};
+        if (o.dropout > 0)
+            net.add(nn::Dropout(o.dropout, {.seed = o.seed}));
+        net.add(nn::Dense(128, 10));
+        return net;
+    }
     std::optional<uint64_t> dseed = o.seed;
     if (o.model == "mlp") {
         nn::Sequential net{nn::Flatten(), nn::Dense(784, 512), nn::ReLU()};
