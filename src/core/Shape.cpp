@@ -72,7 +72,7 @@ SliceBounds slice_bounds(int64_t dim, int64_t start, int64_t stop, int64_t step)
         return i < 0 ? int64_t(0) : (i > dim ? dim : i);
     };
     int64_t s = clamp(start), e = clamp(stop);
-    int64_t count = e > s ? (e - s + step - 1) / step : 0;
+    int64_t count = e > s ? 1 + (e - s - 1) / step : 0; // (no overflow for a huge step)
     return {s, count};
 }
 

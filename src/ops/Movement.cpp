@@ -21,7 +21,8 @@ TensorType infer_reshape(const InferCtx& c) {
             << ", target " << shape_str(target) << " has rank " << target.size();
         Shape out = target;
         for (size_t i = 0; i < out.size(); ++i)
-            if (out[i] == -1) out[i] = like[i];
+            if (out[i] == -1)
+                out[i] = like[i];
         int64_t n = numel(s), m = numel(out);
         SJ_CHECK(n < 0 || m < 0 || n == m, ShapeError)
             << c.where() << ": cannot reshape " << shape_str(s) << " (" << n << " elements) into "
@@ -43,16 +44,17 @@ TensorType infer_reshape(const InferCtx& c) {
     }
     Shape out = target;
     int64_t n = numel(s);
-    if (n < 0) return {c.in[0].dtype, out}; // checked at call time
+    if (n < 0)
+        return {c.in[0].dtype, out}; // checked at call time
     if (infer_at >= 0) {
         SJ_CHECK(known > 0 ? n % known == 0 : n == 0, ShapeError)
             << c.where() << ": cannot reshape " << shape_str(s) << " (" << n << " elements) into "
             << shape_str(target);
         out[infer_at] = known > 0 ? n / known : 0;
     } else {
-        SJ_CHECK(known == n, ShapeError) << c.where() << ": cannot reshape " << shape_str(s) << " ("
-                                         << n << " elements) into " << shape_str(target) << " ("
-                                         << known << " elements)";
+        SJ_CHECK(known == n, ShapeError)
+            << c.where() << ": cannot reshape " << shape_str(s) << " (" << n << " elements) into "
+            << shape_str(target) << " (" << known << " elements)";
     }
     return {c.in[0].dtype, out};
 }
@@ -87,14 +89,16 @@ TensorType infer_broadcast(const InferCtx& c) {
             << c.where() << ": shape source " << shape_str(like) << " has rank " << like.size()
             << ", target " << shape_str(out) << " has rank " << out.size();
         for (size_t i = 0; i < out.size(); ++i)
-            if (out[i] == -1) out[i] = like[i];
+            if (out[i] == -1)
+                out[i] = like[i];
     }
     for (size_t i = 0; i < s.size(); ++i) {
         int64_t od = a.dims[i];
         SJ_CHECK(od >= 0 && od < int64_t(out.size()) && (i == 0 || od > a.dims[i - 1]), ShapeError)
             << c.where() << ": broadcast dims " << shape_str(a.dims) << " must be increasing and < "
             << out.size();
-        if (out[od] == -1 && s[i] != 1) out[od] = s[i];
+        if (out[od] == -1 && s[i] != 1)
+            out[od] = s[i];
         SJ_CHECK(s[i] == 1 || s[i] == -1 || out[od] == -1 || s[i] == out[od], ShapeError)
             << c.where() << ": cannot broadcast " << shape_str(s) << " to " << shape_str(out)
             << " (dim " << i << " is " << s[i] << ", target dim " << od << " is " << out[od] << ")";
@@ -143,7 +147,19 @@ TensorType infer_pad(const InferCtx& c) {
         SJ_CHECK(a.lo[i] >= 0 && a.hi[i] >= 0 && a.interior[i] >= 0, ShapeError)
             << c.where() << ": padding must be >= 0 (dim " << i << ": lo " << a.lo[i] << ", hi "
             << a.hi[i] << ", interior " << a.interior[i] << ")";
-        out[i] = s[i] < 0 ? -1 : a.lo[i] + a.hi[i] + s[i] + std::max<int64_t>(s[i] - 1, 0) * a.interior[i];
+        int64_t n = -1;
+        if (s[i] >= 0) {
+            int64_t inner = 0;
+            bool over =
+                __builtin_mul_overflow(std::max<int64_t>(s[i] - 1, 0), a.interior[i], &inner) ||
+                __builtin_add_overflow(inner, s[i], &n) || __builtin_add_overflow(n, a.lo[i], &n) ||
+                __builtin_add_overflow(n, a.hi[i], &n);
+            SJ_CHECK(!over, ShapeError)
+                << c.where() << ": padding dim " << i << " (" << s[i] << " elements, lo " << a.lo[i]
+                << ", hi " << a.hi[i] << ", interior " << a.interior[i]
+                << ") gives more than 2^63 elements";
+        }
+        out[i] = n;
     }
     return {c.in[0].dtype, out};
 }
@@ -165,15 +181,17 @@ TensorType infer_concat(const InferCtx& c) {
     int64_t total = 0;
     for (size_t k = 0; k < c.in.size(); ++k) {
         const TensorType& t = c.in[k];
-        SJ_CHECK(t.dtype == t0.dtype, TypeError) << c.where() << ": " << c.name(k) << " is "
-                                                 << dtype_name(t.dtype) << ", " << c.name(0)
-                                                 << " is " << dtype_name(t0.dtype);
+        SJ_CHECK(t.dtype == t0.dtype, TypeError)
+            << c.where() << ": " << c.name(k) << " is " << dtype_name(t.dtype) << ", " << c.name(0)
+            << " is " << dtype_name(t0.dtype);
         SJ_CHECK(t.shape.size() == t0.shape.size(), ShapeError)
             << c.where() << ": " << c.name(k) << " has shape " << shape_str(t.shape) << ", "
             << c.name(0) << " has " << shape_str(t0.shape) << " (ranks differ)";
         for (size_t i = 0; i < out.size(); ++i) {
-            if (int64_t(i) == axis) continue;
-            if (out[i] == -1) out[i] = t.shape[i];
+            if (int64_t(i) == axis)
+                continue;
+            if (out[i] == -1)
+                out[i] = t.shape[i];
             SJ_CHECK(t.shape[i] == -1 || t.shape[i] == out[i], ShapeError)
                 << c.where() << ": " << c.name(k) << " has shape " << shape_str(t.shape)
                 << ", expected dim " << i << " = " << out[i] << " as in " << c.name(0);
@@ -184,21 +202,26 @@ TensorType infer_concat(const InferCtx& c) {
     return {t0.dtype, out};
 }
 
-Tensor x0(const Node& n) { return in(n, 0); }
+Tensor x0(const Node& n) {
+    return in(n, 0);
+}
 
 void register_grads(OpDef* t) {
     // reshape back to the input's shape (one unknown dim is inferred; more keep the input's
     // dims through the runtime shape of the input)
     t[int(Op::Reshape)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         const Shape& s = n.input(0)->shape();
-        if (std::count(s.begin(), s.end(), int64_t(-1)) <= 1) d[0] = reshape(g, s);
-        else d[0] = detail::make(Op::Reshape, {g, in(n, 0)}, ShapeAttrs{s}); // dims follow x
+        if (std::count(s.begin(), s.end(), int64_t(-1)) <= 1)
+            d[0] = reshape(g, s);
+        else
+            d[0] = detail::make(Op::Reshape, {g, in(n, 0)}, ShapeAttrs{s}); // dims follow x
     };
     // inverse permutation
     t[int(Op::Permute)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         const auto& p = n.attr<AxesAttrs>().axes;
         Axes inv(p.size());
-        for (size_t i = 0; i < p.size(); ++i) inv[p[i]] = int64_t(i);
+        for (size_t i = 0; i < p.size(); ++i)
+            inv[p[i]] = int64_t(i);
         d[0] = transpose(g, inv);
     };
     // sum over the new and the stretched dims
@@ -209,13 +232,17 @@ void register_grads(OpDef* t) {
         std::vector<bool> mapped(n.rank(), false);
         for (size_t i = 0; i < a.dims.size(); ++i) {
             mapped[a.dims[i]] = true;
-            if (s[i] == 1 && n.shape()[a.dims[i]] != 1) keep_axes.push_back(a.dims[i]);
+            if (s[i] == 1 && n.shape()[a.dims[i]] != 1)
+                keep_axes.push_back(a.dims[i]);
         }
         for (int i = 0; i < n.rank(); ++i)
-            if (!mapped[i]) drop_axes.push_back(i);
+            if (!mapped[i])
+                drop_axes.push_back(i);
         Tensor r = g;
-        if (!keep_axes.empty()) r = sum(r, keep_axes, true);
-        if (!drop_axes.empty()) r = sum(r, drop_axes, false);
+        if (!keep_axes.empty())
+            r = sum(r, keep_axes, true);
+        if (!drop_axes.empty())
+            r = sum(r, drop_axes, false);
         d[0] = r;
     };
     // scatter g back into zeros: pad when sizes are known, else update a zero tensor
@@ -241,12 +268,14 @@ void register_grads(OpDef* t) {
                 << "gradient of slice: negative start on dim " << i << " of "
                 << n.input(0)->describe() << " whose size is unknown until call time";
             interior[i] = a.step[i] - 1;
-            starts[i] = s[i] >= 0 ? slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).start
-                                  : a.start[i];
+            starts[i] =
+                s[i] >= 0 ? slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).start : a.start[i];
         }
-        Tensor spread = pad(g, std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 0), interior, 0.0);
+        Tensor spread =
+            pad(g, std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 0), interior, 0.0);
         Array st(DType::I64, {int64_t(r)});
-        for (int i = 0; i < r; ++i) st.data<int64_t>()[i] = starts[i];
+        for (int i = 0; i < r; ++i)
+            st.data<int64_t>()[i] = starts[i];
         d[0] = dynamic_update_slice(zeros_like(x0(n)), spread, constant(st));
     };
     // take the unpadded elements
@@ -297,7 +326,8 @@ void register_movement_ops(OpDef* t) {
 using detail::make;
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
-    if (shape == x.shape() && is_static(shape)) return x;
+    if (shape == x.shape() && is_static(shape))
+        return x;
     return make(Op::Reshape, {x}, ShapeAttrs{shape});
 }
 
@@ -305,12 +335,16 @@ Tensor transpose(const Tensor& x, const Axes& perm) {
     Axes p = perm;
     if (p.empty()) { // NumPy: no axes reverses them
         p.resize(x.rank());
-        for (int i = 0; i < x.rank(); ++i) p[i] = x.rank() - 1 - i;
+        for (int i = 0; i < x.rank(); ++i)
+            p[i] = x.rank() - 1 - i;
     }
-    for (auto& a : p) a = normalize_axis(a, x.rank(), "transpose");
+    for (auto& a : p)
+        a = normalize_axis(a, x.rank(), "transpose");
     bool identity = true;
-    for (size_t i = 0; i < p.size(); ++i) identity &= p[i] == int64_t(i);
-    if (identity && p.size() == size_t(x.rank())) return x;
+    for (size_t i = 0; i < p.size(); ++i)
+        identity &= p[i] == int64_t(i);
+    if (identity && p.size() == size_t(x.rank()))
+        return x;
     return make(Op::Permute, {x}, AxesAttrs{p});
 }
 
@@ -318,7 +352,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
     SJ_CHECK(shape.size() >= size_t(x.rank()), ShapeError)
         << "broadcast_to(" << x.name() << "): cannot broadcast " << x.type_str() << " to "
         << shape_str(shape) << " (target rank is smaller)";
-    if (shape == x.shape()) return x;
+    if (shape == x.shape())
+        return x;
     Axes dims(x.rank());
     std::iota(dims.begin(), dims.end(), int64_t(shape.size() - x.rank()));
     return make(Op::Broadcast, {x}, BroadcastAttrs{shape, dims});
@@ -330,7 +365,8 @@ Tensor expand_dims(const Tensor& x, int64_t axis) {
     s.insert(s.begin() + ax, 1);
     Axes dims;
     for (int i = 0; i <= x.rank(); ++i)
-        if (i != ax) dims.push_back(i);
+        if (i != ax)
+            dims.push_back(i);
     return make(Op::Broadcast, {x}, BroadcastAttrs{s, dims});
 }
 
@@ -338,7 +374,8 @@ Tensor squeeze(const Tensor& x, const Axes& axes) {
     Axes ax;
     if (axes.empty()) {
         for (int i = 0; i < x.rank(); ++i)
-            if (x.shape()[i] == 1) ax.push_back(i);
+            if (x.shape()[i] == 1)
+                ax.push_back(i);
     } else {
         for (int64_t a : axes) {
             int n = normalize_axis(a, x.rank(), "squeeze");
@@ -347,7 +384,8 @@ Tensor squeeze(const Tensor& x, const Axes& axes) {
             ax.push_back(n);
         }
     }
-    if (ax.empty()) return x;
+    if (ax.empty())
+        return x;
     Shape s;
     int unknown = 0;
     for (int i = 0; i < x.rank(); ++i)
@@ -355,18 +393,21 @@ Tensor squeeze(const Tensor& x, const Axes& axes) {
             s.push_back(x.shape()[i]);
             unknown += x.shape()[i] < 0;
         }
-    if (unknown <= 1) return reshape(x, s);
+    if (unknown <= 1)
+        return reshape(x, s);
     // several unknown dims: summing over size-1 axes drops them without naming sizes
     Tensor v = x.dtype() == DType::Bool ? any(x, ax) : sum(x, ax);
     return v;
 }
 
 Tensor flatten(const Tensor& x, int64_t start_axis) {
-    if (x.rank() == 0) return reshape(x, {1});
+    if (x.rank() == 0)
+        return reshape(x, {1});
     int s = normalize_axis(start_axis, x.rank(), "flatten");
     Shape out(x.shape().begin(), x.shape().begin() + s);
     int64_t n = 1;
-    for (int i = s; i < x.rank(); ++i) n = (n < 0 || x.shape()[i] < 0) ? -1 : n * x.shape()[i];
+    for (int i = s; i < x.rank(); ++i)
+        n = (n < 0 || x.shape()[i] < 0) ? -1 : n * x.shape()[i];
     out.push_back(n);
     return reshape(x, out);
 }
@@ -381,13 +422,17 @@ Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
                    uint64_t index_dims) {
     int r = x.rank();
-    SJ_CHECK(start.size() <= size_t(r) && stop.size() <= size_t(r) && step.size() <= size_t(r), ShapeError)
+    SJ_CHECK(start.size() <= size_t(r) && stop.size() <= size_t(r) && step.size() <= size_t(r),
+             ShapeError)
         << "slice(" << x.name() << "): bounds for more dims than " << x.type_str() << " has";
     SliceAttrs a{std::vector<int64_t>(r, 0), std::vector<int64_t>(r, Index::kEnd),
                  std::vector<int64_t>(r, 1), 0};
-    for (size_t i = 0; i < start.size(); ++i) a.start[i] = start[i];
-    for (size_t i = 0; i < stop.size(); ++i) a.stop[i] = stop[i];
-    for (size_t i = 0; i < step.size(); ++i) a.step[i] = step[i];
+    for (size_t i = 0; i < start.size(); ++i)
+        a.start[i] = start[i];
+    for (size_t i = 0; i < stop.size(); ++i)
+        a.stop[i] = stop[i];
+    for (size_t i = 0; i < step.size(); ++i)
+        a.step[i] = step[i];
     // normalise bounds on known dims so equal slices intern to one node
     bool identity = true;
     for (int i = 0; i < r; ++i) {
@@ -396,13 +441,15 @@ Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
             auto b = slice_bounds(d, a.start[i], a.stop[i], a.step[i]);
             a.start[i] = b.start;
             a.stop[i] = b.start + (b.count > 0 ? (b.count - 1) * a.step[i] + 1 : 0);
-            if (b.count <= 1) a.step[i] = 1;
+            if (b.count <= 1)
+                a.step[i] = 1;
             identity &= b.start == 0 && b.count == d && a.step[i] == 1;
         } else {
             identity &= a.start[i] == 0 && a.stop[i] == Index::kEnd && a.step[i] == 1;
         }
     }
-    if (identity) return x;
+    if (identity)
+        return x;
     // only unknown dims need the check at call time (known ones were checked by the caller)
     for (int i = 0; i < r && i < 64; ++i)
         if (x.shape()[i] < 0)
@@ -423,31 +470,39 @@ Tensor slice_axis(const Tensor& x, int64_t axis, int64_t start, int64_t stop, in
 Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
            const std::vector<int64_t>& interior, double value) {
     bool nothing = true;
-    for (size_t i = 0; i < lo.size(); ++i) nothing &= lo[i] == 0 && hi[i] == 0 && interior[i] == 0;
-    if (nothing && lo.size() == size_t(x.rank())) return x;
+    for (size_t i = 0; i < lo.size(); ++i)
+        nothing &= lo[i] == 0 && hi[i] == 0 && interior[i] == 0;
+    if (nothing && lo.size() == size_t(x.rank()))
+        return x;
     return make(Op::Pad, {x}, PadAttrs{lo, hi, interior, value});
 }
 
-Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi, double value) {
+Tensor pad(const Tensor& x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
+           double value) {
     return pad(x, lo, hi, std::vector<int64_t>(lo.size(), 0), value);
 }
 
 Tensor flip(const Tensor& x, const Axes& axes) {
     Axes a;
-    for (int64_t ax : axes) a.push_back(normalize_axis(ax, x.rank(), "flip"));
+    for (int64_t ax : axes)
+        a.push_back(normalize_axis(ax, x.rank(), "flip"));
     std::sort(a.begin(), a.end());
     a.erase(std::unique(a.begin(), a.end()), a.end());
-    if (a.empty()) return x;
+    if (a.empty())
+        return x;
     return make(Op::Flip, {x}, AxesAttrs{a});
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
     SJ_CHECK(!xs.empty(), ShapeError) << "concat: no tensors given";
-    if (xs.size() == 1) return xs[0];
+    if (xs.size() == 1)
+        return xs[0];
     DType t = xs[0].dtype();
-    for (const auto& x : xs) t = promote(t, x.dtype());
+    for (const auto& x : xs)
+        t = promote(t, x.dtype());
     std::vector<Tensor> ys;
-    for (const auto& x : xs) ys.push_back(cast(x, t));
+    for (const auto& x : xs)
+        ys.push_back(cast(x, t));
     int ax = normalize_axis(axis, xs[0].rank(), "concat");
     return make(Op::Concat, ys, AxisAttrs{ax, false});
 }
@@ -456,7 +511,8 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
     SJ_CHECK(!xs.empty(), ShapeError) << "stack: no tensors given";
     int ax = normalize_axis(axis, xs[0].rank() + 1, "stack");
     std::vector<Tensor> ys;
-    for (const auto& x : xs) ys.push_back(expand_dims(x, ax));
+    for (const auto& x : xs)
+        ys.push_back(expand_dims(x, ax));
     return concat(ys, ax);
 }
 
