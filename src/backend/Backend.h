@@ -5,6 +5,7 @@
 #include "../core/Program.h"
 
 #include <symjax/Function.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
 #include <memory>
@@ -35,6 +36,15 @@ public:
 /// it, when the option is set, on each value it computes (a node, or each root of a fused group),
 /// in execution order, so the error names the first node that produced one.
 void check_finite(const Node& n, const Array& value);
+
+/// A region's body as a program of its own (inputs: its parameters; outputs: its results), which a
+/// backend compiles like any other (Note [Structured ops] in src/ops/ControlFlow.cpp).
+inline Program body_program(const Body& b) {
+    Program p;
+    p.inputs = b.params;
+    p.outputs = b.results;
+    return p;
+}
 
 using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const FunctionOptions&);
 /// Registers a backend under a name ("reference", "cpu", ...); a later registration of the same

@@ -201,6 +201,10 @@ public:
             for (int s : st.free_after)
                 env[size_t(s)] = Array();
         }
+        // a region's results (stacked outputs, carry history) live in env now: do not hold them
+        // until the next call
+        for (auto& g : regions_)
+            g.results.clear();
         detail::ExecResult r;
         for (int s : plan_.output_slots) {
             const Node* n = plan_.slots[size_t(s)].node;
@@ -236,21 +240,15 @@ private:
             g.wanted.assign(size_t(r.num_results()), false);
             FunctionOptions o = opts_;
             o.profile = false;
-            g.body[0] = std::make_unique<CpuExecutable>(body_program(r.body), o);
+            g.body[0] = std::make_unique<CpuExecutable>(detail::body_program(r.body), o);
             if (r.kind != detail::RegionKind::Scan)
-                g.body[1] = std::make_unique<CpuExecutable>(body_program(r.body2), o);
+                g.body[1] = std::make_unique<CpuExecutable>(detail::body_program(r.body2), o);
             regions_.push_back(std::move(g));
         }
         regions_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
         region_of_node_[&n] = it->second;
     }
 
-    static detail::Program body_program(const detail::Body& b) {
-        detail::Program p;
-        p.inputs = b.params;
-        p.outputs = b.results;
-        return p;
-    }
 
     /// n's value: its region, run once per call for every result this plan asks for.
     Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter) {

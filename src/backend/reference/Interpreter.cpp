@@ -140,21 +140,15 @@ private:
         if (fresh) {
             RegionGroup g;
             g.wanted.assign(size_t(r.num_results()), false);
-            g.body[0] = std::make_unique<Interpreter>(body_program(r.body), nan_guard_);
+            g.body[0] = std::make_unique<Interpreter>(detail::body_program(r.body), nan_guard_);
             if (r.kind != detail::RegionKind::Scan)
-                g.body[1] = std::make_unique<Interpreter>(body_program(r.body2), nan_guard_);
+                g.body[1] = std::make_unique<Interpreter>(detail::body_program(r.body2), nan_guard_);
             groups_.push_back(std::move(g));
         }
         groups_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
         group_of_node_[&n] = it->second;
     }
 
-    static detail::Program body_program(const detail::Body& b) {
-        detail::Program p;
-        p.inputs = b.params;
-        p.outputs = b.results;
-        return p;
-    }
 
     /// n's value: its region run once per call for every result this program asks for.
     Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter,
