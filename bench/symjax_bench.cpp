@@ -8,6 +8,7 @@
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
 //                                [--max_steps N | --steps N,N,...] [--width W]
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
+//   symjax_bench per_example_grads [--batch 128] [--hidden 512]
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -165,6 +166,39 @@ void mlp_train() {
     Function infer = function({m.x}, {logits});
     double si = measure([&] { infer(xb); });
     emit("mlp_train", "infer", 1.0 / si, "batches/s", "\"batch\": " + std::to_string(batch));
+}
+
+/// Per-example gradients of the 784-H-H-10 MLP's loss (vmap of gradients): every parameter's
+/// gradient for each of the batch's examples, [B, ...] per parameter.
+void per_example_grads() {
+    int64_t batch = std::stoll(opt("batch", "128"));
+    int hidden = std::stoi(opt("hidden", "512"));
+    Mlp m(hidden);
+    std::vector<Tensor> params(m.params.begin(), m.params.end());
+    auto example_grads = [&](const std::vector<Tensor>& a) {
+        Tensor h = expand_dims(a[0], 0);
+        for (int l = 0; l < 3; ++l) {
+            h = matmul(h, params[2 * l]) + params[2 * l + 1];
+            if (l < 2)
+                h = maximum(h, 0.0);
+        }
+        Tensor loss = -sum(one_hot(expand_dims(a[1], 0), 10) * log_softmax(h, 1));
+        return gradients(loss, params);
+    };
+    auto t0 = Clock::now();
+    std::vector<Tensor> g = vmap(example_grads)({m.x, m.y});
+    Function f = function({m.x, m.y}, g);
+    double compile_ms = ms_since(t0);
+    Array xb = randn({batch, 784}, 7);
+    Array yb(i32, {batch});
+    for (int64_t i = 0; i < batch; ++i)
+        yb.data<int32_t>()[i] = int32_t(i % 10);
+    double s = measure([&] { f(xb, yb); });
+    emit("per_example_grads", "mlp", s * 1e3, "ms",
+         "\"batch\": " + std::to_string(batch) + ", \"hidden\": " + std::to_string(hidden) +
+             ", \"compile_ms\": " + std::to_string(compile_ms) + ", \"peak_rss_mb\": " +
+             std::to_string(peak_rss_mb()) + ", \"kernels\": " + std::to_string(f.stats().kernels) +
+             ", \"library_calls\": " + std::to_string(f.stats().library_calls));
 }
 
 void call_overhead() {
@@ -517,7 +551,8 @@ int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm [--key value]...\n",
+                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads "
+                     "[--key value]...\n",
                      argv[0]);
         return 2;
     }
@@ -536,6 +571,8 @@ int main(int argc, char** argv) {
         else if (b == "control_flow") control_flow();
         else if (b == "lstm")
             lstm();
+        else if (b == "per_example_grads")
+            per_example_grads();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

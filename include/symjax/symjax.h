@@ -32,3 +32,4 @@
 #include <symjax/Tensor.h>
 #include <symjax/Threads.h>
 #include <symjax/Variable.h>
+#include <symjax/Vmap.h>

@@ -497,7 +497,39 @@ void register_grads(OpDef* t) {
 
 } // namespace
 
+namespace {
+// Batching (Note [Batching rules] in src/api/Vmap.cpp): the batch folds into the op's own
+// minibatch ([B, N, ...] -> [B * N, ...]) when the weights (or the second operand's batch) agree;
+// a batched filter, a filter gradient per example, or a like input loops.
+Tensor fold_apply(const BatchArgs& b, std::vector<Tensor> in, const std::vector<size_t>& fold) {
+    for (size_t i : fold) {
+        in[i] = fold_batch(batched_input(b, i));
+        if (!in[i].defined())
+            return Tensor();
+    }
+    return unfold_batch(b, make(b.n.op(), in, b.n.attrs()));
+}
+Tensor batch_conv(const BatchArgs& b) {
+    if (b.batched[1] || b.n.num_inputs() > 2)
+        return Tensor();
+    return fold_apply(b, b.in, {0});
+}
+Tensor batch_pool(const BatchArgs& b) {
+    if (b.n.op() == Op::AvgPoolBackward && b.n.num_inputs() > 1)
+        return Tensor();
+    if (b.n.op() == Op::MaxPoolBackward)
+        return fold_apply(b, b.in, {0, 1});
+    return fold_apply(b, b.in, {0});
+}
+
+} // namespace
+
 void register_conv_ops(OpDef* t) {
+    t[int(Op::Conv)].batch = batch_conv;
+    t[int(Op::ConvBackwardData)].batch = batch_conv;
+    t[int(Op::Pool)].batch = batch_pool;
+    t[int(Op::MaxPoolBackward)].batch = batch_pool;
+    t[int(Op::AvgPoolBackward)].batch = batch_pool;
     t[int(Op::Conv)].infer = infer_window<infer_conv>;
     t[int(Op::ConvBackwardData)].infer = infer_window<infer_conv_backward_data>;
     t[int(Op::ConvBackwardFilter)].infer = infer_window<infer_conv_backward_filter>;

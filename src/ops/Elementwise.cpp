@@ -184,6 +184,7 @@ void register_elementwise_ops(OpDef* t) {
         if (!has_trait(op, kElementwise)) continue;
         int ar = op_arity(op);
         t[i].infer = ar == 1 ? infer_unary : ar == 2 ? infer_binary : infer_where;
+        t[i].batch = batch_elementwise;
     }
     register_unary_grads(t);
     register_binary_grads(t);

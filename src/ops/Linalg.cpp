@@ -257,7 +257,36 @@ void register_grads(OpDef* t) {
 
 } // namespace
 
+namespace {
+// Batching (Note [Batching rules] in src/api/Vmap.cpp): both sides batched, the batch is a new
+// batch dim of the product (its first result dim); one side batched, it is that side's first free
+// dim, which lands after the batch dims (lhs) or after the lhs's free dims (rhs).
+Tensor batch_dot_general(const BatchArgs& b) {
+    DotAttrs a = b.n.attr<DotAttrs>();
+    auto shift = [](std::vector<int64_t>& v) {
+        for (int64_t& x : v)
+            ++x;
+    };
+    const int64_t nb = int64_t(a.lhs_batch.size());
+    if (b.batched[0])
+        shift(a.lhs_batch), shift(a.lhs_contract);
+    if (b.batched[1])
+        shift(a.rhs_batch), shift(a.rhs_contract);
+    if (b.batched[0] && b.batched[1]) {
+        a.lhs_batch.insert(a.lhs_batch.begin(), 0);
+        a.rhs_batch.insert(a.rhs_batch.begin(), 0);
+        return make(Op::DotGeneral, {b.in[0], b.in[1]}, a);
+    }
+    const int64_t lhs_free =
+        int64_t(b.n.input(0)->shape().size()) - nb - int64_t(a.lhs_contract.size());
+    const int64_t at = b.batched[0] ? nb : nb + lhs_free;
+    return move_batch_axis_to_front(make(Op::DotGeneral, {b.in[0], b.in[1]}, a), at);
+}
+
+} // namespace
+
 void register_linalg_ops(OpDef* t) {
+    t[int(Op::DotGeneral)].batch = batch_dot_general;
     t[int(Op::DotGeneral)].infer = infer_dot_general;
     t[int(Op::Cholesky)].infer = infer_cholesky;
     t[int(Op::TriangularSolve)].infer = infer_triangular_solve;

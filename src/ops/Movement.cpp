@@ -310,7 +310,83 @@ void register_grads(OpDef* t) {
 
 } // namespace
 
+namespace {
+// Batching (Note [Batching rules] in src/api/Vmap.cpp): the batch becomes a new leading dim of
+// each op's geometry.
+std::vector<int64_t> shifted(const std::vector<int64_t>& axes) {
+    std::vector<int64_t> out;
+    for (int64_t a : axes)
+        out.push_back(a + 1);
+    return out;
+}
+template <class T> std::vector<T> prepend(T first, const std::vector<T>& rest) {
+    std::vector<T> out{first};
+    out.insert(out.end(), rest.begin(), rest.end());
+    return out;
+}
+
+Tensor batch_reshape(const BatchArgs& b) {
+    Shape s = prepend(b.size, b.n.attr<ShapeAttrs>().shape);
+    if (b.n.num_inputs() == 2) {
+        // -1 dims take the like's dims: a batched like gives the batch too
+        if (!b.batched[1])
+            return Tensor();
+        s[0] = -1;
+        return make(Op::Reshape, {batched_input(b, 0), b.in[1]}, ShapeAttrs{s});
+    }
+    if (std::count(s.begin(), s.end(), -1) > 1)
+        return Tensor();
+    return make(Op::Reshape, {b.in[0]}, ShapeAttrs{s});
+}
+Tensor batch_permute(const BatchArgs& b) {
+    return make(Op::Permute, {b.in[0]},
+                AxesAttrs{prepend<int64_t>(0, shifted(b.n.attr<AxesAttrs>().axes))});
+}
+Tensor batch_broadcast(const BatchArgs& b) {
+    const auto& a = b.n.attr<BroadcastAttrs>();
+    BroadcastAttrs r{prepend(b.size, a.shape), prepend<int64_t>(0, shifted(a.dims))};
+    if (b.n.num_inputs() == 2) {
+        if (!b.batched[1])
+            return Tensor();
+        r.shape[0] = -1;
+        return make(Op::Broadcast, {batched_input(b, 0), b.in[1]}, r);
+    }
+    return make(Op::Broadcast, {b.in[0]}, r);
+}
+Tensor batch_slice(const BatchArgs& b) {
+    const auto& a = b.n.attr<SliceAttrs>();
+    return make(Op::Slice, {b.in[0]},
+                SliceAttrs{prepend<int64_t>(0, a.start), prepend(Index::kEnd, a.stop),
+                           prepend<int64_t>(1, a.step), a.index_dims << 1});
+}
+Tensor batch_pad(const BatchArgs& b) {
+    const auto& a = b.n.attr<PadAttrs>();
+    return make(Op::Pad, {b.in[0]},
+                PadAttrs{prepend<int64_t>(0, a.lo), prepend<int64_t>(0, a.hi),
+                         prepend<int64_t>(0, a.interior), a.value});
+}
+Tensor batch_flip(const BatchArgs& b) {
+    return make(Op::Flip, {b.in[0]}, AxesAttrs{shifted(b.n.attr<AxesAttrs>().axes)});
+}
+Tensor batch_concat(const BatchArgs& b) {
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < b.in.size(); ++i)
+        in.push_back(batched_input(b, i));
+    AxisAttrs a = b.n.attr<AxisAttrs>();
+    ++a.axis;
+    return make(Op::Concat, in, a);
+}
+
+} // namespace
+
 void register_movement_ops(OpDef* t) {
+    t[int(Op::Reshape)].batch = batch_reshape;
+    t[int(Op::Permute)].batch = batch_permute;
+    t[int(Op::Broadcast)].batch = batch_broadcast;
+    t[int(Op::Slice)].batch = batch_slice;
+    t[int(Op::Pad)].batch = batch_pad;
+    t[int(Op::Flip)].batch = batch_flip;
+    t[int(Op::Concat)].batch = batch_concat;
     t[int(Op::Reshape)].infer = infer_reshape;
     t[int(Op::Permute)].infer = infer_permute;
     t[int(Op::Broadcast)].infer = infer_broadcast;

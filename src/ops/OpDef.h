@@ -33,6 +33,22 @@ using InferFn = TensorType (*)(const InferCtx&);
 /// Entries left undefined mean "no gradient" (zero).
 using GradFn = void (*)(const Node& n, const Tensor& g, std::vector<Tensor>& din);
 
+/// What a batching rule sees (vmap, Note [Batching rules] in src/api/Vmap.cpp): the node, its
+/// inputs in the batched program (`in[i]` carries the batch as its dim 0 when `batched[i]`, else
+/// it is the node's own input i, unchanged), and the batch size (-1: bound at call time).
+struct BatchArgs {
+    const Node& n;
+    std::vector<Tensor> in;
+    std::vector<bool> batched;
+    int64_t size = -1;
+    /// A batched tensor (dim 0 is the batch), for rules that need the batch size at call time.
+    Tensor ref;
+};
+/// The node's value for every batch element, stacked along a new dim 0; or an undefined Tensor
+/// when this case has no rule (vmap then loops over the batch with `map`, which is always right).
+/// Called only when some input is batched (and for random draws traced inside the function).
+using BatchFn = Tensor (*)(const BatchArgs& b);
+
 /// The dtypes an op computes on (the `dtypes` column of Ops.def). Inputs with a fixed role
 /// (where's condition, gather's indices) are checked by the op's rule on their own.
 enum class DTypeClass : uint8_t {
@@ -64,6 +80,7 @@ struct OpDef {
     FusionClass fusion = FusionClass::Fallback;
     InferFn infer = nullptr;
     GradFn grad = nullptr; // nullptr: the op is not differentiable (gradient is zero)
+    BatchFn batch = nullptr; // nullptr: vmap loops over the batch (map)
 };
 
 /// The table, filled once by the family files' register functions.
@@ -100,6 +117,25 @@ inline bool dims_agree(int64_t a, int64_t b) { return a == b || a == -1 || b == 
 /// index, undefined: none), as one backward region (Note [Gradients of regions] in
 /// src/api/ControlFlow.cpp). vjp calls it once per region, with every sibling's cotangent.
 std::vector<Tensor> region_vjp(const Node& n, const std::vector<Tensor>& cotangents);
+
+// Helpers for batching rules (src/api/Vmap.cpp).
+/// x (batched along dim 0) with dim 0 moved to `axis` of the result.
+Tensor move_batch_axis(const Tensor& x, int64_t axis);
+/// x with its dim `axis` moved to dim 0 (the other dims in order).
+Tensor move_batch_axis_to_front(const Tensor& x, int64_t axis);
+/// The unbatched x repeated along a new dim 0 of the batch's size.
+Tensor broadcast_batch(const BatchArgs& b, const Tensor& x);
+/// Input i of the rule batched along dim 0 (repeated when it is not batched).
+Tensor batched_input(const BatchArgs& b, size_t i);
+/// The batched x [B, N, rest...] as [B * N, rest...], for ops that map over their own first dim
+/// (conv, pool); undefined when the reshape cannot be written (more than one dim unknown).
+Tensor fold_batch(const Tensor& x);
+/// The inverse of fold_batch for the node's result: y [B * N, rest...] as [B, N, rest...], where
+/// [N, rest...] is the node's own shape; undefined when it cannot be written.
+Tensor unfold_batch(const BatchArgs& b, const Tensor& y);
+/// The rule of ops that act on each element independently: the batched inputs get size-1 dims
+/// after the batch, so that broadcasting lines them up with the unbatched ones.
+Tensor batch_elementwise(const BatchArgs& b);
 
 /// Shorthand for rules: the node's input i as a Tensor.
 inline Tensor in(const Node& n, size_t i) { return Tensor(n.input(i)); }

@@ -1,6 +1,7 @@
 // Random ops (philox_bits): the type rule. Distributions are composites in src/api/Random.cpp.
 #include "OpDef.h"
 
+#include <symjax/Ops.h>
 #include <symjax/ir/Node.h>
 
 namespace sj::detail {
@@ -46,8 +47,32 @@ TensorType infer_philox_bits(const InferCtx& c) {
 
 } // namespace
 
+namespace {
+// Batching (Note [Batching rules] in src/api/Vmap.cpp): a draw traced inside vmap's function
+// draws for the whole batch at once, the batch its first dim, so each example gets its own
+// numbers (the counter-based bits of element (b, i) differ from those of (b', i)).
+Tensor batch_philox_bits(const BatchArgs& b) {
+    PhiloxAttrs a = b.n.attr<PhiloxAttrs>();
+    Shape s{b.size};
+    s.insert(s.end(), a.shape.begin(), a.shape.end());
+    a.shape = s;
+    if (b.n.num_inputs() == 2) {
+        a.shape[0] = -1;
+        return make(Op::PhiloxBits, {b.in[0], batched_input(b, 1)}, a);
+    }
+    if (b.size >= 0)
+        return make(Op::PhiloxBits, {b.in[0]}, a);
+    // the batch is bound at call time: the draw's shape comes from a like of the batch's size
+    Tensor like = broadcast_batch(b, broadcast_to(constant(Array::scalar(0.0f)), b.n.shape()));
+    a.shape[0] = -1;
+    return make(Op::PhiloxBits, {b.in[0], like}, a);
+}
+
+} // namespace
+
 void register_random_ops(OpDef* t) {
     t[int(Op::PhiloxBits)].infer = infer_philox_bits;
+    t[int(Op::PhiloxBits)].batch = batch_philox_bits;
     // no gradient: random bits do not depend differentiably on anything
 }
 

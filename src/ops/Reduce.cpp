@@ -113,11 +113,30 @@ Axes norm_axes(const Tensor& x, const Axes& axes, const char* op) {
 
 } // namespace
 
+namespace {
+// Batching (Note [Batching rules] in src/api/Vmap.cpp): the axes move past the batch dim.
+Tensor batch_reduce(const BatchArgs& b) {
+    ReduceAttrs a = b.n.attr<ReduceAttrs>();
+    for (int64_t& ax : a.axes)
+        ++ax;
+    return make(b.n.op(), {b.in[0]}, a);
+}
+Tensor batch_cumsum(const BatchArgs& b) {
+    AxisAttrs a = b.n.attr<AxisAttrs>();
+    ++a.axis;
+    return make(Op::Cumsum, {b.in[0]}, a);
+}
+
+} // namespace
+
 void register_reduce_ops(OpDef* t) {
     for (Op op : {Op::ReduceSum, Op::ReduceProd, Op::ReduceMax, Op::ReduceMin, Op::ReduceAny,
-                  Op::ReduceAll, Op::ArgMax, Op::ArgMin})
+                  Op::ReduceAll, Op::ArgMax, Op::ArgMin}) {
         t[int(op)].infer = infer_reduce;
+        t[int(op)].batch = batch_reduce;
+    }
     t[int(Op::Cumsum)].infer = infer_cumsum;
+    t[int(Op::Cumsum)].batch = batch_cumsum;
     register_grads(t);
 }
 

@@ -1,0 +1,370 @@
+// vmap: tracing a per-example function and rewriting it into a batched graph, op by op, with the
+// batching rules of the op table (Note [Batching rules]).
+#include "../ops/OpDef.h"
+
+#include <symjax/ControlFlow.h>
+#include <symjax/Ops.h>
+#include <symjax/Variable.h>
+#include <symjax/Vmap.h>
+#include <symjax/ir/ControlFlow.h>
+#include <symjax/ir/Node.h>
+
+#include <map>
+#include <unordered_map>
+#include <utility>
+
+namespace sj {
+
+// Note [Batching rules]
+// ~~~~~~~~~~~~~~~~~~~~~
+// vmap traces `fn` once on placeholders of one example's type (the per-example graph), then walks
+// that graph from the placeholders to the results. A node none of whose inputs depends on a
+// mapped argument is kept as it is (it is the same for every example: weights, constants, a
+// gradient's parts that only read weights). A node that does depends gets a batched value: one
+// tensor holding the node's value for every example, the batch along dim 0. The op's batching
+// rule (OpDef::batch, next to its type and gradient rules) builds it from the batched inputs:
+// elementwise ops give the batched inputs size-1 dims after the batch so broadcasting lines them
+// up with the unbatched ones; reductions, permutes, slices, pads, flips, concats and cumsums shift
+// their axes by one; broadcast and reshape prepend the batch; dot_general makes the batch one of
+// its batch dims (both sides batched) or a free dim (one side), then moves it to the front; conv
+// and pool fold the batch into their own minibatch. A random draw traced inside fn is batched even
+// though it reads no argument: the draw gets the batch as its first dim, so each example draws its
+// own numbers (JAX's vmap of a random op repeats one draw unless keys are split by hand).
+//
+// The batch is always dim 0 inside the rewrite; in_axes and out_axes only move it at the ends.
+// A rule may decline a case (an undefined result): conv with a batched filter, gather with both
+// operands batched, reshape to a shape with two unknown dims. The node then runs once per example
+// in a `map` loop over the batch (a scan whose body is the node on one slice), which is always
+// right; docs/vmap.md lists which cases loop. Control-flow regions always loop this way: all the
+// results of one region come out of one loop (they share it, as its sibling nodes share the
+// Region).
+//
+// Only the batched part is new graph: vmap of a function that calls gradients() rewrites the
+// backward graph too, which is how per-example gradients come out (the weight gradient's
+// dot_general becomes a batched outer product).
+
+namespace detail {
+
+namespace {
+/// The B-vector [B] of bools (all true) taken from the batch reference's dim 0.
+Tensor batch_mask(const BatchArgs& b, int64_t rank) {
+    const Tensor& ref = b.ref;
+    std::vector<int64_t> start(ref.rank(), 0), stop(ref.rank(), 1), step(ref.rank(), 1);
+    stop[0] = Index::kEnd;
+    Tensor v = ref.rank() == 1 ? ref : reshape(index_slice(ref, start, stop, step, 0), {-1});
+    Tensor t = make(Op::Broadcast, {constant(Array::scalar(true)), v},
+                    BroadcastAttrs{Shape{-1}, std::vector<int64_t>{}});
+    Shape s(size_t(rank), 1);
+    s[0] = -1;
+    return rank == 1 ? t : reshape(t, s);
+}
+} // namespace
+
+Tensor move_batch_axis(const Tensor& x, int64_t axis) {
+    if (axis == 0)
+        return x;
+    Axes perm;
+    for (int64_t i = 1; i <= axis; ++i)
+        perm.push_back(i);
+    perm.push_back(0);
+    for (int64_t i = axis + 1; i < x.rank(); ++i)
+        perm.push_back(i);
+    return transpose(x, perm);
+}
+
+Tensor move_batch_axis_to_front(const Tensor& x, int64_t axis) {
+    if (axis == 0)
+        return x;
+    Axes perm{axis};
+    for (int64_t d = 0; d < x.rank(); ++d)
+        if (d != axis)
+            perm.push_back(d);
+    return transpose(x, perm);
+}
+
+Tensor broadcast_batch(const BatchArgs& b, const Tensor& x) {
+    Shape s{b.size};
+    s.insert(s.end(), x.shape().begin(), x.shape().end());
+    if (b.size >= 0)
+        return broadcast_to(x, s);
+    Tensor mask = batch_mask(b, x.rank() + 1);
+    if (is_static(x.shape())) {
+        std::vector<int64_t> dims;
+        for (int64_t i = 1; i <= x.rank(); ++i)
+            dims.push_back(i);
+        return make(Op::Broadcast, {x, mask}, BroadcastAttrs{s, dims});
+    }
+    return where(mask, x, x);
+}
+
+Tensor batched_input(const BatchArgs& b, size_t i) {
+    return b.batched[i] ? b.in[i] : broadcast_batch(b, b.in[i]);
+}
+
+Tensor fold_batch(const Tensor& x) {
+    const Shape& s = x.shape();
+    if (s.size() < 2)
+        return Tensor();
+    int unknown = (s[0] < 0) + (s[1] < 0);
+    for (size_t i = 2; i < s.size(); ++i)
+        unknown += s[i] < 0 ? 2 : 0; // must be known
+    if (unknown > 1)
+        return Tensor();
+    Shape f{s[0] < 0 || s[1] < 0 ? -1 : s[0] * s[1]};
+    f.insert(f.end(), s.begin() + 2, s.end());
+    return reshape(x, f);
+}
+
+Tensor unfold_batch(const BatchArgs& b, const Tensor& y) {
+    Shape s{b.size};
+    s.insert(s.end(), b.n.shape().begin(), b.n.shape().end());
+    int unknown = 0;
+    for (int64_t d : s)
+        unknown += d < 0;
+    if (unknown > 1)
+        return Tensor();
+    return reshape(y, s);
+}
+
+Tensor batch_elementwise(const BatchArgs& b) {
+    const int64_t rank = b.n.shape().size();
+    std::vector<Tensor> in = b.in;
+    for (size_t i = 0; i < in.size(); ++i) {
+        if (!b.batched[i])
+            continue;
+        // [B, s...] -> [B, 1..., s...] with the result's per-example rank
+        for (int64_t r = b.n.input(i)->shape().size(); r < rank; ++r)
+            in[i] = expand_dims(in[i], 1);
+    }
+    return make(b.n.op(), in, b.n.attrs());
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::BatchArgs;
+
+/// A mark in node creation order: the nodes made after it have larger ids.
+uint64_t trace_mark() {
+    return scalar(0.0).node()->id();
+}
+
+int64_t normalize_batch_axis(int64_t axis, int64_t rank, const std::string& what) {
+    SJ_CHECK(axis >= -rank && axis < rank, ShapeError)
+        << what << ": batch axis " << axis << " is out of range for rank " << rank;
+    return axis < 0 ? axis + rank : axis;
+}
+
+/// The rewrite of one traced function (Note [Batching rules]).
+class Vmapper {
+public:
+    Vmapper(std::string name, int64_t size, Tensor ref, uint64_t mark)
+        : name_(std::move(name)), size_(size), ref_(std::move(ref)), mark_(mark) {}
+
+    void bind(const Node* placeholder, const Tensor& batched) {
+        values_[placeholder] = {batched, true};
+    }
+
+    /// The node's value in the batched program, and whether it carries the batch.
+    std::pair<Tensor, bool> get(const Node* n) const {
+        auto it = values_.find(n);
+        if (it == values_.end())
+            return {Tensor(n->shared_from_this()), false};
+        return it->second;
+    }
+
+    void run(const std::vector<const Node*>& order) {
+        for (const Node* n : order) {
+            if (values_.count(n) || n->num_inputs() == 0)
+                continue;
+            visit(*n);
+        }
+    }
+
+private:
+    void visit(const Node& n) {
+        const size_t k = n.num_inputs();
+        BatchArgs b{n, {}, {}, size_, ref_};
+        bool any = false, changed = false, only_shapes = true;
+        for (size_t i = 0; i < k; ++i) {
+            auto [v, batched] = get(n.input(i).get());
+            changed |= v.node() != n.input(i);
+            any |= batched;
+            if (batched && !detail::shape_only_input(n, i))
+                only_shapes = false;
+            b.in.push_back(v);
+            b.batched.push_back(batched);
+        }
+        const bool draw = has_trait(n.op(), kRandom) && n.id() >= mark_;
+        if (!any && !draw) {
+            if (changed)
+                values_[&n] = {detail::make(n.op(), b.in, n.attrs()), false};
+            return;
+        }
+        if (any && only_shapes && !draw) {
+            // only a shape comes from the batch: every example's value is the same; one
+            // example's slice gives the shape
+            for (size_t i = 0; i < k; ++i)
+                if (b.batched[i])
+                    b.in[i] = b.in[i][0];
+            values_[&n] = {detail::make(n.op(), b.in, n.attrs()), false};
+            return;
+        }
+        if (has_trait(n.op(), kRegion)) {
+            values_[&n] = {region(n, b), true};
+            return;
+        }
+        Tensor r;
+        if (auto rule = detail::op_def(n.op()).batch)
+            r = rule(b);
+        if (!r.defined())
+            r = loop(n, b, {n.attrs()})[0];
+        values_[&n] = {r, true};
+    }
+
+    /// Every result of n's region (its sibling nodes) for the batch, by one loop.
+    Tensor region(const Node& n, const BatchArgs& b) {
+        const auto& ra = n.attr<RegionAttrs>();
+        detail::RegionKey key{ra.region.get(), {}};
+        for (const auto& i : n.inputs())
+            key.inputs.push_back(i.get());
+        auto it = regions_.find(key);
+        if (it == regions_.end()) {
+            std::vector<Attrs> results;
+            for (int r = 0; r < ra.region->num_results(); ++r)
+                results.emplace_back(RegionAttrs{ra.region, r});
+            it = regions_.emplace(std::move(key), loop(n, b, results)).first;
+        }
+        return it->second[size_t(ra.output)];
+    }
+
+    /// The nodes op(inputs, attrs) for each attrs in `results`, run once per example by a map
+    /// over the batched inputs (the unbatched ones are shared).
+    Tensors loop(const Node& n, const BatchArgs& b, const std::vector<Attrs>& results) {
+        Tensors seqs, shared;
+        std::vector<std::pair<bool, size_t>> where;
+        for (size_t i = 0; i < b.in.size(); ++i) {
+            Tensors& to = b.batched[i] ? seqs : shared;
+            where.emplace_back(b.batched[i], to.size());
+            to.push_back(b.in[i]);
+        }
+        const Op op = n.op();
+        auto body = [&](const Tensors&, const Tensors& args) {
+            Tensors in;
+            for (auto [batched, j] : where)
+                in.push_back(batched ? args[j] : args[seqs.size() + j]);
+            Tensors outs;
+            for (const Attrs& a : results)
+                outs.push_back(detail::make(op, in, a));
+            return std::make_pair(Tensors{}, outs);
+        };
+        ScanOptions o;
+        o.name = name_ + "(" + op_name(op) + ")";
+        return scan(body, {}, seqs, shared, o).outputs;
+    }
+
+    std::string name_;
+    int64_t size_;
+    Tensor ref_;
+    uint64_t mark_;
+    std::unordered_map<const Node*, std::pair<Tensor, bool>> values_;
+    std::map<detail::RegionKey, Tensors> regions_;
+};
+
+Tensors vmap_call(const VmapFn& fn, const VmapOptions& o, const Tensors& args) {
+    const std::string name = o.name.empty() ? "vmap" : o.name;
+    SJ_CHECK(o.in_axes.empty() || o.in_axes.size() == args.size(), Error)
+        << name << ": " << o.in_axes.size() << " in_axes for " << args.size() << " arguments";
+    int64_t size = -1;
+    Tensor ref;
+    Tensors per_example(args.size()), moved(args.size());
+    std::string first;
+    for (size_t i = 0; i < args.size(); ++i) {
+        const Tensor& a = args[i];
+        SJ_CHECK(a.defined(), Error) << name << ": argument " << i << " is an undefined tensor";
+        BatchAxis ax = o.in_axes.empty() ? BatchAxis(0) : o.in_axes[i];
+        if (!ax) {
+            per_example[i] = a;
+            continue;
+        }
+        const std::string what =
+            name + ": argument " + std::to_string(i) + " (" + a.name() + ") " + a.type_str();
+        SJ_CHECK(a.rank() >= 1, ShapeError) << what << " is 0-d and has no axis to map over";
+        int64_t axis = normalize_batch_axis(*ax, a.rank(), what);
+        moved[i] = detail::move_batch_axis_to_front(a, axis);
+        int64_t d = a.shape()[axis];
+        if (!ref.defined())
+            first = what;
+        SJ_CHECK(!ref.defined() || detail::dims_agree(size, d), ShapeError)
+            << what << " has " << d << " elements along its batch axis " << axis << ", but "
+            << first << " has " << size;
+        if (!ref.defined() || (size < 0 && d >= 0)) {
+            ref = moved[i];
+            size = d;
+        }
+        Shape s(moved[i].shape().begin() + 1, moved[i].shape().end());
+        per_example[i] =
+            Placeholder(s, a.dtype(), a.name().empty() ? "vmap_arg" + std::to_string(i) : a.name());
+    }
+    SJ_CHECK(ref.defined(), Error) << name
+                                   << ": no argument is mapped (every in_axes entry is "
+                                      "not_mapped)";
+    const uint64_t mark = trace_mark();
+    Tensors results = fn(per_example);
+    SJ_CHECK(o.out_axes.size() <= 1 || o.out_axes.size() == results.size(), Error)
+        << name << ": " << o.out_axes.size() << " out_axes for " << results.size() << " results";
+
+    Vmapper v(name, size, ref, mark);
+    for (size_t i = 0; i < args.size(); ++i)
+        if (moved[i].defined())
+            v.bind(per_example[i].node().get(), moved[i]);
+    std::vector<const Node*> roots;
+    for (size_t j = 0; j < results.size(); ++j) {
+        SJ_CHECK(results[j].defined(), Error)
+            << name << ": the function returned an undefined tensor (result " << j << ")";
+        roots.push_back(results[j].node().get());
+    }
+    v.run(topo_order(roots));
+
+    BatchArgs b{*ref.node(), {}, {}, size, ref};
+    Tensors out;
+    for (size_t j = 0; j < results.size(); ++j) {
+        auto [value, batched] = v.get(results[j].node().get());
+        BatchAxis ax =
+            o.out_axes.empty() ? BatchAxis(0) : o.out_axes[o.out_axes.size() == 1 ? 0 : j];
+        if (!ax) {
+            SJ_CHECK(!batched, ShapeError)
+                << name << ": result " << j << " (" << results[j].name()
+                << ") depends on the mapped arguments, but its out_axes entry is not_mapped";
+            out.push_back(value);
+            continue;
+        }
+        if (!batched)
+            value = detail::broadcast_batch(b, value);
+        out.push_back(detail::move_batch_axis(
+            value,
+            normalize_batch_axis(*ax, value.rank(),
+                                 name + ": result " + std::to_string(j) + " " + value.type_str())));
+    }
+    return out;
+}
+
+} // namespace
+
+VmapFn vmap(VmapFn fn, VmapOptions options) {
+    SJ_CHECK(fn, Error) << "vmap: no function";
+    return [fn = std::move(fn), o = std::move(options)](const Tensors& args) {
+        return vmap_call(fn, o, args);
+    };
+}
+
+std::function<Tensor(const Tensor&)> vmap(std::function<Tensor(const Tensor&)> fn,
+                                          BatchAxis in_axis, BatchAxis out_axis) {
+    SJ_CHECK(fn, Error) << "vmap: no function";
+    VmapFn f = vmap([fn = std::move(fn)](const Tensors& a) { return Tensors{fn(a[0])}; },
+                    VmapOptions{{in_axis}, {out_axis}, ""});
+    return [f = std::move(f)](const Tensor& x) { return f({x})[0]; };
+}
+
+} // namespace sj

@@ -1,0 +1,406 @@
+// vmap: every batching rule against the explicit loop over the batch (the per-example function
+// applied to each slice, the results stacked, run by the reference interpreter), per-example
+// gradients, nesting, random draws, control flow inside, gradients through vmap, and errors.
+#include "TestUtil.h"
+
+#include <symjax/ir/Node.h>
+#include <symjax/nn.h>
+#include <symjax/symjax.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+namespace sj::test {
+namespace {
+
+using Ts = std::vector<Tensor>;
+
+class Vmap : public ::testing::TestWithParam<const char*> {
+protected:
+    FunctionOptions opts() const { return on(GetParam()); }
+};
+
+/// Slice b of x along `axis` (the dim removed).
+Tensor take(const Tensor& x, int64_t b, int64_t axis) {
+    return squeeze(slice_axis(x, axis, b, b + 1), {axis});
+}
+
+/// The explicit loop vmap must agree with: fn on each slice of the mapped arguments, stacked.
+Ts unrolled(const VmapFn& fn, const Ts& args, const std::vector<BatchAxis>& in_axes, int64_t batch,
+            const std::vector<BatchAxis>& out_axes = {}) {
+    std::vector<Ts> per;
+    for (int64_t b = 0; b < batch; ++b) {
+        Ts a;
+        for (size_t i = 0; i < args.size(); ++i) {
+            BatchAxis ax = in_axes.empty() ? BatchAxis(0) : in_axes[i];
+            if (!ax) {
+                a.push_back(args[i]);
+                continue;
+            }
+            int64_t axis = *ax < 0 ? *ax + args[i].rank() : *ax;
+            a.push_back(take(args[i], b, axis));
+        }
+        per.push_back(fn(a));
+    }
+    Ts out;
+    for (size_t j = 0; j < per[0].size(); ++j) {
+        Ts col;
+        for (auto& p : per)
+            col.push_back(p[j]);
+        BatchAxis ax = out_axes.empty() ? BatchAxis(0) : out_axes[out_axes.size() == 1 ? 0 : j];
+        int64_t axis = *ax < 0 ? *ax + col[0].rank() + 1 : *ax;
+        out.push_back(stack(col, axis));
+    }
+    return out;
+}
+
+/// Runs vmap(fn) on `backend` and the unrolled loop on the reference interpreter, and compares.
+void check_against_loop(const VmapFn& fn, const Ts& ins, const std::vector<Array>& values,
+                        const VmapOptions& o, int64_t batch, const FunctionOptions& backend,
+                        double tol = 1e-12) {
+    const Ts& args = ins;
+    Ts got = vmap(fn, o)(args);
+    Ts want = unrolled(fn, args, o.in_axes, batch, o.out_axes);
+    std::vector<Function::Arg> a(values.begin(), values.end());
+    auto r = function(ins, got, {}, backend).call(a);
+    auto e = function(ins, want, {}, on("reference")).call(a);
+    ASSERT_EQ(r.size(), e.size());
+    for (size_t j = 0; j < r.size(); ++j) {
+        ASSERT_EQ(r[j].shape(), e[j].shape()) << "result " << j;
+        expect_close(r[j], e[j], tol, tol, "result " + std::to_string(j));
+    }
+}
+
+bool has_op(const Ts& roots, Op op) {
+    std::vector<const Node*> r;
+    for (const auto& t : roots)
+        r.push_back(t.node().get());
+    for (const Node* n : topo_order(r))
+        if (n->op() == op)
+            return true;
+    return false;
+}
+
+TEST_P(Vmap, ElementwiseWithSharedOperands) {
+    Placeholder x({4, 3}, DType::F64, "x"), w({3}, DType::F64, "w");
+    auto fn = [&](const Ts& a) {
+        return Ts{tanh(a[0] * a[1] + 0.5), where(a[0] > 0.0, a[0], a[1])};
+    };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, w});
+    EXPECT_FALSE(has_op(got, Op::Scan)); // every op had a rule
+    check_against_loop(fn, {x, w},
+                       {random_array(DType::F64, {4, 3}, 1), random_array(DType::F64, {3}, 2)}, o,
+                       4, opts());
+}
+
+TEST_P(Vmap, ReductionsAndSoftmax) {
+    Placeholder x({5, 3, 4}, DType::F64, "x");
+    auto fn = [](const Ts& a) {
+        return Ts{sum(a[0], {1}),   max(a[0]),
+                  softmax(a[0], 0), cast(argmax(a[0], 1), DType::F64),
+                  cumsum(a[0], 1),  mean(a[0], {0}, true)};
+    };
+    Ts got = vmap(fn, {})({x});
+    EXPECT_FALSE(has_op(got, Op::Scan));
+    check_against_loop(fn, {x}, {random_array(DType::F64, {5, 3, 4}, 3)}, {}, 5, opts());
+}
+
+TEST_P(Vmap, Movement) {
+    Placeholder x({3, 2, 6}, DType::F64, "x"), y({3, 2}, DType::F64, "y"),
+        s({2, 6}, DType::F64, "s");
+    auto fn = [](const Ts& a) {
+        const Tensor& v = a[0];
+        return Ts{reshape(v, {3, 4}),          transpose(v),      slice(v, {0, 1}, {2, 6}, {1, 2}),
+                  pad(v, {1, 0}, {0, 2}, 7.0), flip(v, {1}),      concat({v, a[2], v}, 0),
+                  broadcast_to(a[1], {4, 2}),  expand_dims(v, 0), v[1],
+                  concat({a[2], v}, 1)};
+    };
+    VmapOptions o{{0, 0, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, y, s});
+    EXPECT_FALSE(has_op(got, Op::Scan));
+    check_against_loop(fn, {x, y, s},
+                       {random_array(DType::F64, {3, 2, 6}, 4), random_array(DType::F64, {3, 2}, 5),
+                        random_array(DType::F64, {2, 6}, 6)},
+                       o, 3, opts());
+}
+
+TEST_P(Vmap, DotGeneralEveryCase) {
+    Placeholder x({4, 5}, DType::F64, "x"), m({4, 5, 3}, DType::F64, "m"),
+        w({5, 3}, DType::F64, "w"), v({5}, DType::F64, "v");
+    auto fn = [](const Ts& a) {
+        return Ts{matmul(a[0], a[2]),                             // lhs batched
+                  matmul(a[3], a[1]),                             // rhs batched
+                  matmul(a[0], a[1]),                             // both
+                  matmul(transpose(a[1]), a[0]),                  // both, other order
+                  matmul(a[0], a[3]),                             // vector . vector
+                  dot_general(a[1], a[1], {{0}, {0}, {1}, {1}})}; // batched dims of its own
+    };
+    VmapOptions o{{0, 0, not_mapped, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, m, w, v});
+    EXPECT_FALSE(has_op(got, Op::Scan));
+    check_against_loop(fn, {x, m, w, v},
+                       {random_array(DType::F64, {4, 5}, 7), random_array(DType::F64, {4, 5, 3}, 8),
+                        random_array(DType::F64, {5, 3}, 9), random_array(DType::F64, {5}, 10)},
+                       o, 4, opts(), 1e-11);
+}
+
+TEST_P(Vmap, InAndOutAxes) {
+    Placeholder x({3, 4}, DType::F64, "x"), y({2, 4}, DType::F64, "y");
+    auto fn = [](const Ts& a) {
+        return Ts{a[0] * 2.0, expand_dims(a[0], 1) * expand_dims(a[1], 0), a[1] + 1.0};
+    };
+    // x mapped along its last axis (4), y along axis 1; results stacked along 1, -1 and 0
+    VmapOptions o{{-1, 1}, {1, -1, 0}, ""};
+    check_against_loop(fn, {x, y},
+                       {random_array(DType::F64, {3, 4}, 11), random_array(DType::F64, {2, 4}, 12)},
+                       o, 4, opts());
+}
+
+TEST_P(Vmap, UnbatchedResultIsRepeated) {
+    Placeholder x({3, 2}, DType::F64, "x"), w({2}, DType::F64, "w");
+    auto fn = [](const Ts& a) { return Ts{a[1] * 3.0, sum(a[0])}; };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    check_against_loop(fn, {x, w},
+                       {random_array(DType::F64, {3, 2}, 13), random_array(DType::F64, {2}, 14)}, o,
+                       3, opts());
+    // out_axes not_mapped: the result is returned as it is
+    VmapOptions keep{{0, not_mapped}, {not_mapped, 0}, ""};
+    Ts r = vmap(fn, keep)({x, w});
+    EXPECT_EQ(r[0].shape(), (Shape{2}));
+}
+
+TEST_P(Vmap, GatherAndOneHot) {
+    Placeholder t({3, 5, 2}, DType::F64, "t"), i({3, 4}, DType::I64, "i"),
+        shared({5, 2}, DType::F64, "shared");
+    auto fn = [](const Ts& a) {
+        return Ts{gather(a[0], a[1], 0), // both batched: a loop
+                  gather(a[2], a[1], 0), // batched indices
+                  gather(a[0], a[3], 1), // batched table
+                  one_hot(a[1], 5, DType::F64)};
+    };
+    Placeholder k({2}, DType::I64, "k");
+    Array idx(DType::I64, {3, 4});
+    for (int64_t n = 0; n < 12; ++n)
+        idx.data<int64_t>()[n] = (n * 7) % 5;
+    Array kv(DType::I64, {2});
+    kv.data<int64_t>()[0] = 1;
+    kv.data<int64_t>()[1] = 0;
+    VmapOptions o{{0, 0, not_mapped, not_mapped}, {}, ""};
+    check_against_loop(
+        fn, {t, i, shared, k},
+        {random_array(DType::F64, {3, 5, 2}, 15), idx, random_array(DType::F64, {5, 2}, 16), kv}, o,
+        3, opts());
+}
+
+TEST_P(Vmap, ConvAndPool) {
+    Placeholder x({3, 2, 1, 6, 6}, DType::F64, "x"), w({4, 1, 3, 3}, DType::F64, "w"),
+        ws({3, 4, 1, 3, 3}, DType::F64, "ws");
+    auto fn = [](const Ts& a) {
+        Tensor y = conv2d(a[0], a[1], {1, 1}, "SAME");
+        return Ts{max_pool2d(maximum(y, 0.0), {2, 2}), avg_pool2d(y, {2, 2}),
+                  conv2d(a[0], a[2], {1, 1}, "VALID")}; // a filter per example: a loop
+    };
+    VmapOptions o{{0, not_mapped, 0}, {}, ""};
+    Ts got = vmap(fn, o)({x, w, ws});
+    EXPECT_TRUE(has_op(got, Op::Scan)); // the batched filter loops, the rest folds
+    check_against_loop(fn, {x, w, ws},
+                       {random_array(DType::F64, {3, 2, 1, 6, 6}, 17),
+                        random_array(DType::F64, {4, 1, 3, 3}, 18),
+                        random_array(DType::F64, {3, 4, 1, 3, 3}, 19)},
+                       o, 3, opts(), 1e-11);
+}
+
+TEST_P(Vmap, ControlFlowInsideLoopsOverTheBatch) {
+    Placeholder xs({3, 5}, DType::F64, "xs"), c({}, DType::F64, "c");
+    auto fn = [](const Ts& a) {
+        auto r = scan(
+            [](const Ts& carry, const Ts& s) {
+                Tensor n = carry[0] * s[1] + s[0];
+                return std::pair{Ts{n}, Ts{n}};
+            },
+            {scalar(0.0, DType::F64)}, {a[0]}, {a[1]});
+        Ts branch = cond(
+            sum(a[0]) > 0.0, [](const Ts& o) { return Ts{o[0] * 2.0}; },
+            [](const Ts& o) { return Ts{o[0] - 1.0}; }, {a[0]});
+        return Ts{r.carry[0], r.outputs[0], branch[0]};
+    };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    Array c0 = Array::scalar(0.5);
+    check_against_loop(fn, {xs, c}, {random_array(DType::F64, {3, 5}, 20), c0}, o, 3, opts());
+}
+
+TEST_P(Vmap, Nested) {
+    Placeholder x({3, 4}, DType::F64, "x"), y({5, 4}, DType::F64, "y");
+    // pairwise squared distances: vmap over x's rows of vmap over y's rows
+    auto dist = [](const Ts& a) { return Ts{sum((a[0] - a[1]) * (a[0] - a[1]))}; };
+    VmapFn inner = vmap(dist, {{not_mapped, 0}, {}, ""});
+    VmapFn outer = vmap(inner, {{0, not_mapped}, {}, ""});
+    Ts d = outer({x, y});
+    ASSERT_EQ(d[0].shape(), (Shape{3, 5}));
+    Array xv = random_array(DType::F64, {3, 4}, 21), yv = random_array(DType::F64, {5, 4}, 22);
+    Array r = function({x, y}, d, {}, opts())(xv, yv)[0];
+    for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 5; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < 4; ++k) {
+                double t = xv.at(i * 4 + k) - yv.at(j * 4 + k);
+                s += t * t;
+            }
+            EXPECT_NEAR(r.at(i * 5 + j), s, 1e-12) << i << "," << j;
+        }
+}
+
+/// The loss of one example (x [784-like], label) of a small MLP with weights W1, b1, W2, b2.
+Tensor mlp_loss(const Tensor& x, const Tensor& label, const Ts& p) {
+    Tensor h = maximum(matmul(expand_dims(x, 0), p[0]) + p[1], 0.0);
+    Tensor logits = matmul(h, p[2]) + p[3];
+    return sum(nn::losses::sparse_softmax_crossentropy_logits(expand_dims(label, 0), logits));
+}
+
+TEST_P(Vmap, PerExampleGradients) {
+    const int64_t B = 6, D = 7, H = 5, C = 3;
+    Placeholder x({B, D}, DType::F64, "x"), y({B}, DType::I64, "y");
+    Variable W1(random_array(DType::F64, {D, H}, 23), "W1"),
+        b1(random_array(DType::F64, {H}, 24), "b1"), W2(random_array(DType::F64, {H, C}, 25), "W2"),
+        b2(random_array(DType::F64, {C}, 26), "b2");
+    Ts params{W1, b1, W2, b2};
+    auto grads = [&](const Ts& a) { return gradients(mlp_loss(a[0], a[1], params), params); };
+    Ts g = vmap(grads, {})({x, y});
+    EXPECT_FALSE(has_op(g, Op::Scan)); // every op of the backward pass has a rule
+    ASSERT_EQ(g[0].shape(), (Shape{B, D, H}));
+    Array xv = random_array(DType::F64, {B, D}, 27);
+    Array yv(DType::I64, {B});
+    for (int64_t i = 0; i < B; ++i)
+        yv.data<int64_t>()[i] = i % C;
+    auto r = function({x, y}, g, {}, opts())(xv, yv);
+    // each example's gradient on its own (a gradient graph per example, reference backend)
+    for (int64_t b = 0; b < B; ++b) {
+        Ts gb = gradients(mlp_loss(take(x, b, 0), take(y, b, 0), params), params);
+        auto e = function({x, y}, gb, {}, on("reference"))(xv, yv);
+        for (size_t k = 0; k < params.size(); ++k) {
+            Array got = r[k];
+            int64_t n = e[k].size();
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_NEAR(got.at(b * n + i), e[k].at(i), 1e-12)
+                    << "example " << b << " param " << k;
+        }
+    }
+}
+
+TEST_P(Vmap, UnknownBatchSize) {
+    Placeholder x({-1, 3}, DType::F64, "x"), w({3, 2}, DType::F64, "w");
+    auto fn = [](const Ts& a) {
+        Tensor z = matmul(expand_dims(a[0], 0), a[1]);
+        return Ts{reshape(z, {2}), sum(a[0] * 2.0), broadcast_to(a[1], {4, 3, 2})};
+    };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, w});
+    ASSERT_EQ(got[0].shape(), (Shape{-1, 2}));
+    Array xv = random_array(DType::F64, {5, 3}, 28), wv = random_array(DType::F64, {3, 2}, 29);
+    auto r = function({x, w}, got, {}, opts())(xv, wv);
+    ASSERT_EQ(r[0].shape(), (Shape{5, 2}));
+    ASSERT_EQ(r[2].shape(), (Shape{5, 4, 3, 2}));
+    for (int64_t b = 0; b < 5; ++b)
+        for (int64_t j = 0; j < 2; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < 3; ++k)
+                s += xv.at(b * 3 + k) * wv.at(k * 2 + j);
+            EXPECT_NEAR(r[0].at(b * 2 + j), s, 1e-12);
+        }
+}
+
+TEST_P(Vmap, RandomDrawsDifferPerExample) {
+    Placeholder x({-1, 1000}, DType::F32, "x");
+    auto fn = [](const Ts& a) {
+        return Ts{a[0] + random::normal({1000}, 0.0, 1.0, DType::F32, 7)};
+    };
+    Ts got = vmap(fn, {})({x});
+    Array zeros(DType::F32, {4, 1000});
+    Array r = function({x}, got, {}, opts())(zeros)[0];
+    ASSERT_EQ(r.shape(), (Shape{4, 1000}));
+    std::set<float> firsts;
+    for (int64_t b = 0; b < 4; ++b) {
+        double s = 0, s2 = 0;
+        for (int64_t i = 0; i < 1000; ++i) {
+            double v = r.at(b * 1000 + i);
+            s += v;
+            s2 += v * v;
+        }
+        // mean 0, variance 1: 5 standard errors (0.16 for the mean of 1000 normals)
+        EXPECT_NEAR(s / 1000, 0.0, 0.16) << b;
+        EXPECT_NEAR(s2 / 1000, 1.0, 0.25) << b;
+        firsts.insert(float(r.at(b * 1000)));
+    }
+    EXPECT_EQ(firsts.size(), 4u); // each example drew its own numbers
+    // a draw made outside the function is shared by every example
+    Tensor shared = random::normal({1000}, 0.0, 1.0, DType::F32, 8);
+    Ts same = vmap([&](const Ts& a) { return Ts{a[0] + shared}; }, {})({x});
+    Array s = function({x}, same, {}, opts())(zeros)[0];
+    for (int64_t i = 0; i < 1000; ++i)
+        EXPECT_EQ(s.at(i), s.at(3000 + i));
+}
+
+TEST_P(Vmap, GradientThroughVmap) {
+    Placeholder x({4, 3}, DType::F64, "x");
+    Variable w(random_array(DType::F64, {3, 3}, 30), "w");
+    auto fn = [&](const Ts& a) { return Ts{tanh(matmul(expand_dims(a[0], 0), w))}; };
+    Tensor cost = sum(vmap(fn, {})({x})[0] * vmap(fn, {})({x})[0]);
+    Tensor gx = gradients(cost, Ts{x})[0];
+    Tensor gw = gradients(cost, Ts{w})[0];
+    Tensor ref_cost = sum(unrolled(fn, {x}, {}, 4)[0] * unrolled(fn, {x}, {}, 4)[0]);
+    Array xv = random_array(DType::F64, {4, 3}, 31);
+    auto r = function({x}, {gx, gw}, {}, opts())(xv);
+    auto e = function({x}, gradients(ref_cost, Ts{x, w}), {}, on("reference"))(xv);
+    expect_close(r[0], e[0], 1e-12, 1e-12, "d/dx");
+    expect_close(r[1], e[1], 1e-12, 1e-12, "d/dw");
+}
+
+TEST_P(Vmap, Errors) {
+    Placeholder x({4, 3}, DType::F64, "x"), y({5, 3}, DType::F64, "y"), s({}, DType::F64, "s");
+    auto add = [](const Ts& a) { return Ts{a[0] + a[1]}; };
+    std::string m = message_of<ShapeError>([&] { vmap(add, {})({x, y}); });
+    EXPECT_NE(m.find("argument 1 (y)"), std::string::npos) << m;
+    EXPECT_NE(m.find("has 5 elements along its batch axis 0"), std::string::npos) << m;
+    m = message_of<Error>([&] { vmap(add, {{not_mapped, not_mapped}, {}, ""})({x, y}); });
+    EXPECT_NE(m.find("no argument is mapped"), std::string::npos) << m;
+    m = message_of<Error>([&] { vmap(add, {{0}, {}, ""})({x, y}); });
+    EXPECT_NE(m.find("1 in_axes for 2 arguments"), std::string::npos) << m;
+    m = message_of<ShapeError>([&] { vmap(add, {{0, 2}, {}, "pairs"})({x, x}); });
+    EXPECT_NE(m.find("pairs: argument 1 (x)"), std::string::npos) << m;
+    EXPECT_NE(m.find("batch axis 2 is out of range"), std::string::npos) << m;
+    m = message_of<ShapeError>([&] { vmap([](const Ts& a) { return a; }, {})({s}); });
+    EXPECT_NE(m.find("is 0-d"), std::string::npos) << m;
+    m = message_of<ShapeError>([&] { vmap(add, {{0, 0}, {not_mapped}, ""})({x, x}); });
+    EXPECT_NE(m.find("depends on the mapped arguments"), std::string::npos) << m;
+    // a shape error inside the function names the per-example shapes
+    m = message_of<ShapeError>([&] {
+        vmap(
+            [](const Ts& a) {
+                return Ts{matmul(a[0], constant(Array(DType::F64, {4, 2})))};
+            },
+            {})({x});
+    });
+    EXPECT_NE(m.find("f64[3]"), std::string::npos) << m;
+}
+
+TEST_P(Vmap, SingleTensorOverload) {
+    Placeholder x({3, 4}, DType::F64, "x");
+    auto f = vmap([](const Tensor& v) { return sum(v * v); });
+    Tensor y = f(x);
+    Array xv = random_array(DType::F64, {3, 4}, 32);
+    Array r = function({x}, {y}, {}, opts())(xv)[0];
+    for (int64_t b = 0; b < 3; ++b) {
+        double s = 0;
+        for (int64_t k = 0; k < 4; ++k)
+            s += xv.at(b * 4 + k) * xv.at(b * 4 + k);
+        EXPECT_NEAR(r.at(b), s, 1e-12);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Vmap, ::testing::Values("reference", "cpu"));
+
+} // namespace
+} // namespace sj::test
