@@ -4,6 +4,7 @@
 #include "Bind.h"
 
 #include <symjax/ControlFlow.h>
+#include <symjax/Vmap.h>
 
 namespace sjpy {
 
@@ -135,6 +136,21 @@ void bind_control_flow(py::module_& m) {
         },
         py::arg("index"), py::arg("branches"), py::arg("operands"),
         "sj::switch_: branches[clamp(index)](operands), each returning a list of tensors");
+    m.def(
+        "vmap",
+        [](py::function fn, py::handle args, const std::vector<std::optional<int64_t>>& in_axes,
+           const std::vector<std::optional<int64_t>>& out_axes, const std::string& name) {
+            const std::string what = name.empty() ? "vmap" : name;
+            sj::VmapFn f = [fn, what](const Tensors& a) {
+                py::gil_scoped_acquire gil;
+                return tensors_of(fn(to_list(a)), what, "the function's results");
+            };
+            return to_list(sj::vmap(f, {in_axes, out_axes, name})(tensors_of(args, what, "args")));
+        },
+        py::arg("fn"), py::arg("args"), py::arg("in_axes"), py::arg("out_axes"),
+        py::arg("name") = "",
+        "sj::vmap applied to args: fn(list of per-example tensors) -> list of tensors; in_axes "
+        "and out_axes hold an axis or None (not mapped) per argument and result");
 }
 
 } // namespace sjpy

@@ -35,7 +35,7 @@ __all__ = [
     "reset_variables", "save_variables", "load_variables", "current_graph", "clone",
     "state_updates", "to_text", "to_dot", "available_backends", "manual_seed",
     "Error", "ShapeError", "TypeError", "InputError", "IOError", "ParseError",
-    "OutOfMemoryError", "InternalError", "tensor", "nn", "data",
+    "OutOfMemoryError", "InternalError", "tensor", "nn", "data", "vmap",
 ]
 
 Function = _core.Function
@@ -357,5 +357,6 @@ def current_graph():
 
 
 from . import tensor  # noqa: E402
+from .tensor import vmap  # noqa: E402
 from . import nn  # noqa: E402
 from . import data  # noqa: E402

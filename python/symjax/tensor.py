@@ -666,6 +666,62 @@ def map(f, sequences, non_sequences=()):
     return scan(lambda carry, *args: (carry, f(*args)), (), seqs, non_sequences, name="map")[1]
 
 
+def vmap(fun, in_axes=0, out_axes=0, name=None):
+    """JAX's vmap: ``fun`` written for one example, applied to a batch. Returns a function that
+    takes the same arguments with a batch axis added and returns ``fun``'s results stacked along
+    ``out_axes``.
+
+    ``in_axes`` is an axis (or None: not mapped, shared by every example) for all arguments, or a
+    list/tuple with one entry per positional argument (an argument may be a pytree: its entry
+    applies to all its leaves). ``out_axes`` is an axis or None for all results, or one entry per
+    result leaf. ``fun`` is traced once, on placeholders of one example's type, and the graph is
+    rewritten op by op (docs/vmap.md); ops without a batching rule loop over the batch. Random
+    draws made inside ``fun`` differ per example; ``fun`` may call ``gradients`` (per-example
+    gradients)."""
+    what = name or "vmap"
+
+    def batched(*args):
+        if isinstance(in_axes, (list, tuple)):
+            if len(in_axes) != len(args):
+                raise _core.TypeError("%s: %d in_axes for %d arguments" % (what, len(in_axes), len(args)))
+            axes = list(in_axes)
+        else:
+            axes = [in_axes] * len(args)
+        leaves, leaf_axes, defs = [], [], []
+        for a, ax in zip(args, axes):
+            l, d = _flatten(a)
+            leaves += [_t(x) for x in l]
+            leaf_axes += [None if ax is None else int(ax)] * len(l)
+            defs.append(d)
+        out_def = []
+
+        def body(per_example):
+            it = iter(per_example)
+            rebuilt = [_unflatten(d, [next(it) for _ in _flatten_count(d)]) for d in defs]
+            flat, d = _flatten(fun(*rebuilt))
+            out_def.append(d)
+            return [_leaf_tensor(y, what + "'s function") for y in flat]
+
+        if isinstance(out_axes, (list, tuple)):
+            oa = [None if ax is None else int(ax) for ax in out_axes]
+        else:
+            oa = [None if out_axes is None else int(out_axes)]
+        outs = _core.vmap(body, leaves, leaf_axes, oa, name or "")
+        return _unflatten(out_def[0], outs)
+
+    return batched
+
+
+def _flatten_count(treedef):
+    """One entry per leaf of ``treedef`` (to take that many leaves back)."""
+    if treedef is _LEAF:
+        return [None]
+    if treedef is None:
+        return []
+    children = treedef[2] if treedef[0] is dict else treedef[1]
+    return [x for c in children for x in _flatten_count(c)]
+
+
 def fori_loop(lower, upper, body_fun, init_val):
     """JAX's fori_loop: ``val = body_fun(i, val)`` for i in [lower, upper) (an int64 scalar
     tensor), returning the last ``val`` (a tensor or a pytree, like ``init_val``). The bounds are

@@ -333,6 +333,12 @@ Tensors instantiate(const Body& b, const Tensors& args) {
     return clone(results, g);
 }
 
+} // namespace
+
+Tensors instantiate_body(const Body& b, const Tensors& args) { return instantiate(b, args); }
+
+namespace {
+
 /// vjp of `outs` (with cotangents `cots`, undefined: none) with respect to the float tensors of
 /// `wrt`; the others get an undefined entry.
 Tensors vjp_float(const Tensors& outs, const Tensors& cots, const Tensors& wrt) {

@@ -231,12 +231,68 @@ private:
             key.inputs.push_back(i.get());
         auto it = regions_.find(key);
         if (it == regions_.end()) {
-            std::vector<Attrs> results;
-            for (int r = 0; r < ra.region->num_results(); ++r)
-                results.emplace_back(RegionAttrs{ra.region, r});
-            it = regions_.emplace(std::move(key), loop(n, b, results)).first;
+            Tensors batched;
+            if (ra.region->kind == detail::RegionKind::Scan)
+                batched = batched_scan(*ra.region, b);
+            if (batched.empty()) {
+                std::vector<Attrs> results;
+                for (int r = 0; r < ra.region->num_results(); ++r)
+                    results.emplace_back(RegionAttrs{ra.region, r});
+                batched = loop(n, b, results);
+            }
+            it = regions_.emplace(std::move(key), std::move(batched)).first;
         }
         return it->second[size_t(ra.output)];
+    }
+
+    /// A scan over the batch: the same scan, its body vmapped. Every carry is batched (an
+    /// unbatched one is repeated: the body may make it depend on the batch); a batched sequence
+    /// is scanned along its dim 1; the stacked results come back with the batch first. Empty when
+    /// the scan has no carry and no step output to hang its results on.
+    Tensors batched_scan(const detail::Region& r, const BatchArgs& b) {
+        const size_t nc = size_t(r.carries), ns = size_t(r.sequences);
+        if (nc == 0 && r.outputs == 0)
+            return {};
+        Tensors init, seqs, shared;
+        std::vector<BatchAxis> axes(nc, BatchAxis(0));
+        for (size_t i = 0; i < nc; ++i)
+            init.push_back(detail::batched_input(b, i));
+        for (size_t i = nc; i < b.in.size(); ++i) {
+            const bool seq = i < nc + ns;
+            Tensor v = b.in[i];
+            if (seq && b.batched[i])
+                v = detail::move_batch_axis(v, 1);
+            (seq ? seqs : shared).push_back(v);
+            axes.push_back(b.batched[i] ? BatchAxis(0) : not_mapped);
+        }
+        // the body is kept alive by the region this lambda's scan builds
+        auto region = b.n.attr<RegionAttrs>().region;
+        const std::string name = name_;
+        ScanFn step = [region, axes, nc, name](const Tensors& carry, const Tensors& args) {
+            Tensors all = carry;
+            all.insert(all.end(), args.begin(), args.end());
+            VmapOptions o{axes, {}, name};
+            Tensors out =
+                vmap([&](const Tensors& a) { return detail::instantiate_body(region->body, a); },
+                     o)(all);
+            return std::pair{Tensors(out.begin(), out.begin() + std::ptrdiff_t(nc)),
+                             Tensors(out.begin() + std::ptrdiff_t(nc), out.end())};
+        };
+        ScanOptions so;
+        so.reverse = r.reverse;
+        if (ns == 0)
+            so.length = r.length;
+        so.name = r.name;
+        ScanResult sr = scan(step, init, seqs, shared, so);
+        const Node& any = nc > 0 ? *sr.carry[0].node() : *sr.outputs[0].node();
+        const auto& nr = any.attr<RegionAttrs>().region;
+        Tensors results;
+        for (int k = 0; k < nr->num_results(); ++k) {
+            Tensor t(Node::make(Op::Scan, RegionAttrs{nr, k}, any.inputs()));
+            // stacked outputs and the carry history are [length, B, ...]
+            results.push_back(size_t(k) < nc ? t : detail::move_batch_axis_to_front(t, 1));
+        }
+        return results;
     }
 
     /// The nodes op(inputs, attrs) for each attrs in `results`, run once per example by a map

@@ -137,6 +137,11 @@ Tensor unfold_batch(const BatchArgs& b, const Tensor& y);
 /// after the batch, so that broadcasting lines them up with the unbatched ones.
 Tensor batch_elementwise(const BatchArgs& b);
 
+struct Body;
+/// The body's results with its parameters replaced by `args`: a copy of the body in the caller's
+/// graph (src/api/ControlFlow.cpp).
+std::vector<Tensor> instantiate_body(const Body& b, const std::vector<Tensor>& args);
+
 /// Shorthand for rules: the node's input i as a Tensor.
 inline Tensor in(const Node& n, size_t i) { return Tensor(n.input(i)); }
 /// Accumulates g into slot (sum when already set).

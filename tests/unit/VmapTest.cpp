@@ -3,6 +3,7 @@
 // gradients, nesting, random draws, control flow inside, gradients through vmap, and errors.
 #include "TestUtil.h"
 
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
@@ -81,6 +82,18 @@ bool has_op(const Ts& roots, Op op) {
         if (n->op() == op)
             return true;
     return false;
+}
+
+/// How many loops over the batch vmap made (its fallback: scans named "vmap(...)").
+int batch_loops(const Ts& roots) {
+    std::vector<const Node*> r;
+    for (const auto& t : roots)
+        r.push_back(t.node().get());
+    std::set<const detail::Region*> loops;
+    for (const Node* n : topo_order(r))
+        if (n->op() == Op::Scan && n->attr<RegionAttrs>().region->name.rfind("vmap(", 0) == 0)
+            loops.insert(n->attr<RegionAttrs>().region.get());
+    return int(loops.size());
 }
 
 TEST_P(Vmap, ElementwiseWithSharedOperands) {
@@ -205,7 +218,7 @@ TEST_P(Vmap, ConvAndPool) {
     };
     VmapOptions o{{0, not_mapped, 0}, {}, ""};
     Ts got = vmap(fn, o)({x, w, ws});
-    EXPECT_TRUE(has_op(got, Op::Scan)); // the batched filter loops, the rest folds
+    EXPECT_EQ(batch_loops(got), 1); // the batched filter loops, the rest folds
     check_against_loop(fn, {x, w, ws},
                        {random_array(DType::F64, {3, 2, 1, 6, 6}, 17),
                         random_array(DType::F64, {4, 1, 3, 3}, 18),
@@ -228,8 +241,32 @@ TEST_P(Vmap, ControlFlowInsideLoopsOverTheBatch) {
         return Ts{r.carry[0], r.outputs[0], branch[0]};
     };
     VmapOptions o{{0, not_mapped}, {}, ""};
+    EXPECT_EQ(batch_loops(vmap(fn, o)({xs, c})), 1); // the scan is batched, the cond loops
     Array c0 = Array::scalar(0.5);
     check_against_loop(fn, {xs, c}, {random_array(DType::F64, {3, 5}, 20), c0}, o, 3, opts());
+}
+
+// A recurrent cell over per-example sequences: the scan itself is batched (its body vmapped, one
+// scan over the steps for the whole batch), with gradients through it, against the loop.
+TEST_P(Vmap, ScanIsBatchedNotLooped) {
+    Placeholder xs({3, 6, 2}, DType::F64, "xs"), h0({2}, DType::F64, "h0");
+    Variable w(random_array(DType::F64, {2, 2}, 40), "w_rnn");
+    auto fn = [&](const Ts& a) {
+        auto r = scan(
+            [&](const Ts& c, const Ts& s) {
+                Tensor h = tanh(matmul(c[0], w) + s[0] * s[1]);
+                return std::pair{Ts{h}, Ts{h * 2.0}};
+            },
+            {a[1]}, {a[0]}, {scalar(0.5, DType::F64)}, {.reverse = true});
+        Tensor loss = sum(r.outputs[0] * r.outputs[0]) + sum(r.carry[0]);
+        return Ts{r.carry[0], r.outputs[0], gradients(loss, Ts{w})[0]};
+    };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({xs, h0});
+    EXPECT_EQ(batch_loops(got), 0);
+    check_against_loop(fn, {xs, h0},
+                       {random_array(DType::F64, {3, 6, 2}, 41), random_array(DType::F64, {2}, 42)},
+                       o, 3, opts(), 1e-11);
 }
 
 TEST_P(Vmap, Nested) {
