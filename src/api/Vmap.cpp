@@ -234,6 +234,8 @@ private:
             Tensors batched;
             if (ra.region->kind == detail::RegionKind::Scan)
                 batched = batched_scan(*ra.region, b);
+            if (ra.region->kind == detail::RegionKind::Cond)
+                batched = batched_cond(*ra.region, b);
             if (batched.empty()) {
                 std::vector<Attrs> results;
                 for (int r = 0; r < ra.region->num_results(); ++r)
@@ -243,6 +245,54 @@ private:
             it = regions_.emplace(std::move(key), std::move(batched)).first;
         }
         return it->second[size_t(ra.output)];
+    }
+
+    /// A cond over the batch. A shared predicate: the same cond, its branches vmapped. A
+    /// predicate per example: both branches run on the whole batch and `where` picks each
+    /// example's results (JAX's rule; a branch must then be safe to run on every example).
+    Tensors batched_cond(const detail::Region& r, const BatchArgs& b) {
+        const size_t nc = size_t(r.carries);
+        // branch k's parameters are the operands and its own captured tensors (indices into
+        // the inputs after the predicate)
+        std::vector<size_t> first, second;
+        for (size_t i = 0; i < nc; ++i)
+            first.push_back(i), second.push_back(i);
+        for (int i = 0; i < r.captured; ++i)
+            first.push_back(nc + size_t(i));
+        for (int i = 0; i < r.captured2; ++i)
+            second.push_back(nc + size_t(r.captured + i));
+        auto region = b.n.attr<RegionAttrs>().region;
+        auto branch = [this, &b](const detail::Body& body, const std::vector<size_t>& idx,
+                                 const Tensors& values) {
+            Tensors args;
+            std::vector<BatchAxis> axes;
+            bool any = false;
+            for (size_t i : idx) {
+                args.push_back(values[i]);
+                axes.push_back(b.batched[i + 1] ? BatchAxis(0) : not_mapped);
+                any |= b.batched[i + 1];
+            }
+            auto f = [&](const Tensors& a) { return detail::instantiate_body(body, a); };
+            if (any)
+                return vmap(f, {axes, {}, name_})(args);
+            Tensors out = f(args); // this branch reads nothing batched: the same for every example
+            for (auto& t : out)
+                t = detail::broadcast_batch(b, t);
+            return out;
+        };
+        const Tensors rest(b.in.begin() + 1, b.in.end());
+        if (!b.batched[0])
+            return cond(
+                b.in[0], [&](const Tensors& ops) { return branch(region->body, first, ops); },
+                [&](const Tensors& ops) { return branch(region->body2, second, ops); }, rest);
+        Tensors t = branch(region->body, first, rest), f = branch(region->body2, second, rest);
+        Tensors out;
+        for (size_t k = 0; k < t.size(); ++k) {
+            Shape s(size_t(t[k].rank()), 1);
+            s[0] = -1;
+            out.push_back(where(reshape(b.in[0], s), t[k], f[k]));
+        }
+        return out;
     }
 
     /// A scan over the batch: the same scan, its body vmapped. Every carry is batched (an

@@ -241,7 +241,7 @@ TEST_P(Vmap, ControlFlowInsideLoopsOverTheBatch) {
         return Ts{r.carry[0], r.outputs[0], branch[0]};
     };
     VmapOptions o{{0, not_mapped}, {}, ""};
-    EXPECT_EQ(batch_loops(vmap(fn, o)({xs, c})), 1); // the scan is batched, the cond loops
+    EXPECT_EQ(batch_loops(vmap(fn, o)({xs, c})), 0); // the scan and the cond are batched
     Array c0 = Array::scalar(0.5);
     check_against_loop(fn, {xs, c}, {random_array(DType::F64, {3, 5}, 20), c0}, o, 3, opts());
 }
@@ -267,6 +267,36 @@ TEST_P(Vmap, ScanIsBatchedNotLooped) {
     check_against_loop(fn, {xs, h0},
                        {random_array(DType::F64, {3, 6, 2}, 41), random_array(DType::F64, {2}, 42)},
                        o, 3, opts(), 1e-11);
+}
+
+// cond with a shared predicate (a cond of vmapped branches) and with one per example (both
+// branches, then where), a branch that reads nothing batched, and gradients through both.
+TEST_P(Vmap, CondSharedAndPerExamplePredicates) {
+    Placeholder x({4, 3}, DType::F64, "x"), flag({}, DType::Bool, "flag"), w({3}, DType::F64, "w");
+    auto fn = [](const Ts& a) {
+        Ts shared = cond(
+            a[1], [](const Ts& o) { return Ts{o[0] * o[1]}; },
+            [](const Ts& o) { return Ts{o[1] + 1.0}; }, {a[0], a[2]});
+        Ts per = cond(
+            sum(a[0]) > 0.0,
+            [](const Ts& o) {
+                return Ts{exp(o[0]), sum(o[0])};
+            },
+            [&](const Ts& o) {
+                return Ts{o[0] * 0.0 - 1.0, sum(a[2])};
+            },
+            {a[0]});
+        Tensor loss = sum(shared[0] * per[0]) + per[1];
+        return Ts{shared[0], per[0], per[1], gradients(loss, Ts{a[0]})[0]};
+    };
+    VmapOptions o{{0, not_mapped, not_mapped}, {}, ""};
+    EXPECT_EQ(batch_loops(vmap(fn, o)({x, flag, w})), 0);
+    Array xv = random_array(DType::F64, {4, 3}, 43);
+    xv.data<double>()[0] = xv.data<double>()[1] = xv.data<double>()[2] = 1.0;  // sum > 0
+    xv.data<double>()[3] = xv.data<double>()[4] = xv.data<double>()[5] = -1.0; // sum < 0
+    for (bool f : {true, false})
+        check_against_loop(fn, {x, flag, w},
+                           {xv, Array::scalar(f), random_array(DType::F64, {3}, 44)}, o, 4, opts());
 }
 
 TEST_P(Vmap, Nested) {
