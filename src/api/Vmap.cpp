@@ -35,9 +35,10 @@ namespace sj {
 // A rule may decline a case (an undefined result): conv with a batched filter, gather with both
 // operands batched, reshape to a shape with two unknown dims. The node then runs once per example
 // in a `map` loop over the batch (a scan whose body is the node on one slice), which is always
-// right; docs/vmap.md lists which cases loop. Control-flow regions always loop this way: all the
-// results of one region come out of one loop (they share it, as its sibling nodes share the
-// Region).
+// right; docs/vmap.md lists which cases loop. Control-flow regions are batched as a whole (all
+// the sibling nodes of one region at once): a scan, while_loop or cond is rebuilt with the public
+// API around vmapped copies of its bodies (batched_scan, batched_while, batched_cond), so its
+// gradients come from the usual region rules.
 //
 // Only the batched part is new graph: vmap of a function that calls gradients() rewrites the
 // backward graph too, which is how per-example gradients come out (the weight gradient's
@@ -236,6 +237,8 @@ private:
                 batched = batched_scan(*ra.region, b);
             if (ra.region->kind == detail::RegionKind::Cond)
                 batched = batched_cond(*ra.region, b);
+            if (ra.region->kind == detail::RegionKind::While)
+                batched = batched_while(*ra.region, b);
             if (batched.empty()) {
                 std::vector<Attrs> results;
                 for (int r = 0; r < ra.region->num_results(); ++r)
@@ -293,6 +296,66 @@ private:
             out.push_back(where(reshape(b.in[0], s), t[k], f[k]));
         }
         return out;
+    }
+
+    /// A while_loop over the batch: it runs while some example's condition holds, and an
+    /// example whose condition fails keeps its carries (`where`); a per-example counter is the
+    /// trip count. Each example so takes the steps it would take alone (JAX's rule).
+    Tensors batched_while(const detail::Region& r, const BatchArgs& b) {
+        const size_t nc = size_t(r.carries), n1 = size_t(r.captured), n2 = size_t(r.captured2);
+        Tensors init;
+        for (size_t i = 0; i < nc; ++i)
+            init.push_back(detail::batched_input(b, i));
+        init.push_back(detail::broadcast_batch(b, constant(Array::scalar<int64_t>(0))));
+        const Tensors shared(b.in.begin() + std::ptrdiff_t(nc), b.in.end());
+        std::vector<BatchAxis> body_axes(nc, BatchAxis(0)), cond_axes(nc, BatchAxis(0));
+        for (size_t i = 0; i < n1; ++i)
+            body_axes.push_back(b.batched[nc + i] ? BatchAxis(0) : not_mapped);
+        for (size_t i = 0; i < n2; ++i)
+            cond_axes.push_back(b.batched[nc + n1 + i] ? BatchAxis(0) : not_mapped);
+        auto region = b.n.attr<RegionAttrs>().region;
+        const std::string name = name_;
+        // each example's condition, [B] bool
+        auto going = [=](const Tensors& vars, const Tensors& ns) {
+            Tensors args(vars.begin(), vars.begin() + std::ptrdiff_t(nc));
+            args.insert(args.end(), ns.begin() + std::ptrdiff_t(n1), ns.end());
+            auto f = [&](const Tensors& a) { return detail::instantiate_body(region->body2, a); };
+            return vmap(f, {cond_axes, {}, name})(args)[0];
+        };
+        CondFn c = [=](const Tensors& vars, const Tensors& ns) { return any(going(vars, ns)); };
+        BodyFn body = [=](const Tensors& vars, const Tensors& ns) {
+            Tensor p = going(vars, ns);
+            Tensors args(vars.begin(), vars.begin() + std::ptrdiff_t(nc));
+            args.insert(args.end(), ns.begin(), ns.begin() + std::ptrdiff_t(n1));
+            auto f = [&](const Tensors& a) { return detail::instantiate_body(region->body, a); };
+            Tensors next = vmap(f, {body_axes, {}, name})(args);
+            Tensors out;
+            for (size_t k = 0; k < nc; ++k) {
+                Shape s(size_t(next[k].rank()), 1);
+                s[0] = -1;
+                out.push_back(where(reshape(p, s), next[k], vars[k]));
+            }
+            out.push_back(vars[nc] + cast(p, DType::I64));
+            return out;
+        };
+        WhileOptions wo;
+        wo.name = r.name;
+        if (r.max_iterations >= 0)
+            wo.max_iterations = r.max_iterations;
+        Tensors fin = while_loop(c, body, init, shared, wo);
+        const Node& any_node = *fin[0].node();
+        const auto& nr = any_node.attr<RegionAttrs>().region;
+        auto result = [&](int k) {
+            return Tensor(Node::make(Op::WhileLoop, RegionAttrs{nr, k}, any_node.inputs()));
+        };
+        Tensors results;
+        for (size_t k = 0; k < nc; ++k)
+            results.push_back(fin[k]);
+        results.push_back(fin[nc]); // the trip count of each example
+        if (r.max_iterations >= 0)  // the carry history, [max_iterations, B, ...]
+            for (size_t k = 0; k < nc; ++k)
+                results.push_back(detail::move_batch_axis_to_front(result(int(nc + 2 + k)), 1));
+        return results;
     }
 
     /// A scan over the batch: the same scan, its body vmapped. Every carry is batched (an

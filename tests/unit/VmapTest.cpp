@@ -299,6 +299,38 @@ TEST_P(Vmap, CondSharedAndPerExamplePredicates) {
                            {xv, Array::scalar(f), random_array(DType::F64, {3}, 44)}, o, 4, opts());
 }
 
+// while_loop with a condition per example: Newton's square root, each example converging in its
+// own number of steps (its trip count), with gradients through the loop (max_iterations).
+TEST_P(Vmap, WhileLoopPerExampleTripCounts) {
+    Placeholder a({5}, DType::F64, "a");
+    auto fn = [](const Ts& x) {
+        WhileOptions o;
+        o.max_iterations = 60;
+        Ts root =
+            while_loop([](const Ts& v, const Ts& ns) { return abs(v[0] * v[0] - ns[0]) > 1e-9; },
+                       [](const Ts& v, const Ts& ns) { return Ts{0.5 * (v[0] + ns[0] / v[0])}; },
+                       {x[0]}, {x[0]}, o);
+        return Ts{root[0], cast(trip_count(root[0]), DType::F64), gradients(root[0], Ts{x[0]})[0]};
+    };
+    Ts got = vmap(fn, {})({a});
+    EXPECT_EQ(batch_loops(got), 0);
+    Array av(DType::F64, {5});
+    double vals[] = {1.0, 2.0, 100.0, 0.25, 1e6};
+    for (int i = 0; i < 5; ++i)
+        av.data<double>()[i] = vals[i];
+    check_against_loop(fn, {a}, {av}, {}, 5, opts(), 1e-12);
+    auto r = function({a}, got, {}, opts())(av);
+    for (int i = 0; i < 5; ++i) {
+        EXPECT_NEAR(r[0].at(i), std::sqrt(vals[i]), 1e-9 * std::sqrt(vals[i])) << i;
+        // a converged Newton iterate's derivative is d sqrt(a)/da; a = 1 takes no step, so its
+        // result is the initial value a itself, with derivative 1
+        double want = i == 0 ? 1.0 : 0.5 / std::sqrt(vals[i]);
+        EXPECT_NEAR(r[2].at(i), want, 1e-6 * want) << i;
+    }
+    EXPECT_EQ(r[1].at(0), 0.0);            // sqrt(1) = 1 at once
+    EXPECT_GT(r[1].at(4), r[1].at(1) + 5); // 1e6 takes many more steps than 2
+}
+
 TEST_P(Vmap, Nested) {
     Placeholder x({3, 4}, DType::F64, "x"), y({5, 4}, DType::F64, "y");
     // pairwise squared distances: vmap over x's rows of vmap over y's rows
