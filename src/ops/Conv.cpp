@@ -498,27 +498,97 @@ void register_grads(OpDef* t) {
 } // namespace
 
 namespace {
-// Batching (Note [Batching rules] in src/api/Vmap.cpp): the batch folds into the op's own
-// minibatch ([B, N, ...] -> [B * N, ...]) when the weights (or the second operand's batch) agree;
-// a batched filter, a filter gradient per example, or a like input loops.
+// Batching (Note [Batching rules] in src/api/Vmap.cpp). When only the activations carry the batch,
+// it folds into the op's own minibatch ([B, N, ...] -> [B * N, ...]). When the filter carries it
+// too (a filter per example, or a filter gradient per example), the batch goes into the channels
+// and the groups (JAX's rule): x [B, N, C, ...] becomes [N, B * C, ...] and the filter
+// [B * O, C / groups, ...] with B * groups groups, so group b * groups + g of the grouped op is
+// group g of example b. That needs the batch size when the graph is built; else a loop.
 Tensor fold_apply(const BatchArgs& b, std::vector<Tensor> in, const std::vector<size_t>& fold) {
     for (size_t i : fold) {
         in[i] = fold_batch(batched_input(b, i));
-        if (!in[i].defined())
-            return Tensor();
+        if (!in[i].defined()) return Tensor();
     }
     return unfold_batch(b, make(b.n.op(), in, b.n.attrs()));
 }
-Tensor batch_conv(const BatchArgs& b) {
-    if (b.batched[1] || b.n.num_inputs() > 2)
-        return Tensor();
-    return fold_apply(b, b.in, {0});
+
+/// The number of unknown dims of s (one may be left to reshape to infer).
+int unknown_dims(const Shape& s) { return int(std::count(s.begin(), s.end(), int64_t(-1))); }
+
+/// [B, N, C, sp...] -> [N, B * C, sp...]; undefined when more than N is unknown.
+Tensor channels_from_batch(const Tensor& x) {
+    const Shape& s = x.shape();
+    if (s.size() < 3) return Tensor();
+    Shape rest(s.begin() + 3, s.end());
+    if (s[0] < 0 || s[2] < 0 || unknown_dims(rest) > 0) return Tensor();
+    Axes perm{1, 0};
+    for (int64_t i = 2; i < int64_t(s.size()); ++i) perm.push_back(i);
+    Shape t{s[1], s[0] * s[2]};
+    t.insert(t.end(), rest.begin(), rest.end());
+    return reshape(transpose(x, perm), t);
 }
+
+/// [N, B * C, sp...] -> [B, N, C, sp...] (C: the node's per-example channel count).
+Tensor batch_from_channels(const BatchArgs& b, const Tensor& y) {
+    const Shape& s = b.n.shape(); // [N, C, sp...]
+    Shape t{s[0], b.size};
+    t.insert(t.end(), s.begin() + 1, s.end());
+    if (unknown_dims(t) > 1) return Tensor();
+    Axes perm{1, 0};
+    for (int64_t i = 2; i < int64_t(t.size()); ++i) perm.push_back(i);
+    return transpose(reshape(y, t), perm);
+}
+
+/// A per-example filter [B, O, C / g, k...] as [B * O, C / g, k...].
+Tensor filter_from_batch(const Tensor& w) {
+    const Shape& s = w.shape();
+    if (unknown_dims(s) > 0) return Tensor();
+    Shape t{s[0] * s[1]};
+    t.insert(t.end(), s.begin() + 2, s.end());
+    return reshape(w, t);
+}
+
+Tensor batch_conv(const BatchArgs& b) {
+    if (!b.batched[1] && b.n.num_inputs() == 2) return fold_apply(b, b.in, {0});
+    if (b.size < 0) return Tensor();
+    // a filter per example: conv(x, w) and conv_backward_data(dy, w[, like]) in groups
+    Tensor x = channels_from_batch(batched_input(b, 0));
+    Tensor w = filter_from_batch(batched_input(b, 1));
+    if (!x.defined() || !w.defined()) return Tensor();
+    ConvAttrs a = b.n.attr<ConvAttrs>();
+    a.groups *= b.size;
+    std::vector<Tensor> in{x, w};
+    if (b.n.num_inputs() == 3) {
+        Tensor like = channels_from_batch(batched_input(b, 2));
+        if (!like.defined()) return Tensor();
+        in.push_back(like);
+    }
+    return batch_from_channels(b, make(b.n.op(), in, a));
+}
+
+Tensor batch_conv_backward_filter(const BatchArgs& b) {
+    if (b.size < 0) return Tensor();
+    // the filter gradient of each example: x [B, N, C, ...] and dy [B, N, O, ...] in groups
+    Tensor x = channels_from_batch(batched_input(b, 0));
+    Tensor dy = channels_from_batch(batched_input(b, 1));
+    if (!x.defined() || !dy.defined()) return Tensor();
+    ConvAttrs a = b.n.attr<ConvAttrs>();
+    a.groups *= b.size;
+    std::vector<Tensor> in{x, dy};
+    if (b.n.num_inputs() == 3) {
+        Tensor like = filter_from_batch(batched_input(b, 2));
+        if (!like.defined()) return Tensor();
+        in.push_back(like);
+    }
+    Shape t{b.size};
+    t.insert(t.end(), b.n.shape().begin(), b.n.shape().end());
+    if (unknown_dims(t) > 0) return Tensor();
+    return reshape(make(Op::ConvBackwardFilter, in, a), t);
+}
+
 Tensor batch_pool(const BatchArgs& b) {
-    if (b.n.op() == Op::AvgPoolBackward && b.n.num_inputs() > 1)
-        return Tensor();
-    if (b.n.op() == Op::MaxPoolBackward)
-        return fold_apply(b, b.in, {0, 1});
+    if (b.n.op() == Op::AvgPoolBackward && b.n.num_inputs() > 1) return Tensor();
+    if (b.n.op() == Op::MaxPoolBackward) return fold_apply(b, b.in, {0, 1});
     return fold_apply(b, b.in, {0});
 }
 
@@ -527,6 +597,7 @@ Tensor batch_pool(const BatchArgs& b) {
 void register_conv_ops(OpDef* t) {
     t[int(Op::Conv)].batch = batch_conv;
     t[int(Op::ConvBackwardData)].batch = batch_conv;
+    t[int(Op::ConvBackwardFilter)].batch = batch_conv_backward_filter;
     t[int(Op::Pool)].batch = batch_pool;
     t[int(Op::MaxPoolBackward)].batch = batch_pool;
     t[int(Op::AvgPoolBackward)].batch = batch_pool;

@@ -218,7 +218,7 @@ TEST_P(Vmap, ConvAndPool) {
     };
     VmapOptions o{{0, not_mapped, 0}, {}, ""};
     Ts got = vmap(fn, o)({x, w, ws});
-    EXPECT_EQ(batch_loops(got), 1); // the batched filter loops, the rest folds
+    EXPECT_EQ(batch_loops(got), 0); // the activations fold, the per-example filter groups
     check_against_loop(fn, {x, w, ws},
                        {random_array(DType::F64, {3, 2, 1, 6, 6}, 17),
                         random_array(DType::F64, {4, 1, 3, 3}, 18),
@@ -384,6 +384,42 @@ TEST_P(Vmap, PerExampleGradients) {
             int64_t n = e[k].size();
             for (int64_t i = 0; i < n; ++i)
                 EXPECT_NEAR(got.at(b * n + i), e[k].at(i), 1e-12)
+                    << "example " << b << " param " << k;
+        }
+    }
+}
+
+// Per-example gradients of a small CNN (conv, pool, dense): the filter gradient of each example
+// is one grouped conv_backward_filter; against each example's own gradient graph.
+TEST_P(Vmap, PerExampleConvGradients) {
+    const int64_t B = 3;
+    Placeholder x({B, 2, 7, 7}, DType::F64, "x"), y({B}, DType::I64, "y");
+    Variable w(random_array(DType::F64, {4, 2, 3, 3}, 50), "w_conv"),
+        w2(random_array(DType::F64, {4, 2, 3, 3}, 51), "w_strided"),
+        d(random_array(DType::F64, {4 * 3 * 3 + 4 * 3 * 3, 5}, 52), "d_dense");
+    Ts params{w, w2, d};
+    auto loss_of = [&](const Tensor& xi, const Tensor& yi) {
+        Tensor img = expand_dims(xi, 0);
+        Tensor h = max_pool2d(maximum(conv2d(img, w, {1, 1}, "SAME"), 0.0), {2, 2});
+        Tensor h2 = tanh(conv2d(img, w2, {2, 2}, "VALID")); // stride 2: backward ops need like
+        Tensor flat = concat({reshape(h, {1, -1}), reshape(h2, {1, -1})}, 1);
+        return sum(
+            nn::losses::sparse_softmax_crossentropy_logits(expand_dims(yi, 0), matmul(flat, d)));
+    };
+    Ts g = vmap([&](const Ts& a) { return gradients(loss_of(a[0], a[1]), params); }, {})({x, y});
+    EXPECT_EQ(batch_loops(g), 0);
+    Array xv = random_array(DType::F64, {B, 2, 7, 7}, 53);
+    Array yv(DType::I64, {B});
+    for (int64_t i = 0; i < B; ++i)
+        yv.data<int64_t>()[i] = (2 * i + 1) % 5;
+    auto r = function({x, y}, g, {}, opts())(xv, yv);
+    for (int64_t b = 0; b < B; ++b) {
+        Ts gb = gradients(loss_of(take(x, b, 0), take(y, b, 0)), params);
+        auto e = function({x, y}, gb, {}, on("reference"))(xv, yv);
+        for (size_t k = 0; k < params.size(); ++k) {
+            int64_t n = e[k].size();
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_NEAR(r[k].at(b * n + i), e[k].at(i), 1e-11)
                     << "example " << b << " param " << k;
         }
     }
