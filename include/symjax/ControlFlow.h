@@ -37,6 +37,12 @@ struct ScanOptions {
     bool reverse = false;
     /// Named in errors and in the graph ("scan" when empty).
     std::string name;
+    /// k > 0: gradient checkpointing. The backward pass keeps the carry of every k-th step only
+    /// and recomputes the k carries of a segment from it when it gets there: memory for carries
+    /// falls from length to about length / k + k, for one more forward pass. Built as a scan over
+    /// segments of k steps whose body is a scan over the steps (docs/control-flow.md); needs the
+    /// number of steps when the graph is built.
+    int64_t checkpoint_every = 0;
 };
 
 struct ScanResult {

@@ -159,9 +159,91 @@ Tensors inputs_of(const Node& n) {
 
 } // namespace
 
+namespace {
+
+// Note [Scan checkpointing]
+// A scan with checkpoint_every = k over n steps is built as two nested scans: an outer scan over
+// the n / k segments whose body is the user's scan over the k steps of one segment (the
+// sequences reshaped to [n / k, k, ...]), then, when k does not divide n, a plain scan over the
+// last n % k steps (first when reversed). Autodiff needs no change: the outer scan stores only
+// the carry each segment received, and its backward step runs the outer body again (Note
+// [Gradients of regions]), which runs the inner scan forward from that carry and stores that
+// segment's k carries for the inner backward scan, then drops them.
+ScanResult checkpointed_scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
+                             const Tensors& non_sequences, const ScanOptions& o,
+                             const std::string& name) {
+    const int64_t k = o.checkpoint_every;
+    int64_t n = o.length ? *o.length : -1;
+    for (const auto& s : sequences)
+        if (s.shape()[0] >= 0) n = s.shape()[0];
+    SJ_CHECK(n >= 0, ShapeError)
+        << name << ": checkpoint_every needs the number of steps when the graph is built; the "
+        << "sequences' first dim is unknown (-1)";
+    const int64_t segments = n / k, tail = n % k;
+    ScanOptions inner{.reverse = o.reverse, .name = name};
+    if (segments == 0) { // fewer steps than a segment: nothing to save
+        inner.length = n;
+        return scan(fn, init, sequences, non_sequences, inner);
+    }
+    Tensors carry = init, head_out, tail_out;
+    auto run_tail = [&] {
+        if (tail == 0) return;
+        Tensors seqs;
+        for (const auto& s : sequences) seqs.push_back(slice_axis(s, 0, segments * k, n));
+        ScanOptions t = inner;
+        t.length = tail;
+        ScanResult r = scan(fn, carry, seqs, non_sequences, t);
+        carry = r.carry;
+        tail_out = r.outputs;
+    };
+    if (o.reverse) run_tail();
+    {
+        Tensors seqs;
+        for (const auto& s : sequences) {
+            Tensor head = tail == 0 ? s : slice_axis(s, 0, 0, segments * k);
+            Shape shape{segments, k};
+            shape.insert(shape.end(), s.shape().begin() + 1, s.shape().end());
+            seqs.push_back(reshape(head, shape));
+        }
+        ScanFn segment = [&](const Tensors& c, const Tensors& args) {
+            Tensors slices(args.begin(), args.begin() + std::ptrdiff_t(sequences.size()));
+            ScanOptions in = inner;
+            in.length = k;
+            ScanResult r = scan(fn, c, slices, non_sequences, in);
+            return std::pair{r.carry, r.outputs};
+        };
+        ScanOptions outer{.length = segments, .reverse = o.reverse, .name = name + "_segments"};
+        ScanResult r = scan(segment, carry, seqs, {}, outer);
+        carry = r.carry;
+        for (const auto& y : r.outputs) {
+            Shape shape{segments * k};
+            shape.insert(shape.end(), y.shape().begin() + 2, y.shape().end());
+            head_out.push_back(reshape(y, shape));
+        }
+    }
+    if (!o.reverse) run_tail();
+    if (tail == 0) return {carry, head_out};
+    Tensors outs;
+    for (size_t j = 0; j < head_out.size(); ++j) outs.push_back(sj::concat(Tensors{head_out[j], tail_out[j]}, 0));
+    return {carry, outs};
+}
+
+} // namespace
+
 ScanResult scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
                 const Tensors& non_sequences, const ScanOptions& o) {
     const std::string name = o.name.empty() ? "scan" : o.name;
+    SJ_CHECK(o.checkpoint_every >= 0, ShapeError)
+        << name << ": checkpoint_every " << o.checkpoint_every << " is negative";
+    if (o.checkpoint_every > 0) {
+        SJ_CHECK(fn, Error) << name << ": no body function";
+        check_defined(sequences, name, "sequence");
+        for (const auto& s : sequences)
+            SJ_CHECK(s.rank() >= 1, ShapeError)
+                << name << ": sequence " << s.name() << " is 0-d; a sequence is scanned along its "
+                << "first dim";
+        return checkpointed_scan(fn, init, sequences, non_sequences, o, name);
+    }
     SJ_CHECK(fn, Error) << name << ": no body function";
     check_defined(init, name, "init carry");
     check_defined(sequences, name, "sequence");
