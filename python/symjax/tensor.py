@@ -617,7 +617,8 @@ def _same_structure(loop, what, got, want, want_what):
                               % (loop, what, _describe(got), want_what, _describe(want)))
 
 
-def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None):
+def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None,
+         checkpoint_every=0):
     """SymJAX's scan (JAX's ``lax.scan``, Theano's ``scan``): for each slice of ``sequences``
     along their first dim, ``carry, y = fn(carry, *slices, *non_sequences)``.
 
@@ -628,7 +629,9 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
     step stacked along a new first dim (in the sequences' order, also with ``reverse``).
     ``length`` gives the number of steps when there are no sequences. ``fn`` is called once, to
     trace the body; any tensor it uses from outside (variables, placeholders) becomes an input of
-    the loop, so gradients reach it. ``name`` names the loop in errors.
+    the loop, so gradients reach it. ``name`` names the loop in errors. ``checkpoint_every=k``
+    makes the backward pass store every k-th carry only and recompute the others (less memory,
+    one more forward pass; docs/control-flow.md).
     """
     loop = name or "scan"
     init_leaves, init_def = _flatten(init)
@@ -652,7 +655,7 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
 
     carry, outs = _core.scan(body, init_leaves, seqs, ns,
                              None if length is None else int(length), bool(reverse),
-                             name or "")
+                             name or "", int(checkpoint_every))
     return _unflatten(init_def, carry), _unflatten(out_def[0], outs)
 
 

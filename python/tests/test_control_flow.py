@@ -367,3 +367,17 @@ def test_cpu_and_reference_backends_agree():
     ref = sj.function(xs, outputs=outs, backend="reference")(v)
     for a, b in zip(cpu, ref):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_scan_checkpoint_every_gives_the_same_gradient():
+    xs = T.Placeholder((9, 2), "float64", name="xs_ck")
+    w = T.Variable(np.array([[0.5, -0.3], [0.2, 0.8]]), name="w_ck")
+
+    def loss(k):
+        h, ys = T.scan(lambda c, x: (T.tanh(T.matmul(c, w) + x), T.sum(c)), T.zeros((2,), "float64"),
+                       [xs], checkpoint_every=k)
+        return T.sum(ys) + T.sum(h)
+
+    f = sj.function(xs, outputs=[sj.gradients(loss(0), [w])[0], sj.gradients(loss(4), [w])[0]])
+    plain, ck = f(np.random.default_rng(3).standard_normal((9, 2)))
+    np.testing.assert_allclose(ck, plain, rtol=1e-12, atol=1e-14)
