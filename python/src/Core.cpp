@@ -47,6 +47,7 @@ void set_error(ErrorSlot slot, const std::exception& e) {
 // traceback; owned references) until the call has unwound.
 thread_local PyObject* t_pending[3] = {nullptr, nullptr, nullptr};
 unsigned long g_main_thread = 0; // Python's main thread, where signal handlers run
+bool g_signal_checks = true;     // off only to measure what they cost (_set_signal_checks)
 
 void drop_pending() {
     for (PyObject*& o : t_pending) {
@@ -145,7 +146,7 @@ struct PyScope {
 } // namespace
 
 SignalCheck::SignalCheck() {
-    if (PyThread_get_thread_ident() != g_main_thread)
+    if (!g_signal_checks || PyThread_get_thread_ident() != g_main_thread)
         return;
     drop_pending(); // one a call that swallowed its sj::Interrupted left behind
     scope_.emplace([] {
@@ -374,6 +375,8 @@ void bind_core(py::module_& m) {
         py::arg("path"), py::arg("tensors"),
         py::arg("metadata") = std::map<std::string, std::string>{});
 
+    // python/bench/interrupt_overhead.py: the same call with and without Ctrl-C's check
+    m.def("_set_signal_checks", [](bool on) { g_signal_checks = on; });
     m.def("max_threads", &sj::max_threads);
     m.def("manual_seed", &sj::random::manual_seed);
     // conversions, exposed for tests and the data module
