@@ -225,6 +225,28 @@ void control_flow() {
         double s = measure([&] { f(iters); }, 1, 3, 0.2);
         emit("control_flow", "while_scalar", s / double(iters) * 1e6, "us/iteration",
              "\"iterations\": " + std::to_string(iters));
+        // the same calls with an interrupt check installed, as Python installs one per call
+        // (include/symjax/Interrupt.h): each poll then reads a clock
+        double si = measure(
+            [&] {
+                InterruptScope scope([] { return false; });
+                f(iters);
+            },
+            1, 3, 0.2);
+        emit("control_flow", "while_scalar_interrupt_scope", si / double(iters) * 1e6,
+             "us/iteration", "\"iterations\": " + std::to_string(iters));
+        // one poll itself, without and with a check installed (the check is never due)
+        auto polls = [] {
+            int hits = 0;
+            for (int i = 0; i < 1000000; ++i)
+                hits += poll_interrupt();
+            asm volatile("" : : "r"(hits));
+        };
+        double p0 = measure(polls, 1, 5, 0.2);
+        InterruptScope scope([] { return false; }, std::chrono::hours(1));
+        double p1 = measure(polls, 1, 5, 0.2);
+        emit("control_flow", "interrupt_poll", p0 * 1e3, "ns/poll", "\"check\": false");
+        emit("control_flow", "interrupt_poll", p1 * 1e3, "ns/poll", "\"check\": true");
     }
     {
         Placeholder xs({iters}, f32, "xs");

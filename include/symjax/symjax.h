@@ -19,12 +19,13 @@
 #include <symjax/Checkpoint.h>
 #include <symjax/ControlFlow.h>
 #include <symjax/DType.h>
-#include <symjax/Dist.h>
 #include <symjax/Data.h>
+#include <symjax/Dist.h>
 #include <symjax/Error.h>
 #include <symjax/Function.h>
 #include <symjax/Graph.h>
 #include <symjax/Interpolation.h>
+#include <symjax/Interrupt.h>
 #include <symjax/Ops.h>
 #include <symjax/Random.h>
 #include <symjax/Scope.h>

@@ -68,6 +68,20 @@ Subscript to_subscript(const sj::Tensor& x, py::handle key);
 /// x[key] (basic and integer-tensor indexing, None and Ellipsis).
 sj::Tensor subscript(const sj::Tensor& x, py::handle key);
 
+/// Note [Ctrl-C]: made with the GIL held before a long call releases it. On Python's main thread
+/// it installs an sj::InterruptScope whose check takes the GIL back (at most every 10 ms) and runs
+/// Python's signal handlers (PyErr_CheckSignals); when one raises (KeyboardInterrupt for
+/// Ctrl-C), the check keeps that exception and stops the call, which unwinds as sj::Interrupted
+/// before any variable changes, and the translator raises the kept exception. Elsewhere
+/// (Python runs signal handlers on the main thread only) it does nothing.
+class SignalCheck {
+public:
+    SignalCheck();
+
+private:
+    std::optional<sj::InterruptScope> scope_;
+};
+
 void bind_core(py::module_& m);
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);

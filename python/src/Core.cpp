@@ -43,6 +43,38 @@ void set_error(ErrorSlot slot, const std::exception& e) {
     PyErr_SetString(g_errors[slot], e.what());
 }
 
+// Note [Ctrl-C] (Bind.h): the exception a signal handler raised during a call, kept (type, value,
+// traceback; owned references) until the call has unwound.
+thread_local PyObject* t_pending[3] = {nullptr, nullptr, nullptr};
+unsigned long g_main_thread = 0; // Python's main thread, where signal handlers run
+bool g_signal_checks = true;     // off only to measure what they cost (_set_signal_checks)
+
+void drop_pending() {
+    for (PyObject*& o : t_pending) {
+        Py_XDECREF(o);
+        o = nullptr;
+    }
+}
+
+/// Raises the kept exception with the C++ message as a note (where the call stopped), or a
+/// KeyboardInterrupt when none was kept (sj::request_interrupt()).
+void set_interrupted(const sj::Interrupted& e) {
+    if (!t_pending[0]) {
+        PyErr_SetString(PyExc_KeyboardInterrupt, e.what());
+        return;
+    }
+    PyObject *type = t_pending[0], *value = t_pending[1], *tb = t_pending[2];
+    t_pending[0] = t_pending[1] = t_pending[2] = nullptr;
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value) {
+        PyObject* r = PyObject_CallMethod(value, "add_note", "s", e.what());
+        if (!r)
+            PyErr_Clear();
+        Py_XDECREF(r);
+    }
+    PyErr_Restore(type, value, tb);
+}
+
 /// A compiled function as Python calls it: arguments converted to each input's dtype, the GIL
 /// released while it runs, outputs returned as NumPy arrays that share the library's buffers.
 struct PyFunction {
@@ -72,6 +104,7 @@ struct PyFunction {
         }
         std::vector<sj::Array> out;
         {
+            SignalCheck ctrl_c;
             py::gil_scoped_release nogil;
             out = fn.call(a);
         }
@@ -112,7 +145,22 @@ struct PyScope {
 
 } // namespace
 
+SignalCheck::SignalCheck() {
+    if (!g_signal_checks || PyThread_get_thread_ident() != g_main_thread)
+        return;
+    drop_pending(); // one a call that swallowed its sj::Interrupted left behind
+    scope_.emplace([] {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() == 0)
+            return false;
+        PyErr_Fetch(&t_pending[0], &t_pending[1], &t_pending[2]);
+        return true;
+    });
+}
+
 void bind_core(py::module_& m) {
+    g_main_thread =
+        py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
     py::dict ns;
     ns["__builtins__"] = py::module_::import("builtins");
     ns["__name__"] = "symjax._core";
@@ -141,6 +189,8 @@ void bind_core(py::module_& m) {
             set_error(kParse, e);
         } catch (const sj::OutOfMemoryError& e) {
             set_error(kOOM, e);
+        } catch (const sj::Interrupted& e) {
+            set_interrupted(e);
         } catch (const sj::InternalError& e) {
             set_error(kInternal, e);
         } catch (const sj::Error& e) {
@@ -188,7 +238,11 @@ void bind_core(py::module_& m) {
             o.nan_guard = nan_guard;
             o.profile = profile;
             PyFunction f;
-            f.fn = sj::function(inputs, outputs, u, o);
+            {
+                // the compiler folds loops whose inputs are all constants: that may run long
+                SignalCheck ctrl_c;
+                f.fn = sj::function(inputs, outputs, u, o);
+            }
             for (const auto& t : inputs) {
                 f.in_dtypes.push_back(t.dtype());
                 f.in_names.push_back(t.name());
@@ -289,6 +343,7 @@ void bind_core(py::module_& m) {
             sj::Givens g = to_givens(givens);
             sj::Array a;
             {
+                SignalCheck ctrl_c;
                 py::gil_scoped_release nogil;
                 a = t.eval(g);
             }
@@ -320,6 +375,8 @@ void bind_core(py::module_& m) {
         py::arg("path"), py::arg("tensors"),
         py::arg("metadata") = std::map<std::string, std::string>{});
 
+    // python/bench/interrupt_overhead.py: the same call with and without Ctrl-C's check
+    m.def("_set_signal_checks", [](bool on) { g_signal_checks = on; });
     m.def("max_threads", &sj::max_threads);
     m.def("manual_seed", &sj::random::manual_seed);
     // conversions, exposed for tests and the data module

@@ -10,17 +10,36 @@ using sj::data::Dataset;
 using sj::data::Epoch;
 using sj::data::Loader;
 
+// symjax.data._Batch (a tuple subclass with no Python constructor), set when symjax.data loads
+PyObject* g_batch_type = nullptr;
+
+/// (x, y) as a _Batch with .x, .y, .indices, .index and .epoch, made without running Python code
+/// (Note [Ctrl-C]: no signal handler can run between taking a batch and handing it over).
 py::object batch_tuple(Batch b) {
     py::object x = to_numpy(b.x), y = to_numpy(b.y);
-    return py::make_tuple(x, y, b.indices, b.index, b.epoch);
+    if (!g_batch_type)
+        return py::make_tuple(x, y, b.indices, b.index, b.epoch);
+    py::object out = py::reinterpret_borrow<py::object>(g_batch_type)(py::make_tuple(x, y));
+    out.attr("x") = x;
+    out.attr("y") = y;
+    out.attr("indices") = py::cast(b.indices);
+    out.attr("index") = b.index;
+    out.attr("epoch") = b.epoch;
+    return out;
 }
 
-/// One epoch as a Python iterator; next() waits for the workers without the GIL.
+/// One epoch as a Python iterator; next() waits for the workers without the GIL. Ctrl-C loses no
+/// batch (Note [Ctrl-C]): a signal already pending raises before a batch is taken, one during the
+/// wait stops it with the batch left for the next call, and the batch is handed over without any
+/// Python code running after it was taken.
 struct PyEpoch {
     std::shared_ptr<Epoch> ep;
     py::object next() {
+        if (PyErr_CheckSignals() != 0)
+            throw py::error_already_set();
         std::optional<Batch> b;
         {
+            SignalCheck ctrl_c;
             py::gil_scoped_release nogil;
             b = ep->next();
         }
@@ -56,6 +75,7 @@ void bind_data(py::module_& root) {
         .def("__len__", &Dataset::size)
         .def("slice", &Dataset::slice)
         .def("take", &Dataset::take);
+    m.def("_set_batch_type", [](py::object t) { g_batch_type = t.inc_ref().ptr(); });
     m.def("fashion_mnist_classes", &sj::data::fashion_mnist_classes);
     m.def("cifar10_classes", &sj::data::cifar10_classes);
     m.def("read_idx", [](const std::string& p) { return to_numpy(sj::data::read_idx(p)); });

@@ -49,26 +49,12 @@ def cifar10(path, train=True):
 
 
 class _Batch(tuple):
-    """(x, y) with the batch's dataset indices, position and epoch as attributes."""
-
-    def __new__(cls, x, y, indices, index, epoch):
-        b = super().__new__(cls, (x, y))
-        b.x, b.y, b.indices, b.index, b.epoch = x, y, indices, index, epoch
-        return b
+    """(x, y) with the batch's dataset indices, position and epoch as attributes: .x, .y,
+    .indices, .index, .epoch (set by symjax._core, which makes it without running Python code, so
+    that Ctrl-C cannot lose a batch between the loader and the loop)."""
 
 
-class _EpochIter:
-    def __init__(self, ep):
-        self._ep = ep
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        return _Batch(*self._ep.__next__())
-
-    def __len__(self):
-        return len(self._ep)
+_d._set_batch_type(_Batch)
 
 
 class Loader:
@@ -82,8 +68,10 @@ class Loader:
                             crop_padding, horizontal_flip, list(mean), list(std))
 
     def epoch(self, e):
-        """An iterator over the batches of epoch `e`: (x, y) tuples (with .indices, .index)."""
-        return _EpochIter(self._l.epoch(int(e)))
+        """An iterator over the batches of epoch `e`: (x, y) tuples (with .indices, .index).
+        Ctrl-C while it waits for a batch raises KeyboardInterrupt and takes no batch: iterating
+        on gives the batch that was being waited for."""
+        return self._l.epoch(int(e))
 
     def __len__(self):
         return self._l.batches_per_epoch

@@ -19,7 +19,8 @@ namespace sj::compiler {
 //   - the variable is no output and no other variable's new value (those keep the old buffer),
 //   - the shapes agree statically,
 //   - no later step can throw (a reference kernel's checks, or the NaN guard after any step), so
-//     a call that throws still changes no variable (Note [Consistent snapshots]).
+//     a call that throws still changes no variable (Note [Consistent snapshots]); the cpu runner
+//     stops polling for interrupts at the first such step (Note [Interrupts between steps]).
 // The runner makes the final check at run time: the buffer is written in place only when no one
 // outside the call holds it.
 

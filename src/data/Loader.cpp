@@ -1,10 +1,13 @@
 // The batch loader: seeded order, augmentation, normalisation, ordered background prefetch.
 #include <symjax/Data.h>
+#include <symjax/Error.h>
+#include <symjax/Interrupt.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <cstring>
 #include <condition_variable>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -184,7 +187,7 @@ struct Epoch::State {
 
     /// Builds batch i: gather, augment, normalise, then the user's transform. Pure in
     /// (seed, epoch, i), so the result does not depend on which thread builds it.
-    Batch build(int64_t i) const {
+    Batch build(int64_t i, bool poll = false) const {
         const Loader::Shared& s = *sh;
         const LoaderOptions& o = s.opt;
         const int64_t begin = i * o.batch_size;
@@ -202,6 +205,10 @@ struct Epoch::State {
         const int64_t plane = s.h * s.w, sample = s.c * plane;
         const int64_t pad = o.augment.crop_padding;
         for (int64_t k = 0; k < b; ++k) {
+            if (poll && k % 16 == 0 && poll_interrupt())
+                SJ_THROW(Interrupted)
+                    << "loader: interrupted while building batch " << i << " of epoch " << epoch
+                    << "; the next call returns that batch again";
             const int64_t idx = out.indices[k];
             y[k] = lab[idx];
             // Per-sample draws keyed by (seed, epoch, dataset index).
@@ -299,13 +306,26 @@ std::optional<Batch> Epoch::next() {
             if (s.consumed >= s.sh->batches) return std::nullopt;
             i = s.consumed++; // a batch whose transform throws is skipped, as with workers
         }
-        return s.build(i);
+        try {
+            return s.build(i, true);
+        } catch (const Interrupted&) {
+            // nothing lost: the next call builds batch i again
+            std::lock_guard<std::mutex> lock(s.mu);
+            --s.consumed;
+            throw;
+        }
     }
     Slot slot;
     {
         std::unique_lock<std::mutex> lock(s.mu);
         if (s.consumed >= s.sh->batches) return std::nullopt;
-        s.can_take.wait(lock, [&] { return s.ready.count(s.consumed) > 0; });
+        // waits in short slices to poll for an interrupt, which takes nothing from the queue
+        while (!s.can_take.wait_for(lock, std::chrono::milliseconds(10),
+                                    [&] { return s.ready.count(s.consumed) > 0; }))
+            if (poll_interrupt())
+                SJ_THROW(Interrupted)
+                    << "loader: interrupted while waiting for batch " << s.consumed << " of epoch "
+                    << s.epoch << "; the next call returns it";
         auto it = s.ready.find(s.consumed);
         slot = std::move(it->second);
         s.ready.erase(it);

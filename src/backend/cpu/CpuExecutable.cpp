@@ -12,6 +12,7 @@
 #include "Linalg.h"
 #include "ThreadPool.h"
 
+#include <symjax/Interrupt.h>
 #include <symjax/Variable.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
@@ -47,6 +48,19 @@ constexpr int64_t kParallelPoints = 1 << 15;
 // parallelism of such reductions (16 threads); its cost at one thread is a combine over 16
 // partial outputs, which are small (the kept dims of a bias or batch-norm gradient).
 constexpr int64_t kReduceChunks = 16;
+
+// Note [Interrupts between steps]
+// A call polls poll_interrupt() (include/symjax/Interrupt.h) before each step and stops with
+// sj::Interrupted when asked to, so Ctrl-C in Python stops a long graph between its steps, and a
+// loop between its iterations (ref::run_region polls too). Stopping must leave every variable as
+// it was (a call that throws changes nothing): run() returns the new values and Function commits
+// them afterwards, except for a kernel that writes a variable's buffer in place. The memory plan
+// allows that only when no later step can throw (Note [Memory plan]), so a call polls only before
+// the first step with an in-place output; after it there is no loop and no fallback, nothing
+// long. A region's bodies do not poll: the loop driver polls before each iteration, and its
+// message names the loop and the iteration. A poll with no check installed is an atomic load and a
+// thread-local read; with Python's check, a coarse clock read, and the check itself (the GIL taken)
+// at most once per 10 ms.
 
 /// What the runner made of one step for the shapes of a call.
 struct StepCode {
@@ -86,6 +100,13 @@ public:
         for (const Node* n : plan_.order)
             if (has_trait(n->op(), kRegion))
                 add_region_node(*n);
+        // Note [Interrupts between steps]: a call may stop before any step that could write a
+        // variable's buffer in place, and at no later step.
+        interruptible_steps_ = plan_.steps.size();
+        for (size_t si = 0; si < plan_.steps.size(); ++si)
+            for (int v : plan_.steps[si].inplace_var)
+                if (v >= 0)
+                    interruptible_steps_ = std::min(interruptible_steps_, si);
         compile_ms_ =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                 .count();
@@ -181,6 +202,10 @@ public:
         for (size_t si = 0; si < plan_.steps.size(); ++si) {
             const compiler::Step& st = plan_.steps[si];
             const Group& g = plan_.group(st);
+            if (si < interruptible_steps_ && poll_interrupt())
+                SJ_THROW(Interrupted)
+                    << "interrupted before step " << si << " of " << plan_.steps.size() << " ("
+                    << g.roots[0]->describe(1) << "); no variable was changed";
             auto t0 = std::chrono::steady_clock::now();
             execute(g, st, si, plan, env, counter);
             if (opts_.profile || detail::debug_level() >= 2) {
@@ -243,6 +268,10 @@ private:
             g.body[0] = std::make_unique<CpuExecutable>(detail::body_program(r.body), o);
             if (r.kind != detail::RegionKind::Scan)
                 g.body[1] = std::make_unique<CpuExecutable>(detail::body_program(r.body2), o);
+            // the loop polls once per iteration, naming itself (Note [Interrupts between steps])
+            for (auto& b : g.body)
+                if (b)
+                    b->interruptible_steps_ = 0;
             regions_.push_back(std::move(g));
         }
         regions_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
@@ -614,6 +643,7 @@ private:
     }
 
     FunctionOptions opts_;
+    size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;

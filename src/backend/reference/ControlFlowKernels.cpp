@@ -2,6 +2,7 @@
 // body (Note [Structured ops] in src/ops/ControlFlow.cpp), and the reference kernels.
 #include "Reference.h"
 
+#include <symjax/Interrupt.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
@@ -46,6 +47,9 @@ std::vector<Array> run_scan(const Region& r, const std::vector<Array>& in,
     std::vector<Array> captured = slice(in, r.captured_begin(), r.captured);
     std::vector<Array> args;
     for (int64_t s = 0; s < length; ++s) {
+        if (poll_interrupt())
+            SJ_THROW(Interrupted) << r.name << ": interrupted after " << s << " of " << length
+                                  << " steps; no variable was changed";
         const int64_t t = r.reverse ? length - 1 - s : s;
         for (int i = 0; i < c; ++i)
             if (wanted[size_t(c + o + i)])
@@ -82,6 +86,9 @@ std::vector<Array> run_while(const Region& r, const std::vector<Array>& in,
     int64_t trips = 0;
     std::vector<Array> args;
     while (r.max_iterations < 0 || trips < r.max_iterations) {
+        if (poll_interrupt())
+            SJ_THROW(Interrupted) << r.name << ": interrupted after " << trips
+                                  << " iterations; no variable was changed";
         args = carry;
         args.insert(args.end(), captured2.begin(), captured2.end());
         std::vector<Array> go = run_body(1, args);

@@ -3,6 +3,7 @@
 #include "../Backend.h"
 #include "Reference.h"
 
+#include <symjax/Interrupt.h>
 #include <symjax/Variable.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
@@ -105,6 +106,10 @@ public:
 #define SJ_CASES_OUTSIDE_Leaf
 #include "ops/OpCasesOutside.inc" // Note [Family switches]
             {
+                // it writes no variable (run() returns the new values), so it may stop anywhere
+                if (poll_ && poll_interrupt())
+                    SJ_THROW(Interrupted)
+                        << "interrupted before " << n->describe() << "; no variable was changed";
                 ins.clear();
                 for (const auto& in : n->inputs()) ins.push_back(env[pos_[in.get()]]);
                 env[i] = has_trait(n->op(), kRegion) ? region_result(*n, ins, counter, regions)
@@ -143,6 +148,10 @@ private:
             g.body[0] = std::make_unique<Interpreter>(detail::body_program(r.body), nan_guard_);
             if (r.kind != detail::RegionKind::Scan)
                 g.body[1] = std::make_unique<Interpreter>(detail::body_program(r.body2), nan_guard_);
+            // the loop polls once per iteration, naming itself
+            for (auto& b : g.body)
+                if (b)
+                    b->poll_ = false;
             groups_.push_back(std::move(g));
         }
         groups_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
@@ -169,6 +178,7 @@ private:
     std::unordered_map<const Node*, size_t> group_of_node_;
     detail::Program p_;
     bool nan_guard_;
+    bool poll_ = true; // polls for an interrupt before each node (not in a loop's bodies)
     std::vector<const Node*> order_;
     std::unordered_map<const Node*, size_t> pos_, input_slot_, var_slot_;
     std::vector<size_t> last_use_;
