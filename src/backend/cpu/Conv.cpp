@@ -6,10 +6,12 @@
 #include "../../core/Debug.h"
 #include "../../ops/ChannelBlocking.h"
 #include "Dnnl.h"
+#include "ThreadPool.h"
 
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +44,24 @@ namespace sj::cpu {
 // forward pass with a workspace first, then the backward: one extra read of x (pooling is cheap
 // next to the convolutions around it), and no state shared between two ops of the graph, so
 // either op can be rewritten, recomputed or cached on its own.
+//
+// Note [Thread-count-independent weight gradients]
+// A weight gradient is a sum over the batch. oneDNN 2.6's backward-weights convolution plans its
+// work for the thread count when the primitive is made: it gives each of up to T threads part of
+// the batch and adds their partial gradients, so 1 and 2 threads summed in different orders and
+// CNN training differed between them in the last bits (oneDNN 3.4 added a deterministic mode;
+// 2.6 has none). So conv_backward_filter cuts the batch into min(N, kFilterChunks) chunks, a
+// function of the batch size alone, runs each chunk through a primitive planned for one thread
+// into its own partial gradient, and adds the partials in chunk order (in double): the threads
+// only decide who computes which chunk, as in Note [Thread-count-independent sums] in
+// CpuExecutable.cpp. The primitives must be *planned* for one thread (OneDnnlThread): inside our
+// parallel region oneDNN's parallel() runs one thread (omp_in_parallel), and a primitive planned
+// for two computes only the first thread's share there, silently. Measured (AMD EPYC, 2 threads,
+// bench/run cnn_train, brief CNN training step), against oneDNN's own split:
+//   MEASUREMENT
+// The inputs are reordered to the chunks' layout once for the whole batch: nC(d)hw16c and plain
+// layouts keep the batch outermost, so a chunk is a contiguous piece of the reordered buffer.
+constexpr int64_t kFilterChunks = 16;
 
 namespace {
 
@@ -75,6 +95,27 @@ memory::dims minus_one(const std::vector<int64_t>& v) {
 
 } // namespace
 
+/// conv_backward_filter on one chunk of the batch: a primitive planned for one thread (Note
+/// [Thread-count-independent weight gradients]).
+struct FilterChunk {
+    int64_t images = 0;
+    dnnl::primitive prim;
+    memory::desc src, diff_dst;
+};
+
+/// conv_backward_filter's chunks: images [N * c / count, N * (c + 1) / count) for c < count, of
+/// at most two sizes, one primitive per size.
+struct FilterChunks {
+    int64_t batch = 0;
+    int count = 0;
+    std::vector<FilterChunk> sizes;
+    memory::desc diff_weights; // the layout of every partial gradient, and of the sum
+    size_t scratch = 0;        // the largest scratchpad of a chunk's primitive
+    size_t src_image_bytes = 0, diff_dst_image_bytes = 0;
+    int tasks = 1; // threads that run chunks (each has its own scratchpad)
+    std::string impl;
+};
+
 /// One argument of a primitive: where its buffer comes from, the plain layout of our buffer and
 /// the layout the primitive wants; when they differ the call reorders through a temporary.
 struct WindowArg {
@@ -97,6 +138,7 @@ struct WindowPrimitive {
     size_t affine = 0;
     bool scale_weights = false;
     memory::desc bias, weights_user;
+    std::unique_ptr<const FilterChunks> filter; // conv_backward_filter (p.main is empty)
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
     size_t temp_bytes = 0; // the temporaries of one call
 };
@@ -209,6 +251,54 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dn
     return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
+/// conv_backward_filter (x, dy) -> dw for the whole batch as fixed chunks (Note
+/// [Thread-count-independent weight gradients]); `layout` is set to the chunks' layout.
+std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w, const Shape& y,
+                                                 const ConvAttrs& a, Layout& layout) {
+    auto f = std::make_unique<FilterChunks>();
+    f->batch = x[0];
+    f->count = int(std::min(x[0], kFilterChunks));
+    OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
+    // `weights`: the layout of the diff weights, or null for the primitive's choice
+    auto pd_for = [&](int64_t images, Layout l, const memory::desc* weights) {
+        Shape xc = x, yc = y;
+        xc[0] = yc[0] = images;
+        ConvDescs d = conv_descs(xc, w, yc, a, l);
+        if (weights)
+            d.weights = *weights;
+        auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+        dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src,
+                                                      d.weights, d.dst, d.strides, d.dilates, d.lo,
+                                                      d.hi);
+        return dnnl::convolution_backward_weights::primitive_desc(desc, user_scratchpad(),
+                                                                  dnnl_engine(), hint);
+    };
+    auto add = [&](int64_t images, const dnnl::convolution_backward_weights::primitive_desc& pd) {
+        f->sizes.push_back(
+            {images, dnnl::convolution_backward_weights(pd), pd.src_desc(), pd.diff_dst_desc()});
+        f->scratch = std::max(f->scratch, pd.scratchpad_desc().get_size());
+    };
+    const int64_t small = f->batch / f->count;
+    // first_fast returns the descriptor of the last layout it tried
+    auto pd = first_fast([&](Layout l) {
+        layout = l;
+        return pd_for(small, l, nullptr);
+    });
+    f->diff_weights = pd.diff_weights_desc();
+    f->impl = pd.impl_info_str();
+    add(small, pd);
+    if (f->batch % f->count)
+        add(small + 1, pd_for(small + 1, layout, &f->diff_weights));
+    f->src_image_bytes = activation(x, layout).get_size() / size_t(f->batch);
+    f->diff_dst_image_bytes = activation(y, layout).get_size() / size_t(f->batch);
+    for (const FilterChunk& c : f->sizes)
+        SJ_ASSERT(c.src.get_size() == f->src_image_bytes * size_t(c.images) &&
+                  c.diff_dst.get_size() == f->diff_dst_image_bytes * size_t(c.images))
+            << "conv_backward_filter: a chunk's layout is not a piece of the batch's";
+    f->tasks = std::min(f->count, ThreadPool::get().threads());
+    return f;
+}
+
 std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                                            const std::vector<compiler::PostOp>& epilogue) {
     const auto& a = n.attr<ConvAttrs>();
@@ -262,25 +352,15 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->impl = pd.impl_info_str();
         break;
     }
-    case Op::ConvBackwardFilter: { // (x, dy) -> dw
+    case Op::ConvBackwardFilter: { // (x, dy) -> dw, summed over fixed chunks of the batch
         const Shape &x = o.in[0], &w = o.out, &y = o.in[1];
-        auto pd = first_fast([&](Layout l) {
-            ConvDescs d = conv_descs(x, w, y, a, l);
-            auto hint =
-                conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
-            dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct,
-                                                          d.src, d.weights, d.dst, d.strides,
-                                                          d.dilates, d.lo, d.hi);
-            return dnnl::convolution_backward_weights::primitive_desc(desc, attr, dnnl_engine(),
-                                                                      hint);
-        });
+        Layout l = Layout::Plain;
+        p->filter = make_filter_chunks(x, w, y, a, l);
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.in_blocked(1));
-        p->main = dnnl::convolution_backward_weights(pd);
-        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
-        add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, pd.diff_dst_desc());
-        add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user, pd.diff_weights_desc());
-        p->scratch = pd.scratchpad_desc();
-        p->impl = pd.impl_info_str();
+        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, activation(x, l));
+        add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, activation(y, l));
+        add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user, p->filter->diff_weights);
+        p->impl = p->filter->impl + " on " + std::to_string(p->filter->count) + " chunks";
         break;
     }
     // the pools and reorders have their own builders (make_pool, make_reblock)
@@ -382,6 +462,9 @@ size_t temp_bytes(const WindowPrimitive& p) {
         n += aligned(p.workspace.get_size()) + aligned(p.forward_dst.get_size()) +
              aligned(p.forward_scratch.get_size());
     n += aligned(p.bias.get_size()) + aligned(p.weights_user.get_size());
+    if (p.filter) // the partial gradients and a scratchpad per task
+        n += size_t(p.filter->count) * aligned(p.filter->diff_weights.get_size()) +
+             size_t(p.filter->tasks) * aligned(p.filter->scratch);
     return n;
 }
 
@@ -402,10 +485,11 @@ public:
         return next_;
     }
     /// A 64-byte aligned piece for `md` (after reserve() of the call's total).
-    memory take(const memory::desc& md) {
+    memory take(const memory::desc& md) { return memory(md, dnnl_engine(), take(md.get_size())); }
+    char* take(size_t bytes) {
         char* p = next_;
-        next_ += aligned(md.get_size());
-        return memory(md, dnnl_engine(), p);
+        next_ += aligned(bytes);
+        return p;
     }
 
 private:
@@ -508,6 +592,63 @@ WindowCacheStats window_cache_stats() {
 
 namespace {
 
+/// conv_backward_filter: each chunk of the batch into its own partial gradient, on one thread,
+/// then the partials added in chunk order (Note [Thread-count-independent weight gradients]).
+/// src, diff_dst: the whole batch in the chunks' layout; diff_weights: the sum's buffer.
+void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& diff_dst,
+                       const memory& diff_weights, Arena& arena) {
+    const auto& e = dnnl_engine();
+    std::vector<float*> partial;
+    for (int c = 0; c < f.count; ++c)
+        partial.push_back(reinterpret_cast<float*>(arena.take(f.diff_weights.get_size())));
+    std::vector<char*> scratch;
+    for (int t = 0; t < f.tasks; ++t)
+        scratch.push_back(arena.take(f.scratch));
+    const char* x = static_cast<const char*>(src.get_data_handle());
+    const char* dy = static_cast<const char*>(diff_dst.get_data_handle());
+    const ThreadPool& pool = ThreadPool::get();
+    pool.run(f.tasks, [&](int t) {
+        // one thread in the call too: a GEMM-based primitive asks for the thread count when it
+        // runs (outside a parallel region, with one task, that would be the pool's)
+        OneDnnlThread one;
+        dnnl::stream s(e);
+        for (int c = t; c < f.count; c += f.tasks) {
+            int64_t begin = f.batch * c / f.count, end = f.batch * (c + 1) / f.count;
+            const FilterChunk& k = f.sizes[end - begin == f.sizes[0].images ? 0 : 1];
+            std::unordered_map<int, memory> args{
+                {DNNL_ARG_SRC,
+                 memory(k.src, e, const_cast<char*>(x) + size_t(begin) * f.src_image_bytes)},
+                {DNNL_ARG_DIFF_DST,
+                 memory(k.diff_dst, e,
+                        const_cast<char*>(dy) + size_t(begin) * f.diff_dst_image_bytes)},
+                {DNNL_ARG_DIFF_WEIGHTS, memory(f.diff_weights, e, partial[size_t(c)])}};
+            if (f.scratch)
+                args[DNNL_ARG_SCRATCHPAD] =
+                    memory(memory::desc({memory::dim(f.scratch)}, dt::u8, memory::format_tag::a), e,
+                           scratch[size_t(t)]);
+            k.prim.execute(s, args);
+        }
+        s.wait();
+    });
+    // the sum: each element adds its partials in chunk order, whoever computes it
+    auto* sum = static_cast<float*>(diff_weights.get_data_handle());
+    const int64_t n = int64_t(f.diff_weights.get_size() / sizeof(float));
+    pool.run(f.tasks, [&](int t) {
+        constexpr int64_t kBlock = 256;
+        double acc[kBlock];
+        for (int64_t b = n * t / f.tasks, end = n * (t + 1) / f.tasks; b < end; b += kBlock) {
+            const int64_t m = std::min(kBlock, end - b);
+            for (int64_t i = 0; i < m; ++i)
+                acc[i] = partial[0][b + i];
+            for (int c = 1; c < f.count; ++c)
+                for (int64_t i = 0; i < m; ++i)
+                    acc[i] += partial[size_t(c)][b + i];
+            for (int64_t i = 0; i < m; ++i)
+                sum[b + i] = float(acc[i]);
+        }
+    });
+}
+
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
                      const std::vector<const Array*>& post_operands) {
     const auto& e = dnnl_engine();
@@ -566,7 +707,13 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         args[DNNL_ARG_WORKSPACE] = ws;
     }
     add_post_op_args(args, p.epilogue, post_operands, p.channel, p.affine);
-    p.main.execute(s, args);
+    if (p.filter) {
+        s.wait(); // the inputs' reorders
+        run_filter_chunks(*p.filter, args.at(DNNL_ARG_SRC), args.at(DNNL_ARG_DIFF_DST),
+                          args.at(DNNL_ARG_DIFF_WEIGHTS), arena);
+    } else {
+        p.main.execute(s, args);
+    }
     for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
     s.wait();
 }

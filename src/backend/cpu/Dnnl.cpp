@@ -27,6 +27,14 @@ void match_dnnl_threads() {
     }
 }
 
+OneDnnlThread::OneDnnlThread() : previous_(omp_get_max_threads()) {
+    omp_set_num_threads(1);
+}
+
+OneDnnlThread::~OneDnnlThread() {
+    omp_set_num_threads(previous_);
+}
+
 namespace {
 
 /// The operand of a binary post-op as oneDNN takes it: [1, C, 1...] (the channel dim) or all 1.

@@ -19,6 +19,22 @@ const dnnl::engine& dnnl_engine();
 /// same cores and SJ_NUM_THREADS limits both. Cheap: sets the count once per calling thread.
 void match_dnnl_threads();
 
+/// While alive, oneDNN primitives created on the calling thread plan their work for one thread
+/// (oneDNN reads the OpenMP thread count when a primitive is made, not when it runs). Such a
+/// primitive may run inside our parallel regions, where oneDNN's parallel() runs one thread: a
+/// primitive planned for more would compute only the first thread's share there. Restores the
+/// previous count when destroyed.
+class OneDnnlThread {
+public:
+    OneDnnlThread();
+    ~OneDnnlThread();
+    OneDnnlThread(const OneDnnlThread&) = delete;
+    OneDnnlThread& operator=(const OneDnnlThread&) = delete;
+
+private:
+    int previous_;
+};
+
 /// Where a library call's result holds its channels, for the operands of its post-ops: the
 /// logical rank of the result as oneDNN sees it, the channel dim and the channel count.
 struct ChannelDim {
