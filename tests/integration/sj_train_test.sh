@@ -75,9 +75,13 @@ grep -q "warning: SJ_NUM_THREADS: 100000 threads is more than" "$T/t2.log" || { 
 SJ_NUM_THREADS=lots "$BIN" "${TINY[@]}" --out "$T/t3" >"$T/t3.log" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "SJ_NUM_THREADS: expected a whole number of threads >= 1, got 'lots'" "$T/t3.log" || { cat "$T/t3.log"; fail "SJ_NUM_THREADS=lots: rc $rc"; }
 
-# 4. The CNN model trains too (a smoke run: 512 images, one epoch).
-"$BIN" --model cnn --limit 512 --test-limit 200 --epochs 1 --no-plot --progress lines --out "$T/cnn" >"$T/cnn.log" 2>&1 || { cat "$T/cnn.log"; fail "cnn run"; }
+# 4. The CNN model trains too (a smoke run: 512 images, one epoch), and ends with the same bits
+#    with 1 and 2 threads (docs/reliability.md, section 3: conv weight gradients included).
+CNN=(--model cnn --limit 512 --test-limit 200 --epochs 1 --no-plot --progress lines)
+"$BIN" "${CNN[@]}" --threads 2 --out "$T/cnn" >"$T/cnn.log" 2>&1 || { cat "$T/cnn.log"; fail "cnn run"; }
 grep -q "model cnn" "$T/cnn.log" && [ -s "$T/cnn/checkpoint.safetensors" ] || fail "cnn run outputs"
+"$BIN" "${CNN[@]}" --threads 1 --out "$T/cnn1" >"$T/cnn1.log" 2>&1 || { cat "$T/cnn1.log"; fail "cnn run, 1 thread"; }
+cmp "$T/cnn/checkpoint.safetensors" "$T/cnn1/checkpoint.safetensors" || fail "cnn: 1 and 2 threads end with different checkpoints"
 
 # 5. The LSTM model (each image read as 28 rows of 28 pixels) learns, and resumes bit for bit
 #    like the MLP (its checkpoint holds the LSTM's and Adam's variables). 256 images, batch 64.
