@@ -54,11 +54,16 @@ namespace sj::cpu {
 // function of the batch size alone, runs each chunk through a primitive planned for one thread
 // into its own partial gradient, and adds the partials in chunk order (in double): the threads
 // only decide who computes which chunk, as in Note [Thread-count-independent sums] in
-// CpuExecutable.cpp. The primitives must be *planned* for one thread (OneDnnlThread): inside our
-// parallel region oneDNN's parallel() runs one thread (omp_in_parallel), and a primitive planned
-// for two computes only the first thread's share there, silently. Measured (AMD EPYC, 2 threads,
-// bench/run cnn_train, brief CNN training step), against oneDNN's own split:
-//   MEASUREMENT
+// CpuExecutable.cpp. The primitives must be *planned* for one thread (OneDnnlThread): oneDNN
+// reads the thread count when a primitive is made, and inside our parallel region its parallel()
+// runs one thread (omp_in_parallel). Measured with oneDNN 2.6 on [64, 16, 32, 32] x 3x3 x 32: a
+// jit:avx512_core primitive planned for two threads, run inside a parallel region, never returns
+// (its first thread waits at the reduction's barrier for the second); one planned for one thread
+// gives the same bits inside a region and outside. GEMM-based primitives (plain layouts) also
+// ask for the thread count when they run, so a chunk runs with OneDnnlThread too. Cost, measured
+// on AMD EPYC (docs/performance.md, "Deterministic conv weight gradients"): the brief CNN's
+// training step at 2 threads the same or faster (no barrier between the chunks); at 1 thread and
+// batch 32 (two images a chunk) the weight gradients take ~10% longer, 0-5% of the step.
 // The inputs are reordered to the chunks' layout once for the whole batch: nC(d)hw16c and plain
 // layouts keep the batch outermost, so a chunk is a contiguous piece of the reordered buffer.
 constexpr int64_t kFilterChunks = 16;

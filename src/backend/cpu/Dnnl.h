@@ -20,10 +20,11 @@ const dnnl::engine& dnnl_engine();
 void match_dnnl_threads();
 
 /// While alive, oneDNN primitives created on the calling thread plan their work for one thread
-/// (oneDNN reads the OpenMP thread count when a primitive is made, not when it runs). Such a
-/// primitive may run inside our parallel regions, where oneDNN's parallel() runs one thread: a
-/// primitive planned for more would compute only the first thread's share there. Restores the
-/// previous count when destroyed.
+/// (oneDNN reads the OpenMP thread count when a primitive is made), and GEMM-based ones run on
+/// one. Such a primitive may run inside our parallel regions, where oneDNN's parallel() runs one
+/// thread: a jit convolution planned for two hangs there at its reduction's barrier (Note
+/// [Thread-count-independent weight gradients] in Conv.cpp). Restores the previous count when
+/// destroyed.
 class OneDnnlThread {
 public:
     OneDnnlThread();
