@@ -66,9 +66,24 @@ TEST(Determinism, DISABLED_Digests) {
     print("conv_loss", r[1]);
     print("conv_bwd_data", r[2]);
     // oneDNN 2.6's backward-weights convolution splits its sum over the batch by thread count;
-    // ours runs it on fixed chunks of the batch (Note [Deterministic weight gradients] in
-    // src/backend/cpu/Conv.cpp)
+    // ours runs it on fixed chunks of the batch (Note [Thread-count-independent weight gradients]
+    // in src/backend/cpu/Conv.cpp)
     print("conv_bwd_filter", r[3]);
+    // 8 channels per group: oneDNN's GEMM-based convolution on plain layouts (Note [Conv
+    // layouts]), chunked as the direct one above
+    Placeholder xg({64, 16, 16, 16}, f32, "xg");
+    Variable wg(random_array(f32, {16, 8, 3, 3}, 6, -0.1, 0.1), "det_wg");
+    Tensor yg = conv(xg, wg, {}, "SAME", {}, 2);
+    auto gg = gradients(mean(yg * yg), {xg, wg});
+    auto rg = function({xg}, {yg, gg[0], gg[1]})(random_array(f32, {64, 16, 16, 16}, 7));
+    print("grouped_conv_fwd", rg[0]);
+    print("grouped_conv_bwd_data", rg[1]);
+    print("grouped_conv_bwd_filter", rg[2]);
+    // one image: a single chunk, run outside a parallel region
+    Placeholder x1({1, 16, 96, 96}, f32, "x1");
+    Tensor y1 = conv(x1, wg, {}, "SAME", {}, 2);
+    print("one_image_conv_bwd_filter", function({x1}, {gradients(mean(y1 * y1), {wg})[0]})(
+                                           random_array(f32, {1, 16, 96, 96}, 8))[0]);
 
     Placeholder a({256, 3136}, f32, "a");
     Variable m(random_array(f32, {3136, 128}, 3, -0.05, 0.05), "det_m");

@@ -613,8 +613,8 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
     const char* dy = static_cast<const char*>(diff_dst.get_data_handle());
     const ThreadPool& pool = ThreadPool::get();
     pool.run(f.tasks, [&](int t) {
-        // one thread in the call too: a GEMM-based primitive asks for the thread count when it
-        // runs (outside a parallel region, with one task, that would be the pool's)
+        // one thread in the call too: a GEMM-based primitive may ask for the thread count when
+        // it runs (outside a parallel region, with one task, that would be the pool's)
         OneDnnlThread one;
         dnnl::stream s(e);
         for (int c = t; c < f.count; c += f.tasks) {
