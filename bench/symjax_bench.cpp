@@ -9,6 +9,7 @@
 //                                [--max_steps N | --steps N,N,...] [--width W]
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
 //   symjax_bench per_example_grads [--batch 128] [--hidden 512]
+//   symjax_bench scan_checkpoint
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -211,6 +212,25 @@ void call_overhead() {
 
 /// Loops (docs/control-flow.md): a scalar while_loop's time per iteration, and a scan cumulative
 /// sum against the same sum as a hand-written C loop in this program (the bound).
+/// The gradient of a long scan with and without checkpointing (ScanOptions::checkpoint_every):
+/// the memory plan's arena and the time per call. A [1024] f32 carry driven by an [8] input.
+void scan_checkpoint() {
+    using Ts = std::vector<Tensor>;
+    for (int64_t n : {int64_t(1024), int64_t(4096)})
+        for (int64_t k : {int64_t(0), int64_t(16), int64_t(32), int64_t(64)}) {
+            Placeholder xs({n, 8}, f32, "xs");
+            auto r = scan(
+                [](const Ts& c, const Ts& x) { return std::pair{Ts{sin(c[0]) + sum(x[0])}, Ts{}}; },
+                {zeros({1024})}, {xs}, {}, {.checkpoint_every = k});
+            Function f = function({xs}, {gradients(sum(r.carry[0]), Ts{xs})[0]});
+            Array a(f32, {n, 8});
+            double s = measure([&] { f(a); });
+            emit("scan_checkpoint", "grad", s * 1e3, "ms",
+                 "\"steps\": " + std::to_string(n) + ", \"checkpoint_every\": " + std::to_string(k) +
+                     ", \"arena_bytes\": " + std::to_string(f.stats().peak_arena_bytes));
+        }
+}
+
 void control_flow() {
     const int64_t iters = std::stoll(opt("iters", "100000"));
     {
@@ -573,7 +593,7 @@ int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads "
+                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|scan_checkpoint "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -595,6 +615,8 @@ int main(int argc, char** argv) {
             lstm();
         else if (b == "per_example_grads")
             per_example_grads();
+        else if (b == "scan_checkpoint")
+            scan_checkpoint();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;
