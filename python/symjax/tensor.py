@@ -695,12 +695,12 @@ def vmap(fun, in_axes=0, out_axes=0, name=None):
             l, d = _flatten(a)
             leaves += [_t(x) for x in l]
             leaf_axes += [None if ax is None else int(ax)] * len(l)
-            defs.append(d)
+            defs.append((d, len(l)))
         out_def = []
 
         def body(per_example):
             it = iter(per_example)
-            rebuilt = [_unflatten(d, [next(it) for _ in _flatten_count(d)]) for d in defs]
+            rebuilt = [_unflatten(d, [next(it) for _ in range(n)]) for d, n in defs]
             flat, d = _flatten(fun(*rebuilt))
             out_def.append(d)
             return [_leaf_tensor(y, what + "'s function") for y in flat]
@@ -713,16 +713,6 @@ def vmap(fun, in_axes=0, out_axes=0, name=None):
         return _unflatten(out_def[0], outs)
 
     return batched
-
-
-def _flatten_count(treedef):
-    """One entry per leaf of ``treedef`` (to take that many leaves back)."""
-    if treedef is _LEAF:
-        return [None]
-    if treedef is None:
-        return []
-    children = treedef[2] if treedef[0] is dict else treedef[1]
-    return [x for c in children for x in _flatten_count(c)]
 
 
 def fori_loop(lower, upper, body_fun, init_val):

@@ -42,10 +42,6 @@ Tensors params_like(const Tensors& ts, const std::string& prefix) {
 /// parameter (or on a `bound` placeholder, which stands for the outer value given with it) and
 /// feeds one that does is captured: it becomes a parameter of the body, and its outer value an
 /// input of the loop. Constants stay in the body. (Note [Structured ops].)
-/// A mark in node creation order: the nodes made after it have larger ids.
-uint64_t trace_mark() {
-    return scalar(0.0).node()->id();
-}
 
 Closure close_over(const std::string& loop, const char* what, const Tensors& params,
                    const std::vector<std::pair<Tensor, Tensor>>& bound, const Tensors& results,
@@ -263,7 +259,7 @@ ScanResult scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
         slices.push_back(param(Shape(s.shape().begin() + 1, s.shape().end()), s.dtype(),
                                "slice" + std::to_string(i)));
     }
-    const uint64_t mark = trace_mark();
+    const uint64_t mark = detail::trace_mark();
     Tensors carry = params_like(init, "carry");
     auto bound = bind_params(non_sequences, "non_sequence");
     auto [next, outs] = fn(carry, concat(slices, placeholders_of(bound)));
@@ -309,7 +305,7 @@ Tensors while_loop(const CondFn& cond_fn, const BodyFn& body_fn, const Tensors& 
     check_defined(loop_vars, name, "loop variable");
     SJ_CHECK(!o.max_iterations || *o.max_iterations >= 0, ShapeError)
         << name << ": max_iterations " << *o.max_iterations << " is negative";
-    const uint64_t mark = trace_mark();
+    const uint64_t mark = detail::trace_mark();
     Tensors vars = params_like(loop_vars, "var");
     auto bound = bind_params(non_sequences, "non_sequence");
     Tensors next = body_fn(vars, placeholders_of(bound));
@@ -418,6 +414,8 @@ Tensors instantiate(const Body& b, const Tensors& args) {
 } // namespace
 
 Tensors instantiate_body(const Body& b, const Tensors& args) { return instantiate(b, args); }
+
+uint64_t trace_mark() { return scalar(0.0).node()->id(); }
 
 namespace {
 

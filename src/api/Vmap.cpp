@@ -127,6 +127,10 @@ Tensor unfold_batch(const BatchArgs& b, const Tensor& y) {
     return reshape(y, s);
 }
 
+Tensor batch_as_is(const BatchArgs& b) {
+    return make(b.n.op(), {b.in[0]}, b.n.attrs());
+}
+
 Tensor batch_elementwise(const BatchArgs& b) {
     const int64_t rank = b.n.shape().size();
     std::vector<Tensor> in = b.in;
@@ -146,15 +150,21 @@ namespace {
 
 using detail::BatchArgs;
 
-/// A mark in node creation order: the nodes made after it have larger ids.
-uint64_t trace_mark() {
-    return scalar(0.0).node()->id();
-}
-
 int64_t normalize_batch_axis(int64_t axis, int64_t rank, const std::string& what) {
     SJ_CHECK(axis >= -rank && axis < rank, ShapeError)
         << what << ": batch axis " << axis << " is out of range for rank " << rank;
     return axis < 0 ? axis + rank : axis;
+}
+
+/// Every result of the loop `any` is one of (its sibling nodes, in result order), including
+/// those the public API does not return (trip count, carry history).
+Tensors region_results(const Tensor& any) {
+    const Node& n = *any.node();
+    const auto& r = n.attr<RegionAttrs>().region;
+    Tensors out;
+    for (int k = 0; k < r->num_results(); ++k)
+        out.emplace_back(Node::make(n.op(), RegionAttrs{r, k}, n.inputs()));
+    return out;
 }
 
 /// The rewrite of one traced function (Note [Batching rules]).
@@ -343,18 +353,13 @@ private:
         if (r.max_iterations >= 0)
             wo.max_iterations = r.max_iterations;
         Tensors fin = while_loop(c, body, init, shared, wo);
-        const Node& any_node = *fin[0].node();
-        const auto& nr = any_node.attr<RegionAttrs>().region;
-        auto result = [&](int k) {
-            return Tensor(Node::make(Op::WhileLoop, RegionAttrs{nr, k}, any_node.inputs()));
-        };
-        Tensors results;
-        for (size_t k = 0; k < nc; ++k)
-            results.push_back(fin[k]);
-        results.push_back(fin[nc]); // the trip count of each example
-        if (r.max_iterations >= 0)  // the carry history, [max_iterations, B, ...]
+        // the final carries, the trip count of each example (our counter, the last carry), then
+        // the new loop's own trip count and the carry history [max_iterations, B, ...]
+        const Tensors all = region_results(fin[0]);
+        Tensors results(all.begin(), all.begin() + std::ptrdiff_t(nc + 1));
+        if (r.max_iterations >= 0)
             for (size_t k = 0; k < nc; ++k)
-                results.push_back(detail::move_batch_axis_to_front(result(int(nc + 2 + k)), 1));
+                results.push_back(detail::move_batch_axis_to_front(all[nc + 2 + k], 1));
         return results;
     }
 
@@ -397,14 +402,10 @@ private:
             so.length = r.length;
         so.name = r.name;
         ScanResult sr = scan(step, init, seqs, shared, so);
-        const Node& any = nc > 0 ? *sr.carry[0].node() : *sr.outputs[0].node();
-        const auto& nr = any.attr<RegionAttrs>().region;
-        Tensors results;
-        for (int k = 0; k < nr->num_results(); ++k) {
-            Tensor t(Node::make(Op::Scan, RegionAttrs{nr, k}, any.inputs()));
-            // stacked outputs and the carry history are [length, B, ...]
-            results.push_back(size_t(k) < nc ? t : detail::move_batch_axis_to_front(t, 1));
-        }
+        Tensors results = region_results(nc > 0 ? sr.carry[0] : sr.outputs[0]);
+        // stacked outputs and the carry history are [length, B, ...]
+        for (size_t k = nc; k < results.size(); ++k)
+            results[k] = detail::move_batch_axis_to_front(results[k], 1);
         return results;
     }
 
@@ -479,7 +480,7 @@ Tensors vmap_call(const VmapFn& fn, const VmapOptions& o, const Tensors& args) {
     SJ_CHECK(ref.defined(), Error) << name
                                    << ": no argument is mapped (every in_axes entry is "
                                       "not_mapped)";
-    const uint64_t mark = trace_mark();
+    const uint64_t mark = detail::trace_mark();
     Tensors results = fn(per_example);
     SJ_CHECK(o.out_axes.size() <= 1 || o.out_axes.size() == results.size(), Error)
         << name << ": " << o.out_axes.size() << " out_axes for " << results.size() << " results";

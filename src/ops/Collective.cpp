@@ -122,18 +122,12 @@ void register_grads(OpDef* t) {
 
 } // namespace
 
-namespace {
 // Batching (Note [Batching rules] in src/api/Vmap.cpp): an elementwise reduction or copy across
-// processes does not care about a leading batch dim; all_gather and reduce_scatter loop.
-Tensor batch_same(const BatchArgs& b) {
-    return make(b.n.op(), {b.in[0]}, b.n.attrs());
-}
-
-} // namespace
-
+// processes does not care about a leading batch dim (batch_as_is); all_gather and reduce_scatter
+// loop.
 void register_collective_ops(OpDef* t) {
-    t[int(Op::AllReduce)].batch = batch_same;
-    t[int(Op::BroadcastFrom)].batch = batch_same;
+    t[int(Op::AllReduce)].batch = batch_as_is;
+    t[int(Op::BroadcastFrom)].batch = batch_as_is;
     t[int(Op::AllReduce)].infer = infer_same;
     t[int(Op::BroadcastFrom)].infer = infer_same;
     t[int(Op::AllGather)].infer = infer_all_gather;

@@ -548,42 +548,38 @@ Tensor filter_from_batch(const Tensor& w) {
     return reshape(w, t);
 }
 
+/// The node on operands already put in grouped form, with B * groups groups; undefined when an
+/// operand could not be written that way.
+Tensor make_grouped(const BatchArgs& b, const std::vector<Tensor>& in) {
+    for (const Tensor& t : in)
+        if (!t.defined()) return Tensor();
+    ConvAttrs a = b.n.attr<ConvAttrs>();
+    a.groups *= b.size;
+    return make(b.n.op(), in, a);
+}
+
 Tensor batch_conv(const BatchArgs& b) {
     if (!b.batched[1] && b.n.num_inputs() == 2) return fold_apply(b, b.in, {0});
     if (b.size < 0) return Tensor();
     // a filter per example: conv(x, w) and conv_backward_data(dy, w[, like]) in groups
-    Tensor x = channels_from_batch(batched_input(b, 0));
-    Tensor w = filter_from_batch(batched_input(b, 1));
-    if (!x.defined() || !w.defined()) return Tensor();
-    ConvAttrs a = b.n.attr<ConvAttrs>();
-    a.groups *= b.size;
-    std::vector<Tensor> in{x, w};
-    if (b.n.num_inputs() == 3) {
-        Tensor like = channels_from_batch(batched_input(b, 2));
-        if (!like.defined()) return Tensor();
-        in.push_back(like);
-    }
-    return batch_from_channels(b, make(b.n.op(), in, a));
+    std::vector<Tensor> in{channels_from_batch(batched_input(b, 0)),
+                           filter_from_batch(batched_input(b, 1))};
+    if (b.n.num_inputs() == 3) in.push_back(channels_from_batch(batched_input(b, 2)));
+    Tensor y = make_grouped(b, in);
+    return y.defined() ? batch_from_channels(b, y) : Tensor();
 }
 
 Tensor batch_conv_backward_filter(const BatchArgs& b) {
     if (b.size < 0) return Tensor();
     // the filter gradient of each example: x [B, N, C, ...] and dy [B, N, O, ...] in groups
-    Tensor x = channels_from_batch(batched_input(b, 0));
-    Tensor dy = channels_from_batch(batched_input(b, 1));
-    if (!x.defined() || !dy.defined()) return Tensor();
-    ConvAttrs a = b.n.attr<ConvAttrs>();
-    a.groups *= b.size;
-    std::vector<Tensor> in{x, dy};
-    if (b.n.num_inputs() == 3) {
-        Tensor like = filter_from_batch(batched_input(b, 2));
-        if (!like.defined()) return Tensor();
-        in.push_back(like);
-    }
+    std::vector<Tensor> in{channels_from_batch(batched_input(b, 0)),
+                           channels_from_batch(batched_input(b, 1))};
+    if (b.n.num_inputs() == 3) in.push_back(filter_from_batch(batched_input(b, 2)));
     Shape t{b.size};
     t.insert(t.end(), b.n.shape().begin(), b.n.shape().end());
     if (unknown_dims(t) > 0) return Tensor();
-    return reshape(make(Op::ConvBackwardFilter, in, a), t);
+    Tensor g = make_grouped(b, in);
+    return g.defined() ? reshape(g, t) : Tensor();
 }
 
 Tensor batch_pool(const BatchArgs& b) {

@@ -242,17 +242,13 @@ Tensor batch_gather(const BatchArgs& b) {
     // batched indices into a shared table: the batch lands where the indices go
     return move_batch_axis_to_front(make(Op::Gather, {b.in[0], b.in[1]}, a), a.axis);
 }
-/// one_hot and check_index act on each index on its own.
-Tensor batch_per_index(const BatchArgs& b) {
-    return make(b.n.op(), {b.in[0]}, b.n.attrs());
-}
 
 } // namespace
 
 void register_indexing_ops(OpDef* t) {
     t[int(Op::Gather)].batch = batch_gather;
-    t[int(Op::OneHot)].batch = batch_per_index;
-    t[int(Op::CheckIndex)].batch = batch_per_index;
+    t[int(Op::OneHot)].batch = batch_as_is; // each index on its own
+    t[int(Op::CheckIndex)].batch = batch_as_is; // each index on its own
     t[int(Op::Gather)].infer = infer_gather;
     t[int(Op::ScatterAdd)].infer = infer_scatter_add;
     t[int(Op::Scatter)].infer = infer_scatter;

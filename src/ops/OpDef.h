@@ -133,10 +133,15 @@ Tensor fold_batch(const Tensor& x);
 /// The inverse of fold_batch for the node's result: y [B * N, rest...] as [B, N, rest...], where
 /// [N, rest...] is the node's own shape; undefined when it cannot be written.
 Tensor unfold_batch(const BatchArgs& b, const Tensor& y);
+/// The rule of ops that treat a leading batch dim like any other (one_hot, check_index,
+/// all_reduce, broadcast_from): the op on the batched input, attributes unchanged.
+Tensor batch_as_is(const BatchArgs& b);
 /// The rule of ops that act on each element independently: the batched inputs get size-1 dims
 /// after the batch, so that broadcasting lines them up with the unbatched ones.
 Tensor batch_elementwise(const BatchArgs& b);
 
+/// A mark in node creation order: the nodes made after it have larger ids (what a trace made).
+uint64_t trace_mark();
 struct Body;
 /// The body's results with its parameters replaced by `args`: a copy of the body in the caller's
 /// graph (src/api/ControlFlow.cpp).
