@@ -7,6 +7,8 @@
 #include <symjax/Ops.h>
 #include <symjax/ir/Node.h>
 
+#include <cmath>
+
 namespace sj::compiler {
 namespace {
 
@@ -126,6 +128,47 @@ NodePtr sink_broadcast(const NodePtr& n) {
     return Node::make(Op::Broadcast, b->attrs(), {u});
 }
 
+/// where(c, 0, g) * k -> where(c, 0, g * k) and where(c, g, 0) * k -> where(c, g * k, 0), k a
+/// finite one-value constant (0 * k stays 0): the scaled branch of a gradient through where
+NodePtr where_scale(const NodePtr& n) {
+    if (!n->is(Op::Mul)) return nullptr;
+    for (int i = 0; i < 2; ++i) {
+        const NodePtr& w = n->input(i);
+        const NodePtr& k = n->input(1 - i);
+        double kv;
+        if (!w->is(Op::Where) || !splat_value(*k, &kv) || !std::isfinite(kv)) continue;
+        if (w->shape() != n->shape()) continue;
+        for (int side = 1; side <= 2; ++side) {
+            if (!is_splat(*w->input(3 - side), 0.0)) continue;
+            Tensor scaled = T(w->input(size_t(side))) * T(k);
+            Tensor r = side == 1 ? where(T(w->input(0)), scaled, T(w->input(2)))
+                                 : where(T(w->input(0)), T(w->input(1)), scaled);
+            return r.shape() == n->shape() && r.dtype() == n->dtype() ? r.node() : nullptr;
+        }
+    }
+    return nullptr;
+}
+
+/// where(c, a, 0) + where(c, 0, b) -> where(c, a, b): the gradient of where(c, f(x), g(x))
+/// reaches x through both branches (leaky relu's backward is one select, not two and an add)
+NodePtr where_merge(const NodePtr& n) {
+    if (!n->is(Op::Add)) return nullptr;
+    const NodePtr &l = in0(n), &r = in1(n);
+    if (!l->is(Op::Where) || !r->is(Op::Where) || l->input(0) != r->input(0)) return nullptr;
+    NodePtr a, b;
+    if (is_splat(*l->input(2), 0.0) && is_splat(*r->input(1), 0.0)) {
+        a = l->input(1);
+        b = r->input(2);
+    } else if (is_splat(*l->input(1), 0.0) && is_splat(*r->input(2), 0.0)) {
+        a = r->input(1);
+        b = l->input(2);
+    } else {
+        return nullptr;
+    }
+    Tensor m = where(T(l->input(0)), T(a), T(b));
+    return m.shape() == n->shape() && m.dtype() == n->dtype() ? m.node() : nullptr;
+}
+
 } // namespace
 
 const std::vector<Pattern>& canonicalize_patterns() {
@@ -135,6 +178,7 @@ const std::vector<Pattern>& canonicalize_patterns() {
         {"neg_neg", neg_neg},               {"reshape_chain", reshape_chain},
         {"permute_chain", permute_chain},   {"broadcast_chain", broadcast_chain},
         {"cast_roundtrip", cast_roundtrip}, {"sink_broadcast", sink_broadcast},
+        {"where_scale", where_scale},       {"where_merge", where_merge},
     };
     return p;
 }

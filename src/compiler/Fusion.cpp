@@ -160,6 +160,19 @@ struct Fuser {
         nodes_of[size_t(g)].push_back(n);
     }
 
+    /// Note [Recomputing a shift]: an arithmetic op that reads at most one operand of its own
+    /// size (the rest broadcast: per-channel vectors, scalars), e.g. d = x - mean(x). Each
+    /// consumer kernel that recomputes it reads x where it would have read d, so recomputing it in
+    /// any number of kernels saves d's write and moves no more bytes; kMaxRecompute does not
+    /// apply. Normalisations read d in every kernel of their forward and backward.
+    static bool cheap_shift(const Node* n) {
+        static constexpr Op kShifts[] = {Op::Add, Op::Sub, Op::Mul, Op::Neg, Op::Max, Op::Min};
+        if (std::find(std::begin(kShifts), std::end(kShifts), n->op()) == std::end(kShifts)) return false;
+        int big = 0; // operands of the result's shape (the rest are broadcast to it)
+        for (const auto& i : n->inputs()) big += i->shape() == n->shape();
+        return big <= 1;
+    }
+
     /// A movement op over a buffer: expanded inline into every consumer (address arithmetic).
     bool duplicable(const Node* n) {
         auto it = dup.find(n);
@@ -429,7 +442,17 @@ struct Fuser {
                 }
                 gs.insert(g->second);
             }
-            if (ok && gs.size() > kMaxRecompute) {
+            // consumer kernels over one space with the same reduced axes are counted once:
+            // sibling merging usually makes them one kernel (batch norm's backward sums)
+            std::set<std::pair<Shape, std::vector<int64_t>>> merge_keys;
+            for (int g : gs) {
+                const Node* r = groups[size_t(g)].roots[0].get();
+                if (kind[r] == Kind::Reduce)
+                    merge_keys.emplace(canonical_space(r->input(0).get()), r->attr<ReduceAttrs>().axes);
+                else
+                    merge_keys.emplace(canonical_space(r), std::vector<int64_t>{});
+            }
+            if (ok && merge_keys.size() > kMaxRecompute && !cheap_shift(n)) {
                 ok = false;
                 why = "used by " + std::to_string(gs.size()) + " kernels";
             }
@@ -646,7 +669,91 @@ struct Fuser {
         }
     }
 
-    /// Merges kernel groups over the same static iteration space (multi-output kernels).
+    // Note [Equal dynamic dims]
+    // Sibling kernels merge when their iteration spaces are equal. A dim of -1 (a batch bound at
+    // call time) equals another -1 only where the graph forces it: an elementwise op's operand
+    // dim of -1 never broadcasts (check_runtime_broadcast), so it is the result's dim; a
+    // reduction keeps its kept dims; a broadcast or reshape with a `like` input takes like's
+    // dims; a permutation moves dims; a reshape that keeps dim 0 and whose other dims are static
+    // with equal products keeps dim 0 (the layout pass's blocked views); a conv, a pool and
+    // their data gradients keep the batch. These dims are put in classes (union-find over
+    // (node, dim)); two spaces are equal when their static dims are and their dynamic dims are
+    // in one class. Without this, no two kernels over a dynamic batch merged, and a batch
+    // norm's backward sums ran one pass each. plan_kernel checks the equality again at call
+    // time for every kernel with several outputs.
+    std::unordered_map<const Node*, int> dim_base; // id of (n, 0); (n, d) is base + d
+    std::vector<int> dim_parent;
+    int dim_id(const Node* n, int d) {
+        auto [it, fresh] = dim_base.try_emplace(n, int(dim_parent.size()));
+        if (fresh)
+            for (int i = 0; i < n->rank(); ++i) dim_parent.push_back(int(dim_parent.size()));
+        return it->second + d;
+    }
+    int dim_find(int a) {
+        while (dim_parent[size_t(a)] != a) a = dim_parent[size_t(a)] = dim_parent[size_t(dim_parent[size_t(a)])];
+        return a;
+    }
+    void dim_unite(const Node* a, int da, const Node* b, int db) {
+        if (a->shape()[size_t(da)] != -1 || b->shape()[size_t(db)] != -1) return;
+        int x = dim_find(dim_id(a, da)), y = dim_find(dim_id(b, db));
+        if (x != y) dim_parent[size_t(std::max(x, y))] = std::min(x, y);
+    }
+    void classify_dims() {
+        for (const Node* n : order) {
+            const int r = n->rank();
+            const Op op = n->op();
+            if (has_trait(op, kElementwise)) {
+                for (size_t i = 0; i < n->num_inputs(); ++i) {
+                    const Node* in = n->input(i).get();
+                    const int lead = r - in->rank();
+                    for (int d = std::max(lead, 0); d < r; ++d) dim_unite(n, d, in, d - lead);
+                }
+            } else if (kind[n] == Kind::Reduce && n->num_inputs() == 1) {
+                const Node* in = n->input(0).get();
+                const auto& ra = n->attr<ReduceAttrs>();
+                int j = 0;
+                for (int d = 0; d < in->rank(); ++d) {
+                    bool reduced = std::find(ra.axes.begin(), ra.axes.end(), d) != ra.axes.end();
+                    if (!reduced || ra.keepdims) {
+                        if (!reduced && j < r) dim_unite(n, j, in, d);
+                        ++j;
+                    }
+                }
+            } else if ((op == Op::Broadcast || op == Op::Reshape) && n->num_inputs() == 2) {
+                const Node* like = n->input(1).get();
+                if (like->rank() == r)
+                    for (int d = 0; d < r; ++d) dim_unite(n, d, like, d);
+            } else if (op == Op::Broadcast) {
+                const auto& b = n->attr<BroadcastAttrs>();
+                for (size_t i = 0; i < b.dims.size(); ++i) dim_unite(n, int(b.dims[i]), n->input(0).get(), int(i));
+            } else if (op == Op::Permute) {
+                const auto& p = n->attr<AxesAttrs>().axes;
+                for (size_t d = 0; d < p.size(); ++d) dim_unite(n, int(d), n->input(0).get(), int(p[d]));
+            } else if (op == Op::Reshape && r >= 1 && n->input(0)->rank() >= 1) {
+                const Shape& a = n->shape();
+                const Shape& b = n->input(0)->shape();
+                int64_t pa = 1, pb = 1;
+                bool ok = true;
+                for (size_t d = 1; d < a.size(); ++d) { ok &= a[d] >= 0; pa *= a[d]; }
+                for (size_t d = 1; d < b.size(); ++d) { ok &= b[d] >= 0; pb *= b[d]; }
+                if (ok && pa == pb && pa > 0) dim_unite(n, 0, n->input(0).get(), 0);
+            } else if ((op == Op::Conv || op == Op::Pool || op == Op::ConvBackwardData ||
+                        op == Op::MaxPoolBackward || op == Op::AvgPoolBackward) && r >= 1 &&
+                       n->input(0)->rank() >= 1) {
+                dim_unite(n, 0, n->input(0).get(), 0);
+            }
+        }
+    }
+    /// A space's shape with each dynamic dim replaced by -2 - its class.
+    Shape canonical_space(const Node* space) {
+        Shape s = space->shape();
+        for (size_t d = 0; d < s.size(); ++d)
+            if (s[d] < 0) s[d] = -2 - dim_find(dim_id(space, int(d)));
+        return s;
+    }
+
+    /// Merges kernel groups over the same iteration space (multi-output kernels); dynamic dims
+    /// must be equal by Note [Equal dynamic dims].
     void merge_siblings() {
         for (auto& g : groups)
             if (g.kind == Group::Kind::Kernel) set_space(g);
@@ -658,8 +765,8 @@ struct Fuser {
         std::map<Shape, std::vector<int>> by_space;
         std::vector<size_t> place(groups.size());
         for (size_t g = 0; g < groups.size(); ++g)
-            if (groups[g].kind == Group::Kind::Kernel && is_static(groups[g].space->shape())) {
-                auto& list = by_space[groups[g].space->shape()];
+            if (groups[g].kind == Group::Kind::Kernel) {
+                auto& list = by_space[canonical_space(groups[g].space.get())];
                 place[g] = list.size();
                 list.push_back(int(g));
             }
@@ -667,8 +774,7 @@ struct Fuser {
             int a = int(ua);
             Group& ga = groups[ua];
             if (ga.kind != Group::Kind::Kernel || alias[ua] != a) continue;
-            if (!is_static(ga.space->shape())) continue;
-            const std::vector<int>& list = by_space[ga.space->shape()];
+            const std::vector<int>& list = by_space[canonical_space(ga.space.get())];
             for (size_t ib = place[ua] + 1; ib < list.size(); ++ib) {
                 int b = list[ib];
                 Group& gb = groups[size_t(b)];
@@ -847,6 +953,7 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
         us.erase(std::unique(us.begin(), us.end()), us.end());
     }
     f.budget = kMergeWorkBase + kMergeWorkPerNode * int64_t(f.order.size());
+    f.classify_dims();
     f.find_epilogues();
     f.assign();
     f.merge_siblings();

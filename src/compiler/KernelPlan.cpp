@@ -159,6 +159,11 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
         const Node* r = g.roots[k].get();
         const Shape& os = shape_of(r);
         L.out_shapes.push_back(os);
+        // fusion merged these outputs on dims it proved equal (Note [Equal dynamic dims])
+        SJ_ASSERT(shape_of(g.outputs[k].reduced ? r->input(0).get() : r) == space)
+            << "kernel output " << r->describe(1) << " of shape "
+            << shape_str(shape_of(g.outputs[k].reduced ? r->input(0).get() : r))
+            << " does not span the kernel's space " << shape_str(space);
         Access a;
         a.stride.assign(R, 0);
         if (!g.outputs[k].reduced) {

@@ -10,7 +10,7 @@ namespace sj::compiler {
 
 bool splat_value(const Node& n, double* value) {
     const Node* c = &n;
-    while (c->is(Op::Broadcast) && c->num_inputs() == 1) c = c->input(0).get();
+    while (c->is(Op::Broadcast)) c = c->input(0).get(); // a second input only gives the shape
     if (!c->is(Op::Constant)) return false;
     const Array& a = c->attr<ConstantAttrs>().value;
     if (a.size() == 0) return false;

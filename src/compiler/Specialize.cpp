@@ -1,8 +1,12 @@
-// Specialisation patterns: cheaper forms for pow by constants, transposes folded into dots.
+// Specialisation patterns: cheaper forms for pow by constants, transposes folded into dots,
+// factors that do not vary along a sum's axes moved out of it.
 #include "Specialize.h"
 
 #include <symjax/Ops.h>
+#include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
+
+#include <algorithm>
 
 namespace sj::compiler {
 namespace {
@@ -61,12 +65,213 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
     return Node::make(Op::DotGeneral, a, {l, r});
 }
 
+// Note [Factoring reductions]
+// Autodiff of a normalisation, y = (x - mean(x)) * rsqrt(var(x) + eps) * gamma, writes its
+// backward as a chain of sums that each wait for the one before:
+//
+//   dvar  = -0.5 * rstd^3 * sum(dy * gamma * d)              d = x - mean(x), a [C] result
+//   dd    = dy * gamma * rstd + broadcast(dvar * 2 / n) * d
+//   dmean = sum(-dd)                                          needs dvar: a second pass
+//   dx    = dd + broadcast(dmean / n)                         needs dmean: a third pass
+//
+// The factors that make each sum wait (dvar, rstd, gamma: per-channel values broadcast over the
+// summed axes) are constant along those axes, so they can leave the sum:
+//
+//   sum(-(a * broadcast(c) + b * r))  ->  -(sum(a) * c + sum(b) * r)     c, r constant along
+//                                                                          the summed axes
+// After this rewrite every sum of the backward reads only dy and forward values: sum(dy * g * d),
+// sum(dy * g), sum(d). They have one depth, so fusion merges them into one multi-output kernel,
+// and the gradient takes two passes over the activations (the sums, then dx), as the closed-form
+// batch-norm gradient does, with the relu backward recomputed inside both (PassesTest
+// Specialize.NormalisationBackwardTakesTwoPasses). Layer norm gets the same, and so does any
+// user formula of this shape; nothing here knows about batch norm.
+//
+// The walk expands sums, differences, negations, products with an invariant factor and divisions
+// by one into terms (sign, varying factors, invariant factors); it never distributes a product
+// over a sum, so it cannot blow up, and it stops at 32 terms. It fires only when some term has
+// an invariant factor computed from a reduction (a constant or a parameter inside a sum delays
+// nothing, and outside it would cost a kernel after the sum); the sums it builds have no
+// invariant factor, so it does not fire on its own result.
+// Terms with the same varying product share one sum (nodes are hash-consed). Float sums only:
+// the reassociation changes rounding, by no more than summation order does.
+namespace factor_sum {
+
+struct Term {
+    bool negative = false;
+    std::vector<NodePtr> varying;
+    std::vector<std::pair<NodePtr, bool>> invariant; // (factor, is a divisor)
+};
+
+struct Walk {
+    const Shape& full;                 // the summed tensor's shape
+    const std::vector<int64_t>& axes;  // the summed axes, normalised
+    std::vector<Term> terms;
+    bool overflow = false;
+
+    bool summed(int64_t a) const { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
+
+    /// The factor's value, shaped to broadcast against the keepdims sum, when it is constant along
+    /// every summed axis; null otherwise. Implicitly broadcast operands (size-1 dims, a lower rank)
+    /// are themselves; an explicit broadcast of a static shape becomes one to the kept shape.
+    NodePtr invariant(const NodePtr& f) const {
+        const int r = int(full.size());
+        if (f->rank() > r) return nullptr;
+        const int lead = r - f->rank();
+        bool implicit = true;
+        for (int a = lead; a < r && implicit; ++a)
+            implicit = !summed(a) || f->shape()[a - lead] == 1;
+        if (implicit) return f;
+        if (!f->is(Op::Broadcast)) return nullptr; // a second input only gives the shape
+        const auto& b = f->attr<BroadcastAttrs>();
+        const NodePtr& c = f->input(0);
+        for (size_t i = 0; i < b.dims.size(); ++i)
+            if (summed(b.dims[i]) && c->shape()[i] != 1) return nullptr;
+        Shape kept = b.shape;
+        for (int64_t a : axes) kept[size_t(a)] = 1;
+        if (!is_static(kept)) return nullptr;
+        if (b.dims.size() != size_t(c->rank())) return nullptr;
+        if (c->shape() == kept) return c;
+        return Node::make(Op::Broadcast, BroadcastAttrs{kept, b.dims}, {c});
+    }
+
+    bool full_shaped(const NodePtr& e) const { return e->shape() == full; }
+
+    /// Gathers the factors of a product chain into t (varying or invariant).
+    void factors(const NodePtr& e, Term& t) {
+        if (e->is(Op::Mul) && full_shaped(e)) {
+            for (int i = 0; i < 2; ++i) {
+                const NodePtr& in = e->input(i);
+                if (NodePtr inv = invariant(in))
+                    t.invariant.emplace_back(inv, false);
+                else if (full_shaped(in))
+                    factors(in, t);
+                else
+                    t.varying.push_back(in); // broadcast along unsummed axes only: not expanded
+            }
+            return;
+        }
+        t.varying.push_back(e);
+    }
+
+    void add(const NodePtr& e, bool negative, std::vector<std::pair<NodePtr, bool>> inv, int depth) {
+        if (terms.size() >= 32 || depth > 16) {
+            overflow = true;
+            return;
+        }
+        const bool linear = depth < 16 && full_shaped(e);
+        if (linear && (e->is(Op::Add) || e->is(Op::Sub)) && full_shaped(e->input(0)) &&
+            full_shaped(e->input(1))) {
+            add(e->input(0), negative, inv, depth + 1);
+            add(e->input(1), negative != e->is(Op::Sub), inv, depth + 1);
+            return;
+        }
+        if (linear && e->is(Op::Neg)) {
+            add(e->input(0), !negative, inv, depth + 1);
+            return;
+        }
+        if (linear && e->is(Op::Div) && full_shaped(e->input(0))) {
+            if (NodePtr d = invariant(e->input(1))) {
+                inv.emplace_back(d, true);
+                add(e->input(0), negative, inv, depth + 1);
+                return;
+            }
+        }
+        if (linear && e->is(Op::Mul)) {
+            for (int i = 0; i < 2; ++i) {
+                if (!full_shaped(e->input(1 - i))) continue;
+                if (NodePtr c = invariant(e->input(i))) {
+                    inv.emplace_back(c, false);
+                    add(e->input(1 - i), negative, inv, depth + 1);
+                    return;
+                }
+            }
+        }
+        Term t{negative, {}, std::move(inv)};
+        factors(e, t);
+        terms.push_back(std::move(t));
+    }
+};
+
+/// Whether f is computed from a reduction (at most 64 nodes are looked at; beyond, yes): only
+/// such a factor makes a sum wait for another pass. Constants and parameters stay inside (moving
+/// them out would cost a kernel after the sum and save nothing).
+bool reads_a_reduction(const NodePtr& f) {
+    std::vector<const Node*> stack{f.get()};
+    std::vector<const Node*> seen;
+    while (!stack.empty()) {
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
+        if (seen.size() >= 64 || has_trait(n->op(), kReduce)) return true;
+        seen.push_back(n);
+        for (const auto& i : n->inputs()) stack.push_back(i.get());
+    }
+    return false;
+}
+
+/// reduce_sum(sum of terms with invariant factors) -> sum of reduce_sum(varying) * invariant
+NodePtr apply(const NodePtr& n) {
+    if (!n->is(Op::ReduceSum) || !is_float(n->dtype())) return nullptr;
+    const NodePtr& x = n->input(0);
+    const auto& ra = n->attr<ReduceAttrs>();
+    std::vector<int64_t> axes;
+    for (int64_t a : ra.axes) axes.push_back(a < 0 ? a + x->rank() : a);
+    if (axes.empty()) return nullptr;
+    Walk w{x->shape(), axes, {}, false};
+    w.add(x, false, {}, 0);
+    if (w.overflow) return nullptr;
+    bool any = false;
+    for (const Term& t : w.terms) {
+        if (t.varying.empty()) return nullptr; // a sum of invariants: a count we do not build
+        for (const auto& f : t.invariant) any = any || reads_a_reduction(f.first);
+    }
+    if (!any) return nullptr;
+    // one sum per distinct varying product, times the sum of its terms' invariant products
+    std::vector<std::pair<NodePtr, Tensor>> groups; // (varying product, coefficient)
+    for (const Term& t : w.terms) {
+        Tensor v(t.varying[0]);
+        for (size_t i = 1; i < t.varying.size(); ++i) v = v * Tensor(t.varying[i]);
+        // every summed axis must vary in full, or the sum would miss a count
+        if (v.rank() != int(x->rank())) return nullptr;
+        for (int64_t a : axes)
+            if (v.shape()[size_t(a)] != x->shape()[size_t(a)]) return nullptr;
+        Tensor c; // null: 1
+        for (const auto& [f, divisor] : t.invariant) {
+            if (!c.node())
+                c = divisor ? reciprocal(Tensor(f)) : Tensor(f);
+            else
+                c = divisor ? c / Tensor(f) : c * Tensor(f);
+        }
+        if (t.negative) c = c.node() ? -c : scalar_like(-1.0, v);
+        auto it = std::find_if(groups.begin(), groups.end(),
+                               [&](const auto& g) { return g.first == v.node(); });
+        if (it == groups.end()) {
+            groups.emplace_back(v.node(), c);
+            continue;
+        }
+        Tensor& acc = it->second;
+        acc = (acc.node() ? acc : scalar_like(1.0, v)) + (c.node() ? c : scalar_like(1.0, v));
+    }
+    Tensor out;
+    for (const auto& [v, c] : groups) {
+        Tensor s = sum(Tensor(v), axes, true);
+        if (c.node()) s = s * c;
+        out = out.node() ? out + s : s;
+    }
+    if (!ra.keepdims) out = squeeze(out, axes);
+    if (out.shape() != n->shape() || out.dtype() != n->dtype()) return nullptr;
+    return out.node();
+}
+
+} // namespace factor_sum
+
 } // namespace
 
 const std::vector<Pattern>& specialize_patterns() {
     static const std::vector<Pattern> p = {
         {"pow_small", pow_small},
         {"fold_transpose_into_dot", fold_transpose_into_dot},
+        {"factor_sum", factor_sum::apply},
     };
     return p;
 }

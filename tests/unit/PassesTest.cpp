@@ -21,6 +21,7 @@
 #include "compiler/Stabilize.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -387,6 +388,26 @@ TEST(Stabilize, SoftplusForms) {
     EXPECT_EQ(s.stats.hits["softplus_form"], 0);
 }
 
+//   where(c, 0, g) * 0.01 -> where(c, 0, g * 0.01);  where(c, g, 0) + where(c, 0, h) -> where(c, g, h)
+// (leaky relu's backward becomes one select)
+TEST(Canonicalize, WhereBranchesMerge) {
+    Placeholder x({2, 3}, f64, "x"), g({2, 3}, f64, "g");
+    Tensor y = where(x >= 0.0, x, x * 0.01);
+    Tensor dx = gradients(sum(y * g), {x})[0];
+    Rewritten r = run(cc::canonicalize, {dx});
+    EXPECT_EQ(count(r.outs, Op::Where), 1) << to_text(r.outs);
+    EXPECT_EQ(count(r.outs, Op::Add), 0) << to_text(r.outs);
+    EXPECT_GE(r.stats.hits["where_merge"], 1);
+    Array xv = random_array(f64, {2, 3}, 51, -1, 1), gv = random_array(f64, {2, 3}, 52);
+    expect_same_value({x, g}, {dx}, r.outs, {xv, gv});
+    // a non-finite scale (0 * inf is NaN) and different conditions are left alone
+    Placeholder c({2, 3}, DType::Bool, "c");
+    Tensor inf = where(c, 0.0, g) * std::numeric_limits<double>::infinity();
+    EXPECT_EQ(run(cc::canonicalize, {inf}).stats.hits["where_scale"], 0);
+    Tensor two = where(c, g, 0.0) + where(x >= 0.0, 0.0, g);
+    EXPECT_EQ(run(cc::canonicalize, {two}).stats.hits["where_merge"], 0);
+}
+
 // ---- specialize ---------------------------------------------------------------------------
 
 //   pow(x, 1) -> x; 2 -> x*x; 3 -> x*x*x; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> reciprocal; 2.5 stays
@@ -436,6 +457,80 @@ TEST(Specialize, TransposeThatReordersFreeDimsStays) {
     expect_same_value({a, b}, {y}, r.outs, {random_array(f64, {3, 2, 4}, 15), random_array(f64, {4, 5}, 16)});
 }
 
+//   sum(-(a * broadcast(c) + b * r), axes 0, 2)  ->  -(sum(a) * c + sum(b) * r)
+// (Note [Factoring reductions]): c and r are computed from sums and constant along the summed
+// axes, so the outer sum no longer waits for them.
+TEST(Specialize, FactorSumMovesInvariantFactorsOut) {
+    Placeholder a({3, 4, 5}, f64, "a"), b({3, 4, 5}, f64, "b");
+    Tensor c = mean(b, {0, 2}, true);                      // [1, 4, 1]
+    Tensor r = reshape(rsqrt(sum(a * a, {0, 2}) + 1.0), {4, 1}); // [4, 1]
+    Tensor y = sum(-(a * broadcast_to(c, {3, 4, 5}) + b * r), {0, 2});
+    Rewritten s = run(cc::specialize, {y});
+    EXPECT_EQ(s.stats.hits["factor_sum"], 1);
+    // the sums of a and b now read a and b alone
+    int plain = 0;
+    std::vector<const Node*> rs{s[0].node().get()};
+    for (const Node* n : topo_order(rs))
+        plain += n->is(Op::ReduceSum) && n->input(0)->is(Op::Placeholder);
+    EXPECT_EQ(plain, 2) << "sum(a), and sum(b), which is also mean's (one node)\n" << to_text(s.outs);
+    EXPECT_EQ(s[0].shape(), (Shape{4}));
+    std::vector<Array> args = {random_array(f64, {3, 4, 5}, 31), random_array(f64, {3, 4, 5}, 32)};
+    // reassociated sums: a few ulp of the sum's magnitude
+    expect_same_value({a, b}, {y}, s.outs, args, 1e-12);
+    // the same varying product in two terms is summed once: sum(a*c + a*r) -> sum(a) * (c + r)
+    Tensor z = sum(a * c + a * r, {0, 2}, true);
+    Rewritten t = run(cc::specialize, {z});
+    EXPECT_EQ(t.stats.hits["factor_sum"], 1);
+    EXPECT_EQ(count(t.outs, Op::ReduceSum), 3) << "sum(a), and the sums inside c and r\n" << to_text(t.outs);
+    expect_same_value({a, b}, {z}, t.outs, args, 1e-12);
+}
+
+// Nothing to factor (no invariant factor), a factor that varies along a summed axis, a varying
+// product broadcast along a summed axis (its sum would need a count), or invariant factors that
+// are parameters and constants (they delay nothing): unchanged.
+TEST(Specialize, FactorSumLeavesOtherSumsAlone) {
+    Placeholder a({3, 4}, f64, "a"), b({3, 4}, f64, "b"), row({1, 4}, f64, "row");
+    Tensor s0 = broadcast_to(sum(a, {0}, true), {3, 4}); // computed, invariant along axis 0
+    for (const Tensor& y : {sum(a * b + a, {0}), sum(a * sum(a, {1}, true), {0}), sum(row * s0, {0}),
+                            sum(a * row * 2.0, {0}), sum(a * b)}) {
+        Rewritten s = run(cc::specialize, {y});
+        EXPECT_EQ(s.stats.hits["factor_sum"], 0) << to_text({y});
+    }
+    // integers keep their sums (the rewrite is for floats, where only rounding changes)
+    Placeholder i({3, 4}, DType::I64, "i");
+    EXPECT_EQ(run(cc::specialize, {sum(i * sum(i, {0}, true), {0})}).stats.hits["factor_sum"], 0);
+}
+
+// The backward of batch norm + relu (as autodiff writes it) over a batch bound at call time:
+// after factoring, its sums read only the incoming gradient and forward values, they merge into
+// one kernel (Note [Equal dynamic dims]), and the gradient takes two passes over the activations.
+// The forward's statistics take two more (the mean, then the variance around it).
+TEST(Specialize, NormalisationBackwardTakesTwoPasses) {
+    Placeholder x({-1, 4, 5, 5}, f32, "x"), w({-1, 4, 5, 5}, f32, "w");
+    Placeholder gamma({1, 4, 1, 1}, f32, "gamma");
+    Tensor m = mean(x, {0, 2, 3}, true);
+    Tensor y = nn::relu((x - m) * rsqrt(var(x, {0, 2, 3}, true) + 1e-5) * gamma);
+    Tensor loss = sum(y * w);
+    std::vector<Tensor> g = gradients(loss, {x, gamma});
+    cc::Compiled c = compile(g);
+    int full = 0;
+    for (const auto& grp : c.plan.groups)
+        if (grp.kind == cc::Group::Kind::Kernel && grp.space->rank() == 4 && grp.space->shape()[1] == 4 &&
+            grp.space->shape()[2] == 5)
+            ++full;
+    EXPECT_EQ(full, 4) << c.plan.str();
+    EXPECT_FALSE(has_decision(c.plan, "materialise sub")) << "x - mean is recomputed\n" << c.plan.str();
+    // values: the cpu backend against the reference interpreter (f32: reassociated sums)
+    std::vector<Array> args = {random_array(f32, {6, 4, 5, 5}, 41), random_array(f32, {6, 4, 5, 5}, 42),
+                               random_array(f32, {1, 4, 1, 1}, 43, 0.5, 2)};
+    auto cpu_out = eval_on("cpu", {x, w, gamma}, g, args);
+    auto ref_out = eval_on("reference", {x, w, gamma}, g, args);
+    for (size_t i = 0; i < g.size(); ++i)
+        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
+            EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k), 2e-4 * (1 + std::fabs(ref_out[i].at(k))))
+                << "output " << i << " at " << k;
+}
+
 // ---- fusion (the whole pipeline; values on the cpu backend against the reference) -----------
 
 // A reduction absorbs its producers and a sibling over the same iteration space joins it:
@@ -452,8 +547,30 @@ TEST(Fusion, ReductionAbsorbsProducersAndMergesSiblings) {
     expect_cpu_matches_reference({x}, outs, {random_array(f64, {8, 16}, 17)}, 1e-14);
 }
 
+// Kernels over a batch bound at call time merge when the graph makes their batches equal (an
+// elementwise op between them), not when they only look alike: two placeholders of [-1, 8] may
+// be bound to different batches (Note [Equal dynamic dims]).
+TEST(Fusion, DynamicSpacesMergeOnlyWhenProvenEqual) {
+    Placeholder x({-1, 8}, f64, "x"), y({-1, 8}, f64, "y");
+    Tensor d = x * y; // forces x's batch to be y's
+    std::vector<Tensor> same = {sum(exp(x), {0}), sum(d, {0}), sum(y, {0})};
+    cc::Compiled c = compile(same);
+    EXPECT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+    expect_cpu_matches_reference({x, y}, same, {random_array(f64, {5, 8}, 61), random_array(f64, {5, 8}, 62)},
+                                 1e-14);
+    std::vector<Tensor> apart = {sum(exp(x), {0}), sum(y, {0})};
+    cc::Compiled a = compile(apart);
+    EXPECT_EQ(a.plan.kernels(), 2u) << a.plan.str();
+    // and they run with different batches
+    auto out = eval_on("cpu", {x, y}, apart, {random_array(f64, {5, 8}, 63), random_array(f64, {3, 8}, 64)});
+    auto ref = eval_on("reference", {x, y}, apart, {random_array(f64, {5, 8}, 63), random_array(f64, {3, 8}, 64)});
+    for (size_t i = 0; i < out.size(); ++i) expect_close(out[i], ref[i], 1e-14, "output " + std::to_string(i));
+}
+
 // An elementwise value read by several kernels is recomputed in each (up to kMaxRecompute),
-// then materialised once it is needed by more.
+// then materialised once it is needed by more. Kernels over one space with the same reduced
+// axes count once (they merge: the six readers of `t` below are three kernels, so t is
+// recomputed); five different ones make it materialise.
 TEST(Fusion, RecomputeUpToTheCapThenMaterialise) {
     Placeholder x({6, 10}, f64, "x");
     Tensor t = x * x + 1.0;
@@ -467,7 +584,13 @@ TEST(Fusion, RecomputeUpToTheCapThenMaterialise) {
     expect_cpu_matches_reference({x}, few, {random_array(f64, {6, 10}, 18)});
 
     Placeholder v({10}, f64, "v");
-    std::vector<Tensor> many = {sum(t, {0}), max(t, {1}), min(t), sum(t * v, {1}), max(t * v, {0}), sum(t)};
+    std::vector<Tensor> merged = {sum(t, {0}), max(t, {1}), min(t), sum(t * v, {1}), max(t * v, {0}), sum(t)};
+    cc::Compiled k = compile(merged);
+    EXPECT_EQ(k.plan.kernels(), 3u) << k.plan.str();
+    EXPECT_FALSE(has_decision(k.plan, "used by")) << k.plan.str();
+    expect_cpu_matches_reference({x, v}, merged, {random_array(f64, {6, 10}, 19), random_array(f64, {10}, 20)});
+
+    std::vector<Tensor> many = {sum(t, {0}), max(t, {1}), min(t), t * v, transpose(t) + 1.0};
     cc::Compiled m = compile(many);
     EXPECT_TRUE(has_decision(m.plan, "used by")) << m.plan.str();
     bool materialised = false;
