@@ -110,28 +110,38 @@ struct Walk {
 
     bool summed(int64_t a) const { return std::find(axes.begin(), axes.end(), a) != axes.end(); }
 
-    /// The factor's value, shaped to broadcast against the keepdims sum, when it is constant along
-    /// every summed axis; null otherwise. Implicitly broadcast operands (size-1 dims, a lower rank)
-    /// are themselves; an explicit broadcast of a static shape becomes one to the kept shape.
-    NodePtr invariant(const NodePtr& f) const {
+    /// Whether the factor is constant along every summed axis: an implicitly broadcast operand
+    /// (size-1 dims there, or a lower rank), or an explicit broadcast that maps nothing but
+    /// size-1 dims onto them.
+    bool invariant(const NodePtr& f) const {
         const int r = int(full.size());
-        if (f->rank() > r) return nullptr;
+        if (f->rank() > r) return false;
         const int lead = r - f->rank();
         bool implicit = true;
         for (int a = lead; a < r && implicit; ++a)
             implicit = !summed(a) || f->shape()[a - lead] == 1;
-        if (implicit) return f;
-        if (!f->is(Op::Broadcast)) return nullptr; // a second input only gives the shape
+        if (implicit) return true;
+        if (!f->is(Op::Broadcast)) return false;
         const auto& b = f->attr<BroadcastAttrs>();
         const NodePtr& c = f->input(0);
+        if (b.dims.size() != size_t(c->rank()) || b.shape.size() != full.size()) return false;
         for (size_t i = 0; i < b.dims.size(); ++i)
-            if (summed(b.dims[i]) && c->shape()[i] != 1) return nullptr;
+            if (summed(b.dims[i]) && c->shape()[i] != 1) return false;
+        return true;
+    }
+
+    /// The invariant factor's value shaped to broadcast against `sum`, the keepdims sum it
+    /// multiplies: itself when implicit; an explicit broadcast becomes one to the kept shape,
+    /// whose dynamic dims take sum's at call time.
+    NodePtr shrink(const NodePtr& f, const NodePtr& sum) const {
+        if (!f->is(Op::Broadcast) || f->shape() != full) return f;
+        const auto& b = f->attr<BroadcastAttrs>();
+        const NodePtr& c = f->input(0);
         Shape kept = b.shape;
         for (int64_t a : axes) kept[size_t(a)] = 1;
-        if (!is_static(kept)) return nullptr;
-        if (b.dims.size() != size_t(c->rank())) return nullptr;
         if (c->shape() == kept) return c;
-        return Node::make(Op::Broadcast, BroadcastAttrs{kept, b.dims}, {c});
+        if (is_static(kept)) return Node::make(Op::Broadcast, BroadcastAttrs{kept, b.dims}, {c});
+        return Node::make(Op::Broadcast, BroadcastAttrs{kept, b.dims}, {c, sum});
     }
 
     bool full_shaped(const NodePtr& e) const { return e->shape() == full; }
@@ -141,8 +151,8 @@ struct Walk {
         if (e->is(Op::Mul) && full_shaped(e)) {
             for (int i = 0; i < 2; ++i) {
                 const NodePtr& in = e->input(i);
-                if (NodePtr inv = invariant(in))
-                    t.invariant.emplace_back(inv, false);
+                if (invariant(in))
+                    t.invariant.emplace_back(in, false);
                 else if (full_shaped(in))
                     factors(in, t);
                 else
@@ -170,8 +180,8 @@ struct Walk {
             return;
         }
         if (linear && e->is(Op::Div) && full_shaped(e->input(0))) {
-            if (NodePtr d = invariant(e->input(1))) {
-                inv.emplace_back(d, true);
+            if (invariant(e->input(1))) {
+                inv.emplace_back(e->input(1), true);
                 add(e->input(0), negative, inv, depth + 1);
                 return;
             }
@@ -179,8 +189,8 @@ struct Walk {
         if (linear && e->is(Op::Mul)) {
             for (int i = 0; i < 2; ++i) {
                 if (!full_shaped(e->input(1 - i))) continue;
-                if (NodePtr c = invariant(e->input(i))) {
-                    inv.emplace_back(c, false);
+                if (invariant(e->input(i))) {
+                    inv.emplace_back(e->input(i), false);
                     add(e->input(1 - i), negative, inv, depth + 1);
                     return;
                 }
@@ -227,7 +237,11 @@ NodePtr apply(const NodePtr& n) {
     }
     if (!any) return nullptr;
     // one sum per distinct varying product, times the sum of its terms' invariant products
-    std::vector<std::pair<NodePtr, Tensor>> groups; // (varying product, coefficient)
+    struct Group {
+        NodePtr varying;
+        Tensor sum, coefficient; // coefficient null: 1
+    };
+    std::vector<Group> groups;
     for (const Term& t : w.terms) {
         Tensor v(t.varying[0]);
         for (size_t i = 1; i < t.varying.size(); ++i) v = v * Tensor(t.varying[i]);
@@ -235,27 +249,32 @@ NodePtr apply(const NodePtr& n) {
         if (v.rank() != int(x->rank())) return nullptr;
         for (int64_t a : axes)
             if (v.shape()[size_t(a)] != x->shape()[size_t(a)]) return nullptr;
+        auto it = std::find_if(groups.begin(), groups.end(),
+                               [&](const Group& g) { return g.varying == v.node(); });
+        const bool fresh = it == groups.end();
+        if (fresh) {
+            groups.push_back({v.node(), sum(v, axes, true), Tensor()});
+            it = groups.end() - 1;
+        }
         Tensor c; // null: 1
         for (const auto& [f, divisor] : t.invariant) {
+            Tensor k(w.shrink(f, it->sum.node()));
             if (!c.node())
-                c = divisor ? reciprocal(Tensor(f)) : Tensor(f);
+                c = divisor ? reciprocal(k) : k;
             else
-                c = divisor ? c / Tensor(f) : c * Tensor(f);
+                c = divisor ? c / k : c * k;
         }
         if (t.negative) c = c.node() ? -c : scalar_like(-1.0, v);
-        auto it = std::find_if(groups.begin(), groups.end(),
-                               [&](const auto& g) { return g.first == v.node(); });
-        if (it == groups.end()) {
-            groups.emplace_back(v.node(), c);
+        if (fresh) {
+            it->coefficient = c;
             continue;
         }
-        Tensor& acc = it->second;
-        acc = (acc.node() ? acc : scalar_like(1.0, v)) + (c.node() ? c : scalar_like(1.0, v));
+        Tensor one = scalar_like(1.0, v);
+        it->coefficient = (it->coefficient.node() ? it->coefficient : one) + (c.node() ? c : one);
     }
     Tensor out;
-    for (const auto& [v, c] : groups) {
-        Tensor s = sum(Tensor(v), axes, true);
-        if (c.node()) s = s * c;
+    for (const auto& g : groups) {
+        Tensor s = g.coefficient.node() ? g.sum * g.coefficient : g.sum;
         out = out.node() ? out + s : s;
     }
     if (!ra.keepdims) out = squeeze(out, axes);

@@ -529,6 +529,19 @@ TEST(Specialize, NormalisationBackwardTakesTwoPasses) {
         for (int64_t k = 0; k < cpu_out[i].size(); ++k)
             EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k), 2e-4 * (1 + std::fabs(ref_out[i].at(k))))
                 << "output " << i << " at " << k;
+
+    // layer norm over the last axis (a dynamic batch in front): the same two passes
+    Placeholder h({-1, 16, 64}, f32, "h"), v({-1, 16, 64}, f32, "v");
+    nn::LayerNorm ln(64);
+    Tensor dh = gradients(sum(nn::relu(ln(h)) * v), {h})[0];
+    cc::Compiled l = compile({dh});
+    int passes = 0;
+    for (const auto& grp : l.plan.groups) passes += grp.kind == cc::Group::Kind::Kernel;
+    EXPECT_EQ(passes, 4) << "mean, variance, the backward's sums, dh\n" << l.plan.str();
+    std::vector<Array> largs = {random_array(f32, {3, 16, 64}, 44), random_array(f32, {3, 16, 64}, 45)};
+    Array lc = eval_on("cpu", {h, v}, {dh}, largs)[0], lr = eval_on("reference", {h, v}, {dh}, largs)[0];
+    for (int64_t k = 0; k < lc.size(); ++k)
+        EXPECT_NEAR(lc.at(k), lr.at(k), 2e-4 * (1 + std::fabs(lr.at(k)))) << "dh at " << k;
 }
 
 // ---- fusion (the whole pipeline; values on the cpu backend against the reference) -----------
