@@ -10,6 +10,7 @@
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
 //   symjax_bench per_example_grads [--batch 128] [--hidden 512]
 //   symjax_bench scan_checkpoint
+//   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -155,7 +156,8 @@ void mlp_train() {
          "\"batch\": " + std::to_string(batch) + ", \"samples_per_s\": " + std::to_string(batch / s) +
              ", \"kernels\": " + std::to_string(step.stats().kernels) +
              ", \"library_calls\": " + std::to_string(step.stats().library_calls) +
-             ", \"post_ops\": " + std::to_string(step.stats().post_ops));
+             ", \"post_ops\": " + std::to_string(step.stats().post_ops) +
+             ", \"parallel_regions\": " + std::to_string(step.stats().parallel_regions));
     Tensor logits = [&] {
         Tensor h = m.x;
         for (int l = 0; l < 3; ++l) {
@@ -498,7 +500,8 @@ void cnn_train() {
                  ", \"ms_per_step\": " + std::to_string(s * 1e3) +
                  ", \"kernels\": " + std::to_string(f.stats().kernels) +
                  ", \"library_calls\": " + std::to_string(f.stats().library_calls) +
-                 ", \"post_ops\": " + std::to_string(f.stats().post_ops));
+                 ", \"post_ops\": " + std::to_string(f.stats().post_ops) +
+                 ", \"parallel_regions\": " + std::to_string(f.stats().parallel_regions));
         if (profile) std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
                                   static_cast<long long>(batch), f.profile_report().c_str());
     };
@@ -534,6 +537,37 @@ void reduce_rows() {
     };
     if (cs == "bn_stats" || cs == "all") run("bn_stats", {32, 2, 32, 32, 16}, {0, 2, 3}, true);
     if (cs == "bias_grad" || cs == "all") run("bias_grad", {128, 512}, {0}, false);
+}
+
+/// One elementwise kernel at sizes from 1K to 1M points, two kinds: "copy" (x + 1: 1 op, 8
+/// bytes per point) and "arith" (16 multiply-adds per point), with its work figure
+/// (compiler::BoundStep::work). bench/run parallel_threshold runs it with every kernel split
+/// over the threads (SJ_PARALLEL_WORK=0) and with none split: where the times cross is the
+/// threshold (Note [Parallel work threshold]).
+void parallel_threshold() {
+    const char* mode = std::getenv("SJ_PARALLEL_WORK");
+    const std::string impl = mode && std::string(mode) == "0" ? "split" : "whole";
+    for (const char* kind : {"copy", "arith"}) {
+        for (int64_t n = 1024; n <= (int64_t(1) << 20); n *= 2) {
+            Placeholder x({n}, f32, "x");
+            Tensor y = x + 1.0;
+            int ops = 1;
+            if (std::string(kind) == "arith") {
+                y = x;
+                for (int i = 0; i < 8; ++i) y = y * 0.999 + x;
+                ops = 16;
+            }
+            Function f = function({x}, {y});
+            Array xv = randn({n}, 1);
+            double sec = measure([&] { f(xv); }, 3, 7, 0.05);
+            int64_t work = 8 * n + ops * n; // bytes + kWorkPerOp * ops * points
+            std::printf("{\"bench\": \"parallel_threshold\", \"case\": \"%s\", \"impl\": \"%s\", "
+                        "\"threads\": %d, \"points\": %lld, \"work\": %lld, \"value\": %.4g, "
+                        "\"unit\": \"us\"}\n",
+                        kind, impl.c_str(), threads(), (long long)n, (long long)work, sec * 1e6);
+            std::fflush(stdout);
+        }
+    }
 }
 
 /// One LSTM layer (nn::LSTM, inputs [seq, batch, input]) and a dense 10 on its final hidden
@@ -593,7 +627,8 @@ int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|scan_checkpoint "
+                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|scan_checkpoint|"
+                     "parallel_threshold "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -617,6 +652,8 @@ int main(int argc, char** argv) {
             per_example_grads();
         else if (b == "scan_checkpoint")
             scan_checkpoint();
+        else if (b == "parallel_threshold")
+            parallel_threshold();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -60,6 +60,9 @@ struct FunctionStats {
     size_t post_ops = 0;       // elementwise ops applied inside library calls (oneDNN post-ops)
     int64_t intermediate_bytes = 0;
     int64_t peak_arena_bytes = 0;
+    /// Steps of one call that start the thread team (generated kernels big enough to split,
+    /// library calls), for the shapes of the last call; 0 on one thread.
+    size_t parallel_regions = 0;
 };
 
 namespace detail {

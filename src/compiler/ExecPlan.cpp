@@ -240,9 +240,13 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
             }
         }
         b.peak_bytes = std::max(b.peak_bytes, live);
-        if (s.kind == StepKind::Kernel)
-            bs.launch = plan_kernel(plan.group(s), plan.compiled.plan, shape_of,
-                                    plan.target->vector_lanes());
+        if (s.kind == StepKind::Kernel) {
+            const Group& g = plan.group(s);
+            bs.launch = plan_kernel(g, plan.compiled.plan, shape_of, plan.target->vector_lanes());
+            int64_t ops = 0;
+            for (const auto& k : g.insts) ops += k.kind == KInst::Kind::Op;
+            bs.work = bs.bytes + kWorkPerOp * ops * bs.launch.points;
+        }
         for (int f : s.free_after)
             live -= bytes(f);
         b.steps.push_back(std::move(bs));

@@ -94,7 +94,13 @@ void verify_plan(const ExecPlan& plan);
 struct BoundStep {
     KernelLaunch launch; // Kernel steps: loop sizes, strides and the spec to compile
     int64_t bytes = 0;   // bytes its operands and results move
+    /// Kernel steps: bytes moved plus kWorkPerOp per arithmetic op and iteration point, what a
+    /// target weighs against the cost of starting its threads (Note [Parallel work threshold])
+    int64_t work = 0;
 };
+
+/// Byte-equivalents of one arithmetic op at one iteration point in BoundStep::work.
+inline constexpr int64_t kWorkPerOp = 1;
 
 struct BoundPlan {
     std::vector<TensorType> types;                          // per slot

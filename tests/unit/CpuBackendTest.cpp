@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <random>
+#include <cstdlib>
+#include <thread>
 
 using namespace sj;
 using sj::test::expect_close;
@@ -199,4 +201,20 @@ TEST(CpuBackend, MomentumUpdateIsOneMultiOutputKernel) {
             EXPECT_NEAR(wr[i], w0[i] - 0.1f * 5.61f * gv[i], 1e-5) << backend << " w " << i;
         }
     }
+}
+
+// Note [Parallel work threshold]: a kernel starts the thread team only when its work (bytes
+// moved plus arithmetic) reaches the threshold; FunctionStats::parallel_regions counts the
+// steps that do, for the last call's shapes (a new batch size can change it).
+TEST(CpuBackend, SmallKernelsRunOnOneThread) {
+    Placeholder x({-1}, f32, "x");
+    Function f = function({x}, {x * 2.0 + 1.0});
+    f(Array(f32, {1000}));
+    EXPECT_EQ(f.stats().parallel_regions, 0u) << "8 KB of work split over the team";
+    Array big(f32, {1 << 20});
+    Array y = f(big)[0];
+    const bool team = std::getenv("SJ_NUM_THREADS") ? std::atoi(std::getenv("SJ_NUM_THREADS")) > 1
+                                                     : std::thread::hardware_concurrency() > 1;
+    EXPECT_EQ(f.stats().parallel_regions, team ? 1u : 0u) << "8 MB of work on one thread";
+    EXPECT_EQ(y.to_vector<float>()[12345], 1.0f);
 }

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,8 +33,33 @@ using compiler::Group;
 
 namespace {
 
-/// Below this many iteration points a kernel runs on the calling thread alone.
-constexpr int64_t kParallelPoints = 1 << 15;
+// Note [Parallel work threshold]
+// Starting the team for a kernel costs a few microseconds (more on a loaded machine, where a
+// descheduled thread makes the whole region wait), so a small kernel runs on the calling thread
+// alone. What makes a kernel worth splitting is its work, not its point count: a copy of 32K
+// floats moves 256 KB in ~10 us, while 32K points of a GELU chain compute for much longer. So
+// the plan gives each kernel a work figure, bytes moved plus kWorkPerOp per arithmetic op and
+// point (compiler::BoundStep::work), and a kernel runs on several threads when that reaches
+// kParallelWork. `bench/run parallel_threshold` measures both kinds of kernel one- and
+// two-threaded over sizes from 1K to 1M points; the threshold and the op weight are set where
+// the two times cross (docs/performance.md). SJ_PARALLEL_WORK overrides the threshold (0: every
+// kernel that can split does; a huge value: none), for that benchmark. The decision depends on
+// shapes only, never on the thread count, so results stay the same at any thread count (Note
+// [Thread-count-independent sums]).
+constexpr int64_t kParallelWork = int64_t(1) << 20;
+
+int64_t parallel_work() {
+    static const int64_t w = [] {
+        const char* e = std::getenv("SJ_PARALLEL_WORK");
+        if (!e || !*e) return kParallelWork;
+        char* end = nullptr;
+        long long v = std::strtoll(e, &end, 10);
+        SJ_CHECK(end && *end == 0 && v >= 0, InputError)
+            << "SJ_PARALLEL_WORK must be a whole number >= 0 (byte-equivalents), got '" << e << "'";
+        return int64_t(v);
+    }();
+    return w;
+}
 
 // Note [Thread-count-independent sums]
 // Results must not depend on the thread count (same build, same seed, any SJ_NUM_THREADS: the
@@ -42,7 +68,7 @@ constexpr int64_t kParallelPoints = 1 << 15;
 // and added them, so batch-norm gradients and the Adam moments behind them differed by up to
 // 5e-6 between 1 and 2 threads. Now loop 0 is always cut into the same kReduceChunks ranges
 // (fewer when it is shorter), each reduced into private outputs and combined in chunk order in
-// double: the threads only decide who computes which chunk. Kernels below kParallelPoints
+// double: the threads only decide who computes which chunk. Kernels below the work threshold
 // run whole on one thread whatever the thread count, and kernels split over a kept loop give
 // each thread whole output points, so neither depends on it either. The chunk count bounds the
 // parallelism of such reductions (16 threads); its cost at one thread is a combine over 16
@@ -356,6 +382,17 @@ private:
                          info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
         stats_.intermediate_bytes = plan.bound.intermediate_bytes;
         stats_.peak_arena_bytes = plan.bound.peak_bytes;
+        // a library call starts the team once; a kernel when it splits (run_kernel)
+        const bool team = ThreadPool::get().threads() > 1;
+        stats_.parallel_regions = 0;
+        for (size_t si = 0; si < plan_.steps.size() && team; ++si) {
+            const auto& step = plan_.steps[si];
+            const auto& b = plan.bound.steps[si];
+            if (step.kind == compiler::StepKind::Kernel)
+                stats_.parallel_regions += b.work >= parallel_work() && b.launch.outer > 1;
+            else if (step.kind == compiler::StepKind::Dot || step.kind == compiler::StepKind::Window)
+                ++stats_.parallel_regions;
+        }
         return plan;
     }
 
@@ -501,7 +538,7 @@ private:
             for (auto& o : outs)
                 bufs.push_back(o.raw());
             ThreadPool& pool = ThreadPool::get();
-            bool parallel = L.points >= kParallelPoints;
+            bool parallel = plan.bound.steps[si].work >= parallel_work();
             int nt = parallel ? int(std::min<int64_t>(pool.threads(), L.outer)) : 1;
             if (parallel && L.split_reduce && L.outer > 1) {
                 // reduction over loop 0: fixed chunks, whatever the thread count, each reduced
