@@ -367,6 +367,35 @@ TEST(ConvCpu, WidePoolsMatchTheReference) {
     }
 }
 
+// A max pool and its backward in one function share the forward's workspace (Note [Max-pool
+// workspace] in Conv.cpp): plain layouts (3 channels) and blocked ones (16 channels after a
+// conv), with ties (small integers: the gradient goes to the first maximum of a window, as the
+// reference routes it), and a second call on other values (a workspace left from the first call
+// would route the gradient to the first call's maxima).
+TEST(ConvCpu, MaxPoolBackwardReadsTheForwardsWorkspace) {
+    for (int64_t c : {3, 16}) {
+        Placeholder x({2, c, 8, 8}, f32, "x"), r({2, c, 4, 4}, f32, "r");
+        Tensor h = c == 16 ? conv2d(x, ones({16, 16, 1, 1}) * 0.25, {}, "SAME") : x;
+        Tensor y = max_pool2d(h, {2, 2});
+        // the cotangent 2 y r needs the pool's result: the forward runs first
+        std::vector<Tensor> outs{y, gradients(sum(y * y * r), {x})[0]};
+        Function cpu = function({x, r}, outs, {}, on("cpu"));
+        Function ref = function({x, r}, outs, {}, on("reference"));
+        for (uint64_t seed : {1, 2}) {
+            Array xv = random_array(f32, {2, c, 8, 8}, 100 + seed, -3, 3);
+            for (int64_t i = 0; i < xv.size(); ++i) xv.data<float>()[i] = std::round(xv.data<float>()[i]);
+            Array rv = random_array(f32, {2, c, 4, 4}, 200 + seed, -3, 3);
+            for (int64_t i = 0; i < rv.size(); ++i) rv.data<float>()[i] = std::round(rv.data<float>()[i]);
+            std::vector<Array> want = ref(xv, rv), got = cpu(xv, rv);
+            for (size_t o = 0; o < 2; ++o)
+                for (int64_t i = 0; i < want[o].size(); ++i)
+                    // quarter-integers: the conv and the routed gradients are exact
+                    ASSERT_EQ(got[o].at(i), want[o].at(i))
+                        << c << " channels, call " << seed << ", output " << o << " at " << i;
+        }
+    }
+}
+
 TEST(ConvCpu, PrimitivesAreCachedAcrossFunctions) {
     Placeholder x({2, 3, 10, 10}, f32, "x");
     Tensor y = conv2d(x, ones({5, 3, 3, 3}), {2}, "SAME");

@@ -40,10 +40,15 @@ namespace sj::cpu {
 //
 // Note [Max-pool workspace]
 // oneDNN's max-pooling backward needs the forward's workspace (the argmax of each window). Our
-// graph keeps max_pool_backward(x, dy) a pure function of x and dy, so its primitive runs the
-// forward pass with a workspace first, then the backward: one extra read of x (pooling is cheap
-// next to the convolutions around it), and no state shared between two ops of the graph, so
-// either op can be rewritten, recomputed or cached on its own.
+// graph keeps max_pool_backward(x, dy) a pure function of x and dy, so either op can be
+// rewritten, recomputed or cached on its own, and on its own its primitive runs the forward pass
+// with a workspace first, then the backward: one more pass over x (about what the forward pool
+// costs). In a training step both ops are in one plan: the cpu backend pairs a max-pool
+// backward with the step that pools the same value with the same window, earlier in the same
+// call (CpuExecutable's make_plan), when the two workspace layouts agree. That forward then runs
+// in training mode (window_primitive's keep_workspace: a primitive of its own in the cache) and
+// keeps its workspace for the call; the backward reads it and skips its forward pass. A pool
+// whose backward is not in the function runs in inference mode, as before.
 //
 // Note [Thread-count-independent weight gradients]
 // A weight gradient is a sum over the batch. oneDNN 2.6's backward-weights convolution plans its
@@ -397,18 +402,21 @@ dnnl::pooling_forward::primitive_desc pool_forward_pd(const PoolAttrs& a,
     return dnnl::pooling_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
-std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o) {
+std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o, bool keep_workspace) {
     const auto& a = n.attr<PoolAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     memory::desc out = user(o.out, o.out_blocked());
     if (n.is(Op::Pool)) {
         memory::desc x = user(o.in[0], o.in_blocked(0));
-        auto pd = pool_forward_pd(a, x, out, dnnl::prop_kind::forward_inference, attr);
+        // training mode writes the workspace its backward reads (Note [Max-pool workspace])
+        auto pk = keep_workspace ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+        auto pd = pool_forward_pd(a, x, out, pk, attr);
         p->main = dnnl::pooling_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, x, pd.src_desc());
         add_arg(*p, DNNL_ARG_DST, -1, out, pd.dst_desc());
         p->scratch = pd.scratchpad_desc();
+        if (keep_workspace) p->workspace = pd.workspace_desc();
         p->impl = pd.impl_info_str();
         return p;
     }
@@ -461,6 +469,7 @@ size_t aligned(size_t bytes) { return (bytes + 63) & ~size_t(63); }
 /// scratchpad, and for max-pool backward the forward's output and workspace.
 size_t temp_bytes(const WindowPrimitive& p) {
     size_t n = aligned(p.scratch.get_size());
+    if (!p.forward) n += aligned(p.workspace.get_size()); // a pool's own, when nobody keeps it
     for (const auto& a : p.args)
         if (a.reorder) n += aligned(a.prim.get_size());
     if (p.forward)
@@ -526,10 +535,11 @@ Cache& cache() {
 }
 
 std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                      const std::vector<compiler::PostOp>& epilogue) {
+                      const std::vector<compiler::PostOp>& epilogue, bool keep_workspace) {
     std::string k = op_name(n.op());
     for (const auto& t : in) k += type_str(t);
     k += "->" + type_str(out) + "|" + attrs_str(n.attrs()) + post_ops_key(epilogue);
+    if (keep_workspace) k += "|workspace";
     return k;
 }
 
@@ -537,9 +547,10 @@ std::string cache_key(const Node& n, const std::vector<TensorType>& in, const Te
 
 std::shared_ptr<const WindowPrimitive>
 window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                 const std::vector<compiler::PostOp>& epilogue) {
+                 const std::vector<compiler::PostOp>& epilogue, bool keep_workspace) {
     SJ_ASSERT(epilogue.empty() || n.is(Op::Conv)) << "post-ops on " << op_name(n.op());
-    std::string key = cache_key(n, in, out, epilogue);
+    keep_workspace = keep_workspace && n.is(Op::Pool) && n.attr<PoolAttrs>().kind == PoolKind::Max;
+    std::string key = cache_key(n, in, out, epilogue, keep_workspace);
     Cache& c = cache();
     {
         std::lock_guard<std::mutex> lock(c.mu);
@@ -564,7 +575,7 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
                 n.is(Op::BlockChannels)     ? make_reblock(n, in[0].shape)
                 : n.is(Op::UnblockChannels) ? make_reblock(n, out.shape)
                 : conv                      ? make_conv(n, logical_operands(n, in, out), epilogue)
-                                            : make_pool(n, logical_operands(n, in, out));
+                                            : make_pool(n, logical_operands(n, in, out), keep_workspace);
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
         } catch (const dnnl::error& e) {
@@ -655,7 +666,7 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
 }
 
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                     const std::vector<const Array*>& post_operands) {
+                     const std::vector<const Array*>& post_operands, Array* workspace) {
     const auto& e = dnnl_engine();
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
@@ -700,7 +711,21 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         args[a.id] = tmp;
     }
     if (p.scratch.get_size()) args[DNNL_ARG_SCRATCHPAD] = arena.take(p.scratch);
-    if (p.forward) { // max-pool backward: recompute the workspace (Note [Max-pool workspace])
+    if (p.workspace.get_size() && !p.forward) { // a training-mode pool: keep its workspace
+        void* ws = nullptr;
+        if (workspace) {
+            if (!workspace->defined() || size_t(workspace->size()) != p.workspace.get_size())
+                *workspace = Array::uninitialized(DType::U8, {int64_t(p.workspace.get_size())});
+            ws = workspace->raw();
+        }
+        args[DNNL_ARG_WORKSPACE] = ws ? memory(p.workspace, e, ws) : arena.take(p.workspace);
+    }
+    if (p.forward && workspace && workspace->defined()) { // the paired pool's
+        SJ_ASSERT(size_t(workspace->size()) == p.workspace.get_size())
+            << "max-pool backward: the paired forward's workspace has " << workspace->size()
+            << " bytes, " << p.workspace.get_size() << " expected";
+        args[DNNL_ARG_WORKSPACE] = memory(p.workspace, e, workspace->raw());
+    } else if (p.forward) { // max-pool backward: recompute the workspace (Note [Max-pool workspace])
         memory ws = arena.take(p.workspace);
         std::unordered_map<int, memory> fargs{
             {DNNL_ARG_SRC, memory(p.forward_src, e, const_cast<void*>(in[0]->raw()))},
@@ -725,11 +750,17 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
 
 } // namespace
 
+bool keeps_workspace(const WindowPrimitive& p) { return !p.forward && p.workspace.get_size() > 0; }
+
+bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward) {
+    return keeps_workspace(forward) && backward.forward && forward.workspace == backward.workspace;
+}
+
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                const std::vector<const Array*>& post_operands) {
+                const std::vector<const Array*>& post_operands, Array* workspace) {
     match_dnnl_threads();
     try {
-        run_window_impl(p, in, out, post_operands);
+        run_window_impl(p, in, out, post_operands, workspace);
     } catch (const dnnl::error& e) {
         // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
         SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;

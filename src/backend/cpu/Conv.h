@@ -20,15 +20,23 @@ struct WindowPrimitive;
 /// LRU cache. Null when oneDNN declines the configuration: the caller runs the reference kernel.
 /// A conv's `epilogue` (Note [Epilogue fusion] in src/compiler/Fusion.cpp) is applied inside the
 /// call; `out` is then the epilogue's result.
+/// `keep_workspace` (max pooling only): the forward runs in training mode and writes the
+/// workspace that a paired max_pool_backward reads (Note [Max-pool workspace] in Conv.cpp).
 std::shared_ptr<const WindowPrimitive>
 window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                 const std::vector<compiler::PostOp>& epilogue = {});
+                 const std::vector<compiler::PostOp>& epilogue = {}, bool keep_workspace = false);
+
+/// Whether `backward` (a max_pool_backward primitive) can read the workspace that `forward` (a
+/// pool made with keep_workspace) writes: the same argmax layout.
+bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward);
 
 /// Runs the primitive on the op's input values (`in` as for window_primitive; a shape-only
 /// input may be empty) into `out`, allocated by the caller with the output type.
 /// `post_operands[i]`: the operand of the epilogue's i-th post-op when it is binary.
+/// `workspace`: a pool made with keep_workspace writes its workspace there (allocating it); a
+/// max-pool backward given a defined one reads it instead of running the forward pass again.
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                const std::vector<const Array*>& post_operands = {});
+                const std::vector<const Array*>& post_operands = {}, Array* workspace = nullptr);
 
 /// Estimated floating-point operations of the op (multiply-adds count 2).
 double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out);

@@ -94,6 +94,9 @@ struct StepCode {
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     double flops = 0;
+    /// a max pool and its backward sharing a workspace: its index in CallPlan::workspaces
+    /// (Note [Max-pool workspace] in Conv.cpp); -1 otherwise
+    int workspace = -1;
 };
 
 /// The plan bound to one input-shape signature, and its code.
@@ -105,6 +108,8 @@ struct CallPlan {
     /// result while calling again (a loop feeding a body its previous carry) ping-pongs
     /// between them.
     mutable std::vector<Array> pool, pool2;
+    /// the workspaces paired pools write and their backwards read, kept across calls
+    mutable std::vector<Array> workspaces;
 };
 
 struct Profile {
@@ -365,6 +370,7 @@ private:
                 break;
             }
         }
+        pair_max_pools(plan);
         // every kernel's code at once: one object per function (Note [One object per function])
         std::vector<const compiler::KernelSpec*> specs;
         for (size_t si = 0; si < plan_.steps.size(); ++si)
@@ -394,6 +400,38 @@ private:
                 ++stats_.parallel_regions;
         }
         return plan;
+    }
+
+    /// Pairs each max_pool_backward(x, dy) step with an earlier step pooling the same x with the
+    /// same window, so that the forward keeps its workspace for the backward (Note [Max-pool
+    /// workspace] in Conv.cpp); pairs whose workspace layouts differ are left alone.
+    void pair_max_pools(CallPlan& plan) const {
+        const auto& types = plan.bound.node_types;
+        auto window_types = [&](const Node* r) {
+            std::vector<TensorType> ins;
+            for (const auto& x : r->inputs()) ins.push_back(types.at(x.get()));
+            return ins;
+        };
+        for (size_t j = 0; j < plan_.steps.size(); ++j) {
+            const Node* b = plan_.group(plan_.steps[j]).roots[0].get();
+            if (plan_.steps[j].kind != compiler::StepKind::Window || !b->is(Op::MaxPoolBackward) ||
+                !plan.code[j].window)
+                continue;
+            for (size_t i = 0; i < j; ++i) {
+                const Group& fg = plan_.group(plan_.steps[i]);
+                const Node* f = fg.roots[0].get();
+                if (plan_.steps[i].kind != compiler::StepKind::Window || !f->is(Op::Pool) ||
+                    f->input(0) != b->input(0) || !(f->attr<PoolAttrs>().tie() == b->attr<PoolAttrs>().tie()) ||
+                    plan.code[i].window == nullptr || plan.code[i].workspace >= 0)
+                    continue;
+                auto kept = window_primitive(*f, window_types(f), types.at(f), fg.epilogue, true);
+                if (!kept || !shares_workspace(*kept, *plan.code[j].window)) continue;
+                plan.code[i].window = std::move(kept);
+                plan.code[i].workspace = plan.code[j].workspace = int(plan.workspaces.size());
+                plan.workspaces.emplace_back();
+                break;
+            }
+        }
     }
 
     void execute(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan,
@@ -436,7 +474,9 @@ private:
                 auto it = plan_.slot_of.find(r->input(i).get());
                 ins.push_back(it != plan_.slot_of.end() ? &env[it->second] : nullptr);
             }
-            run_window(*plan.code[si].window, ins, out, post_operands(g, env));
+            const int ws = plan.code[si].workspace;
+            run_window(*plan.code[si].window, ins, out, post_operands(g, env),
+                       ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr);
             env[gc.out_slots[0]] = std::move(out);
             return;
         }
