@@ -218,3 +218,32 @@ TEST(CpuBackend, SmallKernelsRunOnOneThread) {
     EXPECT_EQ(f.stats().parallel_regions, team ? 1u : 0u) << "8 MB of work on one thread";
     EXPECT_EQ(y.to_vector<float>()[12345], 1.0f);
 }
+
+// Note [Long contractions] in src/backend/cpu/Dot.cpp: a long contraction into a small result
+// runs in fixed pieces of K; with the operands plain, transposed and batched, the result is the
+// double-precision sum (f32 rounding of 3000-term sums: 1e-5 relative to the sum of |terms|).
+TEST(CpuBackend, LongContractionsInPiecesMatchTheSum) {
+    struct Case {
+        Shape a, b;
+        DotDims d;
+    };
+    std::vector<Case> cases = {
+        {{3, 2500}, {2500, 7}, {{}, {}, {1}, {0}}},        // [M, K] x [K, N]
+        {{2500, 3}, {2500, 7}, {{}, {}, {0}, {0}}},        // lhs transposed (a weight gradient)
+        {{3, 2500}, {7, 2500}, {{}, {}, {1}, {1}}},        // rhs transposed
+        {{2, 5, 3000}, {2, 3000, 4}, {{0}, {0}, {2}, {1}}}, // batched
+    };
+    for (const auto& c : cases) {
+        Placeholder a(c.a, f32, "a"), b(c.b, f32, "b");
+        Tensor y = dot_general(a, b, c.d);
+        Array av = random_array(f32, c.a, 1), bv = random_array(f32, c.b, 2);
+        Array got = function({a, b}, {y})(av, bv)[0];
+        Tensor exact = dot_general(cast(a, f64), cast(b, f64), c.d);
+        Tensor magnitude = dot_general(abs(cast(a, f64)), abs(cast(b, f64)), c.d);
+        std::vector<Array> ref = function({a, b}, {exact, magnitude}, {}, on("reference"))(av, bv);
+        const Array &want = ref[0], &mag = ref[1];
+        ASSERT_EQ(got.size(), want.size());
+        for (int64_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got.at(i), want.at(i), 1e-5 * mag.at(i)) << shape_str(c.a) << " at " << i;
+    }
+}

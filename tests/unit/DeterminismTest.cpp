@@ -93,6 +93,16 @@ TEST(Determinism, DISABLED_Digests) {
     print("matmul", rz[0]);
     print("matmul_bwd_lhs", rz[1]);
     print("matmul_bwd_rhs", rz[2]);
+    // a dense layer's weight gradient at a large batch: a long contraction into a small result,
+    // which oneDNN splits between threads (Note [Long contractions] in src/backend/cpu/Dot.cpp)
+    for (int64_t batch : {2048, 8192}) {
+        Placeholder al({batch, 256}, f32, "al");
+        Variable ml(random_array(f32, {256, 10}, 11, -0.05, 0.05), "det_ml");
+        Tensor zl = matmul(al, ml);
+        Tensor gl = gradients(mean(zl * zl), {ml})[0];
+        print("matmul_long_contraction_" + std::to_string(batch),
+              function({al}, {gl})(random_array(f32, {batch, 256}, 12))[0]);
+    }
 
     // reductions over the batch of a [N, C, H, W] tensor: batch-norm statistics and gradients
     Placeholder t({64, 32, 16, 16}, f32, "t");

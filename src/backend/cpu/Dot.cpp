@@ -9,16 +9,32 @@
 // matmul primitive generates only the brgemm kernels of its own shape (< 1 ms each) and runs as
 // fast. Primitives are cached per (batch, M, N, K, transposes); each thread executes them on its
 // own stream with its own scratchpad (oneDNN's global scratchpad is not safe for concurrent calls).
+//
+// Note [Long contractions]
+// oneDNN 2.6's matmul splits a long contraction into a small result between its threads and adds
+// the parts, so 1 and 2 threads summed in different orders: a dense layer's weight gradient at
+// batch 2048 or more (the batch is the contraction) differed in the last bits between thread
+// counts, and so did training. So an f32 matmul whose contraction is longer than kChunkK and
+// whose result has at most kSmallResult elements is cut along K into ceil(K / kChunkK) pieces of
+// kChunkK (the last shorter), a function of the shapes alone; each piece runs through a
+// primitive planned for one thread into its own partial result, and the partials are added in
+// piece order in double, whoever computed them (as Note [Thread-count-independent weight
+// gradients] in Conv.cpp does for convolutions). Larger results are split by oneDNN over their
+// rows and columns, never over K (measured: 512x512 and larger weight gradients gave the same
+// bits with 1 and 2 threads at every batch tried), and keep the one call. A call with an epilogue
+// is never cut (the post-ops apply to the sum). DeterminismTest checks batches of 2048 and 8192.
 #include "Dot.h"
 
 #include <symjax/ir/Node.h>
 
 #include "Dnnl.h"
+#include "ThreadPool.h"
 
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <algorithm>
 #include <tuple>
 #include <unordered_map>
@@ -91,11 +107,17 @@ struct GemmKey {
     int64_t batch, m, n, k;
     bool ta, tb;
     std::string post; // post_ops_key of the epilogue
+    /// a piece of a longer contraction (Note [Long contractions]): the operands' full K, which
+    /// sets their strides (0: k), and a primitive planned for one thread
+    int64_t k_full = 0;
     bool operator<(const GemmKey& o) const {
-        return std::tie(batch, m, n, k, ta, tb, post) <
-               std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb, o.post);
+        return std::tie(batch, m, n, k, ta, tb, post, k_full) <
+               std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb, o.post, o.k_full);
     }
 };
+
+constexpr int64_t kChunkK = 1024;
+constexpr int64_t kSmallResult = int64_t(1) << 18;
 
 /// The GEMM's [batch, M, N] result holds the channels along N.
 ChannelDim gemm_channels(const GemmKey& key) { return {3, 2, key.n}; }
@@ -116,9 +138,10 @@ const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& ep
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache->find(key); it != cache->end()) return it->second;
     using dnnl::memory;
-    const auto& [B, M, N, K, ta, tb, post] = key;
-    memory::dims sa = ta ? memory::dims{M * K, 1, M} : memory::dims{M * K, K, 1};
-    memory::dims sb = tb ? memory::dims{K * N, 1, K} : memory::dims{K * N, N, 1};
+    const auto& [B, M, N, K, ta, tb, post, k_full] = key;
+    const int64_t KF = k_full ? k_full : K;
+    memory::dims sa = ta ? memory::dims{M * KF, 1, M} : memory::dims{M * KF, KF, 1};
+    memory::dims sb = tb ? memory::dims{KF * N, 1, KF} : memory::dims{KF * N, N, 1};
     Gemm g;
     g.a = memory::desc({B, M, K}, memory::data_type::f32, sa);
     g.b = memory::desc({B, K, N}, memory::data_type::f32, sb);
@@ -129,6 +152,8 @@ const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& ep
     set_post_ops(attr, epilogue, gemm_channels(key), g.shift);
     if (g.shift) g.bias = memory::desc({1, 1, N}, memory::data_type::f32, memory::dims{N, N, 1});
     try {
+        std::optional<OneDnnlThread> one; // a piece runs on one thread: plan it so
+        if (k_full) one.emplace();
         auto desc = g.shift ? dnnl::matmul::desc(g.a, g.b, g.bias, g.c) : dnnl::matmul::desc(g.a, g.b, g.c);
         dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
         g.scratch_bytes = pd.scratchpad_desc().get_size();
@@ -164,6 +189,35 @@ void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c,
     add_post_op_args(args, epilogue, post_operands, gemm_channels(key), g.shift);
     g.prim.execute(stream, args);
     stream.wait();
+}
+
+/// Note [Long contractions]: the matmul in fixed pieces of K, summed in piece order.
+void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* c) {
+    const int64_t K = key.k, count = (K + kChunkK - 1) / kChunkK;
+    const size_t out = size_t(key.batch * key.m * key.n);
+    thread_local std::vector<float> storage;
+    storage.resize(out * size_t(count));
+    float* partial = storage.data(); // the caller's: the tasks run on other threads too
+    const ThreadPool& pool = ThreadPool::get();
+    const int tasks = int(std::min<int64_t>(count, pool.threads()));
+    pool.run(tasks, [&](int t) {
+        OneDnnlThread one;
+        for (int64_t p = t; p < count; p += tasks) {
+            const int64_t k0 = p * kChunkK, kc = std::min(kChunkK, K - k0);
+            GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
+            const float* ap = a + (key.ta ? k0 * key.m : k0);
+            const float* bp = b + (key.tb ? k0 : k0 * key.n);
+            gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {});
+        }
+    });
+    pool.run(int(std::min<int64_t>(pool.threads(), int64_t(out))), [&](int t) {
+        const int nt = int(std::min<int64_t>(pool.threads(), int64_t(out)));
+        for (size_t i = out * size_t(t) / size_t(nt), e = out * size_t(t + 1) / size_t(nt); i < e; ++i) {
+            double acc = partial[i];
+            for (int64_t p = 1; p < count; ++p) acc += partial[size_t(p) * out + i];
+            c[i] = float(acc);
+        }
+    });
 }
 
 } // namespace
@@ -209,6 +263,11 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     }
     if (out.dtype() == DType::F32) {
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
+        if (epilogue.empty() && K > kChunkK && B * M * N <= kSmallResult) {
+            gemm_f32_pieces({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
+                            static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()));
+            return true;
+        }
         gemm_f32({B, M, N, K, ta, tb, post_ops_key(epilogue)}, static_cast<const float*>(A.raw()),
                  static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,
                  post_operands);
