@@ -452,8 +452,11 @@ int run(Options o) {
     if (o.test_limit > 0 && o.test_limit < test.size()) test = test.slice(0, o.test_limit);
     // Per-channel normalisation with the training set's statistics (pixels in [0, 1]).
     const std::vector<float> pixel_mean{0.2860f}, pixel_std{0.3530f};
+    // --distributed: every process's loader has the same seed and builds only its share of
+    // each global batch (LoaderOptions::shard_rank)
     data::Loader train_loader(train, {.batch_size = o.batch, .shuffle = true, .seed = o.seed,
-                                      .mean = pixel_mean, .std = pixel_std});
+                                      .mean = pixel_mean, .std = pixel_std,
+                                      .shard_rank = rank, .shard_count = world});
     data::Loader test_loader(test, {.batch_size = 1000, .shuffle = false, .mean = pixel_mean,
                                     .std = pixel_std});
     const int64_t steps_per_epoch = train_loader.batches_per_epoch();
@@ -561,10 +564,7 @@ int run(Options o) {
         double loss_sum = 0, correct_sum = 0;
         int64_t seen = 0, done = 0;
         progress.begin(epoch, steps_per_epoch);
-        for (data::Batch& global : train_loader.epoch(epoch - 1)) {
-            // every process draws the same global batch (same seed) and trains on its share
-            data::Batch b =
-                o.distributed ? nn::shard_batch(global, rank, world) : std::move(global);
+        for (data::Batch& b : train_loader.epoch(epoch - 1)) {
             std::vector<Array> r = train_step(b.x, b.y);
             const int64_t n = b.y.shape()[0];
             loss_sum += r[0].item<double>() * static_cast<double>(n);

@@ -124,6 +124,13 @@ struct LoaderOptions {
     /// Per-channel mean and standard deviation, in [0, 1] pixel units; one value per channel or
     /// one for all; empty means 0 and 1 (only the scaling to [0, 1]).
     std::vector<float> mean, std;
+    /// Data-parallel sharding: of each global batch of batch_size samples (the same on every
+    /// rank, with the same seed), this loader builds only rows [shard_rank * b, (shard_rank + 1)
+    /// * b), b = batch_size / shard_count: what nn::shard_batch would keep of the whole batch,
+    /// bit for bit (augmentation draws are keyed by the sample), without building the rest.
+    /// Every global batch must split into equal shares: batch_size a multiple of shard_count,
+    /// and the last batch too unless drop_last.
+    int shard_rank = 0, shard_count = 1;
     /// Optional hook run on each finished batch on the worker thread (extra augmentation, ...).
     /// An exception it throws is rethrown to the consumer at that batch.
     std::function<void(Batch&)> transform;
@@ -186,7 +193,7 @@ public:
     Epoch epoch(int64_t e);
     /// Batches per epoch (counts the short last batch unless drop_last).
     int64_t batches_per_epoch() const;
-    /// Samples per epoch (those dropped by drop_last excluded).
+    /// Samples per epoch (those dropped by drop_last excluded; all shards together).
     int64_t samples_per_epoch() const;
     /// The order of dataset indices in epoch `e`.
     std::vector<int64_t> order(int64_t e) const;

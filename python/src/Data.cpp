@@ -115,7 +115,8 @@ void bind_data(py::module_& root) {
     py::class_<Loader, std::shared_ptr<Loader>>(m, "Loader")
         .def(py::init([](const Dataset& data, int64_t batch_size, bool shuffle, bool drop_last,
                          uint64_t seed, int workers, int prefetch, int crop_padding,
-                         bool horizontal_flip, std::vector<float> mean, std::vector<float> std) {
+                         bool horizontal_flip, std::vector<float> mean, std::vector<float> std,
+                         int shard_rank, int shard_count) {
                  sj::data::LoaderOptions o;
                  o.batch_size = batch_size;
                  o.shuffle = shuffle;
@@ -127,13 +128,16 @@ void bind_data(py::module_& root) {
                  o.augment.horizontal_flip = horizontal_flip;
                  o.mean = std::move(mean);
                  o.std = std::move(std);
+                 o.shard_rank = shard_rank;
+                 o.shard_count = shard_count;
                  return std::make_shared<Loader>(data, o);
              }),
              py::arg("data"), py::arg("batch_size") = 128, py::arg("shuffle") = true,
              py::arg("drop_last") = false, py::arg("seed") = 0, py::arg("workers") = 1,
              py::arg("prefetch") = 4, py::arg("crop_padding") = 0,
              py::arg("horizontal_flip") = false, py::arg("mean") = std::vector<float>{},
-             py::arg("std") = std::vector<float>{})
+             py::arg("std") = std::vector<float>{}, py::arg("shard_rank") = 0,
+             py::arg("shard_count") = 1)
         .def(
             "epoch",
             [](Loader& l, int64_t e) {

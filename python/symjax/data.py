@@ -60,12 +60,17 @@ _d._set_batch_type(_Batch)
 class Loader:
     """Seeded shuffling, batching, augmentation (random crop with zero padding, horizontal
     flips), normalisation ((pixel / 255 - mean[c]) / std[c]) and background prefetch.
-    Batches come out in order whatever the number of workers, and (seed, epoch) fixes them."""
+    Batches come out in order whatever the number of workers, and (seed, epoch) fixes them.
+    Data-parallel: with shard_rank=r, shard_count=n (e.g. symjax.dist.rank(), .size()) and the
+    same seed on every rank, batch_size is the global batch and each rank builds only its rows
+    [r b, (r + 1) b) of it, b = batch_size / n."""
 
     def __init__(self, data, batch_size=128, shuffle=True, drop_last=False, seed=0, workers=1,
-                 prefetch=4, crop_padding=0, horizontal_flip=False, mean=(), std=()):
+                 prefetch=4, crop_padding=0, horizontal_flip=False, mean=(), std=(), shard_rank=0,
+                 shard_count=1):
         self._l = _d.Loader(data, batch_size, shuffle, drop_last, seed, workers, prefetch,
-                            crop_padding, horizontal_flip, list(mean), list(std))
+                            crop_padding, horizontal_flip, list(mean), list(std), int(shard_rank),
+                            int(shard_count))
 
     def epoch(self, e):
         """An iterator over the batches of epoch `e`: (x, y) tuples (with .indices, .index).

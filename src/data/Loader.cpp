@@ -137,6 +137,15 @@ Loader::Loader(Dataset data, LoaderOptions opt) {
         << "Loader: drop_last with " << sh->n << " samples and batch_size " << opt.batch_size
         << " leaves no batch";
     sh->batches = (sh->samples + opt.batch_size - 1) / opt.batch_size;
+    SJ_CHECK(opt.shard_count >= 1 && opt.shard_rank >= 0 && opt.shard_rank < opt.shard_count, InputError)
+        << "Loader: shard_rank " << opt.shard_rank << " of shard_count " << opt.shard_count
+        << " (need 0 <= shard_rank < shard_count)";
+    SJ_CHECK(opt.batch_size % opt.shard_count == 0, InputError)
+        << "Loader: batch_size " << opt.batch_size << " (the global batch) does not split into "
+        << opt.shard_count << " equal shares";
+    SJ_CHECK(sh->samples % opt.batch_size % opt.shard_count == 0, InputError)
+        << "Loader: the last batch of " << sh->samples % opt.batch_size << " samples does not split into "
+        << opt.shard_count << " equal shares (drop_last, or a dataset size that splits)";
     sh->lut.resize(static_cast<size_t>(sh->c * 256));
     for (int64_t c = 0; c < sh->c; ++c) {
         const double m = opt.mean.empty() ? 0.0 : opt.mean[opt.mean.size() == 1 ? 0 : c];
@@ -190,8 +199,10 @@ struct Epoch::State {
     Batch build(int64_t i, bool poll = false) const {
         const Loader::Shared& s = *sh;
         const LoaderOptions& o = s.opt;
-        const int64_t begin = i * o.batch_size;
-        const int64_t b = std::min(o.batch_size, s.samples - begin);
+        // this shard's rows of global batch i (all of them without sharding)
+        const int64_t global = std::min(o.batch_size, s.samples - i * o.batch_size);
+        const int64_t b = global / o.shard_count;
+        const int64_t begin = i * o.batch_size + int64_t(o.shard_rank) * b;
         Batch out;
         out.index = i;
         out.epoch = epoch;

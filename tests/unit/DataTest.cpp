@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <symjax/Data.h>
+#include <symjax/nn/DataParallel.h>
 
 #include <jpeglib.h>
 #include <png.h>
@@ -797,6 +798,53 @@ TEST(DataLoader, SeededOrderAndAugmentationAreReproducible) {
     EXPECT_EQ(a.order(5), shuffled_order(40, 11, 5));
     EXPECT_EQ(shuffled_order(40, 11, 5), shuffled_order(40, 16, 0));
     EXPECT_NE(shuffled_order(40, 11, 5), shuffled_order(40, 11, 6));
+}
+
+// A sharded loader builds exactly its rank's rows of each global batch: what nn::shard_batch
+// keeps of the unsharded loader's batch, bit for bit, augmentation included.
+TEST(DataLoader, ShardsAreTheRowsShardBatchWouldKeep) {
+    Dataset ds = synthetic(44, 3, 6, 6); // 5 batches of 8 and a last of 4: every batch splits
+    LoaderOptions o;
+    o.batch_size = 8;
+    o.seed = 5;
+    o.augment = {.crop_padding = 2, .horizontal_flip = true};
+    o.mean = {0.5f};
+    o.std = {0.25f};
+    Loader whole(ds, o);
+    for (int rank = 0; rank < 2; ++rank) {
+        o.shard_rank = rank;
+        o.shard_count = 2;
+        Loader part(ds, o);
+        EXPECT_EQ(part.batches_per_epoch(), whole.batches_per_epoch());
+        for (int64_t e : {0, 1}) {
+            Epoch all = whole.epoch(e), mine = part.epoch(e);
+            int64_t n = 0;
+            while (auto g = all.next()) {
+                auto b = mine.next();
+                ASSERT_TRUE(b.has_value()) << "rank " << rank << " ran out at batch " << n;
+                Batch want = nn::shard_batch(*g, rank, 2);
+                ASSERT_EQ(b->x.shape(), want.x.shape());
+                EXPECT_EQ(0, std::memcmp(b->x.raw(), want.x.raw(), size_t(want.x.nbytes())))
+                    << "rank " << rank << ", epoch " << e << ", batch " << n;
+                EXPECT_EQ(b->y.to_vector<int32_t>(), want.y.to_vector<int32_t>());
+                EXPECT_EQ(b->indices, want.indices);
+                ++n;
+            }
+            EXPECT_FALSE(mine.next().has_value());
+            EXPECT_EQ(n, 6);
+        }
+    }
+    // shares that are not equal are refused when the loader is made
+    o.shard_rank = 0;
+    o.shard_count = 3;
+    EXPECT_THROW(Loader(ds, o), InputError); // 8 does not split into 3
+    o.shard_count = 2;
+    Dataset odd = synthetic(45, 3, 6, 6); // a last batch of 5
+    EXPECT_THROW(Loader(odd, o), InputError);
+    o.drop_last = true;
+    EXPECT_NO_THROW(Loader(odd, o));
+    o.shard_rank = 2;
+    EXPECT_THROW(Loader(odd, o), InputError);
 }
 
 TEST(DataLoader, NormalisationValues) {
