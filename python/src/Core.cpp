@@ -216,6 +216,7 @@ void bind_core(py::module_& m) {
             d["post_ops"] = s.post_ops;
             d["intermediate_bytes"] = s.intermediate_bytes;
             d["peak_arena_bytes"] = s.peak_arena_bytes;
+            d["parallel_regions"] = s.parallel_regions;
             return d;
         });
 

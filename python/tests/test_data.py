@@ -59,6 +59,27 @@ def test_loader_batches_are_normalised_and_deterministic(tmp_path):
     assert sorted(np.concatenate([b.indices for b in batches]).tolist()) == list(range(20))
 
 
+def test_sharded_loaders_split_each_global_batch(tmp_path):
+    mnist_dir(tmp_path, 20)
+    d = data.mnist(str(tmp_path))
+    opts = dict(batch_size=8, seed=3, crop_padding=2, horizontal_flip=True, drop_last=True)
+    whole = list(data.Loader(d, **opts).epoch(1))
+    parts = [list(data.Loader(d, shard_rank=r, shard_count=2, **opts).epoch(1)) for r in range(2)]
+    assert len(whole) == len(parts[0]) == len(parts[1]) == 2
+    for k, g in enumerate(whole):
+        np.testing.assert_array_equal(np.concatenate([parts[0][k].x, parts[1][k].x]), g.x)
+        np.testing.assert_array_equal(np.concatenate([parts[0][k].y, parts[1][k].y]), g.y)
+    with pytest.raises(sj.InputError, match="equal shares"):
+        data.Loader(d, batch_size=8, shard_rank=0, shard_count=3)
+
+
+def test_function_stats_count_parallel_regions():
+    x = sj.tensor.Placeholder((1000,), "float32", name="x")
+    f = sj.function(x, outputs=[x * 2.0 + 1.0])
+    f(np.zeros(1000, np.float32))
+    assert f.stats["kernels"] == 1 and f.stats["parallel_regions"] == 0  # 8 KB: one thread
+
+
 def test_cifar10_binary(tmp_path):
     rng = np.random.RandomState(1)
     recs = [(i % 10, rng.randint(0, 256, 3072).astype(np.uint8)) for i in range(7)]
