@@ -43,6 +43,11 @@ struct ScanOptions {
     /// segments of k steps whose body is a scan over the steps (docs/control-flow.md); needs the
     /// number of steps when the graph is built.
     int64_t checkpoint_every = 0;
+    /// k > 1: k steps in one iteration of the loop (JAX's unroll): the same results, 1/k of the
+    /// iterations, and a body of k steps for fusion to work on. Built as a scan over blocks of k
+    /// steps whose body runs the step k times (then the last length % k steps); needs the number
+    /// of steps when the graph is built. With checkpoint_every, the scans over a segment unroll.
+    int64_t unroll = 1;
 };
 
 struct ScanResult {

@@ -52,7 +52,7 @@ void bind_control_flow(py::module_& m) {
         "scan",
         [](py::function fn, py::handle init, py::handle sequences, py::handle non_sequences,
            std::optional<int64_t> length, bool reverse,
-           const std::string& name, int64_t checkpoint_every) {
+           const std::string& name, int64_t checkpoint_every, int64_t unroll) {
             const std::string loop = name.empty() ? "scan" : name;
             sj::ScanFn step = [fn, loop](const Tensors& carry, const Tensors& args) {
                 py::gil_scoped_acquire gil;
@@ -68,6 +68,7 @@ void bind_control_flow(py::module_& m) {
             o.reverse = reverse;
             o.name = name;
             o.checkpoint_every = checkpoint_every;
+            o.unroll = unroll;
             sj::ScanResult r = sj::scan(step, tensors_of(init, loop, "init"),
                                         tensors_of(sequences, loop, "sequences"),
                                         tensors_of(non_sequences, loop, "non_sequences"), o);
@@ -75,7 +76,7 @@ void bind_control_flow(py::module_& m) {
         },
         py::arg("fn"), py::arg("init"), py::arg("sequences"), py::arg("non_sequences"),
         py::arg("length") = py::none(), py::arg("reverse") = false,
-        py::arg("name") = "", py::arg("checkpoint_every") = 0,
+        py::arg("name") = "", py::arg("checkpoint_every") = 0, py::arg("unroll") = 1,
         "sj::scan: fn(carry list, slices then non_sequences list) -> (carry list, output list); "
         "returns (final carries, stacked outputs)");
     m.def(

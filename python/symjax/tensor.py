@@ -618,7 +618,7 @@ def _same_structure(loop, what, got, want, want_what):
 
 
 def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name=None,
-         checkpoint_every=0):
+         checkpoint_every=0, unroll=1):
     """SymJAX's scan (JAX's ``lax.scan``, Theano's ``scan``): for each slice of ``sequences``
     along their first dim, ``carry, y = fn(carry, *slices, *non_sequences)``.
 
@@ -631,7 +631,8 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
     trace the body; any tensor it uses from outside (variables, placeholders) becomes an input of
     the loop, so gradients reach it. ``name`` names the loop in errors. ``checkpoint_every=k``
     makes the backward pass store every k-th carry only and recompute the others (less memory,
-    one more forward pass; docs/control-flow.md).
+    one more forward pass; docs/control-flow.md). ``unroll=k`` (JAX's) runs k steps per
+    iteration of the loop, with the same results (``fn`` is then called k times to trace).
     """
     loop = name or "scan"
     init_leaves, init_def = _flatten(init)
@@ -655,7 +656,7 @@ def scan(fn, init, sequences, non_sequences=(), length=None, reverse=False, name
 
     carry, outs = _core.scan(body, init_leaves, seqs, ns,
                              None if length is None else int(length), bool(reverse),
-                             name or "", int(checkpoint_every))
+                             name or "", int(checkpoint_every), int(unroll))
     return _unflatten(init_def, carry), _unflatten(out_def[0], outs)
 
 

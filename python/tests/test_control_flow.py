@@ -381,3 +381,23 @@ def test_scan_checkpoint_every_gives_the_same_gradient():
     f = sj.function(xs, outputs=[sj.gradients(loss(0), [w])[0], sj.gradients(loss(4), [w])[0]])
     plain, ck = f(np.random.default_rng(3).standard_normal((9, 2)))
     np.testing.assert_allclose(ck, plain, rtol=1e-12, atol=1e-14)
+
+
+def test_scan_unroll_gives_the_same_results():
+    xs = T.Placeholder((9, 2), "float64", name="xs_un")
+    w = T.Variable(np.array([[0.5, -0.3], [0.2, 0.8]]), name="w_un")
+
+    def run(k, reverse):
+        h, ys = T.scan(lambda c, x: (T.tanh(T.matmul(c, w) + x), {"s": T.sum(c), "x": x}),
+                       T.zeros((2,), "float64"), [xs], unroll=k, reverse=reverse)
+        loss = T.sum(ys["s"]) + T.sum(h) + T.sum(ys["x"])
+        return [h, ys["s"], ys["x"], sj.gradients(loss, [w])[0]]
+
+    xv = np.random.default_rng(4).standard_normal((9, 2))
+    for reverse in (False, True):
+        f = sj.function(xs, outputs=run(1, reverse) + run(4, reverse))
+        r = f(xv)
+        for a, b in zip(r[:4], r[4:]):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
+    with pytest.raises(sj.ShapeError, match="unroll"):
+        T.scan(lambda c, x: (c + x, None), T.zeros((2,), "float64"), [xs], unroll=0)

@@ -165,19 +165,30 @@ namespace {
 // the carry each segment received, and its backward step runs the outer body again (Note
 // [Gradients of regions]), which runs the inner scan forward from that carry and stores that
 // segment's k carries for the inner backward scan, then drops them.
-ScanResult checkpointed_scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
-                             const Tensors& non_sequences, const ScanOptions& o,
-                             const std::string& name) {
-    const int64_t k = o.checkpoint_every;
+//
+// Note [Scan unrolling]
+// unroll = k is the same outer scan over blocks of k steps, whose body calls the step function
+// k times in a row (slice j of each block's sequences, from the last when reversed) and stacks
+// their outputs, instead of running an inner scan: the loop makes n / k iterations, and each
+// iteration's body is k steps' worth of graph, which fusion turns into as many kernels as one
+// step's (elementwise chains through the k steps fuse). The forward results are the plain
+// scan's bit for bit on the reference backend; gradients add their per-step terms block by
+// block, the same to rounding (ControlFlow.ScanUnrollGivesTheSameResults).
+ScanResult segmented_scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
+                          const Tensors& non_sequences, const ScanOptions& o,
+                          const std::string& name, bool unrolled) {
+    const int64_t k = unrolled ? o.unroll : o.checkpoint_every;
+    const char* what = unrolled ? "unroll" : "checkpoint_every";
     int64_t n = o.length ? *o.length : -1;
     for (const auto& s : sequences)
         if (s.shape()[0] >= 0) n = s.shape()[0];
     SJ_CHECK(n >= 0, ShapeError)
-        << name << ": checkpoint_every needs the number of steps when the graph is built; the "
+        << name << ": " << what << " needs the number of steps when the graph is built; the "
         << "sequences' first dim is unknown (-1)";
     const int64_t segments = n / k, tail = n % k;
-    ScanOptions inner{.reverse = o.reverse, .name = name};
-    if (segments == 0) { // fewer steps than a segment: nothing to save
+    // the scans of one segment and of the tail: plain when unrolling, unrolled when checkpointing
+    ScanOptions inner{.reverse = o.reverse, .name = name, .unroll = unrolled ? 1 : o.unroll};
+    if (segments == 0) { // fewer steps than a segment
         inner.length = n;
         return scan(fn, init, sequences, non_sequences, inner);
     }
@@ -203,12 +214,37 @@ ScanResult checkpointed_scan(const ScanFn& fn, const Tensors& init, const Tensor
         }
         ScanFn segment = [&](const Tensors& c, const Tensors& args) {
             Tensors slices(args.begin(), args.begin() + std::ptrdiff_t(sequences.size()));
-            ScanOptions in = inner;
-            in.length = k;
-            ScanResult r = scan(fn, c, slices, non_sequences, in);
-            return std::pair{r.carry, r.outputs};
+            if (!unrolled) {
+                ScanOptions in = inner;
+                in.length = k;
+                ScanResult r = scan(fn, c, slices, non_sequences, in);
+                return std::pair{r.carry, r.outputs};
+            }
+            Tensors cur = c;
+            std::vector<Tensors> outs(static_cast<size_t>(k));
+            for (int64_t s = 0; s < k; ++s) {
+                const int64_t j = o.reverse ? k - 1 - s : s;
+                Tensors step_args;
+                for (const auto& x : slices) step_args.push_back(squeeze(slice_axis(x, 0, j, j + 1), {0}));
+                step_args.insert(step_args.end(), non_sequences.begin(), non_sequences.end());
+                auto [next, y] = fn(cur, step_args);
+                SJ_CHECK(next.size() == cur.size(), Error)
+                    << name << ": the body returns " << next.size() << " carries, init has " << cur.size();
+                SJ_CHECK(s == 0 || y.size() == outs[size_t(o.reverse ? j + 1 : j - 1)].size(), Error)
+                    << name << ": the body returns a different number of outputs from step to step";
+                cur = next;
+                outs[size_t(j)] = y;
+            }
+            Tensors stacked;
+            for (size_t m = 0; m < outs[0].size(); ++m) {
+                Tensors column;
+                for (const auto& step : outs) column.push_back(step[m]);
+                stacked.push_back(stack(column, 0));
+            }
+            return std::pair{cur, stacked};
         };
-        ScanOptions outer{.length = segments, .reverse = o.reverse, .name = name + "_segments"};
+        ScanOptions outer{.length = segments, .reverse = o.reverse,
+                          .name = name + (unrolled ? "_unrolled" : "_segments")};
         ScanResult r = scan(segment, carry, seqs, {}, outer);
         carry = r.carry;
         for (const auto& y : r.outputs) {
@@ -231,14 +267,15 @@ ScanResult scan(const ScanFn& fn, const Tensors& init, const Tensors& sequences,
     const std::string name = o.name.empty() ? "scan" : o.name;
     SJ_CHECK(o.checkpoint_every >= 0, ShapeError)
         << name << ": checkpoint_every " << o.checkpoint_every << " is negative";
-    if (o.checkpoint_every > 0) {
+    SJ_CHECK(o.unroll >= 1, ShapeError) << name << ": unroll " << o.unroll << " must be >= 1";
+    if (o.checkpoint_every > 0 || o.unroll > 1) {
         SJ_CHECK(fn, Error) << name << ": no body function";
         check_defined(sequences, name, "sequence");
         for (const auto& s : sequences)
             SJ_CHECK(s.rank() >= 1, ShapeError)
                 << name << ": sequence " << s.name() << " is 0-d; a sequence is scanned along its "
                 << "first dim";
-        return checkpointed_scan(fn, init, sequences, non_sequences, o, name);
+        return segmented_scan(fn, init, sequences, non_sequences, o, name, o.checkpoint_every == 0);
     }
     SJ_CHECK(fn, Error) << name << ": no body function";
     check_defined(init, name, "init carry");

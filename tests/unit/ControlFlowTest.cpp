@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 namespace sj::test {
@@ -219,6 +220,57 @@ TEST_P(ControlFlow, ScanCheckpointingGivesTheSameGradients) {
                                  std::to_string(j));
         }
     }
+}
+
+// unroll (Note [Scan unrolling]): the same carries, outputs, gradients and second order as the
+// plain scan for block lengths that divide the steps, leave a tail or exceed them, both
+// directions, with two sequences, a non-sequence, two outputs, and combined with checkpointing.
+// On the reference interpreter the unrolled forward computes the same ops in the same order: the
+// same bits (the gradients add their per-step terms block by block: the same to rounding).
+TEST_P(ControlFlow, ScanUnrollGivesTheSameResults) {
+    Placeholder xs({10, 3}, DType::F64, "xs"), zs({10}, DType::F64, "zs"), b({3}, DType::F64, "b");
+    Variable w(random_array(DType::F64, {3, 3}, 62), "w_unroll");
+    auto run = [&](int64_t k, bool reverse, int64_t ckpt) {
+        auto r = scan(
+            [&](const Ts& c, const Ts& a) { // a: x slice, z slice, then b
+                Tensor h = tanh(matmul(expand_dims(c[0], 0), w)[0] + a[0] * a[1] + a[2]);
+                return std::pair{Ts{h, c[1] + sum(h)}, Ts{h * h, a[1] * sum(h)}};
+            },
+            {zeros({3}, DType::F64), scalar(0.0, DType::F64)}, {xs, zs}, {b},
+            {.reverse = reverse, .checkpoint_every = ckpt, .unroll = k});
+        Tensor loss = sum(r.outputs[0]) + sum(r.outputs[1]) + r.carry[1] + sum(r.carry[0] * r.carry[0]);
+        Tensor gw = gradients(loss, Ts{w})[0];
+        Tensor hv = hessian_vector_product(loss, xs, ones({10, 3}, DType::F64));
+        return Ts{r.carry[0], r.carry[1], r.outputs[0], r.outputs[1], gw, gradients(loss, Ts{b})[0], hv};
+    };
+    std::vector<Array> args = {random_array(DType::F64, {10, 3}, 63), random_array(DType::F64, {10}, 64),
+                               random_array(DType::F64, {3}, 65)};
+    auto call = [&](const Ts& outs, const FunctionOptions& fo) {
+        return function({xs, zs, b}, outs, {}, fo)(args[0], args[1], args[2]);
+    };
+    for (bool reverse : {false, true}) {
+        auto want = call(run(1, reverse, 0), on("reference"));
+        for (int64_t k : {2, 3, 5, 10, 20}) {
+            for (int64_t ckpt : {0, 4}) {
+                std::string what = "unroll " + std::to_string(k) + (ckpt ? ", checkpoint 4" : "") +
+                                   (reverse ? ", reverse" : "");
+                auto got = call(run(k, reverse, ckpt), opts());
+                for (size_t j = 0; j < want.size(); ++j)
+                    expect_close(got[j], want[j], 1e-12, 1e-12, what + ", result " + std::to_string(j));
+                if (ckpt == 0) { // the forward results (0-3); gradients add per-step terms in blocks
+                    auto ref = call(run(k, reverse, 0), on("reference"));
+                    for (size_t j = 0; j < 4; ++j)
+                        EXPECT_EQ(std::memcmp(ref[j].raw(), want[j].raw(), size_t(want[j].nbytes())), 0)
+                            << what << ": the reference's bits differ, result " << j;
+                }
+            }
+        }
+    }
+    // a length unknown when the graph is built cannot be cut into blocks; unroll must be >= 1
+    Placeholder dyn({-1, 3}, DType::F64, "dyn");
+    auto step = [&](const Ts& c, const Ts& a) { return std::pair{Ts{c[0] + a[0]}, Ts{}}; };
+    EXPECT_THROW(scan(step, {zeros({3}, DType::F64)}, {dyn}, {}, {.unroll = 2}), ShapeError);
+    EXPECT_THROW(scan(step, {zeros({3}, DType::F64)}, {xs}, {}, {.unroll = 0}), ShapeError);
 }
 
 // The memory plan's bytes (the cpu backend's FunctionStats; the reference interpreter keeps none).
