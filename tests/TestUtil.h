@@ -44,6 +44,12 @@ inline FunctionOptions on(const char* backend) {
     return o;
 }
 
+/// A test run once per backend (INSTANTIATE_TEST_SUITE_P with the backend names): opts() selects it.
+class BackendTest : public ::testing::TestWithParam<const char*> {
+protected:
+    FunctionOptions opts() const { return on(GetParam()); }
+};
+
 /// The message of the E that `f` throws (fails the test when it throws nothing or another type).
 template <class E, class F> std::string message_of(F&& f) {
     try {

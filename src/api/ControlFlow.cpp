@@ -225,7 +225,7 @@ ScanResult segmented_scan(const ScanFn& fn, const Tensors& init, const Tensors& 
             for (int64_t s = 0; s < k; ++s) {
                 const int64_t j = o.reverse ? k - 1 - s : s;
                 Tensors step_args;
-                for (const auto& x : slices) step_args.push_back(squeeze(slice_axis(x, 0, j, j + 1), {0}));
+                for (const auto& x : slices) step_args.push_back(x[j]);
                 step_args.insert(step_args.end(), non_sequences.begin(), non_sequences.end());
                 auto [next, y] = fn(cur, step_args);
                 SJ_CHECK(next.size() == cur.size(), Error)

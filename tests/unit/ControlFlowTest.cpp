@@ -16,10 +16,7 @@ namespace {
 
 using Ts = std::vector<Tensor>;
 
-class ControlFlow : public ::testing::TestWithParam<const char*> {
-protected:
-    FunctionOptions opts() const { return on(GetParam()); }
-};
+class ControlFlow : public BackendTest {};
 
 /// Central differences of the scalar output 0 of f with respect to argument k (f64).
 Array finite_diff(const Function& f, std::vector<Array> args, size_t k, double eps = 1e-6) {

@@ -67,10 +67,7 @@ TEST(Interrupt, ScopesNestAndBelongToTheirThread) {
     EXPECT_FALSE(other); // another thread does not see this thread's check
 }
 
-class InterruptCall : public ::testing::TestWithParam<const char*> {
-protected:
-    FunctionOptions opts() const { return on(GetParam()); }
-};
+class InterruptCall : public BackendTest {};
 
 /// counts to n in a while_loop, and updates v <- 2 v + 1
 struct Counter {

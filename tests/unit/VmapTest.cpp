@@ -18,10 +18,7 @@ namespace {
 
 using Ts = std::vector<Tensor>;
 
-class Vmap : public ::testing::TestWithParam<const char*> {
-protected:
-    FunctionOptions opts() const { return on(GetParam()); }
-};
+class Vmap : public BackendTest {};
 
 /// Slice b of x along `axis` (the dim removed).
 Tensor take(const Tensor& x, int64_t b, int64_t axis) {

@@ -61,6 +61,10 @@ int64_t parallel_work() {
     return w;
 }
 
+/// Whether a kernel step splits over the team: its work reaches the threshold and loop 0 has more
+/// than one iteration to share (with a team of more than one thread).
+bool splits(const compiler::BoundStep& b) { return b.work >= parallel_work() && b.launch.outer > 1; }
+
 // Note [Thread-count-independent sums]
 // Results must not depend on the thread count (same build, same seed, any SJ_NUM_THREADS: the
 // same bits; docs/reliability.md). A reduction whose loop 0 is reduced used to give each
@@ -395,7 +399,7 @@ private:
             const auto& step = plan_.steps[si];
             const auto& b = plan.bound.steps[si];
             if (step.kind == compiler::StepKind::Kernel)
-                stats_.parallel_regions += b.work >= parallel_work() && b.launch.outer > 1;
+                stats_.parallel_regions += splits(b);
             else if (step.kind == compiler::StepKind::Dot || step.kind == compiler::StepKind::Window)
                 ++stats_.parallel_regions;
         }
@@ -578,9 +582,9 @@ private:
             for (auto& o : outs)
                 bufs.push_back(o.raw());
             ThreadPool& pool = ThreadPool::get();
-            bool parallel = plan.bound.steps[si].work >= parallel_work();
+            const bool parallel = splits(plan.bound.steps[si]);
             int nt = parallel ? int(std::min<int64_t>(pool.threads(), L.outer)) : 1;
-            if (parallel && L.split_reduce && L.outer > 1) {
+            if (parallel && L.split_reduce) {
                 // reduction over loop 0: fixed chunks, whatever the thread count, each reduced
                 // into private outputs, combined in chunk order (Note [Thread-count-independent
                 // sums])
