@@ -7,6 +7,7 @@
 #include <symjax/Ops.h>
 #include <symjax/ir/Node.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace sj::compiler {
@@ -169,6 +170,98 @@ NodePtr where_merge(const NodePtr& n) {
     return m.shape() == n->shape() && m.dtype() == n->dtype() ? m.node() : nullptr;
 }
 
+/// pad(x) by nothing on every dim -> x
+NodePtr pad_identity(const NodePtr& n) {
+    if (!n->is(Op::Pad)) return nullptr;
+    const auto& a = n->attr<PadAttrs>();
+    for (size_t i = 0; i < a.lo.size(); ++i)
+        if (a.lo[i] != 0 || a.hi[i] != 0 || a.interior[i] != 0) return nullptr;
+    return in0(n);
+}
+
+// Note [Sums of pads]
+// The gradient of slicing a tensor into pieces along one dim (the gates of a recurrent cell,
+// split, chunk) is, per piece, the piece's cotangent zero-padded back to the whole dim, and
+// autodiff adds those up: for an LSTM, four pads and three adds, each a full pass over a tensor
+// that is three quarters zeros. When the pads' ranges tile part of the dim without overlapping,
+// the sum is one pad of their concat (the pad vanishes when they tile the whole dim):
+//
+//   pad(a, lo 0, hi 3h) + pad(b, lo h, hi 2h) + pad(c, lo 2h, hi h) + pad(d, lo 3h, hi 0)
+//     -> concat(a, b, c, d)
+//
+// which copies each piece once. The pads must be zero pads along one shared axis with no
+// interior padding, of the add's own shape and type; the add tree is searched through adds
+// only, and operands that are not such pads stay as addends. Every element of the result is
+// one piece's element (x + 0 = x), except that -0 in a piece stays -0.
+struct AxisPad {
+    NodePtr x;
+    int64_t lo = 0, size = 0;
+};
+
+/// n as a zero pad of its input along `*axis` only (set from the first pad seen), with the
+/// input's size on that axis known.
+bool axis_pad(const NodePtr& n, int64_t* axis, AxisPad* out) {
+    if (!n->is(Op::Pad)) return false;
+    const auto& a = n->attr<PadAttrs>();
+    if (a.value != 0.0) return false;
+    int64_t ax = -1;
+    for (size_t i = 0; i < a.lo.size(); ++i) {
+        if (a.interior[i] != 0) return false;
+        if (a.lo[i] == 0 && a.hi[i] == 0) continue;
+        if (ax >= 0) return false;
+        ax = int64_t(i);
+    }
+    if (ax < 0 || (*axis >= 0 && ax != *axis) || in0(n)->shape()[size_t(ax)] < 0) return false;
+    *axis = ax;
+    *out = {in0(n), a.lo[size_t(ax)], in0(n)->shape()[size_t(ax)]};
+    return true;
+}
+
+/// pad(a) + pad(b) + ... -> pad(concat(a, b, ...)) (Note [Sums of pads])
+NodePtr pad_sum(const NodePtr& n) {
+    if (!n->is(Op::Add)) return nullptr;
+    constexpr size_t kMaxLeaves = 64;
+    std::vector<NodePtr> todo{n}, others;
+    std::vector<AxisPad> pads;
+    int64_t axis = -1;
+    while (!todo.empty()) {
+        NodePtr m = todo.back();
+        todo.pop_back();
+        if (m->is(Op::Add) && m->shape() == n->shape() && m->dtype() == n->dtype() &&
+            pads.size() + others.size() + todo.size() < kMaxLeaves) {
+            todo.push_back(in1(m));
+            todo.push_back(in0(m));
+            continue;
+        }
+        AxisPad p;
+        if (m->shape() == n->shape() && m->dtype() == n->dtype() && axis_pad(m, &axis, &p))
+            pads.push_back(p);
+        else
+            others.push_back(m);
+    }
+    if (pads.size() < 2) return nullptr;
+    std::stable_sort(pads.begin(), pads.end(),
+                     [](const AxisPad& a, const AxisPad& b) { return a.lo < b.lo; });
+    for (size_t k = 1; k < pads.size(); ++k)
+        if (pads[k].lo != pads[k - 1].lo + pads[k - 1].size) return nullptr; // a gap or overlap
+    std::vector<Tensor> pieces;
+    for (const AxisPad& p : pads) {
+        // splice a piece that is itself a concat on the axis (an earlier rewrite's result)
+        if (p.x->is(Op::Concat) && p.x->attr<AxisAttrs>().axis == axis)
+            for (const auto& i : p.x->inputs()) pieces.push_back(T(i));
+        else
+            pieces.push_back(T(p.x));
+    }
+    std::vector<int64_t> lo(size_t(n->rank()), 0), hi(size_t(n->rank()), 0);
+    const int64_t end = pads.back().lo + pads.back().size, whole = n->shape()[size_t(axis)];
+    if (whole < 0) return nullptr;
+    lo[size_t(axis)] = pads.front().lo;
+    hi[size_t(axis)] = whole - end;
+    Tensor r = pad(concat(pieces, axis), lo, hi, 0.0);
+    for (const NodePtr& o : others) r = r + T(o);
+    return r.shape() == n->shape() && r.dtype() == n->dtype() ? r.node() : nullptr;
+}
+
 } // namespace
 
 const std::vector<Pattern>& canonicalize_patterns() {
@@ -179,6 +272,7 @@ const std::vector<Pattern>& canonicalize_patterns() {
         {"permute_chain", permute_chain},   {"broadcast_chain", broadcast_chain},
         {"cast_roundtrip", cast_roundtrip}, {"sink_broadcast", sink_broadcast},
         {"where_scale", where_scale},       {"where_merge", where_merge},
+        {"pad_identity", pad_identity},     {"pad_sum", pad_sum},
     };
     return p;
 }

@@ -245,14 +245,22 @@ void register_grads(OpDef* t) {
             r = sum(r, drop_axes, false);
         d[0] = r;
     };
-    // scatter g back into zeros: pad when sizes are known, else update a zero tensor
+    // scatter g back into zeros: a pad when every dim the slice cuts has a known size (a dim
+    // of unknown size taken whole pads by nothing: the gates of a recurrent cell, sliced along
+    // their static feature dim over a dynamic batch), else an update of a zero tensor. A pad is
+    // what canonicalisation's pad_sum turns back into a concat when the pieces tile a dim.
     t[int(Op::Slice)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
         const auto& a = n.attr<SliceAttrs>();
         const Shape& s = n.input(0)->shape();
         int r = n.rank();
         std::vector<int64_t> lo(r), hi(r), interior(r);
-        if (is_static(s)) {
+        bool pads = true;
+        for (int i = 0; i < r; ++i)
+            pads &= s[i] >= 0 || (a.start[i] == 0 && a.stop[i] == Index::kEnd && a.step[i] == 1);
+        if (pads) {
             for (int i = 0; i < r; ++i) {
+                if (s[i] < 0)
+                    continue; // taken whole: lo = hi = interior = 0
                 auto b = slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]);
                 interior[i] = b.count > 0 ? a.step[i] - 1 : 0;
                 lo[i] = b.count > 0 ? b.start : 0;

@@ -408,6 +408,52 @@ TEST(Canonicalize, WhereBranchesMerge) {
     EXPECT_EQ(run(cc::canonicalize, {two}).stats.hits["where_merge"], 0);
 }
 
+//   pad(a, hi 6) + pad(b, lo 2, hi 3) + pad(c, lo 5)  ->  concat(a, b, c)
+// (the gradient of slicing a tensor into pieces: an RNN's gates, over a dynamic batch)
+TEST(Canonicalize, PadSumIsConcat) {
+    Placeholder x({-1, 8}, f64, "x");
+    auto grad = [&](std::vector<std::pair<int64_t, int64_t>> ranges, bool whole) {
+        std::vector<Tensor> terms;
+        if (whole)
+            terms.push_back(sum(x * x));
+        for (auto [a, b] : ranges) {
+            Tensor p = x[{sl(), sl(a, b)}];
+            terms.push_back(sum(terms.size() % 2 ? sin(p) : p * p * p));
+        }
+        Tensor y = terms[0];
+        for (size_t k = 1; k < terms.size(); ++k)
+            y = y + terms[k];
+        return gradients(y, {x})[0];
+    };
+    Array xv = random_array(f64, {3, 8}, 61, -1, 1);
+    {
+        Tensor dx = grad({{0, 2}, {2, 5}, {5, 8}}, false);
+        EXPECT_EQ(count({dx}, Op::Pad), 3) << "the slices' gradients are pads: " << to_text({dx});
+        EXPECT_EQ(count({dx}, Op::DynamicUpdateSlice), 0) << to_text({dx});
+        Rewritten r = run(cc::canonicalize, {dx});
+        EXPECT_GE(r.stats.hits["pad_sum"], 1);
+        EXPECT_EQ(count(r.outs, Op::Pad), 0) << to_text(r.outs);
+        EXPECT_EQ(count(r.outs, Op::Concat), 1) << to_text(r.outs);
+        expect_same_value({x}, {dx}, r.outs, {xv});
+    }
+    {
+        // part of the dim, beside an addend that is not a pad: one pad of the concat, one add
+        Tensor dx = grad({{2, 5}, {5, 7}}, true);
+        Rewritten r = run(cc::canonicalize, {dx});
+        EXPECT_EQ(count(r.outs, Op::Pad), 1) << to_text(r.outs);
+        EXPECT_EQ(count(r.outs, Op::Concat), 1) << to_text(r.outs);
+        expect_same_value({x}, {dx}, r.outs, {xv});
+    }
+    // a gap or an overlap between the pieces is left alone
+    for (auto ranges : {std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {3, 8}},
+                        std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {2, 8}}}) {
+        Tensor dx = grad(ranges, false);
+        Rewritten r = run(cc::canonicalize, {dx});
+        EXPECT_EQ(r.stats.hits["pad_sum"], 0) << to_text(r.outs);
+        expect_same_value({x}, {dx}, r.outs, {xv});
+    }
+}
+
 // ---- specialize ---------------------------------------------------------------------------
 
 //   pow(x, 1) -> x; 2 -> x*x; 3 -> x*x*x; 0.5 -> sqrt; -0.5 -> rsqrt; -1 -> reciprocal; 2.5 stays
