@@ -10,7 +10,9 @@
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <unordered_set>
 
 namespace sj {
@@ -502,16 +504,129 @@ std::vector<size_t> floats(const Tensors& ts) {
 // forward's max_iterations to size the history. A cond's is a cond on the same predicate whose
 // branches take the vjp of the forward branches (zeros for the other branch's captures).
 
+// Note [Scan residuals]
+// Recomputing the forward body in each backward step (Note [Gradients of regions]) is cheap
+// for elementwise work but not for a matrix product: an LSTM's backward step would redo the
+// gates' `h @ W_hh` beside the two products of its own vjp. So the matrix products and
+// convolutions of the body whose values the vjp reads (through a nonlinearity after them) and
+// that vary from step to step are stored by the forward pass instead, as JAX's partial
+// evaluation of a scan stores its residuals:
+//
+//  - with_residuals(r) is a copy of r whose body also returns those values as extra stacked
+//    outputs, with `base` = r. The choice looks at the body's own vjp (with every float
+//    cotangent present), so one copy serves every gradient taken of r (cached per region).
+//  - The backward scan reads the copy's history and residuals as sequences, instantiates the
+//    copy's body and takes the vjp as before, then replaces each recomputed product by its
+//    stored slice (clone with givens). The product's own vjp (g @ W^T, h^T @ g) does not read
+//    its value, so the recomputed product is dead code and fusion never sees it.
+//  - The primal graph still reads r's nodes. merge_loops (src/compiler/MergeLoops.cpp) turns
+//    them into the copy's nodes when both loops have the same inputs, so the loop runs once;
+//    where that pass does not run (the reference interpreter) both run, with the same values.
+//
+// The backward body is the same function of the stored values as before, so second order
+// (which differentiates the backward scan, and through the stored slices the copy's forward)
+// and jvp stay exact. The cost is memory: length x the products' size (an LSTM's gates, 4x
+// its hidden state per step), the same order as the carry history already kept; a scan with
+// checkpoint_every keeps them for one segment at a time.
+
+/// Whether a body node is worth storing: a library call (its recomputation costs a product).
+bool stored_kind(const Node& n) {
+    return n.is(Op::DotGeneral) || n.is(Op::Conv) || n.is(Op::ConvBackwardData) ||
+           n.is(Op::ConvBackwardFilter);
+}
+
+/// r with its residuals as extra step outputs, or null when its backward pass reads none
+/// (Note [Scan residuals]).
+std::shared_ptr<const Region> with_residuals(const std::shared_ptr<const Region>& rp) {
+    // one entry per differentiated region while it lives (its address is not reused before)
+    struct Entry {
+        std::weak_ptr<const Region> base, copy;
+        bool none = false; // r has no residuals
+    };
+    static std::mutex mu;
+    static std::map<const Region*, Entry> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(rp.get()); it != cache.end() && !it->second.base.expired()) {
+        if (it->second.none)
+            return nullptr;
+        if (auto r2 = it->second.copy.lock())
+            return r2;
+    }
+    for (auto it = cache.begin(); it != cache.end();)
+        it = it->second.base.expired() ? cache.erase(it) : std::next(it);
+    const Region& r = *rp;
+    const size_t c = size_t(r.carries), q = size_t(r.sequences), o = size_t(r.outputs);
+    // values that vary by step: those reached from a carry or a sequence slice
+    std::unordered_set<const Node*> varying;
+    for (size_t i = 0; i < c + q; ++i)
+        varying.insert(r.body.params[i].get());
+    std::vector<const Node*> roots;
+    for (const auto& x : r.body.results)
+        roots.push_back(x.get());
+    std::vector<const Node*> candidates;
+    for (const Node* x : topo_order(roots)) {
+        for (const auto& i : x->inputs())
+            if (varying.count(i.get())) {
+                varying.insert(x);
+                break;
+            }
+        if (stored_kind(*x) && varying.count(x))
+            candidates.push_back(x);
+    }
+    std::vector<const Node*> read;
+    if (!candidates.empty()) {
+        Tensors res, cots, wrt;
+        for (size_t k = 0; k < c + o; ++k) {
+            res.emplace_back(r.body.results[k]);
+            cots.push_back(is_float(res[k].dtype())
+                               ? Tensor(param(res[k].shape(), res[k].dtype(), "cotangent"))
+                               : Tensor());
+        }
+        for (const auto& p : r.body.params)
+            wrt.emplace_back(p);
+        const Tensors ds = vjp_float(res, cots, wrt); // (alive while its nodes are walked)
+        std::vector<const Node*> grads;
+        for (const Tensor& d : ds)
+            if (d.defined())
+                grads.push_back(d.node().get());
+        std::unordered_set<const Node*> reached;
+        for (const Node* x : topo_order(grads))
+            reached.insert(x);
+        for (const Node* x : candidates)
+            if (reached.count(x))
+                read.push_back(x);
+    }
+    if (read.empty()) {
+        cache[rp.get()] = {rp, {}, true};
+        return nullptr;
+    }
+    auto r2 = std::make_shared<Region>(r);
+    r2->base = rp;
+    auto at = r2->body.results.begin() + std::ptrdiff_t(c + o);
+    for (const Node* x : read)
+        at = r2->body.results.insert(at, x->shared_from_this()) + 1;
+    r2->outputs = int(o + read.size());
+    cache[rp.get()] = {rp, r2, false};
+    return r2;
+}
+
 Tensors scan_vjp(const Node& n, const Region& r, const Tensors& cot) {
     const Tensors in = inputs_of(n);
     const size_t c = size_t(r.carries), q = size_t(r.sequences), o = size_t(r.outputs),
                  m = size_t(r.captured);
     const Tensors init = part(in, 0, c), seqs = part(in, c, q), cap = part(in, c + q, m);
     const auto fc = floats(init), fcap = floats(cap), fseq = floats(seqs);
-    Tensors hist;
+    // the forward values the backward steps read come from r's copy with residuals, if any
+    const std::shared_ptr<const Region> r2 = with_residuals(n.attr<RegionAttrs>().region);
+    const std::shared_ptr<const Region>& fr = r2 ? r2 : n.attr<RegionAttrs>().region;
+    const size_t nres = size_t(fr->outputs) - o;
+    Tensors hist, stored;
     for (size_t i = 0; i < c; ++i)
         hist.emplace_back(Node::make(
-            Op::Scan, RegionAttrs{n.attr<RegionAttrs>().region, int64_t(c + o + i)}, n.inputs()));
+            Op::Scan, RegionAttrs{fr, int64_t(c + size_t(fr->outputs) + i)}, n.inputs()));
+    for (size_t j = 0; j < nres; ++j)
+        stored.emplace_back(
+            Node::make(Op::Scan, RegionAttrs{fr, int64_t(c + o + j)}, n.inputs()));
     // backward sequences: history (all carries), forward sequences, defined stacked-output and
     // history cotangents
     std::vector<size_t> gys, ghs;
@@ -526,6 +641,7 @@ Tensors scan_vjp(const Node& n, const Region& r, const Tensors& cot) {
         bseqs.push_back(cot[c + k]);
     for (size_t i : ghs)
         bseqs.push_back(cot[c + o + i]);
+    bseqs = concat(bseqs, stored);
     Tensors binit;
     for (size_t i : fc)
         binit.push_back(or_zeros(cot[i], init[i]));
@@ -535,8 +651,10 @@ Tensors scan_vjp(const Node& n, const Region& r, const Tensors& cot) {
         const Tensors c_t = part(args, 0, c), x_t = part(args, c, q);
         const Tensors gy_t = part(args, c + q, gys.size()),
                       gh_t = part(args, c + q + gys.size(), ghs.size());
-        const Tensors cap_t = part(args, c + q + gys.size() + ghs.size(), m);
-        Tensors res = instantiate(r.body, concat(concat(c_t, x_t), cap_t));
+        const Tensors s_t = part(args, c + q + gys.size() + ghs.size(), nres);
+        const Tensors cap_t = part(args, c + q + gys.size() + ghs.size() + nres, m);
+        const Tensors all = instantiate(fr->body, concat(concat(c_t, x_t), cap_t));
+        const Tensors res = part(all, 0, c + o);
         Tensors cots(res.size());
         for (size_t k = 0; k < fc.size(); ++k)
             cots[fc[k]] = carry[k];
@@ -556,7 +674,14 @@ Tensors scan_vjp(const Node& n, const Region& r, const Tensors& cot) {
         Tensors ys;
         for (size_t s : fseq)
             ys.push_back(or_zeros(d[c + s], x_t[s]));
-        return std::pair{next, ys};
+        if (nres == 0)
+            return std::pair{next, ys};
+        // the stored products in place of the recomputed ones (Note [Scan residuals])
+        Givens stored_values;
+        for (size_t j = 0; j < nres; ++j)
+            stored_values.emplace_back(all[c + o + j], s_t[j]);
+        const Tensors out = clone(concat(next, ys), stored_values);
+        return std::pair{part(out, 0, next.size()), part(out, next.size(), ys.size())};
     };
     ScanOptions so{.reverse = !r.reverse, .name = r.name + "_grad"};
     if (bseqs.empty())

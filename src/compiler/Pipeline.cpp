@@ -3,6 +3,7 @@
 
 #include "Canonicalize.h"
 #include "MergeConstants.h"
+#include "MergeLoops.h"
 #include "Specialize.h"
 #include "Stabilize.h"
 
@@ -48,6 +49,8 @@ Compiled compile(const std::vector<NodePtr>& input, const Target& target) {
     after("build", input, step);
     // autodiff and clone are done with identities
     c.roots = timed("merge_constants", [&] { return merge_constants(input, &c.rewrites); });
+    // a scan and its copy with residuals run as one loop (Note [Scan residuals])
+    c.roots = timed("merge_loops", [&] { return merge_loops(c.roots, &c.rewrites); });
     c.roots = timed("canonicalize", [&] { return canonicalize(c.roots, &c.rewrites); });
     after("canonicalize", c.roots, step);
     c.roots = timed("stabilize", [&] { return stabilize(c.roots, &c.rewrites); });

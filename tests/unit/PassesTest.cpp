@@ -5,6 +5,7 @@
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
+#include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
@@ -14,6 +15,7 @@
 #include "backend/cpu/CpuTarget.h"
 #include "backend/cpu/LayoutPass.h"
 #include "compiler/MergeConstants.h"
+#include "compiler/MergeLoops.h"
 #include "backend/cpu/Jit.h"
 #include "ops/ChannelBlocking.h"
 #include "compiler/Pipeline.h"
@@ -139,6 +141,71 @@ TEST(MergeConstants, EqualConstantsBecomeOneNode) {
     EXPECT_TRUE(again[0].same(r[0]));
     EXPECT_EQ(again.stats.hits["merge_constants"], 0);
     expect_same_value({x}, {y}, r.outs, {random_array(f32, {3}, 1)});
+}
+
+// Note [Scan residuals]: the backward pass of a scan whose body multiplies by matrices reads the
+// products the forward stored (as extra step outputs of a copy of the loop) instead of
+// recomputing them, and merge_loops makes the primal results the copy's: one forward loop.
+TEST(MergeLoops, ScanStoresItsProductsAndRunsOnce) {
+    using Ts = std::vector<Tensor>;
+    Placeholder xs({6, 3}, f64, "xs"), h0({4}, f64, "h0"), W({4, 4}, f64, "W"), U({4, 3}, f64, "U");
+    Tensor Wc = W, Uc = U;
+    auto [carry, ys] = scan(
+        [&](const Ts& h, const Ts& a) {
+            Tensor n = tanh(matmul(Wc, h[0]) + matmul(Uc, a[0]));
+            return std::pair{Ts{n}, Ts{sum(n)}};
+        },
+        {h0}, {xs});
+    Tensor cost = sum(ys[0]) + sum(carry[0] * carry[0]);
+    Ts outs{cost};
+    for (const Tensor& g : gradients(cost, {W, U, h0, xs})) outs.push_back(g);
+    using RegionSet = std::set<const detail::Region*>;
+    auto regions = [](const Ts& ts, RegionSet* fwd, RegionSet* bwd) {
+        std::vector<const Node*> rs;
+        for (const auto& t : ts) rs.push_back(t.node().get());
+        for (const Node* n : topo_order(rs))
+            if (n->is(Op::Scan)) {
+                const detail::Region* r = n->attr<RegionAttrs>().region.get();
+                (r->name == "scan" ? fwd : bwd)->insert(r);
+            }
+    };
+    RegionSet fwd, bwd;
+    regions(outs, &fwd, &bwd);
+    ASSERT_EQ(fwd.size(), 2u) << "the loop and its copy with residuals: " << to_text(outs);
+    ASSERT_EQ(bwd.size(), 1u);
+    const detail::Region *base = nullptr, *copy = nullptr;
+    for (const detail::Region* r : fwd) (r->base ? copy : base) = r;
+    ASSERT_TRUE(base && copy && copy->base.get() == base);
+    EXPECT_EQ(copy->outputs, base->outputs + 2) << "both products are stored";
+    // the backward body computes the products' vjps (dW, dU, dh, dx) but not the products
+    const detail::Region& back = **bwd.begin();
+    std::vector<const Node*> body;
+    for (const auto& r : back.body.results) body.push_back(r.get());
+    const DotAttrs& product = copy->body.results[size_t(copy->carries + base->outputs)]->attr<DotAttrs>();
+    int recomputed = 0, dots = 0;
+    for (const Node* n : topo_order(body))
+        if (n->is(Op::DotGeneral)) {
+            ++dots;
+            const DotAttrs& a = n->attr<DotAttrs>();
+            recomputed += a.lhs_contract == product.lhs_contract &&
+                          a.rhs_contract == product.rhs_contract && n->input(1)->is(Op::Placeholder) &&
+                          n->input(0)->is(Op::Placeholder);
+        }
+    EXPECT_GT(dots, 0);
+    EXPECT_EQ(recomputed, 0) << "a forward product is recomputed in the backward body";
+    // merged: the primal reads the copy too
+    Rewritten r = run(cc::merge_loops, outs);
+    EXPECT_GT(r.stats.hits["merge_loops"], 0);
+    RegionSet fwd2, bwd2;
+    regions(r.outs, &fwd2, &bwd2);
+    EXPECT_EQ(fwd2, RegionSet{copy});
+    std::vector<Array> vals{random_array(f64, {6, 3}, 71), random_array(f64, {4}, 72, -1, 1),
+                            random_array(f64, {4, 4}, 73, -0.7, 0.7),
+                            random_array(f64, {4, 3}, 74, -0.7, 0.7)};
+    expect_same_value({xs, h0, W, U}, outs, r.outs, vals);
+    // the cpu backend (which merges) against the reference interpreter (which runs both loops);
+    // 1e-12: the JIT's tanh is within a few ulp of libm's, carried through six steps
+    expect_cpu_matches_reference({xs, h0, W, U}, outs, vals, 1e-12);
 }
 
 // The pipeline merges before it folds: x * (2 + 3) + x * 5 has one product, by 5.

@@ -4,6 +4,7 @@
 
 #include <symjax/ir/Node.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ struct Region {
     bool reverse = false;        // Scan: steps run from the last slice to the first
     int64_t max_iterations = -1; // While: stop after this many iterations (-1: no bound)
     Body body, body2;
+    /// Scan: the region this one copies with more step outputs, the body values its backward
+    /// pass reads instead of recomputing them (Note [Scan residuals] in src/api/ControlFlow.cpp);
+    /// a pass runs the base's nodes as this region's when both loops have the same inputs.
+    std::shared_ptr<const Region> base;
 
     /// How many results the region has (its nodes' RegionAttrs::output range over them).
     int num_results() const;
