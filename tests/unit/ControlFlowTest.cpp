@@ -162,6 +162,33 @@ TEST_P(ControlFlow, ScanJvpMatchesFiniteDifferences) {
     EXPECT_NEAR(got, (shifted(eps) - shifted(-eps)) / (2 * eps), 1e-6 * (1 + std::fabs(got)));
 }
 
+// A profile of a function with loops has a table for each body (cpu backend) after its own.
+TEST(ControlFlowProfile, EachBodyHasItsTable) {
+    Placeholder xs({5, 8}, DType::F32, "xs");
+    Placeholder W({8, 8}, DType::F32, "W");
+    Tensor Wc = W;
+    auto [c, ys] = scan(
+        [&](const Ts& h, const Ts& x) {
+            Tensor n = tanh(matmul(h[0], Wc) + x[0]);
+            return std::pair{Ts{n}, Ts{}};
+        },
+        {zeros({8}, DType::F32)}, {xs}, {}, {.name = "my_loop"});
+    FunctionOptions o = on("cpu");
+    o.profile = true;
+    Function f = function({xs, W}, {sum(c[0])}, {}, o);
+    f(random_array(DType::F32, {5, 8}, 1), random_array(DType::F32, {8, 8}, 2));
+    const std::string p = f.profile_report();
+    const size_t outer = p.find("[symjax] profile ("), body = p.find("[symjax] body of my_loop: profile (");
+    ASSERT_NE(outer, std::string::npos) << p;
+    ASSERT_NE(body, std::string::npos) << p;
+    EXPECT_LT(outer, body) << p;
+    EXPECT_NE(p.find("loop "), std::string::npos) << "the loop's own row: " << p;
+    // the body's table times its product (5 calls, one per step)
+    const size_t gemm = p.find("gemm", body);
+    ASSERT_NE(gemm, std::string::npos) << p;
+    EXPECT_NE(p.substr(gemm, p.find('\n', gemm) - gemm).find(" 5 "), std::string::npos) << p;
+}
+
 // A variable read by the body is captured: its gradient flows, its updates come from function().
 TEST_P(ControlFlow, ScanReadsVariablesAndTrains) {
     Variable w(Array(std::vector<double>{0.5}, Shape{}), "w");

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -154,7 +155,7 @@ public:
     }
 
     ~CpuExecutable() override {
-        if (opts_.profile)
+        if (opts_.profile && !nested_)
             std::fprintf(stderr, "%s", profile_report().c_str());
     }
 
@@ -178,6 +179,8 @@ public:
                                : g.kind == Group::Kind::Window    ? "window"
                                : g.kind == Group::Kind::View      ? "view"
                                : library_kernel(g.roots[0]->op()) ? "lapack"
+                               : g.roots[0]->is(Op::Cond)          ? "cond"
+                               : has_trait(g.roots[0]->op(), kRegion) ? "loop"
                                                                   : "reference";
             double s = p.ms / 1e3;
             std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i,
@@ -186,6 +189,12 @@ public:
                           g.roots[0]->describe(1).c_str());
             os << line;
         }
+        // each loop body's own table, after the table with the loop's step
+        for (const RegionRun& g : regions_)
+            for (int w = 0; w < 2; ++w)
+                if (g.body[w])
+                    os << "[symjax] " << g.body_names[w] << " of " << g.name << ": "
+                       << g.body[w]->profile_report().substr(std::strlen("[symjax] "));
         return os.str();
     }
 
@@ -290,6 +299,8 @@ private:
         std::vector<bool> wanted;
         std::unique_ptr<CpuExecutable> body[2];
         std::vector<Array> results;
+        std::string name;                // the loop's name, for the profile
+        const char* body_names[2] = {"body", "condition"};
     };
 
     void add_region_node(const Node& n) {
@@ -298,15 +309,19 @@ private:
         if (fresh) {
             RegionRun g;
             g.wanted.assign(size_t(r.num_results()), false);
-            FunctionOptions o = opts_;
-            o.profile = false;
+            g.name = r.name;
+            if (r.kind == detail::RegionKind::Cond)
+                g.body_names[0] = "true branch", g.body_names[1] = "false branch";
+            FunctionOptions o = opts_; // a profile times the bodies' kernels too
             g.body[0] = std::make_unique<CpuExecutable>(detail::body_program(r.body), o);
             if (r.kind != detail::RegionKind::Scan)
                 g.body[1] = std::make_unique<CpuExecutable>(detail::body_program(r.body2), o);
             // the loop polls once per iteration, naming itself (Note [Interrupts between steps])
             for (auto& b : g.body)
-                if (b)
+                if (b) {
                     b->interruptible_steps_ = 0;
+                    b->nested_ = true; // its profile is printed within this one's
+                }
             regions_.push_back(std::move(g));
         }
         regions_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
@@ -725,6 +740,7 @@ private:
 
     FunctionOptions opts_;
     size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
+    bool nested_ = false;            // a loop body: the enclosing program prints its profile
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;
