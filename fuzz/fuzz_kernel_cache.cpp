@@ -8,7 +8,7 @@
 // A read never throws, so anything escaping, and any wrong object, is a finding.
 #include "FuzzUtil.h"
 
-#include "backend/cpu/Jit.h"
+#include "backend/cpu/KernelCache.h"
 
 #include <cstdio>
 #include <cstdlib>

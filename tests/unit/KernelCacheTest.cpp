@@ -11,6 +11,7 @@
 #include <symjax/symjax.h>
 
 #include "backend/cpu/Jit.h"
+#include "backend/cpu/KernelCache.h"
 
 #include <chrono>
 #include <cctype>

@@ -11,6 +11,7 @@
 // different set of kernels is a different entry; within a process each kernel is shared by
 // every function through the in-memory map.
 #include "Jit.h"
+#include "KernelCache.h"
 
 #include "../../core/Hash.h"
 #include "../../core/Debug.h"
@@ -30,27 +31,18 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <unordered_map>
 #include <unordered_set>
 
 namespace sj::cpu {
 
 namespace {
-
-constexpr uint32_t kSchemaVersion = 3; // 2: one entry per bundle of kernels; 3: row-order kernels
-constexpr char kMagic[8] = {'S', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
 
 struct Jit {
     std::mutex mu;
@@ -88,7 +80,7 @@ struct Jit {
         SJ_CHECK(gen, Error) << "cpu backend: " << llvm::toString(gen.takeError());
         jit->getMainJITDylib().addGenerator(std::move(*gen));
         std::ostringstream k;
-        k << "schema=" << kSchemaVersion << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
+        k << "schema=" << kCacheSchema << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
           << " cpu=" << cpu << " features=" << features << " opt=O3 codegen=" << SJ_CODEGEN_HASH << "\n";
         key_prefix = k.str();
         if (detail::debug_level() >= 1)
@@ -136,164 +128,7 @@ struct Jit {
     }
 };
 
-uint64_t checksum(const std::string& s) {
-    detail::Hasher h;
-    h.add_bytes(s.data(), s.size());
-    return h.h;
-}
-
-std::string hex(uint64_t v) {
-    char b[17];
-    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-    return b;
-}
-
-/// The largest entry read: a function's kernels make an object of kilobytes to a few megabytes.
-constexpr off_t kMaxEntryBytes = off_t(256) << 20;
-
-/// A present cache entry that cannot be used: a miss (the kernels are compiled), never an error;
-/// SJ_DEBUG=1 says why.
-std::string miss(const std::string& path, const std::string& why) {
-    if (detail::debug_level() >= 1)
-        std::fprintf(stderr, "[symjax] kernel cache: %s: %s; compiling instead\n", path.c_str(),
-                     why.c_str());
-    return "";
-}
-
-const char* file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
-/// The bytes of a cache entry, read without following a symbolic link, without blocking (a
-/// FIFO), and no more than its size (a device never ends); sets *why on failure.
-std::string read_entry_bytes(const std::string& path, bool* present, std::string* why) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *present = errno != ENOENT && errno != ENOTDIR;
-        *why = errno == ELOOP ? "a symbolic link (entries are regular files)"
-                              : std::string("cannot open (") + std::strerror(errno) + ")";
-        return "";
-    }
-    *present = true;
-    std::string data;
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-        *why = std::string("cannot stat (") + std::strerror(errno) + ")";
-    } else if (!S_ISREG(st.st_mode)) {
-        *why = std::string(file_kind(st.st_mode)) + ", expected a regular file";
-    } else if (st.st_size > kMaxEntryBytes) {
-        *why = std::to_string(st.st_size) + " bytes, more than the " +
-               std::to_string(kMaxEntryBytes) + " an entry may have";
-    } else {
-        data.resize(static_cast<size_t>(st.st_size));
-        for (size_t got = 0; got < data.size();) {
-            ssize_t r = ::read(fd, data.data() + got, data.size() - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                *why = r == 0 ? "shorter than its size (changed while read)"
-                              : std::string("read failed (") + std::strerror(errno) + ")";
-                data.clear();
-                break;
-            }
-            got += static_cast<size_t>(r);
-        }
-    }
-    ::close(fd);
-    return data;
-}
-
 } // namespace
-
-std::string read_cache_entry(const std::string& path, const std::string& key,
-                                     bool* present) {
-    *present = false;
-    std::string why;
-    std::string data;
-    try {
-        data = read_entry_bytes(path, present, &why);
-    } catch (const std::exception& e) { // bad_alloc: an entry's size is at most kMaxEntryBytes
-        *present = true;
-        return miss(path, e.what());
-    }
-    if (!*present) return "";
-    if (!why.empty()) return miss(path, why);
-    size_t need = sizeof kMagic + 4 + 8 + 8 + 8;
-    if (data.size() < need || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
-        return miss(path, "not a kernel cache entry (no SJKCACHE header)");
-    size_t p = sizeof kMagic;
-    uint32_t schema;
-    uint64_t klen, olen, sum;
-    std::memcpy(&schema, data.data() + p, 4), p += 4;
-    std::memcpy(&klen, data.data() + p, 8), p += 8;
-    if (schema != kSchemaVersion)
-        return miss(path, "schema " + std::to_string(schema) + ", expected " +
-                              std::to_string(kSchemaVersion));
-    if (klen != key.size() || data.size() - p < klen + 16 || data.compare(p, klen, key) != 0)
-        return miss(path, "the entry of another key (a hash collision or a damaged key)");
-    p += klen;
-    std::memcpy(&olen, data.data() + p, 8), p += 8;
-    std::memcpy(&sum, data.data() + p, 8), p += 8;
-    if (data.size() - p != olen)
-        return miss(path, "object of " + std::to_string(data.size() - p) +
-                              " bytes, the entry says " + std::to_string(olen));
-    std::string obj = data.substr(p);
-    if (checksum(obj) != sum) return miss(path, "checksum mismatch (a damaged object)");
-    return obj;
-}
-
-std::string encode_cache_entry(const std::string& key, const std::string& obj) {
-    uint32_t schema = kSchemaVersion;
-    uint64_t klen = key.size(), olen = obj.size(), sum = checksum(obj);
-    std::string out(kMagic, sizeof kMagic);
-    out.append(reinterpret_cast<const char*>(&schema), 4);
-    out.append(reinterpret_cast<const char*>(&klen), 8);
-    out += key;
-    out.append(reinterpret_cast<const char*>(&olen), 8);
-    out.append(reinterpret_cast<const char*>(&sum), 8);
-    out += obj;
-    return out;
-}
-
-namespace {
-
-/// Writes a cache entry atomically: a unique temporary file in the same directory, then rename.
-/// Returns whether the entry was written.
-bool write_entry(const std::string& dir, const std::string& path, const std::string& key,
-                 const std::string& obj) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return false; // the cache is an optimisation: an unwritable directory is not an error
-    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                      hex(reinterpret_cast<uintptr_t>(&obj) ^ checksum(obj));
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) return false;
-        const std::string bytes = encode_cache_entry(key, obj);
-        f.write(bytes.data(), std::streamsize(bytes.size()));
-        f.close(); // flushes: a failed final write must not rename a partial file into place
-        if (!f) {
-            std::remove(tmp.c_str());
-            return false;
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) == 0) return true;
-    std::remove(tmp.c_str());
-    return false;
-}
-
-} // namespace
-
-std::string cache_dir() {
-    if (const char* d = std::getenv("SJ_CACHE_DIR")) return std::string(d) == "off" ? "" : d;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/symjax";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/symjax";
-    return "";
-}
 
 std::string host_cpu_description() {
     Jit& j = Jit::get();
@@ -326,13 +161,13 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
         if (!queued.insert(full[i]).second) continue;
         todo.push_back(specs[i]);
         todo_keys.push_back(full[i]);
-        syms.push_back("sjk_" + hex(checksum(full[i])));
+        syms.push_back("sjk_" + hex64(cache_checksum(full[i])));
         bundle_key += "kernel " + syms.back() + "\n" + keys[i];
     }
     if (!todo.empty()) {
-        uint64_t h = checksum(bundle_key);
+        uint64_t h = cache_checksum(bundle_key);
         std::string dir = cache_dir();
-        std::string path = dir.empty() ? "" : dir + "/" + hex(h) + ".sjk";
+        std::string path = dir.empty() ? "" : dir + "/" + hex64(h) + ".sjk";
         bool present = false;
         std::string obj = path.empty() ? "" : read_cache_entry(path, bundle_key, &present);
         bool disk_hit = !obj.empty();
@@ -342,7 +177,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             j.stats.disk_rejects += present;
             obj = j.compile_object(todo, syms);
             j.stats.compiles += int64_t(todo.size());
-            if (!path.empty()) j.stats.disk_writes += write_entry(dir, path, bundle_key, obj);
+            if (!path.empty()) j.stats.disk_writes += write_cache_entry(dir, path, bundle_key, obj);
         }
         auto err = j.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0]));
         SJ_CHECK(!err, Error) << "cpu backend: cannot load kernels " << syms[0] << "...: "

@@ -43,20 +43,7 @@ KernelCacheStats kernel_cache_stats();
 /// The LLVM IR (after optimisation) that get_kernel would compile for `spec` (for SJ_DEBUG/dumps).
 std::string kernel_llvm_ir(const compiler::KernelSpec& spec);
 
-/// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else
-/// ~/.cache/symjax ("" disables the disk cache: SJ_CACHE_DIR=off).
-std::string cache_dir();
-
 /// Host CPU name and features, as used in cache keys ("skylake-avx512 +avx512f,...").
 std::string host_cpu_description();
-
-/// Reads a disk-cache entry (docs/compiler.md, "Kernel cache"): its object bytes, or "" when the
-/// entry is absent, not a regular file, too large, of another key or schema, or damaged (a
-/// logged miss; *present says whether something was there). Never throws. Exposed for the fuzz
-/// target (fuzz/fuzz_kernel_cache.cpp).
-std::string read_cache_entry(const std::string& path, const std::string& key, bool* present);
-/// The bytes of an entry holding `obj` for `key`: magic, schema, key, object size, checksum,
-/// object.
-std::string encode_cache_entry(const std::string& key, const std::string& obj);
 
 } // namespace sj::cpu

@@ -1,0 +1,36 @@
+// The kernel cache's disk entries: where they live, their format, atomic writes and validated
+// reads (KernelCache.cpp; docs/compiler.md, "Kernel cache").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sj::cpu {
+
+/// The entry format's version, part of every key: 2: one entry per bundle of kernels; 3:
+/// row-order kernels.
+inline constexpr uint32_t kCacheSchema = 3;
+
+/// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else
+/// ~/.cache/symjax ("" disables the disk cache: SJ_CACHE_DIR=off).
+std::string cache_dir();
+
+/// The 64-bit hash that names entries and kernels, and checks objects.
+uint64_t cache_checksum(const std::string& s);
+/// v as 16 lowercase hex digits.
+std::string hex64(uint64_t v);
+
+/// Reads a disk-cache entry: its object bytes, or "" when the entry is absent, not a regular
+/// file, too large, of another key or schema, or damaged (a logged miss; *present says whether
+/// something was there). Never throws. Exposed for the fuzz target (fuzz/fuzz_kernel_cache.cpp).
+std::string read_cache_entry(const std::string& path, const std::string& key, bool* present);
+/// The bytes of an entry holding `obj` for `key`: magic, schema, key, object size, checksum,
+/// object.
+std::string encode_cache_entry(const std::string& key, const std::string& obj);
+/// Writes an entry atomically (a unique temporary file in `dir`, then a rename onto `path`);
+/// returns whether it was written. An unwritable directory is not an error: the cache is an
+/// optimisation.
+bool write_cache_entry(const std::string& dir, const std::string& path, const std::string& key,
+                       const std::string& obj);
+
+} // namespace sj::cpu
