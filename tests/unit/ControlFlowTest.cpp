@@ -18,6 +18,11 @@ using Ts = std::vector<Tensor>;
 
 class ControlFlow : public BackendTest {};
 
+Ts concat_ts(Ts a, const Ts& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
 /// Central differences of the scalar output 0 of f with respect to argument k (f64).
 Array finite_diff(const Function& f, std::vector<Array> args, size_t k, double eps = 1e-6) {
     Array g(DType::F64, args[k].shape());
@@ -74,6 +79,59 @@ TEST_P(ControlFlow, ScanReverse) {
     for (int64_t i = 4; i >= 0; --i) {
         s += x.at(i);
         EXPECT_NEAR(r.at(i), s, 1e-12) << i;
+    }
+}
+
+// Results a body may give that the loop cannot compute in place (Note [Loop rows in place]):
+// a slice of a sequence passed through, a view (reshape) of the new carry, the same value as a
+// carry and an output, and a carry passed through unchanged; forward and reverse, with the
+// carry history a gradient reads. Against the same recurrence unrolled by hand.
+TEST_P(ControlFlow, ScanRowsInPlaceOrCopied) {
+    for (bool reverse : {false, true}) {
+        Placeholder xs({5, 2, 3}, DType::F64, "xs"), h0({2, 3}, DType::F64, "h0");
+        auto [carry, ys] = scan(
+            [](const Ts& c, const Ts& x) {
+                Tensor h = tanh(c[0] * 0.9 + x[0]);
+                return std::pair{Ts{h, c[1]}, Ts{h * 2.0, x[0], reshape(h, {6}), h}};
+            },
+            {h0, h0 * 3.0}, {xs}, {}, {.reverse = reverse});
+        Tensor cost = sum(carry[0] * carry[0]) + sum(ys[0] * ys[3]) + sum(sin(ys[2])) +
+                      sum(ys[1] * carry[1]);
+        // the same by hand
+        Tensor h = h0;
+        std::vector<Tensor> hs(5);
+        for (int s = 0; s < 5; ++s) {
+            const int t = reverse ? 4 - s : s;
+            h = tanh(h * 0.9 + xs[t]);
+            hs[size_t(t)] = h;
+        }
+        Tensor want_cost = sum(h * h);
+        for (int t = 0; t < 5; ++t)
+            want_cost = want_cost + sum(hs[size_t(t)] * 2.0 * hs[size_t(t)]) +
+                        sum(sin(reshape(hs[size_t(t)], {6}))) + sum(xs[t] * (h0 * 3.0));
+        Ts got = concat_ts({cost}, gradients(cost, {xs, h0}));
+        Ts want = concat_ts({want_cost}, gradients(want_cost, {xs, h0}));
+        Ts outs = concat_ts(concat_ts(got, ys), {carry[0], carry[1]});
+        Function f = function({xs, h0}, outs, {}, opts());
+        Function g = function({xs, h0}, want, {}, opts());
+        Array xv = random_array(DType::F64, {5, 2, 3}, 21), hv = random_array(DType::F64, {2, 3}, 22);
+        auto a = f(xv, hv);
+        auto b = g(xv, hv);
+        const std::string how = reverse ? "reverse" : "forward";
+        for (size_t k = 0; k < want.size(); ++k)
+            expect_close(a[k], b[k], 1e-12, 1e-12, how + " result " + std::to_string(k));
+        expect_close(a[got.size() + 1], xv, 0, 0, how + ": the sequence passed through");
+        for (int t = 0; t < 5; ++t)
+            for (int64_t i = 0; i < 6; ++i) {
+                EXPECT_EQ(a[got.size() + 2].at(t * 6 + i), a[got.size() + 3].at(t * 6 + i))
+                    << how << ": the view of the carry, step " << t;
+                EXPECT_EQ(a[got.size()].at(t * 6 + i), 2.0 * a[got.size() + 3].at(t * 6 + i))
+                    << how << ": h * 2, step " << t;
+            }
+        Array h3 = hv.clone();
+        for (int64_t i = 0; i < h3.size(); ++i)
+            h3.data<double>()[i] *= 3.0;
+        expect_close(a[got.size() + 5], h3, 0, 0, how + ": the carry passed through");
     }
 }
 

@@ -200,6 +200,26 @@ public:
 
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
+        return run_into(inputs, vals, counter, nullptr);
+    }
+
+    /// run, computing output k into dests[k] where that is defined and the output is a buffer a
+    /// step writes (a loop body's rows: Note [Loop rows in place] in ControlFlowKernels.cpp).
+    detail::ExecResult run_into(const std::vector<Array>& inputs, const std::vector<Array>& vals,
+                                uint64_t counter, const std::vector<Array>* dests) {
+        struct ClearDests {
+            std::vector<Array>& d;
+            ~ClearDests() { d.clear(); }
+        } clear_dests{dest_of_slot_};
+        if (dests) {
+            dest_of_slot_.assign(plan_.slots.size(), Array());
+            for (size_t k = 0; k < dests->size() && k < plan_.output_slots.size(); ++k) {
+                const size_t s = size_t(plan_.output_slots[k]);
+                if ((*dests)[k].defined() && !dest_of_slot_[s].defined() &&
+                    plan_.slots[s].source == compiler::SlotSource::Step)
+                    dest_of_slot_[s] = (*dests)[k];
+            }
+        }
         // the bound plan depends only on the shapes of inputs (variables and constants are static)
         // (the dims' bytes, each shape after its rank: formatting text here cost more than a
         // small kernel, and a loop body is called once per step)
@@ -333,8 +353,9 @@ private:
     Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter) {
         RegionRun& g = regions_[region_of_node_.at(&n)];
         if (g.results.empty()) {
-            ref::BodyRunner run = [&](int which, const std::vector<Array>& args) {
-                return g.body[which]->run(args, {}, counter).outputs;
+            ref::BodyRunner run = [&](int which, const std::vector<Array>& args,
+                                      const std::vector<Array>* dests) {
+                return g.body[which]->run_into(args, {}, counter, dests).outputs;
             };
             g.results = ref::run_region(n, in, g.wanted, run);
         }
@@ -653,6 +674,11 @@ private:
 
     /// The output buffer of a slot: last call's if nobody else holds it, else a new one.
     Array buffer(const CallPlan& plan, int slot, const TensorType& t) const {
+        if (!dest_of_slot_.empty()) { // the caller's place for this output, if it fits
+            const Array& d = dest_of_slot_[size_t(slot)];
+            if (d.defined() && d.shape() == t.shape && d.dtype() == t.dtype)
+                return d;
+        }
         Array& p = plan.pool[slot];
         auto fits = [&](const Array& a) {
             return a.defined() && a.unique() && a.shape() == t.shape && a.dtype() == t.dtype;
@@ -741,6 +767,7 @@ private:
     FunctionOptions opts_;
     size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
     bool nested_ = false;            // a loop body: the enclosing program prints its profile
+    std::vector<Array> dest_of_slot_; // during run_into: where an output slot's value goes
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;

@@ -30,6 +30,24 @@ void put_row(Array& dst, int64_t t, const Array& v, const Region& r, int k) {
                     size_t(v.nbytes()));
 }
 
+// Note [Loop rows in place]
+// A scan writes each step's stacked outputs into row t of their results and, when a gradient
+// needs it, the carry each step receives into row t of the carry history. Copying them there
+// after the body ran cost an LSTM's forward step a quarter of a megabyte of memcpy. So the body
+// is given the rows as destinations: stacked output k's is row t of its result, and a new
+// carry's is row t+1 (the next step's t) of its history, so that the next step reads its carry
+// from the history where the copy would have put it. The cpu backend computes a result into its
+// destination when the result is a buffer the body writes (a kernel's or a library call's
+// output); a result that is a view, an input or a reference kernel's array is copied as before,
+// and so is everything on the reference backend. Whether a value is already in its row is
+// checked by address, never assumed.
+
+/// Whether v is row t of dst, in place.
+bool in_row(const Array& v, const Array& dst, int64_t t) {
+    return v.defined() && dst.defined() && v.nbytes() == row_bytes(dst) && v.shares_buffer(dst) &&
+           v.raw() == static_cast<const char*>(dst.raw()) + t * row_bytes(dst);
+}
+
 std::vector<Array> slice(const std::vector<Array>& in, int begin, int count) {
     return {in.begin() + begin, in.begin() + begin + count};
 }
@@ -45,26 +63,33 @@ std::vector<Array> run_scan(const Region& r, const std::vector<Array>& in,
             res[size_t(k)] = Array::uninitialized(types[size_t(k)].dtype, types[size_t(k)].shape);
     std::vector<Array> carry = slice(in, 0, c);
     std::vector<Array> captured = slice(in, r.captured_begin(), r.captured);
-    std::vector<Array> args;
+    std::vector<Array> args, dests(size_t(c + o));
     for (int64_t s = 0; s < length; ++s) {
         if (poll_interrupt())
             SJ_THROW(Interrupted) << r.name << ": interrupted after " << s << " of " << length
                                   << " steps; no variable was changed";
-        const int64_t t = r.reverse ? length - 1 - s : s;
-        for (int i = 0; i < c; ++i)
-            if (wanted[size_t(c + o + i)])
-                put_row(res[size_t(c + o + i)], t, carry[size_t(i)], r, c + o + i);
+        const int64_t t = r.reverse ? length - 1 - s : s, next = r.reverse ? t - 1 : t + 1;
+        for (int i = 0; i < c; ++i) {
+            Array& hist = res[size_t(c + o + i)];
+            if (wanted[size_t(c + o + i)] && !in_row(carry[size_t(i)], hist, t))
+                put_row(hist, t, carry[size_t(i)], r, c + o + i);
+            // the new carry's place (Note [Loop rows in place]): the next step's history row
+            dests[size_t(i)] =
+                wanted[size_t(c + o + i)] && s + 1 < length ? hist.row(next) : Array();
+        }
+        for (int i = 0; i < o; ++i)
+            dests[size_t(c + i)] = wanted[size_t(c + i)] ? res[size_t(c + i)].row(t) : Array();
         args = carry;
         for (int q = 0; q < r.sequences; ++q)
             args.push_back(in[size_t(c + q)].row(t)); // a view, no copy
         args.insert(args.end(), captured.begin(), captured.end());
-        std::vector<Array> out = run_body(0, args);
+        std::vector<Array> out = run_body(0, args, &dests);
         SJ_ASSERT(out.size() == size_t(c + o))
             << r.name << ": the body returned " << out.size() << " values";
         for (int i = 0; i < c; ++i)
             carry[size_t(i)] = std::move(out[size_t(i)]);
         for (int i = 0; i < o; ++i)
-            if (wanted[size_t(c + i)])
+            if (wanted[size_t(c + i)] && !in_row(out[size_t(c + i)], res[size_t(c + i)], t))
                 put_row(res[size_t(c + i)], t, out[size_t(c + i)], r, c + i);
     }
     for (int i = 0; i < c; ++i)
@@ -91,7 +116,7 @@ std::vector<Array> run_while(const Region& r, const std::vector<Array>& in,
                                   << " iterations; no variable was changed";
         args = carry;
         args.insert(args.end(), captured2.begin(), captured2.end());
-        std::vector<Array> go = run_body(1, args);
+        std::vector<Array> go = run_body(1, args, nullptr);
         SJ_ASSERT(go.size() == 1 && go[0].dtype() == DType::Bool) << r.name << ": condition result";
         if (!go[0].item<bool>())
             break;
@@ -100,7 +125,7 @@ std::vector<Array> run_while(const Region& r, const std::vector<Array>& in,
                 put_row(res[size_t(c + 1 + i)], trips, carry[size_t(i)], r, c + 1 + i);
         args = carry;
         args.insert(args.end(), captured.begin(), captured.end());
-        std::vector<Array> out = run_body(0, args);
+        std::vector<Array> out = run_body(0, args, nullptr);
         SJ_ASSERT(out.size() == size_t(c))
             << r.name << ": the body returned " << out.size() << " values";
         carry = std::move(out);
@@ -119,7 +144,7 @@ std::vector<Array> run_cond(const Region& r, const std::vector<Array>& in,
     std::vector<Array> cap = take_true ? slice(in, r.captured_begin(), r.captured)
                                        : slice(in, r.captured2_begin(), r.captured2);
     args.insert(args.end(), cap.begin(), cap.end());
-    std::vector<Array> out = run_body(take_true ? 0 : 1, args);
+    std::vector<Array> out = run_body(take_true ? 0 : 1, args, nullptr);
     SJ_ASSERT(out.size() == size_t(r.outputs))
         << r.name << ": the branch returned " << out.size() << " values";
     return out;
@@ -129,7 +154,7 @@ Array region_kernel(const KernelCtx& c) {
     const auto& a = c.attr<RegionAttrs>();
     std::vector<bool> wanted(size_t(a.region->num_results()), false);
     wanted[size_t(a.output)] = true;
-    BodyRunner run = [&](int which, const std::vector<Array>& args) {
+    BodyRunner run = [&](int which, const std::vector<Array>& args, const std::vector<Array>*) {
         return eval_body(c.node, which, args, c.counter);
     };
     return run_region(c.node, c.in, wanted, run)[size_t(a.output)];

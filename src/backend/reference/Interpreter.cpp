@@ -165,7 +165,8 @@ private:
         size_t g = group_of_node_.at(&n);
         if (done[g].empty()) {
             RegionGroup& rg = groups_[g];
-            BodyRunner run = [&](int which, const std::vector<Array>& args) {
+            BodyRunner run = [&](int which, const std::vector<Array>& args,
+                                 const std::vector<Array>*) {
                 return rg.body[which]->run(args, {}, counter).outputs;
             };
             done[g] = run_region(n, in, rg.wanted, run);

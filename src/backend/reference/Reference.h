@@ -51,8 +51,12 @@ void register_random_kernels(Kernel* table);
 void register_control_flow_kernels(Kernel* table);
 
 /// Runs one body of a region on argument values (0: Region::body, 1: Region::body2): a
-/// backend's compiled body, or eval_body.
-using BodyRunner = std::function<std::vector<Array>(int body, const std::vector<Array>& args)>;
+/// backend's compiled body, or eval_body. `dests`, when given, has one entry per body result:
+/// an array (a row of one of the loop's results) the runner may compute that result into
+/// instead of a buffer of its own, or an undefined array (Note [Loop rows in place] in
+/// ControlFlowKernels.cpp). A runner is free to ignore them: the loop copies what is not there.
+using BodyRunner = std::function<std::vector<Array>(int body, const std::vector<Array>& args,
+                                                    const std::vector<Array>* dests)>;
 /// Runs the region of `n` (any of its nodes) on the values of its inputs, with `run_body`
 /// running its bodies; returns every result, left undefined where `wanted` is false (Note
 /// [Structured ops] in src/ops/ControlFlow.cpp). Every backend drives its loops with it.
