@@ -1,7 +1,7 @@
 // symjax's side of the benchmarks: one JSON line per result (run by bench/run next to the peers).
 //
 //   symjax_bench elementwise_chain [--n N] [--case fwd|fwd_bwd]
-//   symjax_bench mlp_train [--batch B]          symjax_bench call_overhead
+//   symjax_bench mlp_train [--batch B] [--profile 1]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
@@ -147,7 +147,9 @@ void mlp_train() {
     int64_t batch = std::stoll(opt("batch", "128"));
     int hidden = std::stoi(opt("hidden", "512"));
     Mlp m(hidden);
-    Function step = function({m.x, m.y}, {m.loss}, m.upd);
+    FunctionOptions fo;
+    fo.profile = opt("profile", "0") != "0";
+    Function step = function({m.x, m.y}, {m.loss}, m.upd, fo);
     Array xb = randn({batch, 784}, 7);
     Array yb(i32, {batch});
     for (int64_t i = 0; i < batch; ++i) yb.data<int32_t>()[i] = int32_t(i % 10);
@@ -158,6 +160,7 @@ void mlp_train() {
              ", \"library_calls\": " + std::to_string(step.stats().library_calls) +
              ", \"post_ops\": " + std::to_string(step.stats().post_ops) +
              ", \"parallel_regions\": " + std::to_string(step.stats().parallel_regions));
+    if (fo.profile) std::fprintf(stderr, "# mlp_train train\n%s\n", step.profile_report().c_str());
     Tensor logits = [&] {
         Tensor h = m.x;
         for (int l = 0; l < 3; ++l) {

@@ -270,9 +270,11 @@ public:
                 SJ_THROW(Interrupted)
                     << "interrupted before step " << si << " of " << plan_.steps.size() << " ("
                     << g.roots[0]->describe(1) << "); no variable was changed";
-            auto t0 = std::chrono::steady_clock::now();
+            const bool timed = opts_.profile || detail::debug_level() >= 2;
+            const auto t0 = timed ? std::chrono::steady_clock::now()
+                                  : std::chrono::steady_clock::time_point{};
             execute(g, st, si, plan, env, counter);
-            if (opts_.profile || detail::debug_level() >= 2) {
+            if (timed) {
                 double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
