@@ -162,9 +162,15 @@ void put_field(std::string& out, PoolKind v) {
 void put_field(std::string& out, ScatterMode v) {
     out += scatter_mode_name(v);
 }
-/// A loop's bodies have no text form yet: the printer names the region, the parser refuses it.
+/// The numbers of the regions being printed (Note [Regions as text]): set by print_ir.
+thread_local const std::unordered_map<const detail::Region*, size_t>* t_region_ids = nullptr;
+
+/// A region operand: "@k", the region block printed before the node.
 void put_field(std::string& out, const std::shared_ptr<const detail::Region>& r) {
-    put_string(out, r ? r->name : "");
+    out += '@';
+    auto it = t_region_ids && r ? t_region_ids->find(r.get()) : decltype(t_region_ids->end()){};
+    SJ_ASSERT(t_region_ids && r && it != t_region_ids->end()) << "print_ir: a region not collected";
+    put_int(out, it->second);
 }
 void put_field(std::string& out, dist::ReduceOp v) {
     out += dist::reduce_op_name(v);
@@ -247,6 +253,126 @@ void put_node(std::string& out, const Node& n, const std::unordered_map<const No
     }
 }
 
+// Note [Regions as text]
+// A loop or conditional's region (its bodies and counts, include/symjax/ir/ControlFlow.h) is
+// printed once, before the first node that uses it, as a block numbered @k; its nodes name it
+// in their attributes:
+//
+//   region @0 = scan "cumsum" {carries=1, sequences=1, outputs=1} {
+//     %0 = placeholder "carry0" : f32[]
+//     %1 = placeholder "slice0" : f32[]
+//     %2 = add(%0, %1) : f32[]
+//     return %2, %2
+//   }
+//   %0 = placeholder "xs" : f32[5]
+//   %1 = constant 0 : f32[]
+//   %2 = scan(%1, %0) {region=@0, output=1} : f32[5]
+//
+// A body has its own value names. Its parameters come first, in order, as placeholder lines
+// (every placeholder of a body is a parameter: a body reads nothing else but constants), then
+// its nodes, then `return` with its results. A while_loop has a second block, its condition,
+// and a cond two, its branches. Regions used inside a body are printed before it. The parser
+// checks the counts against the blocks (a scan's body takes carries + sequences + captured
+// parameters and returns carries + outputs results, and so on) and each node's operands against
+// its region before the op's type rule sees them. What the text leaves out: Region::base (a
+// copy of a loop with residuals, Note [Scan residuals], parses as an ordinary loop; both run,
+// with the same values).
+
+/// A region's counts as text attributes (the fields equal to these defaults are left out).
+struct RegionHeader {
+    int64_t carries = 0, sequences = 0, outputs = 0, captured = 0, captured2 = 0, length = -1;
+    bool reverse = false;
+    int64_t max_iterations = -1;
+    SJ_FIELDS(carries, sequences, outputs, captured, captured2, length, reverse, max_iterations);
+};
+
+const char* region_kind_name(detail::RegionKind k) {
+    switch (k) {
+    case detail::RegionKind::Scan: return "scan";
+    case detail::RegionKind::While: return "while_loop";
+    case detail::RegionKind::Cond: return "cond";
+    }
+    return "?";
+}
+
+/// The regions under `roots`, each after those its bodies use.
+void collect_regions(const std::vector<const Node*>& roots,
+                     std::unordered_map<const detail::Region*, size_t>& ids,
+                     std::vector<const detail::Region*>& order) {
+    for (const Node* n : topo_order(roots)) {
+        if (!has_trait(n->op(), kRegion)) continue;
+        const detail::Region* r = n->attr<RegionAttrs>().region.get();
+        if (!r || ids.count(r)) continue;
+        for (const detail::Body* b : {&r->body, &r->body2}) {
+            std::vector<const Node*> rs;
+            for (const auto& x : b->results) rs.push_back(x.get());
+            collect_regions(rs, ids, order);
+        }
+        ids.emplace(r, ids.size());
+        order.push_back(r);
+    }
+}
+
+/// Nodes as "%k = ..." lines (numbering those not numbered yet), then "return ...".
+void put_lines(std::string& out, const std::vector<NodePtr>& roots,
+               std::unordered_map<const Node*, size_t>& num, const char* indent) {
+    std::vector<const Node*> rs;
+    for (const auto& r : roots) rs.push_back(r.get());
+    for (const Node* n : topo_order(rs)) {
+        if (num.count(n)) continue;
+        size_t k = num.size();
+        num[n] = k;
+        out += indent;
+        out += '%';
+        put_int(out, k);
+        out += " = ";
+        put_node(out, *n, num);
+        out += '\n';
+    }
+    out += indent;
+    out += "return";
+    for (size_t i = 0; i < roots.size(); ++i) {
+        out += i ? ", %" : " %";
+        put_int(out, num.at(roots[i].get()));
+    }
+    out += '\n';
+}
+
+/// " {\n  <the body's lines>\n}": parameters first, in order.
+void put_body(std::string& out, const detail::Body& b) {
+    out += " {\n";
+    std::unordered_map<const Node*, size_t> num;
+    for (const auto& p : b.params) {
+        if (num.count(p.get())) continue;
+        size_t k = num.size();
+        num[p.get()] = k;
+        out += "  %";
+        put_int(out, k);
+        out += " = ";
+        put_node(out, *p, num);
+        out += '\n';
+    }
+    put_lines(out, b.results, num, "  ");
+    out += '}';
+}
+
+void put_region(std::string& out, size_t id, const detail::Region& r) {
+    out += "region @";
+    put_int(out, id);
+    out += " = ";
+    out += region_kind_name(r.kind);
+    out += ' ';
+    put_string(out, r.name);
+    RegionHeader h;
+    h.carries = r.carries, h.sequences = r.sequences, h.outputs = r.outputs;
+    h.captured = r.captured, h.captured2 = r.captured2, h.length = r.length;
+    h.reverse = r.reverse, h.max_iterations = r.max_iterations;
+    put_attrs(out, h);
+    put_body(out, r.body);
+    if (r.kind != detail::RegionKind::Scan) put_body(out, r.body2);
+    out += '\n';
+}
+
 // ---- the lexer ---------------------------------------------------------------------------------
 
 struct Token {
@@ -284,9 +410,22 @@ public:
     Parser(std::string_view text, const ParseOptions& o) : s_(text), opt_(o) { advance(); }
 
     std::vector<NodePtr> program() {
+        while (is_word("region"))
+            region_statement();
+        std::vector<NodePtr> roots = lines();
+        if (tok_.kind != Token::Kind::End)
+            fail(tok_, "expected the end of the text after the return line, got " + show(tok_));
+        return roots;
+    }
+
+private:
+    /// "%k = ..." lines up to and including the return line; the returned values.
+    std::vector<NodePtr> lines() {
         while (!(tok_.kind == Token::Kind::Word && tok_.text == "return")) {
             if (tok_.kind == Token::Kind::End)
                 fail(tok_, "expected a line '%name = op ...' or 'return'");
+            if (is_word("region"))
+                fail(tok_, "a region block goes before every value line, outside bodies");
             statement();
         }
         advance();
@@ -299,12 +438,109 @@ public:
                 roots.push_back(value_ref());
             }
         }
-        if (tok_.kind != Token::Kind::End)
-            fail(tok_, "expected the end of the text after the return line, got " + show(tok_));
         return roots;
     }
 
-private:
+    // -- regions (Note [Regions as text]) --
+    /// "{ lines }": a body of its own value names; its placeholders are its parameters.
+    detail::Body body(const char* what) {
+        expect('{', (std::string("to open the ") + what).c_str());
+        detail::Body b;
+        auto outer = std::move(values_);
+        values_.clear();
+        std::vector<NodePtr>* outer_params = params_;
+        params_ = &b.params;
+        struct Restore {
+            Parser& p;
+            decltype(values_)& outer;
+            std::vector<NodePtr>* params;
+            ~Restore() {
+                p.values_ = std::move(outer);
+                p.params_ = params;
+            }
+        } restore{*this, outer, outer_params};
+        b.results = lines();
+        expect('}', (std::string("to close the ") + what).c_str());
+        return b;
+    }
+
+    void region_statement() {
+        Token at = tok_;
+        advance();
+        expect('@', "before the region's number");
+        Token num_tok = tok_;
+        const int64_t id = int_value("the region's number");
+        if (id != int64_t(regions_.size()))
+            fail(num_tok, "regions are numbered in order: expected @" +
+                              std::to_string(regions_.size()) + ", got @" + std::to_string(id));
+        expect('=', "after the region's number");
+        Token kind_tok = tok_;
+        const std::string kind = word("scan, while_loop or cond");
+        auto r = std::make_shared<detail::Region>();
+        if (kind == "scan") {
+            r->kind = detail::RegionKind::Scan;
+        } else if (kind == "while_loop") {
+            r->kind = detail::RegionKind::While;
+        } else if (kind == "cond") {
+            r->kind = detail::RegionKind::Cond;
+        } else {
+            fail(kind_tok, "expected scan, while_loop or cond, got '" + kind.substr(0, 40) + "'");
+        }
+        r->name = string_literal("the region's name");
+        Token attrs_tok = tok_;
+        const RegionHeader h = maybe_attrs<RegionHeader>("region");
+        constexpr int64_t kMaxCount = 1 << 16;
+        for (int64_t v : {h.carries, h.sequences, h.outputs, h.captured, h.captured2})
+            if (v < 0 || v > kMaxCount)
+                fail(attrs_tok, "a region count must be in [0, " + std::to_string(kMaxCount) +
+                                    "], got " + std::to_string(v));
+        if (h.length < -1 || h.max_iterations < -1)
+            fail(attrs_tok, "length and max_iterations are -1 (none) or >= 0");
+        const bool scan = r->kind == detail::RegionKind::Scan;
+        if (!scan && (h.sequences || h.length != -1 || h.reverse))
+            fail(attrs_tok, kind + " has no sequences, length or reverse");
+        if (r->kind != detail::RegionKind::While && h.max_iterations != -1)
+            fail(attrs_tok, kind + " has no max_iterations");
+        if (scan && h.captured2)
+            fail(attrs_tok, "scan has one body: no captured2");
+        if (r->kind == detail::RegionKind::While && h.outputs)
+            fail(attrs_tok, "while_loop has no outputs besides its carries");
+        r->carries = int(h.carries), r->sequences = int(h.sequences), r->outputs = int(h.outputs);
+        r->captured = int(h.captured), r->captured2 = int(h.captured2), r->length = h.length;
+        r->reverse = h.reverse, r->max_iterations = h.max_iterations;
+        const char* first = scan ? "body" : r->kind == detail::RegionKind::While ? "body"
+                                                                                  : "true branch";
+        const char* second = r->kind == detail::RegionKind::While ? "condition" : "false branch";
+        Token b1 = tok_;
+        r->body = body(first);
+        Token b2 = tok_;
+        if (!scan) r->body2 = body(second);
+        // the blocks against the counts (the type rules index by them)
+        auto check = [&](const Token& t, const detail::Body& b, const char* what, int64_t params,
+                         int64_t results) {
+            if (int64_t(b.params.size()) != params || int64_t(b.results.size()) != results)
+                fail(t, std::string("the ") + what + " of " + kind + " @" + std::to_string(id) +
+                            " has " + std::to_string(b.params.size()) + " parameters and " +
+                            std::to_string(b.results.size()) + " results; its counts say " +
+                            std::to_string(params) + " and " + std::to_string(results));
+        };
+        switch (r->kind) {
+        case detail::RegionKind::Scan:
+            check(b1, r->body, first, h.carries + h.sequences + h.captured, h.carries + h.outputs);
+            break;
+        case detail::RegionKind::While:
+            check(b1, r->body, first, h.carries + h.captured, h.carries);
+            check(b2, r->body2, second, h.carries + h.captured2, 1);
+            break;
+        case detail::RegionKind::Cond:
+            check(b1, r->body, first, h.carries + h.captured, h.outputs);
+            check(b2, r->body2, second, h.carries + h.captured2, h.outputs);
+            break;
+        }
+        (void)at;
+        regions_.push_back(std::move(r));
+    }
+
     // -- lexing --
     char peek(size_t k = 0) const { return pos_ + k < s_.size() ? s_[pos_ + k] : '\0'; }
     void bump() {
@@ -353,7 +589,7 @@ private:
                 tok_.text += s_[pos_];
                 bump();
             }
-        } else if (std::strchr("=(){}[],:", c)) {
+        } else if (std::strchr("=(){}[],:@", c)) {
             tok_.kind = Token::Kind::Punct;
             tok_.punct = c;
             bump();
@@ -562,8 +798,13 @@ private:
             fail(at, "expected max or avg, got '" + w.substr(0, 40) + "'");
         v = w == "max" ? PoolKind::Max : PoolKind::Avg;
     }
-    void field(std::shared_ptr<const detail::Region>&) {
-        fail(tok_, "control-flow bodies have no text form yet");
+    void field(std::shared_ptr<const detail::Region>& r) {
+        expect('@', "before a region's number");
+        Token at = tok_;
+        const int64_t id = int_value("a region's number");
+        if (id < 0 || id >= int64_t(regions_.size()))
+            fail(at, "no region @" + std::to_string(id) + " (regions are defined before the lines)");
+        r = regions_[size_t(id)];
     }
     void field(ScatterMode& v) {
         Token at = tok_;
@@ -627,9 +868,6 @@ private:
     }
 
     Attrs op_attrs(Op op) {
-        if (has_trait(op, kRegion))
-            fail(tok_, std::string(op_name(op)) + ": control-flow ops (scan, while_loop, cond) have no text "
-                                                  "form yet; their bodies are C++ functions traced into sub-graphs");
         Attrs a = default_attrs(op);
         std::visit(
             [&](auto& x) {
@@ -804,7 +1042,28 @@ private:
                 }
             }
             attrs = op_attrs(op);
+            if (has_trait(op, kRegion)) { // its operands against its region's counts
+                const auto& ra = std::get<RegionAttrs>(attrs);
+                if (!ra.region) fail(op_tok, name + " needs its region (region=@k)");
+                const detail::Region& r = *ra.region;
+                const bool kind_ok = (op == Op::Scan && r.kind == detail::RegionKind::Scan) ||
+                                     (op == Op::WhileLoop && r.kind == detail::RegionKind::While) ||
+                                     (op == Op::Cond && r.kind == detail::RegionKind::Cond);
+                if (!kind_ok)
+                    fail(op_tok, name + " of a " + region_kind_name(r.kind) + " region");
+                if (ra.output < 0 || ra.output >= r.num_results())
+                    fail(op_tok, name + ": result " + std::to_string(ra.output) + " of a region with " +
+                                     std::to_string(r.num_results()));
+                const size_t want = size_t(r.captured2_begin() +
+                                           (r.kind == detail::RegionKind::Scan ? 0 : r.captured2));
+                if (inputs.size() != want)
+                    fail(op_tok, name + " of region '" + r.name + "' takes " + std::to_string(want) +
+                                     " operands, got " + std::to_string(inputs.size()));
+            }
         }
+        if (params_ && op == Op::Variable)
+            fail(op_tok, "a body reads only its parameters (placeholders) and constants, not a "
+                         "variable");
         expect(':', "before the type");
         Token type_tok = tok_;
         TensorType t = type();
@@ -827,6 +1086,7 @@ private:
             fail(type_tok,
                  "the type says " + type_str(t) + ", " + name + " gives " + type_str(n->type()));
         if (node_name) n = with_name(n, *node_name);
+        if (params_ && op == Op::Placeholder) params_->push_back(n);
         values_.emplace(def.text, std::move(n));
     }
 
@@ -858,6 +1118,8 @@ private:
     int line_ = 1, col_ = 1;
     Token tok_;
     std::unordered_map<std::string, NodePtr> values_;
+    std::vector<std::shared_ptr<const detail::Region>> regions_; // @0, @1, ...
+    std::vector<NodePtr>* params_ = nullptr; // inside a body: its parameters so far
     std::optional<std::unordered_map<std::string, Variable>> live_;
 };
 
@@ -873,21 +1135,18 @@ std::string print_ir(const std::vector<NodePtr>& roots,
     std::unordered_map<const Node*, size_t> local;
     auto& num = numbering ? *numbering : local;
     std::string out;
-    for (const Node* n : topo_order(rs)) {
-        size_t k = num.size();
-        num[n] = k;
-        out += '%';
-        put_int(out, k);
-        out += " = ";
-        put_node(out, *n, num);
-        out += '\n';
-    }
-    out += "return";
-    for (size_t i = 0; i < roots.size(); ++i) {
-        out += i ? ", %" : " %";
-        put_int(out, num.at(roots[i].get()));
-    }
-    out += '\n';
+    // the regions first (Note [Regions as text])
+    std::unordered_map<const Region*, size_t> ids;
+    std::vector<const Region*> regions;
+    collect_regions(rs, ids, regions);
+    struct Restore {
+        const std::unordered_map<const Region*, size_t>* prev = t_region_ids;
+        ~Restore() { t_region_ids = prev; }
+    } restore;
+    t_region_ids = &ids;
+    for (size_t k = 0; k < regions.size(); ++k)
+        put_region(out, k, *regions[k]);
+    put_lines(out, roots, num, "");
     return out;
 }
 
