@@ -223,17 +223,30 @@ public:
         // the bound plan depends only on the shapes of inputs (variables and constants are static)
         // (the dims' bytes, each shape after its rank: formatting text here cost more than a
         // small kernel, and a loop body is called once per step)
-        std::string sig;
-        for (const auto& a : inputs) {
-            const int64_t rank = a.rank();
-            sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
-            sig.append(reinterpret_cast<const char*>(a.shape().data()),
-                       sizeof(int64_t) * size_t(rank));
+        // a loop body sees the same shapes step after step: the last call's plan, found by
+        // comparing shapes, before any key is built
+        const CallPlan* last = last_plan_;
+        for (size_t i = 0; last && i < inputs.size(); ++i)
+            if (inputs[i].shape() != last_shapes_[i])
+                last = nullptr;
+        if (!last || inputs.size() != last_shapes_.size()) {
+            std::string sig;
+            for (const auto& a : inputs) {
+                const int64_t rank = a.rank();
+                sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
+                sig.append(reinterpret_cast<const char*>(a.shape().data()),
+                           sizeof(int64_t) * size_t(rank));
+            }
+            auto it = plans_.find(sig);
+            if (it == plans_.end())
+                it = plans_.emplace(sig, make_plan(inputs)).first;
+            last = &it->second; // (std::map: the address stays valid)
+            last_plan_ = last;
+            last_shapes_.clear();
+            for (const auto& a : inputs)
+                last_shapes_.push_back(a.shape());
         }
-        auto it = plans_.find(sig);
-        if (it == plans_.end())
-            it = plans_.emplace(sig, make_plan(inputs)).first;
-        const CallPlan& plan = it->second;
+        const CallPlan& plan = *last;
         if (plan.pool.size() != plan_.slots.size()) {
             plan.pool.resize(plan_.slots.size());
             plan.pool2.resize(plan_.slots.size());
@@ -775,6 +788,8 @@ private:
     std::unordered_map<const Node*, size_t> region_of_node_;
     compiler::ExecPlan plan_;
     std::map<std::string, CallPlan> plans_;
+    const CallPlan* last_plan_ = nullptr; // the plan of the last call, and its input shapes
+    std::vector<Shape> last_shapes_;
     std::vector<Profile> prof_;
     FunctionStats stats_;
     double compile_ms_ = 0;
