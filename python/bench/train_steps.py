@@ -10,7 +10,9 @@ that a change of load on the machine reaches both. One JSON line per result:
       value = steps/s (MLP) or images/s (CNN), ms_per_step
   impl "ratio": value = symjax-python / torch-eager; with --cpp-mlp/--cpp-cnn (the C++ rows'
       values, which bench/run passes), also cpp_ratio = symjax C++ / torch-eager and
-      python_vs_cpp = symjax-python / symjax C++.
+      python_vs_cpp = symjax-python / symjax C++; python_vs_cpp_loop: symjax-python against
+      the same step called from a C++ loop in this process (impl "symjax-cpp-loop"), sampled in
+      the same rounds.
 
     PYTHONPATH=build/python /usr/bin/python3 python/bench/train_steps.py --threads 2
 """
@@ -73,25 +75,32 @@ def cpu_busy():
     return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK"), r.ru_utime + r.ru_stime
 
 
-def measure_pair(fns):
+def measure_pair(fns, native=None):
     """Seconds per call of each fn (a dict name -> fn): warm-up, an inner loop calibrated to
     min_sample_s per sample, then `repeats` rounds taking one sample of each in turn; medians.
-    Also the fraction of the machine's CPU other processes used meanwhile."""
+    `native` (name -> fn(n)) are loops that run their n calls themselves (in C++). Also the
+    fraction of the machine's CPU other processes used meanwhile."""
+    native = native or {}
+    calls = dict(fns)
+    calls.update({name: (lambda f=f: f(1)) for name, f in native.items()})
     inner = {}
-    for name, fn in fns.items():
+    for name, fn in calls.items():
         for _ in range(A.warmup):
             fn()
         t = time.perf_counter()
         fn()
         inner[name] = max(1, int(np.ceil(A.min_sample_s / max(time.perf_counter() - t, 1e-7))))
-    samples = {name: [] for name in fns}
+    samples = {name: [] for name in calls}
     busy0, own0 = cpu_busy()
     t0 = time.perf_counter()
     for _ in range(A.repeats):
-        for name, fn in fns.items():
+        for name, fn in calls.items():
             t = time.perf_counter()
-            for _ in range(inner[name]):
-                fn()
+            if name in native:
+                native[name](inner[name])
+            else:
+                for _ in range(inner[name]):
+                    fn()
             samples[name].append((time.perf_counter() - t) / inner[name])
     wall = time.perf_counter() - t0
     busy1, own1 = cpu_busy()
@@ -150,7 +159,8 @@ def mlp_case():
         opt.step()
         return loss
 
-    return {"symjax-python": lambda: step(xb, yb), "torch-eager": torch_step}, 1.0, "steps/s"
+    return ({"symjax-python": lambda: step(xb, yb), "torch-eager": torch_step},
+            {"symjax-cpp-loop": lambda n: step._call_repeated(n, xb, yb)}, 1.0, "steps/s")
 
 
 def cnn_case():
@@ -198,14 +208,15 @@ def cnn_case():
         opt.step()
         return loss
 
-    return {"symjax-python": lambda: step(xb, yb), "torch-eager": torch_step}, B, "images/s"
+    return ({"symjax-python": lambda: step(xb, yb), "torch-eager": torch_step},
+            {"symjax-cpp-loop": lambda n: step._call_repeated(n, xb, yb)}, B, "images/s")
 
 
 def main():
     cpp = {"mlp_train": A.cpp_mlp, "cnn_train": A.cpp_cnn}
     for case in A.cases.split(","):
-        fns, per_step, unit = {"mlp_train": mlp_case, "cnn_train": cnn_case}[case]()
-        secs, foreign = measure_pair(fns)
+        fns, native, per_step, unit = {"mlp_train": mlp_case, "cnn_train": cnn_case}[case]()
+        secs, foreign = measure_pair(fns, native)
         batch = A.mlp_batch if case == "mlp_train" else A.cnn_batch
         for impl, s in secs.items():
             emit({"case": case, "impl": impl, "batch": batch, "value": per_step / s,
@@ -213,6 +224,9 @@ def main():
         ratio = {"case": case, "impl": "ratio", "batch": batch,
                  "value": secs["torch-eager"] / secs["symjax-python"],
                  "unit": "symjax-python / torch-eager (throughput)"}
+        # the same compiled step called from a C++ loop in this process, in the same rounds:
+        # what the Python front end itself costs, free of the load's drift between processes
+        ratio["python_vs_cpp_loop"] = secs["symjax-cpp-loop"] / secs["symjax-python"]
         if cpp[case] > 0:
             cpp_s = per_step / cpp[case]
             ratio["cpp_ratio"] = secs["torch-eager"] / cpp_s

@@ -85,6 +85,35 @@ struct PyFunction {
     bool none = false;   // outputs was empty and not a list: return None
 
     py::object call(py::args args) const {
+        const std::vector<sj::Function::Arg> a = arguments(args);
+        std::vector<sj::Array> out;
+        {
+            SignalCheck ctrl_c;
+            py::gil_scoped_release nogil;
+            out = fn.call(a);
+        }
+        if (none)
+            return py::none();
+        if (single)
+            return to_numpy(out.at(0));
+        py::list l(out.size());
+        for (size_t i = 0; i < out.size(); ++i)
+            l[i] = to_numpy(out[i]);
+        return l;
+    }
+
+    /// Calls the function n times from C++ with the same arguments, dropping the outputs: what a
+    /// C++ caller's loop costs, timed in the same process as a Python loop of calls
+    /// (python/bench/train_steps.py: the front end's own cost, Python against C++).
+    void call_repeated(int64_t n, py::args args) const {
+        const std::vector<sj::Function::Arg> a = arguments(args);
+        SignalCheck ctrl_c;
+        py::gil_scoped_release nogil;
+        for (int64_t i = 0; i < n; ++i)
+            fn.call(a);
+    }
+
+    std::vector<sj::Function::Arg> arguments(const py::args& args) const {
         if (args.size() != in_dtypes.size())
             throw sj::InputError("symjax.function: expected " + std::to_string(in_dtypes.size()) +
                                  " arguments, got " + std::to_string(args.size()));
@@ -102,20 +131,7 @@ struct PyFunction {
                 a.emplace_back(to_array(
                     h, in_dtypes[i], "argument " + std::to_string(i) + " (" + in_names[i] + ")"));
         }
-        std::vector<sj::Array> out;
-        {
-            SignalCheck ctrl_c;
-            py::gil_scoped_release nogil;
-            out = fn.call(a);
-        }
-        if (none)
-            return py::none();
-        if (single)
-            return to_numpy(out.at(0));
-        py::list l(out.size());
-        for (size_t i = 0; i < out.size(); ++i)
-            l[i] = to_numpy(out[i]);
-        return l;
+        return a;
     }
 };
 
@@ -201,6 +217,7 @@ void bind_core(py::module_& m) {
     // ---- functions ------------------------------------------------------------------------
     py::class_<PyFunction>(m, "Function")
         .def("__call__", &PyFunction::call)
+        .def("_call_repeated", &PyFunction::call_repeated, py::arg("n"))
         .def_property_readonly("num_inputs", [](const PyFunction& f) { return f.fn.num_inputs(); })
         .def_property_readonly("num_outputs",
                                [](const PyFunction& f) { return f.fn.num_outputs(); })

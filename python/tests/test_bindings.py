@@ -233,6 +233,19 @@ def test_wrong_array_raises_before_any_variable_changes():
     assert c.value == 1
 
 
+def test_call_repeated_runs_the_step_n_times_from_cpp():
+    # the benchmarks' C++ loop (python/bench/train_steps.py): n calls, updates and all
+    w = T.Variable(np.zeros(2, np.float32), name="w_repeat")
+    x = T.Placeholder((2,), "float32", name="x")
+    f = sj.function(x, outputs=x.sum(), updates={w: w + x})
+    f._call_repeated(5, np.array([1.0, 2.0], np.float32))
+    np.testing.assert_array_equal(w.value, [5.0, 10.0])
+    assert f.calls == 5
+    with pytest.raises(sj.InputError, match="expected 1 arguments"):
+        f._call_repeated(3)
+    np.testing.assert_array_equal(w.value, [5.0, 10.0])
+
+
 # ---- GIL --------------------------------------------------------------------------------------
 def test_gil_is_released_while_a_function_runs():
     x = T.Placeholder((512, 512), "float32", name="x")
