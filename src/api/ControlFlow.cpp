@@ -545,15 +545,16 @@ std::shared_ptr<const Region> with_residuals(const std::shared_ptr<const Region>
     };
     static std::mutex mu;
     static std::map<const Region*, Entry> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(rp.get()); it != cache.end() && !it->second.base.expired()) {
-        if (it->second.none)
-            return nullptr;
-        if (auto r2 = it->second.copy.lock())
-            return r2;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        if (auto it = cache.find(rp.get()); it != cache.end() && !it->second.base.expired()) {
+            if (it->second.none)
+                return nullptr;
+            if (auto r2 = it->second.copy.lock())
+                return r2;
+        }
     }
-    for (auto it = cache.begin(); it != cache.end();)
-        it = it->second.base.expired() ? cache.erase(it) : std::next(it);
+    // (unlocked: the body's vjp below takes the vjp of the loops nested in it, which come here)
     const Region& r = *rp;
     const size_t c = size_t(r.carries), q = size_t(r.sequences), o = size_t(r.outputs);
     // values that vary by step: those reached from a carry or a sequence slice
@@ -596,17 +597,27 @@ std::shared_ptr<const Region> with_residuals(const std::shared_ptr<const Region>
             if (reached.count(x))
                 read.push_back(x);
     }
-    if (read.empty()) {
-        cache[rp.get()] = {rp, {}, true};
-        return nullptr;
+    std::shared_ptr<Region> r2;
+    if (!read.empty()) {
+        r2 = std::make_shared<Region>(r);
+        r2->base = rp;
+        auto at = r2->body.results.begin() + std::ptrdiff_t(c + o);
+        for (const Node* x : read)
+            at = r2->body.results.insert(at, x->shared_from_this()) + 1;
+        r2->outputs = int(o + read.size());
     }
-    auto r2 = std::make_shared<Region>(r);
-    r2->base = rp;
-    auto at = r2->body.results.begin() + std::ptrdiff_t(c + o);
-    for (const Node* x : read)
-        at = r2->body.results.insert(at, x->shared_from_this()) + 1;
-    r2->outputs = int(o + read.size());
-    cache[rp.get()] = {rp, r2, false};
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = cache.begin(); it != cache.end();)
+        it = it->second.base.expired() ? cache.erase(it) : std::next(it);
+    // another thread may have made one meanwhile: every gradient of r shares one copy
+    Entry& e = cache[rp.get()];
+    if (e.base.lock() == rp) {
+        if (e.none)
+            return nullptr;
+        if (auto other = e.copy.lock())
+            return other;
+    }
+    e = {rp, r2, r2 == nullptr};
     return r2;
 }
 

@@ -175,6 +175,34 @@ TEST_P(ControlFlow, ScanGradientsMatchFiniteDifferences) {
         expect_close(got[k], finite_diff(fc, vals, k), 1e-6, 1e-8, "d cost / d " + wrt[k].name());
 }
 
+// A body with a matrix product (stored for the backward pass, Note [Scan residuals]) and a loop
+// of its own: the outer loop's residuals are chosen while the inner loop's gradient is taken.
+TEST_P(ControlFlow, NestedScanWithProductGradients) {
+    Placeholder xs({4, 2, 3}, DType::F64, "xs"), W({3, 3}, DType::F64, "W");
+    Tensor Wc = W;
+    auto outer = scan(
+        [&](const Ts& h, const Ts& x) {
+            Tensor inner = scan(
+                               [](const Ts& c, const Ts& row) {
+                                   return std::pair{Ts{c[0] * 0.5 + sin(row[0])}, Ts{}};
+                               },
+                               {zeros({3}, DType::F64)}, {x[0]})
+                               .carry[0];
+            Tensor n = tanh(matmul(Wc, h[0]) + inner);
+            return std::pair{Ts{n}, Ts{}};
+        },
+        {zeros({3}, DType::F64)}, {xs});
+    Tensor cost = sum(outer.carry[0] * outer.carry[0]);
+    Ts g = gradients(cost, {xs, W});
+    Function fg = function({xs, W}, g, {}, opts());
+    Function fc = function({xs, W}, {cost}, {}, on("reference"));
+    std::vector<Array> vals{random_array(DType::F64, {4, 2, 3}, 31),
+                            random_array(DType::F64, {3, 3}, 32, -0.6, 0.6)};
+    auto got = fg.call(as_args(vals));
+    expect_close(got[0], finite_diff(fc, vals, 0), 1e-6, 1e-8, "d cost / d xs");
+    expect_close(got[1], finite_diff(fc, vals, 1), 1e-6, 1e-8, "d cost / d W");
+}
+
 // Hessian-vector product through the scan (the backward scan differentiated again).
 TEST_P(ControlFlow, ScanSecondOrderMatchesFiniteDifferences) {
     Rnn m;
