@@ -573,7 +573,7 @@ void parallel_threshold() {
     }
 }
 
-/// One LSTM layer (nn::LSTM, inputs [seq, batch, input]) and a dense 10 on its final hidden
+/// One LSTM (or, --cell gru, GRU) layer (inputs [seq, batch, input]) and a dense 10 on its final hidden
 /// state, as bench/peers/torch_lstm.py: a training step (softmax cross-entropy, backward through
 /// the scan, Adam lr 1e-3) and inference (the logits), on one fixed random batch. Run one case
 /// per process for a meaningful peak RSS.
@@ -582,8 +582,17 @@ void lstm() {
     const int64_t in = std::stoll(opt("input", "28")), hidden = std::stoll(opt("hidden", "128"));
     const std::string cs = opt("case", "all");
     const bool profile = opt("profile", "0") != "0";
+    const std::string cell = opt("cell", "lstm");
+    if (cell != "lstm" && cell != "gru")
+        throw std::runtime_error("lstm: --cell is lstm or gru, got " + cell);
+    const int gates = cell == "lstm" ? 4 : 3;
     Scope scope("lstm_bench");
-    nn::LSTM rnn(in, hidden);
+    std::unique_ptr<nn::Recurrent> rnn_ptr;
+    if (cell == "lstm")
+        rnn_ptr = std::make_unique<nn::LSTM>(in, hidden);
+    else
+        rnn_ptr = std::make_unique<nn::GRU>(in, hidden);
+    nn::Recurrent& rnn = *rnn_ptr;
     nn::Dense dense(hidden, 10);
     Placeholder x({seq, -1, in}, f32, "x");
     Placeholder y({-1}, i32, "y");
@@ -593,14 +602,15 @@ void lstm() {
     std::mt19937_64 g(22);
     for (int64_t i = 0; i < batch; ++i)
         yb.data<int32_t>()[i] = int32_t(g() % 10);
-    // per step, forward: x W_ih^T and h W_hh^T for the 4 gates (torch_lstm.py counts the same)
+    // per step, forward: x W_ih^T and h W_hh^T for the gates (torch_lstm.py counts the same)
     const double fwd_flop =
-        2.0 * seq * batch * 4 * hidden * (in + hidden) + 2.0 * batch * hidden * 10;
+        2.0 * seq * batch * gates * hidden * (in + hidden) + 2.0 * batch * hidden * 10;
     FunctionOptions fo;
     fo.profile = profile;
     auto report = [&](const Function& f, const std::string& c, double s, double flop) {
         emit("lstm", c, 1.0 / s, c == "train" ? "steps/s" : "batches/s",
-             "\"batch\": " + std::to_string(batch) + ", \"seq\": " + std::to_string(seq) +
+             "\"cell\": \"" + cell + "\", \"batch\": " + std::to_string(batch) +
+                 ", \"seq\": " + std::to_string(seq) +
                  ", \"input\": " + std::to_string(in) + ", \"hidden\": " + std::to_string(hidden) +
                  ", \"ms_per_step\": " + std::to_string(s * 1e3) +
                  ", \"achieved_gflops\": " + std::to_string(flop / s / 1e9) +

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch peer of `symjax_bench lstm`: one LSTM layer and a dense 10 on its final hidden state.
+"""PyTorch peer of `symjax_bench lstm`: one LSTM layer (--cell gru: a GRU) and a dense 10 on its
+final hidden state.
 
 Synthetic data: a fixed random batch x [seq, batch, input] (PyTorch's default layout, as ours)
 and fixed labels; throughput does not depend on the values.
@@ -31,6 +32,7 @@ def main():
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--case", choices=["train", "infer", "all"], default="all")
+    p.add_argument("--cell", choices=["lstm", "gru"], default="lstm")
     p.add_argument("--impl", choices=["eager", "jit_script", "all"], default="all")
     args = p.parse_args()
     pb.setup_env(args)
@@ -47,19 +49,30 @@ def main():
             _, (h, _) = self.lstm(x)
             return self.dense(h[0])
 
+    class GruNet(nn.Module):
+        def __init__(self, n_in: int, hidden: int):
+            super().__init__()
+            self.gru = nn.GRU(n_in, hidden)
+            self.dense = nn.Linear(hidden, 10)
+
+        def forward(self, x):
+            _, h = self.gru(x)
+            return self.dense(h[0])
+
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     T, B, D, H = args.seq, args.batch, args.input, args.hidden
     x = torch.randn(T, B, D)
     y = torch.randint(0, 10, (B,))
     # per step, forward: x W_ih^T and h W_hh^T for 4 gates; the dense layer once
-    fwd_flop = 2 * T * B * 4 * H * (D + H) + 2 * B * H * 10
+    gates = 4 if args.cell == "lstm" else 3
+    fwd_flop = 2 * T * B * gates * H * (D + H) + 2 * B * H * 10
     ctx = pb.torch_context(torch)
     cases = ["train", "infer"] if args.case == "all" else [args.case]
     impls = ["eager", "jit_script"] if args.impl == "all" else [args.impl]
     for impl in impls:
         torch.manual_seed(0)
-        model = Net(D, H)
+        model = Net(D, H) if args.cell == "lstm" else GruNet(D, H)
         net = torch.jit.script(model) if impl == "jit_script" else model
         opt = torch.optim.Adam(model.parameters(), lr=args.lr)
         loss_fn = nn.CrossEntropyLoss()
@@ -81,7 +94,7 @@ def main():
             rate = 1.0 / r["median_s"]
             pb.emit({
                 "bench": "lstm", "case": case, "impl": "torch", "variant": impl,
-                "batch": B, "seq": T, "input": D, "hidden": H,
+                "cell": args.cell, "batch": B, "seq": T, "input": D, "hidden": H,
                 "value": rate, "unit": "steps/s" if case == "train" else "batches/s",
                 "ms_per_step": 1e3 * r["median_s"],
                 "achieved_gflops": flop * rate / 1e9,
