@@ -482,6 +482,18 @@ Tensors vmap_call(const VmapFn& fn, const VmapOptions& o, const Tensors& args) {
                                       "not_mapped)";
     const uint64_t mark = detail::trace_mark();
     Tensors results = fn(per_example);
+    {
+        // a loop and its copy with residuals (gradients through a scan) batch as one loop
+        std::vector<NodePtr> rs;
+        for (const Tensor& t : results)
+            if (t.defined())
+                rs.push_back(t.node());
+        if (rs.size() == results.size()) {
+            rs = detail::merge_loop_copies(rs);
+            for (size_t j = 0; j < results.size(); ++j)
+                results[j] = Tensor(rs[j]);
+        }
+    }
     SJ_CHECK(o.out_axes.size() <= 1 || o.out_axes.size() == results.size(), Error)
         << name << ": " << o.out_axes.size() << " out_axes for " << results.size() << " results";
 

@@ -3,9 +3,11 @@
 // src/backend/reference/ControlFlowKernels.cpp, which every backend drives.
 #include "OpDef.h"
 
+#include <symjax/Graph.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
+#include <map>
 #include <unordered_map>
 
 namespace sj::detail {
@@ -80,6 +82,53 @@ RegionKey region_key(const Node& n) {
     for (const auto& i : n.inputs())
         k.inputs.push_back(i.get());
     return k;
+}
+
+std::vector<NodePtr> merge_loop_copies(const std::vector<NodePtr>& roots, int64_t* merged) {
+    if (merged)
+        *merged = 0;
+    std::vector<const Node*> rs;
+    for (const auto& r : roots)
+        rs.push_back(r.get());
+    const std::vector<const Node*> order = topo_order(rs);
+    // the copies present, by the region they extend and their inputs (the first one wins)
+    std::map<RegionKey, std::shared_ptr<const Region>> copies;
+    for (const Node* n : order) {
+        if (!n->is(Op::Scan))
+            continue;
+        const auto& region = n->attr<RegionAttrs>().region;
+        if (!region->base)
+            continue;
+        RegionKey key = region_key(*n);
+        key.region = region->base.get();
+        copies.emplace(std::move(key), region);
+    }
+    if (copies.empty())
+        return roots;
+    Givens givens;
+    for (const Node* n : order) {
+        if (!n->is(Op::Scan))
+            continue;
+        auto it = copies.find(region_key(*n));
+        if (it == copies.end())
+            continue;
+        const Region &base = *n->attr<RegionAttrs>().region, &copy = *it->second;
+        // the copy's extra step outputs come after the base's: the carry history moves along
+        int64_t k = n->attr<RegionAttrs>().output;
+        if (k >= base.carries + base.outputs)
+            k += copy.outputs - base.outputs;
+        NodePtr m = Node::make(Op::Scan, RegionAttrs{it->second, k}, n->inputs());
+        givens.emplace_back(Tensor(n->shared_from_this()), Tensor(m));
+    }
+    if (merged)
+        *merged = int64_t(givens.size());
+    if (givens.empty())
+        return roots;
+    std::vector<Tensor> ts(roots.begin(), roots.end());
+    std::vector<NodePtr> out;
+    for (const Tensor& t : clone(ts, givens))
+        out.push_back(t.node());
+    return out;
 }
 
 namespace {

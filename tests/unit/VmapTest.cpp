@@ -81,6 +81,18 @@ bool has_op(const Ts& roots, Op op) {
     return false;
 }
 
+/// How many forward scans (the default name "scan"; backward ones are "scan_grad") roots read.
+int forward_loops(const Ts& roots) {
+    std::vector<const Node*> r;
+    for (const auto& t : roots)
+        r.push_back(t.node().get());
+    std::set<const detail::Region*> loops;
+    for (const Node* n : topo_order(r))
+        if (n->op() == Op::Scan && n->attr<RegionAttrs>().region->name == "scan")
+            loops.insert(n->attr<RegionAttrs>().region.get());
+    return int(loops.size());
+}
+
 /// How many loops over the batch vmap made (its fallback: scans named "vmap(...)").
 int batch_loops(const Ts& roots) {
     std::vector<const Node*> r;
@@ -261,6 +273,11 @@ TEST_P(Vmap, ScanIsBatchedNotLooped) {
     VmapOptions o{{0, not_mapped}, {}, ""};
     Ts got = vmap(fn, o)({xs, h0});
     EXPECT_EQ(batch_loops(got), 0);
+    // the gradient reads the products a copy of the loop stores (Note [Scan residuals]); vmap
+    // batches the loop and its copy as one loop, as the compiler's merge_loops runs them once
+    Placeholder one({6, 2}, DType::F64, "one_example");
+    EXPECT_EQ(forward_loops(fn({one, h0})), 2) << "the loop and its copy with residuals";
+    EXPECT_EQ(forward_loops(got), 1);
     check_against_loop(fn, {xs, h0},
                        {random_array(DType::F64, {3, 6, 2}, 41), random_array(DType::F64, {2}, 42)},
                        o, 3, opts(), 1e-11);
