@@ -39,6 +39,8 @@ def main():
     import torch
     import torch.nn as nn
 
+    # two classes, not one with a flag: TorchScript types both branches of an if, and the two
+    # modules return different state types ((h, c) against h)
     class Net(nn.Module):
         def __init__(self, n_in: int, hidden: int):
             super().__init__()

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <set>
 
 namespace sj::test {
@@ -81,28 +82,26 @@ bool has_op(const Ts& roots, Op op) {
     return false;
 }
 
-/// How many forward scans (the default name "scan"; backward ones are "scan_grad") roots read.
-int forward_loops(const Ts& roots) {
+/// How many distinct scan regions whose name passes `named` roots read.
+int scans(const Ts& roots, const std::function<bool(const std::string&)>& named) {
     std::vector<const Node*> r;
     for (const auto& t : roots)
         r.push_back(t.node().get());
     std::set<const detail::Region*> loops;
     for (const Node* n : topo_order(r))
-        if (n->op() == Op::Scan && n->attr<RegionAttrs>().region->name == "scan")
+        if (n->op() == Op::Scan && named(n->attr<RegionAttrs>().region->name))
             loops.insert(n->attr<RegionAttrs>().region.get());
     return int(loops.size());
 }
 
 /// How many loops over the batch vmap made (its fallback: scans named "vmap(...)").
 int batch_loops(const Ts& roots) {
-    std::vector<const Node*> r;
-    for (const auto& t : roots)
-        r.push_back(t.node().get());
-    std::set<const detail::Region*> loops;
-    for (const Node* n : topo_order(r))
-        if (n->op() == Op::Scan && n->attr<RegionAttrs>().region->name.rfind("vmap(", 0) == 0)
-            loops.insert(n->attr<RegionAttrs>().region.get());
-    return int(loops.size());
+    return scans(roots, [](const std::string& n) { return n.rfind("vmap(", 0) == 0; });
+}
+
+/// How many forward scans (the default name "scan"; backward ones are "scan_grad") roots read.
+int forward_loops(const Ts& roots) {
+    return scans(roots, [](const std::string& n) { return n == "scan"; });
 }
 
 TEST_P(Vmap, ElementwiseWithSharedOperands) {
