@@ -252,11 +252,10 @@ NodePtr pad_sum(const NodePtr& n) {
         else
             pieces.push_back(T(p.x));
     }
+    // (the axis's size is known: a pad of a piece of known size gives one)
     std::vector<int64_t> lo(size_t(n->rank()), 0), hi(size_t(n->rank()), 0);
-    const int64_t end = pads.back().lo + pads.back().size, whole = n->shape()[size_t(axis)];
-    if (whole < 0) return nullptr;
     lo[size_t(axis)] = pads.front().lo;
-    hi[size_t(axis)] = whole - end;
+    hi[size_t(axis)] = n->shape()[size_t(axis)] - (pads.back().lo + pads.back().size);
     Tensor r = pad(concat(pieces, axis), lo, hi, 0.0);
     for (const NodePtr& o : others) r = r + T(o);
     return r.shape() == n->shape() && r.dtype() == n->dtype() ? r.node() : nullptr;

@@ -167,10 +167,9 @@ thread_local const std::unordered_map<const detail::Region*, size_t>* t_region_i
 
 /// A region operand: "@k", the region block printed before the node.
 void put_field(std::string& out, const std::shared_ptr<const detail::Region>& r) {
+    SJ_ASSERT(t_region_ids && r && t_region_ids->count(r.get())) << "print_ir: a region not collected";
     out += '@';
-    auto it = t_region_ids && r ? t_region_ids->find(r.get()) : decltype(t_region_ids->end()){};
-    SJ_ASSERT(t_region_ids && r && it != t_region_ids->end()) << "print_ir: a region not collected";
-    put_int(out, it->second);
+    put_int(out, t_region_ids->at(r.get()));
 }
 void put_field(std::string& out, dist::ReduceOp v) {
     out += dist::reduce_op_name(v);
@@ -313,22 +312,26 @@ void collect_regions(const std::vector<const Node*>& roots,
     }
 }
 
+/// "%k = ..." for n, numbered next, unless it has its number already.
+void put_line(std::string& out, const Node& n, std::unordered_map<const Node*, size_t>& num,
+              const char* indent) {
+    if (num.count(&n)) return;
+    size_t k = num.size();
+    num[&n] = k;
+    out += indent;
+    out += '%';
+    put_int(out, k);
+    out += " = ";
+    put_node(out, n, num);
+    out += '\n';
+}
+
 /// Nodes as "%k = ..." lines (numbering those not numbered yet), then "return ...".
 void put_lines(std::string& out, const std::vector<NodePtr>& roots,
                std::unordered_map<const Node*, size_t>& num, const char* indent) {
     std::vector<const Node*> rs;
     for (const auto& r : roots) rs.push_back(r.get());
-    for (const Node* n : topo_order(rs)) {
-        if (num.count(n)) continue;
-        size_t k = num.size();
-        num[n] = k;
-        out += indent;
-        out += '%';
-        put_int(out, k);
-        out += " = ";
-        put_node(out, *n, num);
-        out += '\n';
-    }
+    for (const Node* n : topo_order(rs)) put_line(out, *n, num, indent);
     out += indent;
     out += "return";
     for (size_t i = 0; i < roots.size(); ++i) {
@@ -342,16 +345,7 @@ void put_lines(std::string& out, const std::vector<NodePtr>& roots,
 void put_body(std::string& out, const detail::Body& b) {
     out += " {\n";
     std::unordered_map<const Node*, size_t> num;
-    for (const auto& p : b.params) {
-        if (num.count(p.get())) continue;
-        size_t k = num.size();
-        num[p.get()] = k;
-        out += "  %";
-        put_int(out, k);
-        out += " = ";
-        put_node(out, *p, num);
-        out += '\n';
-    }
+    for (const auto& p : b.params) put_line(out, *p, num, "  ");
     put_lines(out, b.results, num, "  ");
     out += '}';
 }
@@ -465,7 +459,6 @@ private:
     }
 
     void region_statement() {
-        Token at = tok_;
         advance();
         expect('@', "before the region's number");
         Token num_tok = tok_;
@@ -508,8 +501,7 @@ private:
         r->carries = int(h.carries), r->sequences = int(h.sequences), r->outputs = int(h.outputs);
         r->captured = int(h.captured), r->captured2 = int(h.captured2), r->length = h.length;
         r->reverse = h.reverse, r->max_iterations = h.max_iterations;
-        const char* first = scan ? "body" : r->kind == detail::RegionKind::While ? "body"
-                                                                                  : "true branch";
+        const char* first = r->kind == detail::RegionKind::Cond ? "true branch" : "body";
         const char* second = r->kind == detail::RegionKind::While ? "condition" : "false branch";
         Token b1 = tok_;
         r->body = body(first);
@@ -537,7 +529,6 @@ private:
             check(b2, r->body2, second, h.carries + h.captured2, h.outputs);
             break;
         }
-        (void)at;
         regions_.push_back(std::move(r));
     }
 

@@ -17,6 +17,7 @@
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -207,18 +208,15 @@ public:
     /// step writes (a loop body's rows: Note [Loop rows in place] in ControlFlowKernels.cpp).
     detail::ExecResult run_into(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                                 uint64_t counter, const std::vector<Array>* dests) {
-        struct ClearDests {
-            std::vector<Array>& d;
+        struct ClearDests { // (clear keeps the capacity: no allocation per loop step)
+            std::vector<std::pair<int, Array>>& d;
             ~ClearDests() { d.clear(); }
-        } clear_dests{dest_of_slot_};
-        if (dests) {
-            dest_of_slot_.assign(plan_.slots.size(), Array());
-            for (size_t k = 0; k < dests->size() && k < plan_.output_slots.size(); ++k) {
-                const size_t s = size_t(plan_.output_slots[k]);
-                if ((*dests)[k].defined() && !dest_of_slot_[s].defined() &&
-                    plan_.slots[s].source == compiler::SlotSource::Step)
-                    dest_of_slot_[s] = (*dests)[k];
-            }
+        } clear_dests{dests_};
+        for (size_t k = 0; dests && k < dests->size() && k < plan_.output_slots.size(); ++k) {
+            const int s = plan_.output_slots[k];
+            if ((*dests)[k].defined() && !dest_of(s) &&
+                plan_.slots[size_t(s)].source == compiler::SlotSource::Step)
+                dests_.emplace_back(s, (*dests)[k]);
         }
         // the bound plan depends only on the shapes of inputs (variables and constants are static)
         // (the dims' bytes, each shape after its rank: formatting text here cost more than a
@@ -226,10 +224,11 @@ public:
         // a loop body sees the same shapes step after step: the last call's plan, found by
         // comparing shapes, before any key is built
         const CallPlan* last = last_plan_;
-        for (size_t i = 0; last && i < inputs.size(); ++i)
-            if (inputs[i].shape() != last_shapes_[i])
-                last = nullptr;
-        if (!last || inputs.size() != last_shapes_.size()) {
+        if (last && !std::equal(inputs.begin(), inputs.end(), last_shapes_.begin(),
+                                last_shapes_.end(),
+                                [](const Array& a, const Shape& s) { return a.shape() == s; }))
+            last = nullptr;
+        if (!last) {
             std::string sig;
             for (const auto& a : inputs) {
                 const int64_t rank = a.rank();
@@ -687,13 +686,19 @@ private:
         return holders <= 3;
     }
 
+    /// The destination run_into was given for a slot's value, if any.
+    const Array* dest_of(int slot) const {
+        for (const auto& [s, d] : dests_)
+            if (s == slot)
+                return &d;
+        return nullptr;
+    }
+
     /// The output buffer of a slot: last call's if nobody else holds it, else a new one.
     Array buffer(const CallPlan& plan, int slot, const TensorType& t) const {
-        if (!dest_of_slot_.empty()) { // the caller's place for this output, if it fits
-            const Array& d = dest_of_slot_[size_t(slot)];
-            if (d.defined() && d.shape() == t.shape && d.dtype() == t.dtype)
-                return d;
-        }
+        if (const Array* d = dest_of(slot)) // the caller's place for this output, if it fits
+            if (d->shape() == t.shape && d->dtype() == t.dtype)
+                return *d;
         Array& p = plan.pool[slot];
         auto fits = [&](const Array& a) {
             return a.defined() && a.unique() && a.shape() == t.shape && a.dtype() == t.dtype;
@@ -782,7 +787,7 @@ private:
     FunctionOptions opts_;
     size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
     bool nested_ = false;            // a loop body: the enclosing program prints its profile
-    std::vector<Array> dest_of_slot_; // during run_into: where an output slot's value goes
+    std::vector<std::pair<int, Array>> dests_; // during run_into: (slot, where its value goes)
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;
