@@ -160,7 +160,8 @@ void mlp_train() {
              ", \"library_calls\": " + std::to_string(step.stats().library_calls) +
              ", \"post_ops\": " + std::to_string(step.stats().post_ops) +
              ", \"parallel_regions\": " + std::to_string(step.stats().parallel_regions));
-    if (fo.profile) std::fprintf(stderr, "# mlp_train train\n%s\n", step.profile_report().c_str());
+    if (fo.profile)
+        std::fprintf(stderr, "# mlp_train train\n%s\n", step.profile_report().c_str());
     Tensor logits = [&] {
         Tensor h = m.x;
         for (int l = 0; l < 3; ++l) {
@@ -573,10 +574,10 @@ void parallel_threshold() {
     }
 }
 
-/// One LSTM (or, --cell gru, GRU) layer (inputs [seq, batch, input]) and a dense 10 on its final hidden
-/// state, as bench/peers/torch_lstm.py: a training step (softmax cross-entropy, backward through
-/// the scan, Adam lr 1e-3) and inference (the logits), on one fixed random batch. Run one case
-/// per process for a meaningful peak RSS.
+/// One LSTM (or, --cell gru, GRU) layer (inputs [seq, batch, input]) and a dense 10 on its final
+/// hidden state, as bench/peers/torch_lstm.py: a training step (softmax cross-entropy, backward
+/// through the scan, Adam lr 1e-3) and inference (the logits), on one fixed random batch. Run one
+/// case per process for a meaningful peak RSS.
 void lstm() {
     const int64_t batch = std::stoll(opt("batch", "128")), seq = std::stoll(opt("seq", "28"));
     const int64_t in = std::stoll(opt("input", "28")), hidden = std::stoll(opt("hidden", "128"));
@@ -610,8 +611,8 @@ void lstm() {
     auto report = [&](const Function& f, const std::string& c, double s, double flop) {
         emit("lstm", c, 1.0 / s, c == "train" ? "steps/s" : "batches/s",
              "\"cell\": \"" + cell + "\", \"batch\": " + std::to_string(batch) +
-                 ", \"seq\": " + std::to_string(seq) +
-                 ", \"input\": " + std::to_string(in) + ", \"hidden\": " + std::to_string(hidden) +
+                 ", \"seq\": " + std::to_string(seq) + ", \"input\": " + std::to_string(in) +
+                 ", \"hidden\": " + std::to_string(hidden) +
                  ", \"ms_per_step\": " + std::to_string(s * 1e3) +
                  ", \"achieved_gflops\": " + std::to_string(flop / s / 1e9) +
                  ", \"kernels\": " + std::to_string(f.stats().kernels) +

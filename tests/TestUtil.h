@@ -44,7 +44,8 @@ inline FunctionOptions on(const char* backend) {
     return o;
 }
 
-/// A test run once per backend (INSTANTIATE_TEST_SUITE_P with the backend names): opts() selects it.
+/// A test run once per backend (INSTANTIATE_TEST_SUITE_P with the backend names): opts() selects
+/// it.
 class BackendTest : public ::testing::TestWithParam<const char*> {
 protected:
     FunctionOptions opts() const { return on(GetParam()); }

@@ -51,8 +51,8 @@ void bind_control_flow(py::module_& m) {
     m.def(
         "scan",
         [](py::function fn, py::handle init, py::handle sequences, py::handle non_sequences,
-           std::optional<int64_t> length, bool reverse,
-           const std::string& name, int64_t checkpoint_every, int64_t unroll) {
+           std::optional<int64_t> length, bool reverse, const std::string& name,
+           int64_t checkpoint_every, int64_t unroll) {
             const std::string loop = name.empty() ? "scan" : name;
             sj::ScanFn step = [fn, loop](const Tensors& carry, const Tensors& args) {
                 py::gil_scoped_acquire gil;
@@ -75,8 +75,8 @@ void bind_control_flow(py::module_& m) {
             return py::make_tuple(to_list(r.carry), to_list(r.outputs));
         },
         py::arg("fn"), py::arg("init"), py::arg("sequences"), py::arg("non_sequences"),
-        py::arg("length") = py::none(), py::arg("reverse") = false,
-        py::arg("name") = "", py::arg("checkpoint_every") = 0, py::arg("unroll") = 1,
+        py::arg("length") = py::none(), py::arg("reverse") = false, py::arg("name") = "",
+        py::arg("checkpoint_every") = 0, py::arg("unroll") = 1,
         "sj::scan: fn(carry list, slices then non_sequences list) -> (carry list, output list); "
         "returns (final carries, stacked outputs)");
     m.def(

@@ -184,9 +184,9 @@ ScanResult segmented_scan(const ScanFn& fn, const Tensors& init, const Tensors& 
     int64_t n = o.length ? *o.length : -1;
     for (const auto& s : sequences)
         if (s.shape()[0] >= 0) n = s.shape()[0];
-    SJ_CHECK(n >= 0, ShapeError)
-        << name << ": " << what << " needs the number of steps when the graph is built; the "
-        << "sequences' first dim is unknown (-1)";
+    SJ_CHECK(n >= 0, ShapeError) << name << ": " << what
+                                 << " needs the number of steps when the graph is built; the "
+                                 << "sequences' first dim is unknown (-1)";
     const int64_t segments = n / k, tail = n % k;
     // the scans of one segment and of the tail: plain when unrolling, unrolled when checkpointing
     ScanOptions inner{.reverse = o.reverse, .name = name, .unroll = unrolled ? 1 : o.unroll};
@@ -227,12 +227,15 @@ ScanResult segmented_scan(const ScanFn& fn, const Tensors& init, const Tensors& 
             for (int64_t s = 0; s < k; ++s) {
                 const int64_t j = o.reverse ? k - 1 - s : s;
                 Tensors step_args;
-                for (const auto& x : slices) step_args.push_back(x[j]);
+                for (const auto& x : slices)
+                    step_args.push_back(x[j]);
                 step_args.insert(step_args.end(), non_sequences.begin(), non_sequences.end());
                 auto [next, y] = fn(cur, step_args);
                 SJ_CHECK(next.size() == cur.size(), Error)
-                    << name << ": the body returns " << next.size() << " carries, init has " << cur.size();
-                SJ_CHECK(s == 0 || y.size() == outs[size_t(o.reverse ? j + 1 : j - 1)].size(), Error)
+                    << name << ": the body returns " << next.size() << " carries, init has "
+                    << cur.size();
+                SJ_CHECK(s == 0 || y.size() == outs[size_t(o.reverse ? j + 1 : j - 1)].size(),
+                         Error)
                     << name << ": the body returns a different number of outputs from step to step";
                 cur = next;
                 outs[size_t(j)] = y;
@@ -240,12 +243,14 @@ ScanResult segmented_scan(const ScanFn& fn, const Tensors& init, const Tensors& 
             Tensors stacked;
             for (size_t m = 0; m < outs[0].size(); ++m) {
                 Tensors column;
-                for (const auto& step : outs) column.push_back(step[m]);
+                for (const auto& step : outs)
+                    column.push_back(step[m]);
                 stacked.push_back(stack(column, 0));
             }
             return std::pair{cur, stacked};
         };
-        ScanOptions outer{.length = segments, .reverse = o.reverse,
+        ScanOptions outer{.length = segments,
+                          .reverse = o.reverse,
                           .name = name + (unrolled ? "_unrolled" : "_segments")};
         ScanResult r = scan(segment, carry, seqs, {}, outer);
         carry = r.carry;
@@ -636,8 +641,7 @@ Tensors scan_vjp(const Node& n, const Region& r, const Tensors& cot) {
         hist.emplace_back(Node::make(
             Op::Scan, RegionAttrs{fr, int64_t(c + size_t(fr->outputs) + i)}, n.inputs()));
     for (size_t j = 0; j < nres; ++j)
-        stored.emplace_back(
-            Node::make(Op::Scan, RegionAttrs{fr, int64_t(c + o + j)}, n.inputs()));
+        stored.emplace_back(Node::make(Op::Scan, RegionAttrs{fr, int64_t(c + o + j)}, n.inputs()));
     // backward sequences: history (all carries), forward sequences, defined stacked-output and
     // history cotangents
     std::vector<size_t> gys, ghs;

@@ -172,10 +172,12 @@ NodePtr where_merge(const NodePtr& n) {
 
 /// pad(x) by nothing on every dim -> x
 NodePtr pad_identity(const NodePtr& n) {
-    if (!n->is(Op::Pad)) return nullptr;
+    if (!n->is(Op::Pad))
+        return nullptr;
     const auto& a = n->attr<PadAttrs>();
     for (size_t i = 0; i < a.lo.size(); ++i)
-        if (a.lo[i] != 0 || a.hi[i] != 0 || a.interior[i] != 0) return nullptr;
+        if (a.lo[i] != 0 || a.hi[i] != 0 || a.interior[i] != 0)
+            return nullptr;
     return in0(n);
 }
 
@@ -201,17 +203,23 @@ struct AxisPad {
 /// n as a zero pad of its input along `*axis` only (set from the first pad seen), with the
 /// input's size on that axis known.
 bool axis_pad(const NodePtr& n, int64_t* axis, AxisPad* out) {
-    if (!n->is(Op::Pad)) return false;
+    if (!n->is(Op::Pad))
+        return false;
     const auto& a = n->attr<PadAttrs>();
-    if (a.value != 0.0) return false;
+    if (a.value != 0.0)
+        return false;
     int64_t ax = -1;
     for (size_t i = 0; i < a.lo.size(); ++i) {
-        if (a.interior[i] != 0) return false;
-        if (a.lo[i] == 0 && a.hi[i] == 0) continue;
-        if (ax >= 0) return false;
+        if (a.interior[i] != 0)
+            return false;
+        if (a.lo[i] == 0 && a.hi[i] == 0)
+            continue;
+        if (ax >= 0)
+            return false;
         ax = int64_t(i);
     }
-    if (ax < 0 || (*axis >= 0 && ax != *axis) || in0(n)->shape()[size_t(ax)] < 0) return false;
+    if (ax < 0 || (*axis >= 0 && ax != *axis) || in0(n)->shape()[size_t(ax)] < 0)
+        return false;
     *axis = ax;
     *out = {in0(n), a.lo[size_t(ax)], in0(n)->shape()[size_t(ax)]};
     return true;
@@ -219,7 +227,8 @@ bool axis_pad(const NodePtr& n, int64_t* axis, AxisPad* out) {
 
 /// pad(a) + pad(b) + ... -> pad(concat(a, b, ...)) (Note [Sums of pads])
 NodePtr pad_sum(const NodePtr& n) {
-    if (!n->is(Op::Add)) return nullptr;
+    if (!n->is(Op::Add))
+        return nullptr;
     constexpr size_t kMaxLeaves = 64;
     std::vector<NodePtr> todo{n}, others;
     std::vector<AxisPad> pads;
@@ -239,16 +248,19 @@ NodePtr pad_sum(const NodePtr& n) {
         else
             others.push_back(m);
     }
-    if (pads.size() < 2) return nullptr;
+    if (pads.size() < 2)
+        return nullptr;
     std::stable_sort(pads.begin(), pads.end(),
                      [](const AxisPad& a, const AxisPad& b) { return a.lo < b.lo; });
     for (size_t k = 1; k < pads.size(); ++k)
-        if (pads[k].lo != pads[k - 1].lo + pads[k - 1].size) return nullptr; // a gap or overlap
+        if (pads[k].lo != pads[k - 1].lo + pads[k - 1].size)
+            return nullptr; // a gap or overlap
     std::vector<Tensor> pieces;
     for (const AxisPad& p : pads) {
         // splice a piece that is itself a concat on the axis (an earlier rewrite's result)
         if (p.x->is(Op::Concat) && p.x->attr<AxisAttrs>().axis == axis)
-            for (const auto& i : p.x->inputs()) pieces.push_back(T(i));
+            for (const auto& i : p.x->inputs())
+                pieces.push_back(T(i));
         else
             pieces.push_back(T(p.x));
     }
@@ -257,7 +269,8 @@ NodePtr pad_sum(const NodePtr& n) {
     lo[size_t(axis)] = pads.front().lo;
     hi[size_t(axis)] = n->shape()[size_t(axis)] - (pads.back().lo + pads.back().size);
     Tensor r = pad(concat(pieces, axis), lo, hi, 0.0);
-    for (const NodePtr& o : others) r = r + T(o);
+    for (const NodePtr& o : others)
+        r = r + T(o);
     return r.shape() == n->shape() && r.dtype() == n->dtype() ? r.node() : nullptr;
 }
 
@@ -265,13 +278,20 @@ NodePtr pad_sum(const NodePtr& n) {
 
 const std::vector<Pattern>& canonicalize_patterns() {
     static const std::vector<Pattern> p = {
-        {"fold_constants", fold_constants}, {"drop_stop_gradient", drop_stop_gradient},
-        {"mul_one", mul_one},               {"add_zero", add_zero},
-        {"neg_neg", neg_neg},               {"reshape_chain", reshape_chain},
-        {"permute_chain", permute_chain},   {"broadcast_chain", broadcast_chain},
-        {"cast_roundtrip", cast_roundtrip}, {"sink_broadcast", sink_broadcast},
-        {"where_scale", where_scale},       {"where_merge", where_merge},
-        {"pad_identity", pad_identity},     {"pad_sum", pad_sum},
+        {"fold_constants", fold_constants},
+        {"drop_stop_gradient", drop_stop_gradient},
+        {"mul_one", mul_one},
+        {"add_zero", add_zero},
+        {"neg_neg", neg_neg},
+        {"reshape_chain", reshape_chain},
+        {"permute_chain", permute_chain},
+        {"broadcast_chain", broadcast_chain},
+        {"cast_roundtrip", cast_roundtrip},
+        {"sink_broadcast", sink_broadcast},
+        {"where_scale", where_scale},
+        {"where_merge", where_merge},
+        {"pad_identity", pad_identity},
+        {"pad_sum", pad_sum},
     };
     return p;
 }

@@ -19,10 +19,10 @@ struct Compiled {
     RewriteStats rewrites;
 };
 
-/// Runs merge_constants, merge_loops, canonicalize, stabilize, canonicalize, specialize, the target's lowering,
-/// merge_constants and fusion for `target` over `roots`. With SJ_DUMP=dir set, writes the graph
-/// after each pass and the fusion plan there; SJ_DEBUG >= 5 prints the graphs, >= 3 the fusion
-/// decisions, >= 2 each pass's time.
+/// Runs merge_constants, merge_loops, canonicalize, stabilize, canonicalize, specialize, the
+/// target's lowering, merge_constants and fusion for `target` over `roots`. With SJ_DUMP=dir set,
+/// writes the graph after each pass and the fusion plan there; SJ_DEBUG >= 5 prints the graphs, >=
+/// 3 the fusion decisions, >= 2 each pass's time.
 Compiled compile(const std::vector<NodePtr>& roots, const Target& target);
 
 using detail::debug_level;

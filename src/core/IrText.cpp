@@ -167,7 +167,8 @@ thread_local const std::unordered_map<const detail::Region*, size_t>* t_region_i
 
 /// A region operand: "@k", the region block printed before the node.
 void put_field(std::string& out, const std::shared_ptr<const detail::Region>& r) {
-    SJ_ASSERT(t_region_ids && r && t_region_ids->count(r.get())) << "print_ir: a region not collected";
+    SJ_ASSERT(t_region_ids && r && t_region_ids->count(r.get()))
+        << "print_ir: a region not collected";
     out += '@';
     put_int(out, t_region_ids->at(r.get()));
 }
@@ -287,9 +288,12 @@ struct RegionHeader {
 
 const char* region_kind_name(detail::RegionKind k) {
     switch (k) {
-    case detail::RegionKind::Scan: return "scan";
-    case detail::RegionKind::While: return "while_loop";
-    case detail::RegionKind::Cond: return "cond";
+    case detail::RegionKind::Scan:
+        return "scan";
+    case detail::RegionKind::While:
+        return "while_loop";
+    case detail::RegionKind::Cond:
+        return "cond";
     }
     return "?";
 }
@@ -299,12 +303,15 @@ void collect_regions(const std::vector<const Node*>& roots,
                      std::unordered_map<const detail::Region*, size_t>& ids,
                      std::vector<const detail::Region*>& order) {
     for (const Node* n : topo_order(roots)) {
-        if (!has_trait(n->op(), kRegion)) continue;
+        if (!has_trait(n->op(), kRegion))
+            continue;
         const detail::Region* r = n->attr<RegionAttrs>().region.get();
-        if (!r || ids.count(r)) continue;
+        if (!r || ids.count(r))
+            continue;
         for (const detail::Body* b : {&r->body, &r->body2}) {
             std::vector<const Node*> rs;
-            for (const auto& x : b->results) rs.push_back(x.get());
+            for (const auto& x : b->results)
+                rs.push_back(x.get());
             collect_regions(rs, ids, order);
         }
         ids.emplace(r, ids.size());
@@ -315,7 +322,8 @@ void collect_regions(const std::vector<const Node*>& roots,
 /// "%k = ..." for n, numbered next, unless it has its number already.
 void put_line(std::string& out, const Node& n, std::unordered_map<const Node*, size_t>& num,
               const char* indent) {
-    if (num.count(&n)) return;
+    if (num.count(&n))
+        return;
     size_t k = num.size();
     num[&n] = k;
     out += indent;
@@ -330,8 +338,10 @@ void put_line(std::string& out, const Node& n, std::unordered_map<const Node*, s
 void put_lines(std::string& out, const std::vector<NodePtr>& roots,
                std::unordered_map<const Node*, size_t>& num, const char* indent) {
     std::vector<const Node*> rs;
-    for (const auto& r : roots) rs.push_back(r.get());
-    for (const Node* n : topo_order(rs)) put_line(out, *n, num, indent);
+    for (const auto& r : roots)
+        rs.push_back(r.get());
+    for (const Node* n : topo_order(rs))
+        put_line(out, *n, num, indent);
     out += indent;
     out += "return";
     for (size_t i = 0; i < roots.size(); ++i) {
@@ -345,7 +355,8 @@ void put_lines(std::string& out, const std::vector<NodePtr>& roots,
 void put_body(std::string& out, const detail::Body& b) {
     out += " {\n";
     std::unordered_map<const Node*, size_t> num;
-    for (const auto& p : b.params) put_line(out, *p, num, "  ");
+    for (const auto& p : b.params)
+        put_line(out, *p, num, "  ");
     put_lines(out, b.results, num, "  ");
     out += '}';
 }
@@ -363,7 +374,8 @@ void put_region(std::string& out, size_t id, const detail::Region& r) {
     h.reverse = r.reverse, h.max_iterations = r.max_iterations;
     put_attrs(out, h);
     put_body(out, r.body);
-    if (r.kind != detail::RegionKind::Scan) put_body(out, r.body2);
+    if (r.kind != detail::RegionKind::Scan)
+        put_body(out, r.body2);
     out += '\n';
 }
 
@@ -506,7 +518,8 @@ private:
         Token b1 = tok_;
         r->body = body(first);
         Token b2 = tok_;
-        if (!scan) r->body2 = body(second);
+        if (!scan)
+            r->body2 = body(second);
         // the blocks against the counts (the type rules index by them)
         auto check = [&](const Token& t, const detail::Body& b, const char* what, int64_t params,
                          int64_t results) {
@@ -794,7 +807,8 @@ private:
         Token at = tok_;
         const int64_t id = int_value("a region's number");
         if (id < 0 || id >= int64_t(regions_.size()))
-            fail(at, "no region @" + std::to_string(id) + " (regions are defined before the lines)");
+            fail(at,
+                 "no region @" + std::to_string(id) + " (regions are defined before the lines)");
         r = regions_[size_t(id)];
     }
     void field(ScatterMode& v) {
@@ -1035,7 +1049,8 @@ private:
             attrs = op_attrs(op);
             if (has_trait(op, kRegion)) { // its operands against its region's counts
                 const auto& ra = std::get<RegionAttrs>(attrs);
-                if (!ra.region) fail(op_tok, name + " needs its region (region=@k)");
+                if (!ra.region)
+                    fail(op_tok, name + " needs its region (region=@k)");
                 const detail::Region& r = *ra.region;
                 const bool kind_ok = (op == Op::Scan && r.kind == detail::RegionKind::Scan) ||
                                      (op == Op::WhileLoop && r.kind == detail::RegionKind::While) ||
@@ -1043,13 +1058,14 @@ private:
                 if (!kind_ok)
                     fail(op_tok, name + " of a " + region_kind_name(r.kind) + " region");
                 if (ra.output < 0 || ra.output >= r.num_results())
-                    fail(op_tok, name + ": result " + std::to_string(ra.output) + " of a region with " +
-                                     std::to_string(r.num_results()));
+                    fail(op_tok, name + ": result " + std::to_string(ra.output) +
+                                     " of a region with " + std::to_string(r.num_results()));
                 const size_t want = size_t(r.captured2_begin() +
                                            (r.kind == detail::RegionKind::Scan ? 0 : r.captured2));
                 if (inputs.size() != want)
-                    fail(op_tok, name + " of region '" + r.name + "' takes " + std::to_string(want) +
-                                     " operands, got " + std::to_string(inputs.size()));
+                    fail(op_tok, name + " of region '" + r.name + "' takes " +
+                                     std::to_string(want) + " operands, got " +
+                                     std::to_string(inputs.size()));
             }
         }
         if (params_ && op == Op::Variable)
@@ -1077,7 +1093,8 @@ private:
             fail(type_tok,
                  "the type says " + type_str(t) + ", " + name + " gives " + type_str(n->type()));
         if (node_name) n = with_name(n, *node_name);
-        if (params_ && op == Op::Placeholder) params_->push_back(n);
+        if (params_ && op == Op::Placeholder)
+            params_->push_back(n);
         values_.emplace(def.text, std::move(n));
     }
 

@@ -95,8 +95,8 @@ TEST_P(ControlFlow, ScanRowsInPlaceOrCopied) {
                 return std::pair{Ts{h, c[1]}, Ts{h * 2.0, x[0], reshape(h, {6}), h}};
             },
             {h0, h0 * 3.0}, {xs}, {}, {.reverse = reverse});
-        Tensor cost = sum(carry[0] * carry[0]) + sum(ys[0] * ys[3]) + sum(sin(ys[2])) +
-                      sum(ys[1] * carry[1]);
+        Tensor cost =
+            sum(carry[0] * carry[0]) + sum(ys[0] * ys[3]) + sum(sin(ys[2])) + sum(ys[1] * carry[1]);
         // the same by hand
         Tensor h = h0;
         std::vector<Tensor> hs(5);
@@ -114,7 +114,8 @@ TEST_P(ControlFlow, ScanRowsInPlaceOrCopied) {
         Ts outs = concat_ts(concat_ts(got, ys), {carry[0], carry[1]});
         Function f = function({xs, h0}, outs, {}, opts());
         Function g = function({xs, h0}, want, {}, opts());
-        Array xv = random_array(DType::F64, {5, 2, 3}, 21), hv = random_array(DType::F64, {2, 3}, 22);
+        Array xv = random_array(DType::F64, {5, 2, 3}, 21),
+              hv = random_array(DType::F64, {2, 3}, 22);
         auto a = f(xv, hv);
         auto b = g(xv, hv);
         const std::string how = reverse ? "reverse" : "forward";
@@ -264,7 +265,8 @@ TEST(ControlFlowProfile, EachBodyHasItsTable) {
     Function f = function({xs, W}, {sum(c[0])}, {}, o);
     f(random_array(DType::F32, {5, 8}, 1), random_array(DType::F32, {8, 8}, 2));
     const std::string p = f.profile_report();
-    const size_t outer = p.find("[symjax] profile ("), body = p.find("[symjax] body of my_loop: profile (");
+    const size_t outer = p.find("[symjax] profile ("),
+                 body = p.find("[symjax] body of my_loop: profile (");
     ASSERT_NE(outer, std::string::npos) << p;
     ASSERT_NE(body, std::string::npos) << p;
     EXPECT_LT(outer, body) << p;
@@ -348,12 +350,15 @@ TEST_P(ControlFlow, ScanUnrollGivesTheSameResults) {
             },
             {zeros({3}, DType::F64), scalar(0.0, DType::F64)}, {xs, zs}, {b},
             {.reverse = reverse, .checkpoint_every = ckpt, .unroll = k});
-        Tensor loss = sum(r.outputs[0]) + sum(r.outputs[1]) + r.carry[1] + sum(r.carry[0] * r.carry[0]);
+        Tensor loss =
+            sum(r.outputs[0]) + sum(r.outputs[1]) + r.carry[1] + sum(r.carry[0] * r.carry[0]);
         Tensor gw = gradients(loss, Ts{w})[0];
         Tensor hv = hessian_vector_product(loss, xs, ones({10, 3}, DType::F64));
-        return Ts{r.carry[0], r.carry[1], r.outputs[0], r.outputs[1], gw, gradients(loss, Ts{b})[0], hv};
+        return Ts{r.carry[0], r.carry[1], r.outputs[0], r.outputs[1], gw, gradients(loss, Ts{b})[0],
+                  hv};
     };
-    std::vector<Array> args = {random_array(DType::F64, {10, 3}, 63), random_array(DType::F64, {10}, 64),
+    std::vector<Array> args = {random_array(DType::F64, {10, 3}, 63),
+                               random_array(DType::F64, {10}, 64),
                                random_array(DType::F64, {3}, 65)};
     auto call = [&](const Ts& outs, const FunctionOptions& fo) {
         return function({xs, zs, b}, outs, {}, fo)(args[0], args[1], args[2]);
@@ -366,11 +371,14 @@ TEST_P(ControlFlow, ScanUnrollGivesTheSameResults) {
                                    (reverse ? ", reverse" : "");
                 auto got = call(run(k, reverse, ckpt), opts());
                 for (size_t j = 0; j < want.size(); ++j)
-                    expect_close(got[j], want[j], 1e-12, 1e-12, what + ", result " + std::to_string(j));
-                if (ckpt == 0) { // the forward results (0-3); gradients add per-step terms in blocks
+                    expect_close(got[j], want[j], 1e-12, 1e-12,
+                                 what + ", result " + std::to_string(j));
+                if (ckpt ==
+                    0) { // the forward results (0-3); gradients add per-step terms in blocks
                     auto ref = call(run(k, reverse, 0), on("reference"));
                     for (size_t j = 0; j < 4; ++j)
-                        EXPECT_EQ(std::memcmp(ref[j].raw(), want[j].raw(), size_t(want[j].nbytes())), 0)
+                        EXPECT_EQ(
+                            std::memcmp(ref[j].raw(), want[j].raw(), size_t(want[j].nbytes())), 0)
                             << what << ": the reference's bits differ, result " << j;
                 }
             }

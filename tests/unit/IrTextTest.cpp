@@ -176,16 +176,20 @@ TEST(IrText, RegionsRoundTrip) {
         {zeros({3}, DType::F64)}, {xs}, {}, {.reverse = true, .name = "rnn"});
     Tensor cost = sum(ys[0]) + sum(carry[0] * carry[0]);
     Tensor big = while_loop([](const Ts& v, const Ts&) { return v[0] < 100.0; },
-                            [](const Ts& v, const Ts&) { return Ts{v[0] * 2.0}; },
-                            {sum(xs)}, {}, {.max_iterations = 20, .name = "doubling"})[0];
-    Tensor picked = cond(sum(xs) > 0.0, [](const Ts& a) { return Ts{a[0] * 2.0}; },
-                         [](const Ts& a) { return Ts{-a[0]}; }, {cost})[0];
+                            [](const Ts& v, const Ts&) { return Ts{v[0] * 2.0}; }, {sum(xs)}, {},
+                            {.max_iterations = 20, .name = "doubling"})[0];
+    Tensor picked = cond(
+        sum(xs) > 0.0, [](const Ts& a) { return Ts{a[0] * 2.0}; },
+        [](const Ts& a) { return Ts{-a[0]}; }, {cost})[0];
     Ts outs{cost, big, picked};
-    for (const Tensor& g : gradients(cost + big, {xs, W})) outs.push_back(g);
+    for (const Tensor& g : gradients(cost + big, {xs, W}))
+        outs.push_back(g);
     const std::string text = detail::print_ir(roots_of(outs));
     EXPECT_NE(text.find("region @0 = "), std::string::npos) << text;
     EXPECT_NE(text.find("= scan \"rnn\" {carries=1, sequences=1, outputs=1, captured=1, "
-                        "reverse=true}"), std::string::npos) << text;
+                        "reverse=true}"),
+              std::string::npos)
+        << text;
     EXPECT_NE(text.find("= while_loop \"doubling\""), std::string::npos) << text;
     EXPECT_NE(text.find("= cond "), std::string::npos) << text;
     EXPECT_EQ(round_trip(roots_of(outs)), "");
@@ -195,14 +199,17 @@ TEST(IrText, RegionsRoundTrip) {
     std::vector<Tensor> ins;
     for (const char* name : {"xs", "W"})
         for (const Node* n : topo_order(std::vector<const Node*>{parsed[0].get(), parsed[3].get()}))
-            if (n->is(Op::Placeholder) && n->name() == name) ins.emplace_back(n->shared_from_this());
+            if (n->is(Op::Placeholder) && n->name() == name)
+                ins.emplace_back(n->shared_from_this());
     ASSERT_EQ(ins.size(), 2u) << text;
-    Array xv = test::random_array(DType::F64, {5, 3}, 1), wv = test::random_array(DType::F64, {3, 3}, 2, -0.5, 0.5);
+    Array xv = test::random_array(DType::F64, {5, 3}, 1),
+          wv = test::random_array(DType::F64, {3, 3}, 2, -0.5, 0.5);
     for (const char* backend : {"reference", "cpu"}) {
         auto want = function({xs, W}, outs, {}, test::on(backend))(xv, wv);
         auto got = function(ins, pts, {}, test::on(backend))(xv, wv);
         for (size_t k = 0; k < outs.size(); ++k)
-            test::expect_close(got[k], want[k], 0, 0, std::string(backend) + " output " + std::to_string(k));
+            test::expect_close(got[k], want[k], 0, 0,
+                               std::string(backend) + " output " + std::to_string(k));
     }
 }
 
@@ -217,33 +224,41 @@ TEST(IrText, BadRegionsAreParseErrors) {
 )";
     const std::string use = "%0 = placeholder \"xs\" : f32[4]\n%1 = constant 0 : f32[]\n";
     // the good one parses
-    EXPECT_NO_THROW(detail::parse_ir(body + use + "%2 = scan(%1, %0) {region=@0, output=1} : f32[4]\nreturn %2\n"));
+    EXPECT_NO_THROW(detail::parse_ir(
+        body + use + "%2 = scan(%1, %0) {region=@0, output=1} : f32[4]\nreturn %2\n"));
     struct Bad {
         std::string text, says;
     };
     std::string fewer = body;
     fewer.replace(fewer.find("return %2, %2"), 13, "return %2");
     std::string var = body;
-    var.replace(var.find("%2 = add(%0, %1)"), 16, "%9 = variable \"v\" : f32[]\n  %2 = add(%0, %9)");
+    var.replace(var.find("%2 = add(%0, %1)"), 16,
+                "%9 = variable \"v\" : f32[]\n  %2 = add(%0, %9)");
     const std::vector<Bad> bad = {
         {fewer + use + "return %0\n", "has 2 parameters and 1 results; its counts say 2 and 2"},
-        {body + use + "%2 = scan(%1, %0) {region=@1, output=1} : f32[4]\nreturn %2\n", "no region @1"},
-        {body + use + "%2 = scan(%1, %0) {region=@0, output=4} : f32[4]\nreturn %2\n", "result 4 of a region with 3"},
+        {body + use + "%2 = scan(%1, %0) {region=@1, output=1} : f32[4]\nreturn %2\n",
+         "no region @1"},
+        {body + use + "%2 = scan(%1, %0) {region=@0, output=4} : f32[4]\nreturn %2\n",
+         "result 4 of a region with 3"},
         {body + use + "%2 = scan(%1) {region=@0} : f32[]\nreturn %2\n", "takes 2 operands, got 1"},
-        {body + use + "%2 = while_loop(%1, %0) {region=@0} : f32[]\nreturn %2\n", "while_loop of a scan region"},
+        {body + use + "%2 = while_loop(%1, %0) {region=@0} : f32[]\nreturn %2\n",
+         "while_loop of a scan region"},
         {body + use + "%2 = scan(%1, %0) : f32[]\nreturn %2\n", "needs its region"},
-        {body + use + "%2 = scan(%0, %0) {region=@0} : f32[4]\nreturn %2\n", "gets f32[4], the body was traced with f32[]"},
+        {body + use + "%2 = scan(%0, %0) {region=@0} : f32[4]\nreturn %2\n",
+         "gets f32[4], the body was traced with f32[]"},
         {var + use + "return %0\n", "not a variable"},
         {"region @1 = scan \"s\" {} {\n return\n}\nreturn\n", "expected @0, got @1"},
         {"region @0 = loop \"s\" {} {\n return\n}\nreturn\n", "expected scan, while_loop or cond"},
-        {"region @0 = cond \"s\" {reverse=true} {\n return\n} {\n return\n}\nreturn\n", "has no sequences"},
+        {"region @0 = cond \"s\" {reverse=true} {\n return\n} {\n return\n}\nreturn\n",
+         "has no sequences"},
         {"region @0 = scan \"s\" {carries=-1} {\n return\n}\nreturn\n", "a region count must be"},
         {use + body + "return %0\n", "a region block goes before every value line"},
     };
     for (const auto& b : bad) {
         std::string msg = test::message_of<ParseError>([&] { detail::parse_ir(b.text); });
-        EXPECT_NE(msg.find(b.says), std::string::npos) << "expected '" << b.says << "' in: " << msg
-                                                       << "\nfor:\n" << b.text;
+        EXPECT_NE(msg.find(b.says), std::string::npos)
+            << "expected '" << b.says << "' in: " << msg << "\nfor:\n"
+            << b.text;
     }
 }
 

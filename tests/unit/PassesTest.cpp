@@ -10,17 +10,17 @@
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
+#include "backend/cpu/CpuTarget.h"
+#include "backend/cpu/Jit.h"
+#include "backend/cpu/LayoutPass.h"
 #include "compiler/Canonicalize.h"
 #include "compiler/Fusion.h"
-#include "backend/cpu/CpuTarget.h"
-#include "backend/cpu/LayoutPass.h"
 #include "compiler/MergeConstants.h"
 #include "compiler/MergeLoops.h"
-#include "backend/cpu/Jit.h"
-#include "ops/ChannelBlocking.h"
 #include "compiler/Pipeline.h"
 #include "compiler/Specialize.h"
 #include "compiler/Stabilize.h"
+#include "ops/ChannelBlocking.h"
 
 #include <cmath>
 #include <limits>
@@ -158,11 +158,13 @@ TEST(MergeLoops, ScanStoresItsProductsAndRunsOnce) {
         {h0}, {xs});
     Tensor cost = sum(ys[0]) + sum(carry[0] * carry[0]);
     Ts outs{cost};
-    for (const Tensor& g : gradients(cost, {W, U, h0, xs})) outs.push_back(g);
+    for (const Tensor& g : gradients(cost, {W, U, h0, xs}))
+        outs.push_back(g);
     using RegionSet = std::set<const detail::Region*>;
     auto regions = [](const Ts& ts, RegionSet* fwd, RegionSet* bwd) {
         std::vector<const Node*> rs;
-        for (const auto& t : ts) rs.push_back(t.node().get());
+        for (const auto& t : ts)
+            rs.push_back(t.node().get());
         for (const Node* n : topo_order(rs))
             if (n->is(Op::Scan)) {
                 const detail::Region* r = n->attr<RegionAttrs>().region.get();
@@ -174,22 +176,25 @@ TEST(MergeLoops, ScanStoresItsProductsAndRunsOnce) {
     ASSERT_EQ(fwd.size(), 2u) << "the loop and its copy with residuals: " << to_text(outs);
     ASSERT_EQ(bwd.size(), 1u);
     const detail::Region *base = nullptr, *copy = nullptr;
-    for (const detail::Region* r : fwd) (r->base ? copy : base) = r;
+    for (const detail::Region* r : fwd)
+        (r->base ? copy : base) = r;
     ASSERT_TRUE(base && copy && copy->base.get() == base);
     EXPECT_EQ(copy->outputs, base->outputs + 2) << "both products are stored";
     // the backward body computes the products' vjps (dW, dU, dh, dx) but not the products
     const detail::Region& back = **bwd.begin();
     std::vector<const Node*> body;
-    for (const auto& r : back.body.results) body.push_back(r.get());
-    const DotAttrs& product = copy->body.results[size_t(copy->carries + base->outputs)]->attr<DotAttrs>();
+    for (const auto& r : back.body.results)
+        body.push_back(r.get());
+    const DotAttrs& product =
+        copy->body.results[size_t(copy->carries + base->outputs)]->attr<DotAttrs>();
     int recomputed = 0, dots = 0;
     for (const Node* n : topo_order(body))
         if (n->is(Op::DotGeneral)) {
             ++dots;
             const DotAttrs& a = n->attr<DotAttrs>();
             recomputed += a.lhs_contract == product.lhs_contract &&
-                          a.rhs_contract == product.rhs_contract && n->input(1)->is(Op::Placeholder) &&
-                          n->input(0)->is(Op::Placeholder);
+                          a.rhs_contract == product.rhs_contract &&
+                          n->input(1)->is(Op::Placeholder) && n->input(0)->is(Op::Placeholder);
         }
     EXPECT_GT(dots, 0);
     EXPECT_EQ(recomputed, 0) << "a forward product is recomputed in the backward body";

@@ -82,6 +82,7 @@ RegionKey region_key(const Node& n);
 /// inputs extends (Region::base) read from that other scan instead, so the loop runs once for
 /// both (Note [Scan residuals] in src/api/ControlFlow.cpp). The compiler's merge_loops pass and
 /// vmap (which batches one loop, not two) use it; `merged` counts the replaced nodes.
-std::vector<NodePtr> merge_loop_copies(const std::vector<NodePtr>& roots, int64_t* merged = nullptr);
+std::vector<NodePtr> merge_loop_copies(const std::vector<NodePtr>& roots,
+                                       int64_t* merged = nullptr);
 
 } // namespace sj::detail

@@ -21,8 +21,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,7 +65,9 @@ int64_t parallel_work() {
 
 /// Whether a kernel step splits over the team: its work reaches the threshold and loop 0 has more
 /// than one iteration to share (with a team of more than one thread).
-bool splits(const compiler::BoundStep& b) { return b.work >= parallel_work() && b.launch.outer > 1; }
+bool splits(const compiler::BoundStep& b) {
+    return b.work >= parallel_work() && b.launch.outer > 1;
+}
 
 // Note [Thread-count-independent sums]
 // Results must not depend on the thread count (same build, same seed, any SJ_NUM_THREADS: the
@@ -175,14 +177,14 @@ public:
             if (!p.calls)
                 continue;
             const Group& g = plan_.group(plan_.steps[i]);
-            const char* kind = g.kind == Group::Kind::Kernel      ? "kernel"
-                               : g.kind == Group::Kind::Dot       ? "gemm"
-                               : g.kind == Group::Kind::Window    ? "window"
-                               : g.kind == Group::Kind::View      ? "view"
-                               : library_kernel(g.roots[0]->op()) ? "lapack"
-                               : g.roots[0]->is(Op::Cond)          ? "cond"
+            const char* kind = g.kind == Group::Kind::Kernel          ? "kernel"
+                               : g.kind == Group::Kind::Dot           ? "gemm"
+                               : g.kind == Group::Kind::Window        ? "window"
+                               : g.kind == Group::Kind::View          ? "view"
+                               : library_kernel(g.roots[0]->op())     ? "lapack"
+                               : g.roots[0]->is(Op::Cond)             ? "cond"
                                : has_trait(g.roots[0]->op(), kRegion) ? "loop"
-                                                                  : "reference";
+                                                                      : "reference";
             double s = p.ms / 1e3;
             std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld %10.2f %10.2f  %s\n", i,
                           kind, p.ms / double(p.calls), static_cast<long long>(p.calls),
@@ -224,9 +226,9 @@ public:
         // a loop body sees the same shapes step after step: the last call's plan, found by
         // comparing shapes, before any key is built
         const CallPlan* last = last_plan_;
-        if (last && !std::equal(inputs.begin(), inputs.end(), last_shapes_.begin(),
-                                last_shapes_.end(),
-                                [](const Array& a, const Shape& s) { return a.shape() == s; }))
+        if (last &&
+            !std::equal(inputs.begin(), inputs.end(), last_shapes_.begin(), last_shapes_.end(),
+                        [](const Array& a, const Shape& s) { return a.shape() == s; }))
             last = nullptr;
         if (!last) {
             std::string sig;
@@ -283,8 +285,8 @@ public:
                     << "interrupted before step " << si << " of " << plan_.steps.size() << " ("
                     << g.roots[0]->describe(1) << "); no variable was changed";
             const bool timed = opts_.profile || detail::debug_level() >= 2;
-            const auto t0 = timed ? std::chrono::steady_clock::now()
-                                  : std::chrono::steady_clock::time_point{};
+            const auto t0 =
+                timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
             execute(g, st, si, plan, env, counter);
             if (timed) {
                 double ms =
@@ -333,7 +335,7 @@ private:
         std::vector<bool> wanted;
         std::unique_ptr<CpuExecutable> body[2];
         std::vector<Array> results;
-        std::string name;                // the loop's name, for the profile
+        std::string name; // the loop's name, for the profile
         const char* body_names[2] = {"body", "condition"};
     };
 

@@ -214,7 +214,8 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     pool.run(nt, [&](int t) {
         for (size_t i = out * size_t(t) / size_t(nt), e = out * size_t(t + 1) / size_t(nt); i < e; ++i) {
             double acc = partial[i];
-            for (int64_t p = 1; p < count; ++p) acc += partial[size_t(p) * out + i];
+            for (int64_t p = 1; p < count; ++p)
+                acc += partial[size_t(p) * out + i];
             c[i] = float(acc);
         }
     });

@@ -81,7 +81,8 @@ struct Jit {
         jit->getMainJITDylib().addGenerator(std::move(*gen));
         std::ostringstream k;
         k << "schema=" << kCacheSchema << " llvm=" << LLVM_VERSION_STRING << " triple=" << triple
-          << " cpu=" << cpu << " features=" << features << " opt=O3 codegen=" << SJ_CODEGEN_HASH << "\n";
+          << " cpu=" << cpu << " features=" << features << " opt=O3 codegen=" << SJ_CODEGEN_HASH
+          << "\n";
         key_prefix = k.str();
         if (detail::debug_level() >= 1)
             std::fprintf(stderr, "[symjax] LLVM JIT started in %.1f ms\n",
@@ -177,7 +178,8 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             j.stats.disk_rejects += present;
             obj = j.compile_object(todo, syms);
             j.stats.compiles += int64_t(todo.size());
-            if (!path.empty()) j.stats.disk_writes += write_cache_entry(dir, path, bundle_key, obj);
+            if (!path.empty())
+                j.stats.disk_writes += write_cache_entry(dir, path, bundle_key, obj);
         }
         auto err = j.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0]));
         SJ_CHECK(!err, Error) << "cpu backend: cannot load kernels " << syms[0] << "...: "

@@ -50,11 +50,16 @@ std::string miss(const std::string& path, const std::string& why) {
 }
 
 const char* file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISDIR(m))
+        return "a directory";
+    if (S_ISFIFO(m))
+        return "a FIFO";
+    if (S_ISCHR(m))
+        return "a character device";
+    if (S_ISBLK(m))
+        return "a block device";
+    if (S_ISSOCK(m))
+        return "a socket";
     return "not a regular file";
 }
 
@@ -82,7 +87,8 @@ std::string read_entry_bytes(const std::string& path, bool* present, std::string
         data.resize(static_cast<size_t>(st.st_size));
         for (size_t got = 0; got < data.size();) {
             ssize_t r = ::read(fd, data.data() + got, data.size() - got);
-            if (r < 0 && errno == EINTR) continue;
+            if (r < 0 && errno == EINTR)
+                continue;
             if (r <= 0) {
                 *why = r == 0 ? "shorter than its size (changed while read)"
                               : std::string("read failed (") + std::strerror(errno) + ")";
@@ -98,8 +104,7 @@ std::string read_entry_bytes(const std::string& path, bool* present, std::string
 
 } // namespace
 
-std::string read_cache_entry(const std::string& path, const std::string& key,
-                                     bool* present) {
+std::string read_cache_entry(const std::string& path, const std::string& key, bool* present) {
     *present = false;
     std::string why;
     std::string data;
@@ -109,8 +114,10 @@ std::string read_cache_entry(const std::string& path, const std::string& key,
         *present = true;
         return miss(path, e.what());
     }
-    if (!*present) return "";
-    if (!why.empty()) return miss(path, why);
+    if (!*present)
+        return "";
+    if (!why.empty())
+        return miss(path, why);
     size_t need = sizeof kMagic + 4 + 8 + 8 + 8;
     if (data.size() < need || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0)
         return miss(path, "not a kernel cache entry (no SJKCACHE header)");
@@ -131,7 +138,8 @@ std::string read_cache_entry(const std::string& path, const std::string& key,
         return miss(path, "object of " + std::to_string(data.size() - p) +
                               " bytes, the entry says " + std::to_string(olen));
     std::string obj = data.substr(p);
-    if (cache_checksum(obj) != sum) return miss(path, "checksum mismatch (a damaged object)");
+    if (cache_checksum(obj) != sum)
+        return miss(path, "checksum mismatch (a damaged object)");
     return obj;
 }
 
@@ -149,15 +157,17 @@ std::string encode_cache_entry(const std::string& key, const std::string& obj) {
 }
 
 bool write_cache_entry(const std::string& dir, const std::string& path, const std::string& key,
-                 const std::string& obj) {
+                       const std::string& obj) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) return false; // the cache is an optimisation: an unwritable directory is not an error
+    if (ec)
+        return false; // the cache is an optimisation: an unwritable directory is not an error
     std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
                       hex64(reinterpret_cast<uintptr_t>(&obj) ^ cache_checksum(obj));
     {
         std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) return false;
+        if (!f)
+            return false;
         const std::string bytes = encode_cache_entry(key, obj);
         f.write(bytes.data(), std::streamsize(bytes.size()));
         f.close(); // flushes: a failed final write must not rename a partial file into place
@@ -166,15 +176,19 @@ bool write_cache_entry(const std::string& dir, const std::string& path, const st
             return false;
         }
     }
-    if (std::rename(tmp.c_str(), path.c_str()) == 0) return true;
+    if (std::rename(tmp.c_str(), path.c_str()) == 0)
+        return true;
     std::remove(tmp.c_str());
     return false;
 }
 
 std::string cache_dir() {
-    if (const char* d = std::getenv("SJ_CACHE_DIR")) return std::string(d) == "off" ? "" : d;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/symjax";
-    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/symjax";
+    if (const char* d = std::getenv("SJ_CACHE_DIR"))
+        return std::string(d) == "off" ? "" : d;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+        return std::string(x) + "/symjax";
+    if (const char* h = std::getenv("HOME"); h && *h)
+        return std::string(h) + "/.cache/symjax";
     return "";
 }
 
