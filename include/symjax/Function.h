@@ -63,6 +63,10 @@ struct FunctionStats {
     /// Steps of one call that start the thread team (generated kernels big enough to split,
     /// library calls), for the shapes of the last call; 0 on one thread.
     size_t parallel_regions = 0;
+    /// Scans of the last call that ran as a compiled loop, and as one step kernel (cpu backend:
+    /// docs/control-flow.md, "Compiled loops"); the other scans called their body step by step.
+    size_t compiled_loops = 0;
+    size_t step_kernels = 0;
 };
 
 namespace detail {

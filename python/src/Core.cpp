@@ -234,6 +234,8 @@ void bind_core(py::module_& m) {
             d["intermediate_bytes"] = s.intermediate_bytes;
             d["peak_arena_bytes"] = s.peak_arena_bytes;
             d["parallel_regions"] = s.parallel_regions;
+            d["compiled_loops"] = s.compiled_loops;
+            d["step_kernels"] = s.step_kernels;
             return d;
         });
 

@@ -30,6 +30,11 @@ struct KOutput {
     bool reduced = false;
     Op reduce_op = Op::ReduceSum;
     DType dtype = DType::F32;
+    /// A step kernel's carry output (KernelSpec::steps): >= 0 stores carry `carry` instead of
+    /// `value`, at each step the value the step receives (a history row), or once after the
+    /// last step when `final`.
+    int carry = -1;
+    bool final = false;
 };
 
 /// Everything that changes the generated code. Sizes, strides and offsets are runtime arguments:
@@ -41,6 +46,11 @@ struct KOutput {
 /// `reduce_rank` loops before it are the reduction loops, with one accumulator per row element
 /// (Note [Row reductions] in KernelPlan.cpp). `inner` > 0: the innermost loop, a kept loop of a
 /// kernel in the usual order, has exactly `inner` trips (Note [Short inner loops]).
+/// `steps`: a step kernel (Note [Step kernels] in src/backend/cpu/CpuExecutable.cpp): at each
+/// point, a sequential loop of params[steps_param()] steps runs the expression, each operand
+/// moving by its own step stride (params after the count, in elements); carry c enters the
+/// expression where load carry_load[c] is read (that load is read once, before the first
+/// step) and leaves it as instruction carry_next[c]. No reductions.
 struct KernelSpec {
     int rank = 0;
     int reduce_rank = 0;
@@ -51,12 +61,15 @@ struct KernelSpec {
     std::vector<KStride> out_inner;
     std::vector<KInst> insts;
     std::vector<KOutput> outputs;
+    bool steps = false;
+    std::vector<int> carry_load, carry_next;
 
     /// Canonical text of the spec: the in-memory and disk cache key, and the debug dump.
     std::string str() const;
-    int num_params() const {
-        return rank + static_cast<int>(load_dtypes.size() + outputs.size()) * (rank + 1);
-    }
+    int operands() const { return static_cast<int>(load_dtypes.size() + outputs.size()); }
+    /// The index of a step kernel's step count in params (its step strides follow).
+    int steps_param() const { return rank + operands() * (rank + 1); }
+    int num_params() const { return steps_param() + (steps ? 1 + operands() : 0); }
 };
 
 } // namespace sj::compiler

@@ -294,8 +294,18 @@ std::string KernelSpec::str() const {
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
         const KOutput& o = outputs[i];
-        os << "  out" << i << " = " << (o.reduced ? op_name(o.reduce_op) : "store") << " v" << o.value
-           << " : " << dtype_name(o.dtype) << " inner=" << stride_name(out_inner[i]) << "\n";
+        os << "  out" << i << " = " << (o.reduced ? op_name(o.reduce_op) : "store");
+        if (o.carry >= 0)
+            os << (o.final ? " final" : " entering") << " carry" << o.carry;
+        else
+            os << " v" << o.value;
+        os << " : " << dtype_name(o.dtype) << " inner=" << stride_name(out_inner[i]) << "\n";
+    }
+    if (steps) {
+        os << "  steps";
+        for (size_t c = 0; c < carry_load.size(); ++c)
+            os << " carry" << c << "=(in" << carry_load[c] << ", v" << carry_next[c] << ")";
+        os << "\n";
     }
     return os.str();
 }

@@ -580,6 +580,146 @@ TEST_P(ControlFlow, SwitchPicksTheIndexedBranch) {
     EXPECT_EQ(f(7, 2.0)[0].at(0), -2.0);
 }
 
+// Compiled loops (Note [Compiled scan loops], Note [Step kernels] in CpuExecutable.cpp): the
+// cpu backend runs small scans without calling the body step by step. Each case runs on the cpu
+// backend and on the reference interpreter (the oracle, which always calls the body), and says
+// which way the cpu backend must have run it.
+struct LoopCase {
+    std::string name;
+    Ts inputs;
+    Ts outputs;
+    size_t compiled = 1, step_kernels = 1; // FunctionStats after a cpu call
+};
+
+void check_loop_case(const LoopCase& c, uint64_t seed) {
+    Function cpu = function(c.inputs, c.outputs, {}, {.backend = "cpu"});
+    Function ref = function(c.inputs, c.outputs, {}, {.backend = "reference"});
+    std::vector<Array> args;
+    for (const auto& p : c.inputs)
+        args.push_back(random_array(p.dtype(), p.shape(), seed++));
+    for (int call = 0; call < 2; ++call) { // the second call reuses the loop's plan
+        auto a = cpu.call(as_args(args));
+        auto b = ref.call(as_args(args));
+        for (size_t k = 0; k < a.size(); ++k)
+            expect_close(a[k], b[k], 1e-12, 1e-12, c.name + ": result " + std::to_string(k));
+        EXPECT_EQ(cpu.stats().compiled_loops, c.compiled) << c.name;
+        EXPECT_EQ(cpu.stats().step_kernels, c.step_kernels) << c.name;
+    }
+}
+
+TEST(CompiledLoops, MatchTheReference) {
+    constexpr DType f64 = DType::F64;
+    std::vector<LoopCase> cases;
+    auto cumsum = [](const Ts& c, const Ts& x) {
+        return std::pair{Ts{c[0] + x[0]}, Ts{c[0] + x[0]}};
+    };
+    for (bool reverse : {false, true}) {
+        const std::string how = reverse ? " (reverse)" : "";
+        { // the carry is also the stacked output: one step kernel
+            Placeholder xs({1000}, f64, "xs");
+            auto r = scan(cumsum, {scalar(0.5, f64)}, {xs}, {}, {.reverse = reverse});
+            cases.push_back({"cumsum" + how, {xs}, {r.carry[0], r.outputs[0]}});
+        }
+        { // two carries of a [3, 5] state, a captured value, a view of a sequence
+            Placeholder xs({40, 15}, f64, "xs"), h0({3, 5}, f64, "h0"), w({3, 5}, f64, "w");
+            auto r = scan(
+                [&](const Ts& c, const Ts& x) {
+                    Tensor a = c[0] * 0.9 + reshape(x[0], {3, 5}) * w;
+                    Tensor b = c[1] + tanh(a);
+                    return std::pair{Ts{a, b}, Ts{b * 2.0, a - b}};
+                },
+                {h0, h0 * 0.5}, {xs}, {}, {.reverse = reverse});
+            cases.push_back({"two carries" + how,
+                             {xs, h0, w},
+                             {r.carry[0], r.carry[1], r.outputs[0], r.outputs[1]}});
+        }
+        { // a gradient: the forward keeps the carry history, the backward is a reverse scan
+            Placeholder xs({30, 4}, f64, "xs"), h0({4}, f64, "h0");
+            auto r = scan(
+                [](const Ts& c, const Ts& x) {
+                    Tensor h = sin(c[0]) * 0.8 + x[0];
+                    return std::pair{Ts{h}, Ts{h * h}};
+                },
+                {h0}, {xs}, {}, {.reverse = reverse});
+            Tensor cost = sum(r.outputs[0]) + sum(r.carry[0] * 3.0);
+            Ts g = gradients(cost, {xs, h0});
+            cases.push_back({"gradient" + how, {xs, h0}, {cost, g[0], g[1]}, 2, 2});
+        }
+    }
+    { // no carry (map)
+        Placeholder xs({20, 7}, f64, "xs");
+        Tensor ys = map([](const Ts& x) { return exp(x[0]) - 1.0; }, {xs});
+        cases.push_back({"map", {xs}, {ys}});
+    }
+    { // the carry read through a broadcast: two kernels, a compiled loop without step kernel
+        Placeholder xs({25, 2, 3}, f64, "xs"), c0({3}, f64, "c0");
+        auto r = scan(
+            [](const Ts& c, const Ts& x) {
+                return std::pair{Ts{c[0] * 0.5 + 1.0}, Ts{c[0] + x[0]}};
+            },
+            {c0}, {xs});
+        cases.push_back({"broadcast carry", {xs, c0}, {r.carry[0], r.outputs[0]}, 1, 0});
+    }
+    { // a reduction in the body: a compiled loop of its kernels
+        Placeholder xs({25, 6}, f64, "xs");
+        auto r = scan(
+            [](const Ts& c, const Ts& x) {
+                Tensor s = c[0] + sum(x[0] * x[0]);
+                return std::pair{Ts{s}, Ts{s, x[0] * s}};
+            },
+            {scalar(0.0, f64)}, {xs});
+        cases.push_back({"reduction", {xs}, {r.carry[0], r.outputs[0], r.outputs[1]}, 1, 0});
+    }
+    { // a matrix product: the body runs step by step
+        Placeholder xs({10, 4}, f64, "xs"), w({4, 4}, f64, "w");
+        auto r = scan(
+            [&](const Ts& c, const Ts& x) {
+                Tensor h = tanh(matmul(w, c[0]) + x[0]);
+                return std::pair{Ts{h}, Ts{h}};
+            },
+            {zeros({4}, f64)}, {xs});
+        cases.push_back({"matmul", {xs, w}, {r.carry[0], r.outputs[0]}, 0, 0});
+    }
+    { // many steps of a wide state: the step kernel runs in chunks, split over the threads
+        Placeholder xs({600, 2048}, f64, "xs");
+        auto r = scan(
+            [](const Ts& c, const Ts& x) {
+                Tensor h = c[0] * 0.99 + x[0];
+                return std::pair{Ts{h}, Ts{h}};
+            },
+            {zeros({2048}, f64)}, {xs});
+        cases.push_back({"chunks", {xs}, {r.carry[0], r.outputs[0]}});
+    }
+    uint64_t seed = 100;
+    for (const auto& c : cases)
+        check_loop_case(c, seed += 10);
+}
+
+// A compiled loop polls for interrupts between chunks of steps: a check that asks to stop makes
+// the call throw, naming the loop, and leaves the variables as they were.
+TEST(CompiledLoops, StopWhenInterrupted) {
+    Placeholder xs({100000}, DType::F32, "xs");
+    Variable v(Array::full(DType::F32, {}, 1.0), "v");
+    auto r = scan(
+        [](const Ts& c, const Ts& x) {
+            return std::pair{Ts{c[0] + x[0]}, Ts{}};
+        },
+        {scalar(0.0f)}, {xs}, {}, {.name = "running_sum"});
+    Function f = function({xs}, {r.carry[0]}, {{v, v + r.carry[0]}});
+    Array x = Array::full(DType::F32, {100000}, 1.0);
+    EXPECT_EQ(f(x)[0].at(0), 100000.0);
+    EXPECT_EQ(f.stats().step_kernels, 1u);
+    int polls = 0; // the call polls once before its first step, then the loop polls
+    InterruptScope scope([&] { return ++polls > 1; }, std::chrono::milliseconds(0));
+    try {
+        f(x);
+        ADD_FAILURE() << "the call was not interrupted";
+    } catch (const Interrupted& e) {
+        EXPECT_NE(std::string(e.what()).find("running_sum"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(v.value().at(0), 100001.0) << "the interrupted call changed the variable";
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ControlFlow, ::testing::Values("reference", "cpu"));
 
 // ---- errors

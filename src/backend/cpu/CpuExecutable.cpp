@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -96,6 +97,22 @@ constexpr int64_t kReduceChunks = 16;
 // thread-local read; with Python's check, a coarse clock read, and the check itself (the GIL taken)
 // at most once per 10 ms.
 
+/// A scan whose body is one elementwise kernel, compiled with the step loop inside it (Note
+/// [Step kernels]): the kernel, and where each of its operands comes from.
+struct StepKernel {
+    compiler::KernelSpec spec;
+    KernelFn fn = nullptr;
+    std::vector<int64_t> params; // the body kernel's sizes and strides; the steps are set per call
+    int64_t outer = 0, work = 0; // loop 0's trips; one step's work (compiler::BoundStep::work)
+    enum class From : uint8_t { Slot, Sequence, Carry, Stacked, Final, History };
+    struct Operand {
+        From from;
+        int index; // Slot: the body plan's slot; others: the sequence, carry or stacked output
+    };
+    std::vector<Operand> operands; // loads, then outputs
+    std::vector<bool> wanted;      // the region results it was made for
+};
+
 /// What the runner made of one step for the shapes of a call.
 struct StepCode {
     KernelFn fn = nullptr; // kernel steps: the compiled code
@@ -118,6 +135,11 @@ struct CallPlan {
     mutable std::vector<Array> pool, pool2;
     /// the workspaces paired pools write and their backwards read, kept across calls
     mutable std::vector<Array> workspaces;
+    /// as a scan's body: whether its steps can run as a compiled loop (Note [Compiled scan
+    /// loops]); -1 until asked
+    mutable int loopable = -1;
+    /// as a scan's body: its step kernel (Note [Step kernels]), made when first asked
+    mutable std::optional<std::shared_ptr<const struct StepKernel>> step_kernel;
 };
 
 struct Profile {
@@ -220,34 +242,7 @@ public:
                 plan_.slots[size_t(s)].source == compiler::SlotSource::Step)
                 dests_.emplace_back(s, (*dests)[k]);
         }
-        // the bound plan depends only on the shapes of inputs (variables and constants are static)
-        // (the dims' bytes, each shape after its rank: formatting text here cost more than a
-        // small kernel, and a loop body is called once per step)
-        // a loop body sees the same shapes step after step: the last call's plan, found by
-        // comparing shapes, before any key is built
-        const CallPlan* last = last_plan_;
-        if (last &&
-            !std::equal(inputs.begin(), inputs.end(), last_shapes_.begin(), last_shapes_.end(),
-                        [](const Array& a, const Shape& s) { return a.shape() == s; }))
-            last = nullptr;
-        if (!last) {
-            std::string sig;
-            for (const auto& a : inputs) {
-                const int64_t rank = a.rank();
-                sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
-                sig.append(reinterpret_cast<const char*>(a.shape().data()),
-                           sizeof(int64_t) * size_t(rank));
-            }
-            auto it = plans_.find(sig);
-            if (it == plans_.end())
-                it = plans_.emplace(sig, make_plan(inputs)).first;
-            last = &it->second; // (std::map: the address stays valid)
-            last_plan_ = last;
-            last_shapes_.clear();
-            for (const auto& a : inputs)
-                last_shapes_.push_back(a.shape());
-        }
-        const CallPlan& plan = *last;
+        const CallPlan& plan = plan_for(inputs);
         if (plan.pool.size() != plan_.slots.size()) {
             plan.pool.resize(plan_.slots.size());
             plan.pool2.resize(plan_.slots.size());
@@ -256,6 +251,7 @@ public:
         std::vector<Array> env(plan_.slots.size());
         for (auto& g : regions_)
             g.results.clear();
+        stats_.compiled_loops = stats_.step_kernels = 0;
         for (size_t s = 0; s < plan_.slots.size(); ++s) {
             const compiler::Slot& sl = plan_.slots[s];
             switch (sl.source) {
@@ -325,6 +321,38 @@ public:
     }
 
 private:
+    /// The plan bound to the shapes of `inputs`: made on the first call with these shapes.
+    const CallPlan& plan_for(const std::vector<Array>& inputs) {
+        // the bound plan depends only on the shapes of inputs (variables and constants are static)
+        // (the dims' bytes, each shape after its rank: formatting text here cost more than a
+        // small kernel, and a loop body is called once per step)
+        // a loop body sees the same shapes step after step: the last call's plan, found by
+        // comparing shapes, before any key is built
+        const CallPlan* last = last_plan_;
+        if (last &&
+            !std::equal(inputs.begin(), inputs.end(), last_shapes_.begin(), last_shapes_.end(),
+                        [](const Array& a, const Shape& s) { return a.shape() == s; }))
+            last = nullptr;
+        if (!last) {
+            std::string sig;
+            for (const auto& a : inputs) {
+                const int64_t rank = a.rank();
+                sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
+                sig.append(reinterpret_cast<const char*>(a.shape().data()),
+                           sizeof(int64_t) * size_t(rank));
+            }
+            auto it = plans_.find(sig);
+            if (it == plans_.end())
+                it = plans_.emplace(sig, make_plan(inputs)).first;
+            last = &it->second; // (std::map: the address stays valid)
+            last_plan_ = last;
+            last_shapes_.clear();
+            for (const auto& a : inputs)
+                last_shapes_.push_back(a.shape());
+        }
+        return *last;
+    }
+
     int slot(const Node* n) const { return plan_.slot_of.at(n); }
 
     // ---- control flow (Note [Structured ops] in src/ops/ControlFlow.cpp) ----
@@ -369,6 +397,14 @@ private:
     Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter) {
         RegionRun& g = regions_[region_of_node_.at(&n)];
         if (g.results.empty()) {
+            const detail::Region& r = *n.attr<RegionAttrs>().region;
+            if (r.kind == detail::RegionKind::Scan)
+                if (auto res = g.body[0]->run_scan_loop(r, in, g.wanted, counter)) {
+                    g.results = std::move(*res);
+                    ++stats_.compiled_loops;
+                    stats_.step_kernels += g.body[0]->last_was_step_kernel_;
+                    return g.results[size_t(n.attr<RegionAttrs>().output)];
+                }
             ref::BodyRunner run = [&](int which, const std::vector<Array>& args,
                                       const std::vector<Array>* dests) {
                 return g.body[which]->run_into(args, {}, counter, dests).outputs;
@@ -376,6 +412,498 @@ private:
             g.results = ref::run_region(n, in, g.wanted, run);
         }
         return g.results[size_t(n.attr<RegionAttrs>().output)];
+    }
+
+    static char* bytes_of(const void* p) { return static_cast<char*>(const_cast<void*>(p)); }
+
+    // Note [Compiled scan loops]
+    // A scan of a small body used to pay a whole call of the body's executable per step (the
+    // argument and result vectors, the plan lookup, a destination list, one launch per step of
+    // the plan): about 0.2 us, where a scalar cumulative sum does 1 ns of arithmetic. When every
+    // step of the body's plan is a generated kernel that runs on one thread, or a view, the loop
+    // runs here instead: each slot of the body's plan gets one address per iteration, fixed
+    // (captured values, constants, intermediates), a row of an array (a sequence's row t, a
+    // stacked output's row t, the carry history's row t + 1), or one of two buffers by the
+    // parity of the iteration (a carry that no history keeps). A carry's input at iteration s
+    // is where iteration s - 1 wrote it, so carries move between buffers without a copy. Each
+    // iteration then only recomputes the moving addresses and calls the kernels' code with them
+    // (their sizes and strides are the same at every step). A value that goes to two places (a
+    // carry that is also a stacked output, and is kept in the history) is written to one and
+    // copied to the other. Bodies with library calls, reference kernels, nested loops, or
+    // kernels worth splitting over threads run step by step as before (Note [Loop rows in
+    // place]), and so does every loop under a profile or nan_guard.
+
+    /// As the body of scan `r` (inputs `in`: carries, sequences, captured values): runs the
+    /// loop as a compiled loop when the body allows it (Note [Compiled scan loops]), giving
+    /// the region's results; nullopt when it does not.
+    std::optional<std::vector<Array>> run_scan_loop(const detail::Region& r,
+                                                    const std::vector<Array>& in,
+                                                    const std::vector<bool>& wanted,
+                                                    uint64_t counter) {
+        if (opts_.profile || opts_.nan_guard || detail::debug_level() >= 2)
+            return std::nullopt;
+        const int c = r.carries, o = r.outputs, q = r.sequences;
+        const int64_t length = q > 0 ? in[size_t(c)].shape()[0] : r.length;
+        if (length < 1)
+            return std::nullopt;
+        const int64_t t0 = r.reverse ? length - 1 : 0, dir = r.reverse ? -1 : 1;
+        std::vector<Array> args(in.begin(), in.begin() + c);
+        for (int j = 0; j < q; ++j)
+            args.push_back(in[size_t(c + j)].row(t0));
+        args.insert(args.end(), in.begin() + r.captured_begin(),
+                    in.begin() + r.captured_begin() + r.captured);
+        const CallPlan& plan = plan_for(args);
+        if (!plan.step_kernel || (*plan.step_kernel && (*plan.step_kernel)->wanted != wanted))
+            plan.step_kernel = make_step_kernel(plan, r, wanted);
+        const StepKernel* sk = plan.step_kernel->get();
+        if (plan.loopable < 0)
+            plan.loopable = loopable(plan, c, o);
+        if (!sk && !plan.loopable)
+            return std::nullopt;
+
+        std::vector<TensorType> in_types;
+        for (const auto& a : in)
+            in_types.push_back({a.dtype(), a.shape()});
+        const std::vector<TensorType> types = detail::region_result_types(r, in_types, true);
+        std::vector<Array> res(types.size());
+        for (int k = c; k < 2 * c + o; ++k)
+            if (wanted[size_t(k)])
+                res[size_t(k)] =
+                    Array::uninitialized(types[size_t(k)].dtype, types[size_t(k)].shape);
+
+        last_was_step_kernel_ = sk != nullptr;
+        if (sk)
+            return run_step_kernel(*sk, r, in, std::move(res), length, counter);
+
+        // each slot's address at iteration s: base + s * stride, or alt at odd s when alt is set
+        struct Home {
+            int slot;
+            char* base;
+            int64_t stride;
+            char* alt;
+        };
+        std::vector<char*> cur(plan_.slots.size(), nullptr);
+        std::vector<Home> moving;
+        std::vector<Array> held; // buffers the loop owns: intermediates, parity pairs
+        auto row_home = [&](int slot, const Array& a, int64_t first_row) {
+            const int64_t rb = a.nbytes() / a.shape()[0];
+            moving.push_back({slot, bytes_of(a.raw()) + first_row * rb, dir * rb, nullptr});
+        };
+        auto new_buffer = [&](int slot) {
+            const TensorType& t = plan.bound.types[size_t(slot)];
+            held.push_back(Array::uninitialized(t.dtype, t.shape));
+            return bytes_of(held.back().raw());
+        };
+        Array counter_value = Array::scalar<int64_t>(int64_t(counter));
+        for (size_t sl = 0; sl < plan_.slots.size(); ++sl) {
+            const compiler::Slot& x = plan_.slots[sl];
+            switch (x.source) {
+            case compiler::SlotSource::Input:
+                if (x.index < c)
+                    cur[sl] = bytes_of(in[size_t(x.index)].raw());
+                else if (x.index < c + q)
+                    row_home(int(sl), in[size_t(x.index)], t0);
+                else
+                    cur[sl] = bytes_of(in[size_t(r.captured_begin() + x.index - c - q)].raw());
+                break;
+            case compiler::SlotSource::Constant:
+                cur[sl] = bytes_of(x.node->attr<ConstantAttrs>().value.raw());
+                break;
+            case compiler::SlotSource::RngCounter:
+                cur[sl] = bytes_of(counter_value.raw());
+                break;
+            case compiler::SlotSource::Variable: // (a body program has no variables)
+            case compiler::SlotSource::Step:
+                break;
+            }
+        }
+        // where the body's results go; a slot that is several results is written to the first
+        // and copied to the others
+        struct Copy {
+            int slot;
+            char* base;
+            int64_t stride;
+            int64_t bytes;
+            bool last_too; // also at the last iteration (a history row t + 1 has none)
+        };
+        std::vector<Copy> copies;
+        std::vector<char> homed(plan_.slots.size(), 0);
+        auto home_in_row = [&](int slot, const Array& a, int64_t first_row, bool last_too) {
+            if (homed[size_t(slot)]) {
+                const int64_t rb = a.nbytes() / a.shape()[0];
+                copies.push_back(
+                    {slot, bytes_of(a.raw()) + first_row * rb, dir * rb, rb, last_too});
+            } else {
+                homed[size_t(slot)] = 1;
+                row_home(slot, a, first_row);
+            }
+        };
+        for (int i = 0; i < o; ++i)
+            if (wanted[size_t(c + i)])
+                home_in_row(plan_.output_slots[size_t(c + i)], res[size_t(c + i)], t0, true);
+        std::vector<std::pair<int, char*>> last_homes; // carries kept in a history: at the last
+                                                       // iteration, their own final buffer
+        std::vector<Array> final_carry(static_cast<size_t>(c));
+        for (int i = 0; i < c; ++i) {
+            const int sl = plan_.output_slots[size_t(i)];
+            const Array* hist = wanted[size_t(c + o + i)] ? &res[size_t(c + o + i)] : nullptr;
+            if (hist) {
+                // row t of the history holds the carry iteration t receives
+                std::memcpy(bytes_of(hist->raw()) + t0 * (hist->nbytes() / length),
+                            in[size_t(i)].raw(), size_t(in[size_t(i)].nbytes()));
+                if (length > 1) {
+                    const bool first = !homed[size_t(sl)];
+                    home_in_row(sl, *hist, t0 + dir, false);
+                    if (first) {
+                        const TensorType& t = plan.bound.types[size_t(sl)];
+                        final_carry[size_t(i)] = Array::uninitialized(t.dtype, t.shape);
+                        last_homes.emplace_back(sl, bytes_of(final_carry[size_t(i)].raw()));
+                    }
+                }
+            }
+            if (!homed[size_t(sl)]) { // two buffers, by the parity of the iteration
+                homed[size_t(sl)] = 1;
+                char* a = new_buffer(sl);
+                moving.push_back({sl, a, 0, new_buffer(sl)});
+            }
+        }
+        for (const compiler::Step& st : plan_.steps)
+            if (st.kind == compiler::StepKind::Kernel)
+                for (int sl : st.out_slots)
+                    if (!homed[size_t(sl)]) {
+                        homed[size_t(sl)] = 1;
+                        cur[size_t(sl)] = new_buffer(sl);
+                    }
+        // the carries' input slots (-1: the body does not read that carry)
+        std::vector<int> carry_in(size_t(c), -1);
+        for (size_t sl = 0; sl < plan_.slots.size(); ++sl)
+            if (plan_.slots[sl].source == compiler::SlotSource::Input && plan_.slots[sl].index < c)
+                carry_in[size_t(plan_.slots[sl].index)] = int(sl);
+
+        // a view's source slot, per step
+        std::vector<int> view_of(plan_.steps.size(), -1);
+        for (size_t si = 0; si < plan_.steps.size(); ++si)
+            if (plan_.steps[si].kind == compiler::StepKind::View)
+                view_of[si] = slot(plan_.group(plan_.steps[si]).roots[0]->input(0).get());
+
+        std::vector<void*> bufs;
+        for (int64_t s = 0; s < length; ++s) {
+            if (poll_interrupt())
+                SJ_THROW(Interrupted) << r.name << ": interrupted after " << s << " of " << length
+                                      << " steps; no variable was changed";
+            for (const Home& h : moving)
+                cur[size_t(h.slot)] = h.alt && (s & 1) ? h.alt : h.base + s * h.stride;
+            if (s == length - 1)
+                for (const auto& [sl, a] : last_homes)
+                    cur[size_t(sl)] = a;
+            for (size_t si = 0; si < plan_.steps.size(); ++si) {
+                const compiler::Step& st = plan_.steps[si];
+                if (view_of[si] >= 0) {
+                    cur[size_t(st.out_slots[0])] = cur[size_t(view_of[si])];
+                    continue;
+                }
+                bufs.clear();
+                for (int sl : st.in_slots)
+                    bufs.push_back(cur[size_t(sl)]);
+                for (int sl : st.out_slots)
+                    bufs.push_back(cur[size_t(sl)]);
+                const auto& L = plan.bound.steps[si].launch;
+                plan.code[si].fn(bufs.data(), L.params.data(), 0, L.outer);
+            }
+            for (const Copy& k : copies)
+                if (k.last_too || s + 1 < length)
+                    std::memcpy(k.base + s * k.stride, cur[size_t(k.slot)], size_t(k.bytes));
+            for (int i = 0; i < c; ++i)
+                if (carry_in[size_t(i)] >= 0)
+                    cur[size_t(carry_in[size_t(i)])] = cur[size_t(plan_.output_slots[size_t(i)])];
+        }
+        // the final carries: in their own buffer, or copied out of the row or parity buffer
+        // they were last written to
+        for (int i = 0; i < c; ++i) {
+            const int sl = plan_.output_slots[size_t(i)];
+            if (!final_carry[size_t(i)].defined() ||
+                final_carry[size_t(i)].raw() != cur[size_t(sl)]) {
+                const TensorType& t = plan.bound.types[size_t(sl)];
+                final_carry[size_t(i)] = Array::uninitialized(t.dtype, t.shape);
+                std::memcpy(final_carry[size_t(i)].raw(), cur[size_t(sl)],
+                            size_t(final_carry[size_t(i)].nbytes()));
+            }
+            res[size_t(i)] = std::move(final_carry[size_t(i)]);
+        }
+        return res;
+    }
+
+    // Note [Step kernels]
+    // The commonest small scan body is one elementwise kernel: a cumulative sum, an
+    // exponential moving average, an elementwise recurrence. Even the compiled loop (Note
+    // [Compiled scan loops]) calls that kernel once per step, 8 ns for a scalar sum against
+    // less than 1 ns of arithmetic, and the carry goes through memory each time. So such a body
+    // becomes one step kernel (KernelSpec::steps, rendered by LlvmRenderer's emit_steps): at
+    // each point of the body's kernel a sequential loop runs the steps, the carries in
+    // registers, each sequence row and stacked output moving by its own step stride (reverse
+    // scans move backwards). The carries are read once, before the first step, and stored once
+    // after the last; a carry's history, when a gradient keeps it, is stored at each step from
+    // the register. The points are independent of each other, so a large body splits them over
+    // the threads like any kernel; the steps run in chunks so that the loop polls for
+    // interrupts between them. It applies when each carry enters through exactly one load laid
+    // out like the carry it makes (same strides, not a broadcast), the kernel has no reductions,
+    // and every carry and stacked output is one of its results.
+
+    /// The body plan's step kernel, or null when the body is not one elementwise kernel.
+    std::shared_ptr<const StepKernel> make_step_kernel(const CallPlan& plan,
+                                                       const detail::Region& r,
+                                                       const std::vector<bool>& wanted) const {
+        const int c = r.carries, o = r.outputs, q = r.sequences;
+        int kernel = -1;
+        std::vector<int> view_src(plan_.slots.size(), -1);
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            switch (st.kind) {
+            case compiler::StepKind::View:
+                view_src[size_t(st.out_slots[0])] = slot(plan_.group(st).roots[0]->input(0).get());
+                continue;
+            case compiler::StepKind::Kernel:
+                if (kernel >= 0)
+                    return nullptr;
+                kernel = int(si);
+                continue;
+            case compiler::StepKind::Dot:
+            case compiler::StepKind::Window:
+            case compiler::StepKind::Fallback:
+                return nullptr;
+            }
+        }
+        if (kernel < 0 || plan_.output_slots.size() != size_t(c + o))
+            return nullptr;
+        const compiler::Step& st = plan_.steps[size_t(kernel)];
+        const compiler::KernelLaunch& L = plan.bound.steps[size_t(kernel)].launch;
+        const compiler::KernelSpec& ks = L.spec;
+        if (ks.reduce_rank > 0 || ks.row > 0 || L.points == 0 || ks.steps)
+            return nullptr;
+        const int R = ks.rank, nl = int(st.in_slots.size());
+        auto layout = [&](int operand) { // its strides and offset in the body kernel's params
+            auto b = L.params.begin() + R + operand * (R + 1);
+            return std::vector<int64_t>(b, b + R + 1);
+        };
+        auto kernel_output = [&](int sl) {
+            for (size_t k = 0; k < st.out_slots.size(); ++k)
+                if (st.out_slots[k] == sl)
+                    return int(k);
+            return -1;
+        };
+        auto sk = std::make_shared<StepKernel>();
+        sk->wanted = wanted;
+        sk->spec = ks;
+        sk->spec.steps = true;
+        sk->spec.outputs.clear();
+        sk->spec.out_inner.clear();
+        sk->spec.carry_load.assign(size_t(c), -1);
+        sk->spec.carry_next.assign(size_t(c), -1);
+        sk->params.assign(L.params.begin(), L.params.begin() + R + nl * (R + 1));
+        for (int k = 0; k < nl; ++k) {
+            int sl = st.in_slots[size_t(k)];
+            while (view_src[size_t(sl)] >= 0)
+                sl = view_src[size_t(sl)];
+            const compiler::Slot& x = plan_.slots[size_t(sl)];
+            if (x.source == compiler::SlotSource::Input && x.index < c) {
+                if (sk->spec.carry_load[size_t(x.index)] >= 0)
+                    return nullptr; // read twice: a broadcast or a permutation of it
+                sk->spec.carry_load[size_t(x.index)] = k;
+                sk->operands.push_back({StepKernel::From::Carry, x.index});
+            } else if (x.source == compiler::SlotSource::Input && x.index < c + q) {
+                sk->operands.push_back({StepKernel::From::Sequence, x.index - c});
+            } else if (x.source == compiler::SlotSource::Step ||
+                       x.source == compiler::SlotSource::Variable) {
+                return nullptr;
+            } else {
+                sk->operands.push_back({StepKernel::From::Slot, sl});
+            }
+        }
+        auto add_output = [&](int from_output, compiler::KOutput out, StepKernel::From f, int i) {
+            sk->spec.outputs.push_back(out);
+            sk->spec.out_inner.push_back(ks.out_inner[size_t(from_output)]);
+            auto lay = layout(nl + from_output);
+            sk->params.insert(sk->params.end(), lay.begin(), lay.end());
+            sk->operands.push_back({f, i});
+        };
+        for (int i = 0; i < c; ++i) {
+            const int ko = kernel_output(plan_.output_slots[size_t(i)]);
+            const int k = sk->spec.carry_load[size_t(i)];
+            // the carry must enter where it leaves: one load, laid out like the result
+            if (ko < 0 || k < 0 || layout(k) != layout(nl + ko))
+                return nullptr;
+            sk->spec.carry_next[size_t(i)] = ks.outputs[size_t(ko)].value;
+            compiler::KOutput fin = ks.outputs[size_t(ko)];
+            fin.carry = i;
+            fin.final = true;
+            add_output(ko, fin, StepKernel::From::Final, i);
+            if (wanted[size_t(c + o + i)]) {
+                compiler::KOutput h = fin;
+                h.final = false;
+                add_output(ko, h, StepKernel::From::History, i);
+            }
+        }
+        for (int j = 0; j < o; ++j) {
+            const int ko = kernel_output(plan_.output_slots[size_t(c + j)]);
+            if (ko < 0)
+                return nullptr;
+            if (wanted[size_t(c + j)])
+                add_output(ko, ks.outputs[size_t(ko)], StepKernel::From::Stacked, j);
+        }
+        sk->params.push_back(0); // the step count, then the step strides
+        sk->params.resize(size_t(sk->spec.num_params()), 0);
+        sk->outer = L.outer;
+        sk->work = plan.bound.steps[size_t(kernel)].work;
+        sk->fn = get_kernel(sk->spec);
+        return sk;
+    }
+
+    /// Runs scan `r` as step kernel `sk` into `res` (its stacked outputs and histories
+    /// allocated), giving the region's results.
+    std::vector<Array> run_step_kernel(const StepKernel& sk, const detail::Region& r,
+                                       const std::vector<Array>& in, std::vector<Array> res,
+                                       int64_t length, uint64_t counter) const {
+        const int c = r.carries, o = r.outputs;
+        const int64_t t0 = r.reverse ? length - 1 : 0, dir = r.reverse ? -1 : 1;
+        const compiler::KernelSpec& ks = sk.spec;
+        std::vector<int64_t> params = sk.params;
+        const size_t steps_at = size_t(ks.steps_param());
+        auto row_elems = [](const Array& a) { return a.size() / a.shape()[0]; };
+        auto row_at = [](const Array& a, int64_t t) {
+            return bytes_of(a.raw()) + t * (a.nbytes() / a.shape()[0]);
+        };
+        auto array_of = [&](const StepKernel::Operand& x) -> const Array& {
+            switch (x.from) {
+            case StepKernel::From::Sequence:
+                return in[size_t(c + x.index)];
+            case StepKernel::From::Stacked:
+                return res[size_t(c + x.index)];
+            case StepKernel::From::History:
+                return res[size_t(c + o + x.index)];
+            case StepKernel::From::Slot:
+            case StepKernel::From::Carry:
+            case StepKernel::From::Final:
+                break;
+            }
+            return in[0];
+        };
+        for (size_t k = 0; k < sk.operands.size(); ++k) {
+            const auto& x = sk.operands[k];
+            const bool moves = x.from == StepKernel::From::Sequence ||
+                               x.from == StepKernel::From::Stacked ||
+                               x.from == StepKernel::From::History;
+            params[steps_at + 1 + k] = moves ? dir * row_elems(array_of(x)) : 0;
+        }
+        Array counter_value = Array::scalar<int64_t>(int64_t(counter));
+        std::vector<void*> bufs(sk.operands.size(), nullptr);
+        for (size_t k = 0; k < sk.operands.size(); ++k) {
+            const auto& x = sk.operands[k];
+            if (x.from != StepKernel::From::Slot)
+                continue;
+            const compiler::Slot& sl = plan_.slots[size_t(x.index)];
+            bufs[k] =
+                sl.source == compiler::SlotSource::Constant
+                    ? bytes_of(sl.node->attr<ConstantAttrs>().value.raw())
+                : sl.source == compiler::SlotSource::RngCounter
+                    ? bytes_of(counter_value.raw())
+                    : bytes_of(in[size_t(r.captured_begin() + sl.index - c - r.sequences)].raw());
+        }
+        // each chunk's final carries go to one of two buffers, the next chunk's carries in
+        std::vector<Array> fin[2];
+        std::vector<const void*> carry(static_cast<size_t>(c));
+        for (int i = 0; i < c; ++i)
+            carry[size_t(i)] = in[size_t(i)].raw();
+        ThreadPool& pool = ThreadPool::get();
+        // chunks of about kChunkWork byte-equivalents: a poll every few milliseconds at most
+        constexpr int64_t kChunkWork = int64_t(1) << 24;
+        const int64_t chunk = std::max<int64_t>(1, kChunkWork / std::max<int64_t>(1, sk.work));
+        for (int64_t s0 = 0, n = 0, part = 0; s0 < length; s0 += n, ++part) {
+            if (poll_interrupt())
+                SJ_THROW(Interrupted) << r.name << ": interrupted after " << s0 << " of " << length
+                                      << " steps; no variable was changed";
+            n = std::min(chunk, length - s0);
+            const int64_t t = t0 + dir * s0;
+            std::vector<Array>& f = fin[part & 1];
+            for (size_t k = 0; k < sk.operands.size(); ++k) {
+                const auto& x = sk.operands[k];
+                switch (x.from) {
+                case StepKernel::From::Slot:
+                    break;
+                case StepKernel::From::Carry:
+                    bufs[k] = bytes_of(carry[size_t(x.index)]);
+                    break;
+                case StepKernel::From::Final:
+                    if (f.empty())
+                        for (int i = 0; i < c; ++i)
+                            f.push_back(
+                                Array::uninitialized(in[size_t(i)].dtype(), in[size_t(i)].shape()));
+                    bufs[k] = f[size_t(x.index)].raw();
+                    break;
+                case StepKernel::From::Sequence:
+                case StepKernel::From::Stacked:
+                case StepKernel::From::History:
+                    bufs[k] = row_at(array_of(x), t);
+                    break;
+                }
+            }
+            params[steps_at] = n;
+            const KernelFn fn = sk.fn;
+            if (sk.work * n >= parallel_work() && sk.outer > 1 && pool.threads() > 1) {
+                // the points are independent: each thread takes whole points, all their steps
+                const int nt = int(std::min<int64_t>(pool.threads(), sk.outer));
+                pool.run(nt, [&](int th) {
+                    fn(bufs.data(), params.data(), sk.outer * th / nt, sk.outer * (th + 1) / nt);
+                });
+            } else {
+                fn(bufs.data(), params.data(), 0, sk.outer);
+            }
+            for (int i = 0; i < c; ++i)
+                carry[size_t(i)] = f.empty() ? carry[size_t(i)] : f[size_t(i)].raw();
+        }
+        for (int i = 0; i < c; ++i)
+            for (auto& f : fin)
+                if (!f.empty() && f[size_t(i)].raw() == carry[size_t(i)])
+                    res[size_t(i)] = f[size_t(i)];
+        return res;
+    }
+
+    /// Whether a bound body plan can run as a compiled loop (Note [Compiled scan loops]): only
+    /// kernels on one thread and views, and each of the c carries and o stacked outputs a
+    /// kernel's result, no two carries the same value.
+    bool loopable(const CallPlan& plan, int c, int o) const {
+        std::vector<char> by_kernel(plan_.slots.size(), 0);
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            const auto& b = plan.bound.steps[si];
+            switch (st.kind) {
+            case compiler::StepKind::View:
+                continue;
+            case compiler::StepKind::Kernel:
+                if (splits(b) || b.launch.points == 0 || !plan.code[si].fn)
+                    return false;
+                for (int v : st.inplace_var)
+                    if (v >= 0)
+                        return false;
+                for (int sl : st.out_slots)
+                    by_kernel[size_t(sl)] = 1;
+                continue;
+            case compiler::StepKind::Dot:
+            case compiler::StepKind::Window:
+            case compiler::StepKind::Fallback:
+                return false;
+            }
+        }
+        if (plan_.output_slots.size() != size_t(c + o))
+            return false;
+        for (int k = 0; k < c + o; ++k) {
+            const int sl = plan_.output_slots[size_t(k)];
+            if (!by_kernel[size_t(sl)])
+                return false;
+            for (int j = 0; j < k && k < c; ++j)
+                if (plan_.output_slots[size_t(j)] == sl)
+                    return false;
+        }
+        return true;
     }
 
     /// Binds the shapes of one call (compiler::bind: concrete types, which also checks every op
@@ -789,6 +1317,7 @@ private:
     FunctionOptions opts_;
     size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
     bool nested_ = false;            // a loop body: the enclosing program prints its profile
+    bool last_was_step_kernel_ = false; // as a body: its last run_scan_loop ran a step kernel
     std::vector<std::pair<int, Array>> dests_; // during run_into: (slot, where its value goes)
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;

@@ -40,6 +40,10 @@ struct Renderer {
     // the f32 block accumulator of an f32 sum (Note [f32 sums])
     std::vector<llvm::AllocaInst*> acc, bacc;
     bool blocked = false; // rendering the inside of an f32 block
+    // a step kernel's step count and per-operand step strides, and while rendering a step, the
+    // carries' values in place of their loads (per load; null: load it)
+    Value* nsteps = nullptr;
+    std::vector<Value*> step_stride, load_value;
 
     Renderer(const KernelSpec& spec, llvm::LLVMContext& c, llvm::Module* m)
         : s(spec), ctx(c), mod(m), b(c), i64(llvm::Type::getInt64Ty(c)),
@@ -112,6 +116,11 @@ struct Renderer {
             Value* ptr = b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(k)));
             base.push_back(b.CreateGEP(mem_type(operand_dtype(k)), ptr, off));
             stride.push_back(std::move(st));
+        }
+        if (s.steps) {
+            nsteps = param(p);
+            for (int k = 0; k < nload + nout; ++k)
+                step_stride.push_back(param(p + 1 + k));
         }
     }
 
@@ -283,6 +292,10 @@ struct Renderer {
             switch (k.kind) {
             case KInst::Kind::Load: {
                 DType t = s.load_dtypes[k.load];
+                if (!load_value.empty() && load_value[k.load]) { // a step kernel's carry
+                    v[i] = emit_cast(load_value[k.load], t, k.dtype);
+                    break;
+                }
                 llvm::Type* mt = mem_type(t);
                 Value* p = b.CreateGEP(mt, base[k.load], offs[k.load]);
                 auto* ld = b.CreateLoad(mt, p);
@@ -456,6 +469,10 @@ struct Renderer {
                 emit_loops(d + 1, inner);
                 return;
             }
+            if (s.steps) {
+                emit_steps(inner);
+                return;
+            }
             Value* r = s.row > 0 ? i : nullptr; // the row element of this point
             std::vector<Value*> v = emit_point(inner);
             for (int o = 0; o < nout; ++o) {
@@ -473,6 +490,71 @@ struct Renderer {
                 }
             }
         });
+    }
+
+    /// A step kernel's point (Note [Step kernels] in CpuExecutable.cpp): the carries loaded
+    /// once, then a sequential loop of steps, each running the expression with the carries in
+    /// registers and storing its per-step outputs, then the final carries stored.
+    void emit_steps(const std::vector<Value*>& at) {
+        const size_t nc = s.carry_load.size();
+        std::vector<Value*> init(nc), next(nc);
+        for (size_t c = 0; c < nc; ++c) {
+            const int k = s.carry_load[c];
+            const DType t = s.load_dtypes[k];
+            auto* ld = b.CreateLoad(mem_type(t), b.CreateGEP(mem_type(t), base[k], at[k]));
+            annotate(ld, k);
+            init[c] = from_mem(ld, t);
+        }
+        llvm::BasicBlock* pre = b.GetInsertBlock();
+        llvm::BasicBlock* latch = nullptr;
+        std::vector<llvm::PHINode*> phi(nc);
+        emit_for("step", b.getInt64(0), nsteps, [&](Value* t) {
+            for (size_t c = 0; c < nc; ++c) {
+                phi[c] = b.CreatePHI(init[c]->getType(), 2, "carry" + std::to_string(c));
+                phi[c]->addIncoming(init[c], pre);
+            }
+            std::vector<Value*> offs(at.size());
+            for (size_t k = 0; k < at.size(); ++k)
+                offs[k] = b.CreateAdd(at[k], b.CreateMul(t, step_stride[k]));
+            load_value.assign(size_t(nload), nullptr);
+            for (size_t c = 0; c < nc; ++c)
+                load_value[size_t(s.carry_load[c])] = phi[c];
+            std::vector<Value*> v = emit_point(offs);
+            load_value.clear();
+            for (int o = 0; o < nout; ++o) {
+                const KOutput& out = s.outputs[o];
+                if (out.final)
+                    continue;
+                Value* x =
+                    out.carry >= 0 ? static_cast<Value*>(phi[size_t(out.carry)]) : v[out.value];
+                llvm::Type* mt = mem_type(out.dtype);
+                auto* st = b.CreateStore(to_mem(x, out.dtype),
+                                         b.CreateGEP(mt, base[nload + o], offs[nload + o]));
+                annotate(st, nload + o);
+            }
+            for (size_t c = 0; c < nc; ++c)
+                next[c] = v[s.carry_next[c]];
+            latch = b.GetInsertBlock();
+            for (size_t c = 0; c < nc; ++c)
+                phi[c]->addIncoming(next[c], latch);
+        });
+        // (the exit block's phis first: the carries after the last step, or as they came in)
+        std::vector<Value*> fin(nc);
+        for (size_t c = 0; c < nc; ++c) {
+            llvm::PHINode* f = b.CreatePHI(init[c]->getType(), 2, "final" + std::to_string(c));
+            f->addIncoming(init[c], pre);
+            f->addIncoming(next[c], latch);
+            fin[c] = f;
+        }
+        for (int o = 0; o < nout; ++o) {
+            const KOutput& out = s.outputs[o];
+            if (!out.final)
+                continue;
+            llvm::Type* mt = mem_type(out.dtype);
+            auto* st = b.CreateStore(to_mem(fin[size_t(out.carry)], out.dtype),
+                                     b.CreateGEP(mt, base[nload + o], at[nload + o]));
+            annotate(st, nload + o);
+        }
     }
 
     void emit_loops(int d, std::vector<Value*> offs) {
