@@ -200,7 +200,7 @@ BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
             std::vector<TensorType> in;
             for (const auto& i : n->inputs())
                 in.push_back(types.at(i.get()));
-            detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true};
+            detail::InferCtx ctx{n->op(), n->attrs(), in, &n->inputs(), true, n->layout()};
             try {
                 types[n] = detail::op_def(n->op()).infer(ctx);
             } catch (const ShapeError& e) {

@@ -34,7 +34,7 @@ std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteS
         }
         if (!changed)
             continue;
-        NodePtr m = Node::make_named(n->op(), n->attrs(), std::move(ins), n->name());
+        NodePtr m = Node::rebuild(*n, std::move(ins));
         map[n] = std::move(m);
     }
     if (stats && merged)

@@ -43,8 +43,7 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
                 in_changed |= m != i;
                 ins.push_back(m);
             }
-            NodePtr v =
-                in_changed ? Node::make_named(n->op(), n->attrs(), std::move(ins), n->name()) : self;
+            NodePtr v = in_changed ? Node::rebuild(*n, std::move(ins)) : self;
             for (int k = 0; k < 64; ++k) {
                 NodePtr r;
                 for (const auto& p : patterns) {

@@ -68,7 +68,7 @@ std::vector<Tensor> clone(const std::vector<Tensor>& ts, const Givens& givens) {
             continue;
         NodePtr m;
         try {
-            m = Node::make_named(n->op(), n->attrs(), std::move(ins), n->name());
+            m = Node::rebuild(*n, std::move(ins));
         } catch (const Error&) {
             rethrow_ill_typed(*n, givens[*cause]);
         }

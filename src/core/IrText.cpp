@@ -244,6 +244,10 @@ void put_node(std::string& out, const Node& n, const std::unordered_map<const No
                 if constexpr (!kLeafAttrs<A>) put_attrs(out, a);
             },
             n.attrs());
+        if (n.layout() != 0) { // Note [Target layouts] in Node.cpp
+            out += " layout ";
+            put_int(out, n.layout());
+        }
     }
     out += " : ";
     out += type_str(n.type());
@@ -1068,6 +1072,16 @@ private:
                                      std::to_string(inputs.size()));
             }
         }
+        int64_t layout = 0; // Note [Target layouts]
+        if (is_word("layout")) {
+            Token at = tok_;
+            advance();
+            layout = int_value("a layout mask");
+            if (!has_trait(op, kWindow) || layout <= 0 || layout >= 16)
+                fail(at, "a layout mask is 1..15, on a window op (conv, pool and their backward "
+                         "ops); " +
+                             name + " layout " + std::to_string(layout));
+        }
         if (params_ && op == Op::Variable)
             fail(op_tok, "a body reads only its parameters (placeholders) and constants, not a "
                          "variable");
@@ -1082,8 +1096,9 @@ private:
 
         NodePtr n;
         try {
-            n = build(op, t, leaf_name, trainable, lit, std::move(inputs), std::move(attrs),
-                      op_tok);
+            n = layout ? Node::make_laid_out(op, std::move(attrs), std::move(inputs), layout)
+                       : build(op, t, leaf_name, trainable, lit, std::move(inputs),
+                               std::move(attrs), op_tok);
         } catch (const ParseError&) {
             throw;
         } catch (const Error& e) {

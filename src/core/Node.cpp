@@ -92,6 +92,25 @@ NodePtr Node::make_named(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::s
     return intern(op, std::move(attrs), std::move(inputs), std::move(name));
 }
 
+// Note [Target layouts]
+// A target may run an op on operands in a layout of its own: the cpu target's convolutions and
+// pools read and write channel-blocked tensors (Note [Channel-blocked layout] in
+// src/ops/ChannelBlocking.h). That is not part of what the op computes, so it is not an
+// attribute (the public attribute structs hold semantics only): it is the node's layout mask,
+// 0 in every graph a user builds, set by the target's layout pass with make_laid_out. The mask
+// joins the node's interning key, its type rule sees it (InferCtx::layout: a blocked operand
+// or result has the blocked shape), every rebuild of the node keeps it (Node::rebuild: rewrites,
+// clones, renames), and the text IR prints it as `layout N` after the attributes.
+NodePtr Node::make_laid_out(Op op, Attrs attrs, std::vector<NodePtr> inputs, int64_t layout,
+                            std::string name) {
+    return intern(op, std::move(attrs), std::move(inputs), std::move(name), layout);
+}
+
+NodePtr Node::rebuild(const Node& n, std::vector<NodePtr> inputs) {
+    SJ_ASSERT(!has_trait(n.op(), kLeaf)) << "rebuild of a leaf (" << n.describe() << ")";
+    return intern(n.op(), n.attrs(), std::move(inputs), n.name_, n.layout_);
+}
+
 void Node::set_name(std::string n) const {
     SJ_ASSERT(has_trait(op_, kLeaf)) << "set_name on " << op_name(op_)
                                      << ", which is shared: use with_name()";
@@ -105,10 +124,13 @@ NodePtr with_name(const NodePtr& n, const std::string& name) {
         n->set_name(name);
         return n;
     }
+    if (n->layout() != 0)
+        return Node::make_laid_out(n->op(), n->attrs(), n->inputs(), n->layout(), name);
     return Node::make_named(n->op(), n->attrs(), n->inputs(), name);
 }
 
-NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name) {
+NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name,
+                     int64_t layout) {
     const detail::OpDef& def = detail::op_def(op);
     if (def.arity >= 0) {
         SJ_ASSERT(static_cast<int>(inputs.size()) == def.arity)
@@ -120,7 +142,7 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
         SJ_CHECK(i, Error) << def.name << ": input is an undefined (default-constructed) Tensor";
         types.push_back(i->type());
     }
-    detail::InferCtx ctx{op, attrs, types, &inputs, false};
+    detail::InferCtx ctx{op, attrs, types, &inputs, false, layout};
     TensorType type = def.infer(ctx);
     try { // every value a graph can compute has a size that fits in int64 (Shape.h)
         byte_size(type.shape, dtype_size(type.dtype));
@@ -135,6 +157,8 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
     // a leaf's name is not part of its key: leaves are renamed in place (Note [Names and interning])
     SJ_ASSERT(name.empty() || !has_trait(op, kLeaf)) << "make_named on a leaf";
     if (!name.empty()) h.add(std::hash<std::string>{}(name));
+    if (layout != 0)
+        h.add(static_cast<uint64_t>(layout));
     uint64_t hash = h.h;
 
     auto& in = NodeInterner::get();
@@ -146,10 +170,14 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
             continue;
         bool same = true;
         for (size_t k = 0; k < inputs.size() && same; ++k) same = c->inputs_[k] == inputs[k];
-        if (!same || (!has_trait(op, kLeaf) && c->name_ != name) || !attrs_equal(c->attrs_, attrs)) continue;
+        if (!same || (!has_trait(op, kLeaf) && c->name_ != name) || c->layout_ != layout ||
+            !attrs_equal(c->attrs_, attrs))
+            continue;
         if (NodePtr alive = c->weak_from_this().lock()) return alive;
     }
-    NodePtr n(new Node(op, std::move(attrs), std::move(inputs), std::move(type), hash));
+    auto* made = new Node(op, std::move(attrs), std::move(inputs), std::move(type), hash);
+    made->layout_ = layout;
+    NodePtr n(made);
     n->name_ = std::move(name);
     in.table.emplace(hash, n.get());
     return n;

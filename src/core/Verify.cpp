@@ -88,7 +88,7 @@ void check_node(const Node& n, const char* pass) {
     for (const auto& in : n.inputs()) types.push_back(in->type());
     TensorType want;
     try {
-        InferCtx ctx{n.op(), n.attrs(), types, &n.inputs(), false};
+        InferCtx ctx{n.op(), n.attrs(), types, &n.inputs(), false, n.layout()};
         want = op_def(n.op()).infer(ctx);
     } catch (const Error& e) {
         bad(pass, n, std::string("its op's type rule rejects it: ") + e.what());

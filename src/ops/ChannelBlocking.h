@@ -13,15 +13,16 @@ namespace sj::detail {
 // split into blocks of 16, each block stored as [N, spatial..., 16]. In the graph that buffer is
 // the row-major tensor [N, C / 16, spatial..., 16]: block_channels makes it from [N, C,
 // spatial...], unblock_channels undoes it. Conv and pool ops take and give operands in either
-// layout (their attrs' `blocked` mask), and elementwise ops and reductions work on the blocked
-// tensor as on any other: a per-channel vector [C] is the [C / 16, 16] tensor broadcast along the
-// other dims. So the cpu backend's layout pass (src/compiler/Layout.cpp) blocks every window op
-// whose channels fill whole blocks, then moves the unblocking past the elementwise ops and
-// reductions that follow, until a block meets an unblock and both vanish: the reorders are left
-// at the chain's boundaries (the network's input, a flatten, a function output). The user's graph
-// never holds these ops; the reference backend never sees them.
+// layout (the node's layout mask, Note [Target layouts] in src/core/Node.cpp), and elementwise ops
+// and reductions work on the blocked tensor as on any other: a per-channel vector [C] is the [C /
+// 16, 16] tensor broadcast along the other dims. So the cpu backend's layout pass
+// (src/compiler/Layout.cpp) blocks every window op whose channels fill whole blocks, then moves the
+// unblocking past the elementwise ops and reductions that follow, until a block meets an unblock
+// and both vanish: the reorders are left at the chain's boundaries (the network's input, a flatten,
+// a function output). The user's graph never holds these ops; the reference backend never sees
+// them.
 inline constexpr int64_t kChannelBlock = 16;
-/// Bit of the `blocked` mask of ConvAttrs / PoolAttrs for the result (bits 0..2: the inputs).
+/// Bit of a window node's layout mask for the result (bits 0..2: the inputs).
 inline constexpr int64_t kBlockedResult = 1 << 3;
 
 /// [N, C, s...] -> [N, C / 16, s..., 16] (C a known multiple of 16; -1 dims stay -1).
@@ -42,18 +43,10 @@ inline bool blockable(const Shape& s) {
     return s.size() >= 3 && s[1] > 0 && s[1] % kChannelBlock == 0;
 }
 
-/// The `blocked` mask of conv or pool attrs (0 for other attrs).
-inline int64_t blocked_mask(const Attrs& a) {
-    if (const auto* c = std::get_if<ConvAttrs>(&a)) return c->blocked;
-    if (const auto* p = std::get_if<PoolAttrs>(&a)) return p->blocked;
-    return 0;
-}
-inline int64_t blocked_mask(const Node& n) { return blocked_mask(n.attrs()); }
-/// Conv or pool attrs `a` with the `blocked` mask set to `mask`.
-inline Attrs with_blocked_mask(Attrs a, int64_t mask) {
-    if (auto* c = std::get_if<ConvAttrs>(&a)) c->blocked = mask;
-    if (auto* p = std::get_if<PoolAttrs>(&a)) p->blocked = mask;
-    return a;
+/// Which operands of a window op are blocked (bit i: input i; kBlockedResult: the result): the
+/// node's target layout (Note [Target layouts] in src/core/Node.cpp).
+inline int64_t blocked_mask(const Node& n) {
+    return n.layout();
 }
 /// The number of spatial dims of a window op or a blocking op (from its logical layout).
 inline size_t logical_spatial_rank(const Node& n) {

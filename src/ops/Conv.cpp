@@ -339,7 +339,7 @@ TensorType infer_avg_pool_backward(const InferCtx& c) {
 /// The type rule of a window op whose `blocked` mask may be set: the op's own rule on the
 /// operands' [N, C, spatial...] shapes, and the result blocked when its bit is set.
 template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
-    const int64_t mask = blocked_mask(c.attrs);
+    const int64_t mask = c.layout;
     if (mask == 0) return Logical(c);
     std::vector<TensorType> in = c.in;
     for (size_t i = 0; i < in.size(); ++i) {

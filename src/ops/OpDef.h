@@ -18,6 +18,8 @@ struct InferCtx {
     const std::vector<TensorType>& in;
     const std::vector<NodePtr>* nodes = nullptr;
     bool at_runtime = false;
+    /// The node's target layout mask (Note [Target layouts] in src/core/Node.cpp).
+    int64_t layout = 0;
 
     template <class A> const A& attr() const { return std::get<A>(attrs); }
     /// The user's name for input i (or a short description).

@@ -404,6 +404,19 @@ TEST(IrText, ErrorsSayWhereAndWhat) {
     EXPECT_CONTAINS(parse_error("\x01"), "line 1:1: unexpected character 0x01");
     EXPECT_CONTAINS(parse_error("%0 = constant nan(0x1) : f32[]\nreturn %0"),
                     "0x1 are not the bits of a NaN");
+    // a target layout (Note [Target layouts]) on an op that has none, or out of range
+    EXPECT_CONTAINS(
+        parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%0) layout 1 : f32[2]\n"),
+        "line 2:14: a layout mask is 1..15, on a window op");
+    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 16, 4, 4]\n"
+                                "%1 = pool(%0) {window=[2, 2], strides=[2, 2], pad_lo=[0, 0], "
+                                "pad_hi=[0, 0]} layout 16 : f32[2, 16, 2, 2]\n"),
+                    "pool layout 16");
+    // a blocked operand must have the blocked shape: the op's rule checks it
+    EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 16, 4, 4]\n"
+                                "%1 = pool(%0) {window=[2, 2], strides=[2, 2], pad_lo=[0, 0], "
+                                "pad_hi=[0, 0]} layout 9 : f32[2, 1, 2, 2, 16]\n"),
+                    "must be channel-blocked");
 }
 
 // The fuzz target's promise on a few hand-made hostile texts: an sj::Error, never a crash.

@@ -143,14 +143,11 @@ struct DotAttrs {
 /// result (backward_data: the forward's input; backward_filter: the filter), which the geometry
 /// does not fix when stride > 1 (a -1 entry takes the dim of the op's `like` input at call
 /// time); it is empty for conv.
-/// `blocked`: which operands are channel-blocked ([N, C / 16, spatial..., 16]; bit i: input i,
-/// bit 3: the result; see kBlockedResult), set only by the cpu backend's layout pass.
 struct ConvAttrs {
     std::vector<int64_t> strides, pad_lo, pad_hi, dilation;
     int64_t groups = 1;
     Shape result_spatial;
-    int64_t blocked = 0;
-    SJ_FIELDS(strides, pad_lo, pad_hi, dilation, groups, result_spatial, blocked);
+    SJ_FIELDS(strides, pad_lo, pad_hi, dilation, groups, result_spatial);
 };
 enum class PoolKind : uint8_t { Max, Avg };
 /// pool, max_pool_backward and avg_pool_backward: window, strides and pads per spatial dim (pads
@@ -163,8 +160,7 @@ struct PoolAttrs {
     std::vector<int64_t> window, strides, pad_lo, pad_hi;
     bool count_include_pad = true;
     Shape result_spatial;
-    int64_t blocked = 0; // as ConvAttrs::blocked
-    SJ_FIELDS(kind, window, strides, pad_lo, pad_hi, count_include_pad, result_spatial, blocked);
+    SJ_FIELDS(kind, window, strides, pad_lo, pad_hi, count_include_pad, result_spatial);
 };
 /// Solves op(A) X = B (left_side) or X op(A) = B, A triangular; op(A) = A or A^T.
 struct TriangularSolveAttrs {

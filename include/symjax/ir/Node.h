@@ -32,12 +32,21 @@ public:
     /// that naming one expression never renames an equal expression built elsewhere
     /// (Note [Names and interning] in src/core/Node.cpp).
     static NodePtr make_named(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name);
+    /// A window op whose operands or result are in a target's layout (`layout`: a mask, Note
+    /// [Target layouts] in src/core/Node.cpp); only a target's layout pass makes these.
+    static NodePtr make_laid_out(Op op, Attrs attrs, std::vector<NodePtr> inputs, int64_t layout,
+                                 std::string name = {});
+    /// n's op, attributes, name and layout over new inputs (what a rewrite or a clone makes).
+    static NodePtr rebuild(const Node& n, std::vector<NodePtr> inputs);
     ~Node();
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
 
     Op op() const { return op_; }
     const Attrs& attrs() const { return attrs_; }
+    /// Which operands (bit i: input i) and whether the result (bit 3) are in the target's layout
+    /// rather than the op's logical one; 0 in every graph a user builds (Note [Target layouts]).
+    int64_t layout() const { return layout_; }
     template <class A> const A& attr() const { return std::get<A>(attrs_); }
     const std::vector<NodePtr>& inputs() const { return inputs_; }
     const NodePtr& input(size_t i) const { return inputs_[i]; }
@@ -64,10 +73,12 @@ public:
 
 private:
     Node(Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash);
-    static NodePtr intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name);
+    static NodePtr intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name,
+                          int64_t layout = 0);
     friend struct NodeInterner;
     Op op_;
     Attrs attrs_;
+    int64_t layout_ = 0;
     std::vector<NodePtr> inputs_;
     TensorType type_;
     uint64_t hash_;

@@ -165,7 +165,7 @@ NodePtr block_window(const NodePtr& n) {
     bool result = w.result && blockable(n->shape());
     if (result) mask |= kBlockedResult;
     if (mask == 0) return nullptr;
-    NodePtr b = make(n->op(), detail::with_blocked_mask(n->attrs(), mask), std::move(in));
+    NodePtr b = Node::make_laid_out(n->op(), n->attrs(), std::move(in), mask);
     return result ? unblock(b) : b;
 }
 

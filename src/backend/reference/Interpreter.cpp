@@ -44,7 +44,7 @@ TensorType concrete_type(const Node& node, const std::vector<Array>& in) {
     std::vector<TensorType> types;
     types.reserve(in.size());
     for (const auto& a : in) types.push_back({a.dtype(), a.shape()});
-    detail::InferCtx ctx{node.op(), node.attrs(), types, &node.inputs(), true};
+    detail::InferCtx ctx{node.op(), node.attrs(), types, &node.inputs(), true, node.layout()};
     try {
         return detail::op_def(node.op()).infer(ctx);
     } catch (const ShapeError& e) {
