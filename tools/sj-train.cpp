@@ -64,6 +64,7 @@ struct Options {
     std::string progress = "auto";
     bool distributed = false;
     bool sync_bn = false;
+    bool overlap = true;
 };
 
 const char* kUsage = R"(usage: sj-train [options]
@@ -94,6 +95,8 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
                     averaged; rank 0 evaluates and writes the metrics, plot and checkpoint;
                     the default --threads is the cores / the processes on this machine
   --sync-bn         with --distributed: batch-norm statistics over the global batch
+  --no-overlap      with --distributed: wait at each gradient bucket's all_reduce instead of
+                    overlapping it with the rest of the backward pass (for comparison)
   --limit N         train on the first N images only (smoke tests)
   --test-limit N    evaluate on the first N test images only
   -h, --help        this text
@@ -159,6 +162,8 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--profile") o.profile = true;
         else if (a == "--distributed") o.distributed = true;
         else if (a == "--sync-bn") o.sync_bn = true;
+        else if (a == "--no-overlap")
+            o.overlap = false;
         else if (a == "--progress") o.progress = value();
         else if (a == "--limit") o.limit = parse_number<int64_t>(a, value());
         else if (a == "--test-limit") o.test_limit = parse_number<int64_t>(a, value());
@@ -543,6 +548,7 @@ int run(Options o) {
     fo.rng_counter = static_cast<uint64_t>((start_epoch - 1) * steps_per_epoch);
     FunctionOptions train_fo = fo;
     train_fo.profile = o.profile;
+    train_fo.overlap_collectives = o.overlap;
     Function train_step = function({x, y}, {loss, correct}, updates, train_fo);
     Function eval_step = function({x, y}, {eval_loss, eval_correct}, {}, fo);
     if (root)
@@ -556,7 +562,8 @@ int run(Options o) {
     std::signal(SIGINT, on_sigint);
 
     double best = 0, train_seconds = 0;
-    int64_t best_epoch = 0, images_seen = 0;
+    int64_t best_epoch = 0, images_seen = 0, train_calls = 0;
+    double comm_wait_ms = 0; // --distributed: time the training step waited for collectives
     EpochRow last;
     for (int64_t epoch = start_epoch; epoch <= o.epochs; ++epoch) {
         // Train.
@@ -566,6 +573,8 @@ int run(Options o) {
         progress.begin(epoch, steps_per_epoch);
         for (data::Batch& b : train_loader.epoch(epoch - 1)) {
             std::vector<Array> r = train_step(b.x, b.y);
+            comm_wait_ms += train_step.stats().collective_wait_ms;
+            ++train_calls;
             const int64_t n = b.y.shape()[0];
             loss_sum += r[0].item<double>() * static_cast<double>(n);
             correct_sum += r[1].item<double>();
@@ -642,6 +651,10 @@ int run(Options o) {
     if (!root)
         return 0;
     if (o.profile) std::printf("%s\n", train_step.profile_report().c_str());
+    if (o.distributed && world > 1)
+        std::printf("sj-train: waited %.3f ms per step for the gradient all_reduce (%s)\n",
+                    comm_wait_ms / double(std::max<int64_t>(train_calls, 1)),
+                    o.overlap ? "what the backward pass did not hide" : "--no-overlap");
     std::printf("sj-train: done: test accuracy %.2f%% (best %.2f%% at epoch %lld), %.1f s of "
                 "training at %.0f img/s; wrote %s/{metrics.csv,%scheckpoint.safetensors}\n",
                 100 * last.test_acc, 100 * best, static_cast<long long>(best_epoch), train_seconds,

@@ -48,6 +48,10 @@ struct FunctionOptions {
     bool profile = false;
     /// Lets variable updates write into the variable's own buffer when provably safe.
     bool inplace_updates = true;
+    /// cpu backend, more than one process: posts each all_reduce when its input is computed and
+    /// waits for it where its result is first needed, so that communication overlaps the rest
+    /// of the step (docs/distributed.md, "Overlap"); false waits at each all_reduce.
+    bool overlap_collectives = true;
 
     static std::string default_backend();
 };
@@ -67,6 +71,9 @@ struct FunctionStats {
     /// docs/control-flow.md, "Compiled loops"); the other scans called their body step by step.
     size_t compiled_loops = 0;
     size_t step_kernels = 0;
+    /// Milliseconds the last call spent waiting for collectives (cpu backend): the
+    /// communication the rest of the step did not hide.
+    double collective_wait_ms = 0;
 };
 
 namespace detail {

@@ -236,6 +236,7 @@ void bind_core(py::module_& m) {
             d["parallel_regions"] = s.parallel_regions;
             d["compiled_loops"] = s.compiled_loops;
             d["step_kernels"] = s.step_kernels;
+            d["collective_wait_ms"] = s.collective_wait_ms;
             return d;
         });
 

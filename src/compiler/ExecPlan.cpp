@@ -6,6 +6,7 @@
 #include "../core/Verify.h"
 #include "../ops/OpDef.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -106,6 +107,7 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
         plan.update_slots.push_back(plan.slot_of.at(c.roots[p.outputs.size() + k].get()));
 
     auto t0 = std::chrono::steady_clock::now();
+    schedule_collectives(plan);
     plan_memory(plan);
     if (detail::verify_ir_enabled())
         verify_plan(plan);
@@ -120,6 +122,44 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
     if (detail::dumping())
         dump_file("plan.txt", plan.str());
     return plan;
+}
+
+// Note [Collective overlap]
+// Data-parallel training averages the gradients bucket by bucket (nn::average_gradients): an
+// all_reduce per bucket, and the optimizer's updates read the results. The plan used to run
+// them in the fusion order, each all_reduce blocking and its updates right after it, so every
+// byte of communication sat on the step's critical path. Two things overlap it with the rest of
+// the backward pass. Here, the steps that read (directly or through other steps) the result of
+// an all_reduce move after every step that does not, keeping their relative order: each bucket's
+// all_reduce then runs as soon as its gradients exist, and the backward pass of the earlier
+// layers runs while it is on the wire. In the cpu runner, an all_reduce step only posts the
+// collective (MPI_Iallreduce); between steps the runner lets MPI move the posted ones on
+// (MPI_Test), and it waits for one before the first step that reads its result, for all of them
+// before any step that writes a variable in place (so a failed collective still changes no
+// variable), and before the call returns. FunctionOptions::overlap_collectives = false waits at
+// each all_reduce, for comparison (`bench/run dist` measures both); the order of the steps
+// stays. Results do not change: the same collectives in the same order on every rank, the same
+// arithmetic.
+void schedule_collectives(ExecPlan& plan) {
+    auto collective = [&](const Step& st) {
+        return st.kind == StepKind::Fallback && plan.group(st).roots[0]->is(Op::AllReduce);
+    };
+    if (std::none_of(plan.steps.begin(), plan.steps.end(), collective))
+        return;
+    std::vector<char> after(plan.slots.size(), 0); // computed from an all_reduce's result
+    std::vector<Step> early, late;
+    for (Step& st : plan.steps) {
+        bool reads = false;
+        for (int s : st.in_slots)
+            reads |= after[size_t(s)] != 0;
+        if (reads || collective(st))
+            for (int s : st.out_slots)
+                after[size_t(s)] = 1;
+        (reads ? late : early).push_back(std::move(st));
+    }
+    early.insert(early.end(), std::make_move_iterator(late.begin()),
+                 std::make_move_iterator(late.end()));
+    plan.steps = std::move(early);
 }
 
 void verify_plan(const ExecPlan& plan) {

@@ -74,6 +74,9 @@ struct ExecPlan {
 /// Compiles `p` for `target`: passes, fusion, slots and steps, memory plan.
 ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptions& o = {});
 
+/// Moves the steps that read an all_reduce's result after all others (Note [Collective overlap]).
+void schedule_collectives(ExecPlan& plan);
+
 /// The memory plan pass: buffer lifetimes (free_after) and in-place updates (inplace_var).
 void plan_memory(ExecPlan& plan);
 

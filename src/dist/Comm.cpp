@@ -15,6 +15,7 @@
 #include <mpi.h>
 #endif
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -193,40 +194,69 @@ void wait(World& w, MPI_Request& req, const detail::Call& c, const char* phase) 
     }
 }
 
-/// Every rank's signature of this call; throws the same DistError on every rank when they
-/// disagree (Note [Collective signatures]).
-void check_signatures(World& w, const detail::Call& c) {
-    if (!w.check)
+/// Every rank's signatures of `calls` (the collectives it is about to run, in order: one, or the
+/// overlapped all_reduces of a plan's call); throws the same DistError on every rank when they
+/// disagree (Note [Collective signatures]). One fixed-size block per rank, whatever the number
+/// of calls, so that ranks checking different numbers of calls still exchange alike: the count,
+/// a hash of every call's signature, the sequence number, and the first kSigCalls signatures
+/// for the message.
+void check_signatures(World& w, const std::vector<detail::Call>& calls, const std::string& what) {
+    if (!w.check || calls.empty())
         return;
-    int64_t mine[6] = {int64_t(c.kind),  int64_t(c.reduce), c.root,
-                       int64_t(c.dtype), c.count,           int64_t(w.seq)};
-    std::vector<int64_t> all(size_t(6 * w.size));
+    constexpr int kSigCalls = 8, kFields = 5, kInts = 3 + kSigCalls * kFields;
+    std::vector<int64_t> mine(kInts, -1);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < calls.size(); ++i) {
+        const detail::Call& c = calls[i];
+        const int64_t f[kFields] = {int64_t(c.kind), int64_t(c.reduce), c.root, int64_t(c.dtype),
+                                    c.count};
+        for (int64_t x : f)
+            h = (h ^ uint64_t(x)) * 1099511628211ull;
+        if (i < size_t(kSigCalls))
+            std::copy(f, f + kFields, mine.begin() + 3 + std::ptrdiff_t(i) * kFields);
+    }
+    mine[0] = int64_t(calls.size());
+    mine[1] = int64_t(h);
+    mine[2] = int64_t(w.seq);
+    std::vector<int64_t> all(size_t(kInts * w.size));
     MPI_Request req;
-    check_mpi(w, MPI_Iallgather(mine, 6, MPI_INT64_T, all.data(), 6, MPI_INT64_T, w.comm, &req),
-              c.what);
-    wait(w, req, c, "exchanging signatures");
+    check_mpi(w,
+              MPI_Iallgather(mine.data(), kInts, MPI_INT64_T, all.data(), kInts, MPI_INT64_T,
+                             w.comm, &req),
+              what);
+    wait(w, req, calls[0], "exchanging signatures");
     bool same = true;
     for (int r = 1; r < w.size && same; ++r)
-        for (int k = 0; k < 5; ++k)
-            same = same && all[size_t(6 * r + k)] == all[size_t(k)];
+        same = all[size_t(kInts * r)] == all[0] && all[size_t(kInts * r + 1)] == all[1];
     if (same)
         return;
     std::ostringstream os;
-    os << c.what << ": the ranks run different collectives here (mismatched graphs or programs "
+    os << what << ": the ranks run different collectives here (mismatched graphs or programs "
        << "across ranks: every rank must run the same collectives, in the same order, on the "
        << "same shapes and dtypes):";
     for (int r = 0; r < w.size; ++r) {
-        const int64_t* s = &all[size_t(6 * r)];
-        detail::Call o;
-        o.kind = detail::Kind(s[0]);
-        o.reduce = ReduceOp(s[1]);
-        o.root = int(s[2]);
-        o.dtype = DType(s[3]);
-        o.count = s[4];
-        os << "\n  rank " << r << ": " << describe(o) << " (collective #" << s[5] << ")"
-           << (r == w.rank ? " <- this rank, " + c.what : "");
+        const int64_t* s = &all[size_t(kInts * r)];
+        os << "\n  rank " << r << ": ";
+        for (int64_t i = 0; i < std::min<int64_t>(s[0], kSigCalls); ++i) {
+            const int64_t* f = s + 3 + i * kFields;
+            detail::Call o;
+            o.kind = detail::Kind(f[0]);
+            o.reduce = ReduceOp(f[1]);
+            o.root = int(f[2]);
+            o.dtype = DType(f[3]);
+            o.count = f[4];
+            os << (i ? ", " : "") << describe(o);
+        }
+        if (s[0] > kSigCalls)
+            os << " and " << (s[0] - kSigCalls) << " more";
+        os << (s[0] == 1 ? " (collective #" : " (collectives from #") << s[2] << ")"
+           << (r == w.rank ? " <- this rank, " + what : "");
     }
     throw DistError(os.str());
+}
+
+void check_signatures(World& w, const detail::Call& c) {
+    check_signatures(w, {c}, c.what);
 }
 
 int checked_count(World& w, const detail::Call& c, int64_t n) {
@@ -437,6 +467,84 @@ void all_reduce(const Call& c, const void* src, void* dst) {
     }
 #endif
     scale_mean(c, dst, c.count, w.size);
+}
+
+struct Request {
+    Call call;
+    void* dst = nullptr;
+    bool done = false;
+#if SJ_WITH_MPI
+    MPI_Request req = MPI_REQUEST_NULL;
+#endif
+};
+
+void check_collectives(const std::vector<Call>& calls, const std::string& what) {
+#if SJ_WITH_MPI
+    if (!using_mpi())
+        return;
+    World& w = world();
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (!w.broken.empty())
+        throw DistError(what + ": the MPI world is broken since an earlier collective failed (" +
+                        w.broken + ")");
+    check_signatures(w, calls, what);
+#else
+    (void)calls;
+    (void)what;
+#endif
+}
+
+std::shared_ptr<Request> start_all_reduce(const Call& c, const void* src, void* dst, bool checked) {
+    auto r = std::make_shared<Request>();
+    r->call = c;
+    r->dst = dst;
+#if SJ_WITH_MPI
+    if (using_mpi() && c.count > 0 && c.count <= INT_MAX) {
+        World& w = world();
+        auto lock = begin(w, c);
+        size_t bytes = size_t(c.count) * dtype_size(c.dtype);
+        if (dst != src)
+            std::memcpy(dst, src, bytes);
+        if (!checked)
+            check_signatures(w, c);
+        check_mpi(w,
+                  MPI_Iallreduce(MPI_IN_PLACE, dst, int(c.count), mpi_type(c.dtype),
+                                 mpi_op(c.reduce), w.comm, &r->req),
+                  c.what);
+        return r;
+    }
+#endif
+    all_reduce(c, src, dst);
+    r->done = true;
+    return r;
+}
+
+bool progress(Request& r) {
+    if (r.done)
+        return true;
+#if SJ_WITH_MPI
+    World& w = world();
+    std::lock_guard<std::mutex> lock(w.mu);
+    int complete = 0;
+    check_mpi(w, MPI_Test(&r.req, &complete, MPI_STATUS_IGNORE), r.call.what);
+    if (!complete)
+        return false;
+    scale_mean(r.call, r.dst, r.call.count, w.size);
+#endif
+    r.done = true;
+    return true;
+}
+
+void finish(Request& r) {
+    if (r.done)
+        return;
+#if SJ_WITH_MPI
+    World& w = world();
+    std::lock_guard<std::mutex> lock(w.mu);
+    wait(w, r.req, r.call, "reducing");
+    scale_mean(r.call, r.dst, r.call.count, w.size);
+#endif
+    r.done = true;
 }
 
 void all_gather(const Call& c, const void* src, void* dst) {

@@ -6,7 +6,9 @@
 #include <symjax/Dist.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace sj::dist::detail {
 
@@ -34,6 +36,23 @@ void all_gather(const Call& c, const void* src, void* dst);
 void broadcast(const Call& c, void* buf);
 /// dst (count elements) = block rank() of the reduction of src (size() * count elements).
 void reduce_scatter(const Call& c, const void* src, void* dst);
+
+/// A posted all_reduce (Note [Collective overlap] in src/compiler/ExecPlan.cpp).
+struct Request;
+/// Checks in one exchange that every rank is about to run the same collectives `calls`, in
+/// order (Note [Collective signatures]): the all_reduces a plan posts without waiting. Throws
+/// DistError naming each rank's calls when they differ. `what` names the program.
+void check_collectives(const std::vector<Call>& calls, const std::string& what);
+/// Posts all_reduce(c, src, dst) and returns before it completes (dst must stay alive until
+/// finish()). Without MPI, or for more than INT_MAX elements, it completes before returning.
+/// `checked`: its signature was part of a check_collectives already.
+std::shared_ptr<Request> start_all_reduce(const Call& c, const void* src, void* dst,
+                                          bool checked = false);
+/// Lets MPI move a posted collective on; true when it is complete (then dst holds the result).
+bool progress(Request& r);
+/// Waits for a posted collective under the timeout (Note [Collective timeouts]); then dst holds
+/// the result. Throws DistError as all_reduce does.
+void finish(Request& r);
 
 /// Number of collectives this process has run (their sequence number in messages).
 uint64_t collectives_run();

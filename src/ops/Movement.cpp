@@ -102,15 +102,17 @@ TensorType infer_broadcast(const InferCtx& c) {
         SJ_CHECK(s[i] == 1 || s[i] == -1 || out[od] == -1 || s[i] == out[od], ShapeError)
             << c.where() << ": cannot broadcast " << shape_str(s) << " to " << shape_str(out)
             << " (dim " << i << " is " << s[i] << ", target dim " << od << " is " << out[od] << ")";
-        if (c.at_runtime)
+        if (c.at_runtime) {
             SJ_CHECK(!(s[i] == 1 && out[od] != 1 && c.static_shape(0)[i] != 1), InputError)
                 << c.where() << ": dim " << i << " of " << c.name(0)
                 << " was declared -1 and bound to 1 at call time; declare it as 1 to broadcast it";
+        }
     }
-    if (c.at_runtime)
+    if (c.at_runtime) {
         for (int64_t d : out)
             SJ_CHECK(d >= 0, InputError) << c.where() << ": target " << shape_str(a.shape)
                                          << " has a -1 dim that no input binds";
+    }
     return {c.in[0].dtype, out};
 }
 

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -202,6 +203,26 @@ TEST(DistFailure, MismatchedCollectivesAreReported) {
         EXPECT_NE(m.find("grads"), std::string::npos) << m;
         EXPECT_NE(m.find("broadcast from rank 0 of 3 f32"), std::string::npos) << m;
     }
+    // overlapped all_reduces are checked together before the first is posted (Note [Collective
+    // signatures]): the second differs, and both ranks name both of each rank's calls
+    Placeholder q({dist::rank() == 0 ? 4 : 5}, DType::F32, "q");
+    Function g = function({p, q}, {dist::all_reduce(p) * 2.0, dist::all_reduce(q)});
+    try {
+        g(Array::full(DType::F32, {3}, 1.0), Array::full(DType::F32, {q.shape()[0]}, 1.0));
+        FAIL() << "no error";
+    } catch (const dist::DistError& e) {
+        std::string m = e.what();
+        auto line = [&](int r) { // rank r's line of the message
+            size_t at = m.find("rank " + std::to_string(r) + ": ");
+            return at == std::string::npos ? std::string() : m.substr(at, m.find('\n', at) - at);
+        };
+        for (int r = 0; r < 2; ++r) {
+            EXPECT_NE(line(r).find("all_reduce sum of 3 f32"), std::string::npos) << m;
+            EXPECT_NE(line(r).find(r == 0 ? "all_reduce sum of 4 f32" : "all_reduce sum of 5 f32"),
+                      std::string::npos)
+                << m;
+        }
+    }
     // the world is still usable
     EXPECT_EQ(dist::all_reduce(Array::scalar<int64_t>(1)).item<int64_t>(), 2);
 }
@@ -328,6 +349,41 @@ TEST(DistTraining, MatchesOneProcessAndRanksAgreeBitForBit) {
         Array ref = one.params()[k].value();
         for (int64_t i = 0; i < mine.size(); ++i)
             EXPECT_NEAR(mine.at(i), ref.at(i), 1e-5) << "parameter " << k << " element " << i;
+    }
+}
+
+// Note [Collective overlap]: posting each bucket's all_reduce and waiting where its result is
+// read gives the same parameters, bit for bit, as waiting at each all_reduce.
+TEST(DistTraining, OverlappedCollectivesChangeNoBit) {
+    NEED_TWO();
+    Array X, Y;
+    data(X, Y);
+    const int64_t local = 8, steps = 5;
+    Placeholder x({-1, 6}, DType::F32, "x");
+    Placeholder y({-1}, DType::I32, "y");
+    std::vector<Net> nets;
+    std::vector<Function> fns;
+    std::vector<std::unique_ptr<nn::optim::Adam>> opts;
+    for (bool overlap : {true, false}) {
+        nets.push_back(make_net(overlap ? "overlap" : "blocking", dist::rank()));
+        opts.push_back(std::make_unique<nn::optim::Adam>(1e-2));
+        nn::DataParallel dp(*opts.back(), {.bucket_bytes = 128});
+        const Net& n = nets.back();
+        FunctionOptions o;
+        o.overlap_collectives = overlap;
+        fns.push_back(
+            function({x, y}, {loss_of(n, x, y)}, dp.minimize(loss_of(n, x, y), n.params()), o));
+    }
+    for (int64_t s = 0; s < steps; ++s)
+        for (auto& f : fns) {
+            int64_t at = (s * 2 * local) % 64 + dist::rank() * local;
+            f(rows(X, at, local), rows(Y, at, local));
+            EXPECT_GE(f.stats().collective_wait_ms, 0.0);
+        }
+    for (size_t k = 0; k < nets[0].params().size(); ++k) {
+        Array a = nets[0].params()[k].value(), b = nets[1].params()[k].value();
+        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), size_t(a.nbytes())), 0)
+            << "parameter " << k << ": overlapped and blocking collectives differ";
     }
 }
 

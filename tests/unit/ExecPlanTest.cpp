@@ -128,6 +128,47 @@ TEST(ExecPlan, InPlaceUpdatesOnlyWhenNothingCanThrowAfter) {
     EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {true, true})), 0u);
 }
 
+// Note [Collective overlap]: with each gradient averaged by an all_reduce, every step that
+// reads an average runs after every step that does not, so the last layer's all_reduce is
+// posted before the first layer's gradient is computed (a world of one process: the plan is the
+// same at any size).
+TEST(ExecPlan, CollectivesArePostedBeforeTheRestOfTheBackwardPass) {
+    Mlp m;
+    std::vector<Variable> vs{m.w1, m.b1, m.w2, m.b2};
+    std::vector<Tensor> ts(vs.begin(), vs.end());
+    auto g = gradients(m.loss, ts);
+    for (size_t i = 0; i < vs.size(); ++i)
+        m.program.updates[i] = {
+            i, (vs[i] - 0.1 * dist::all_reduce(g[i], dist::ReduceOp::Mean)).node()};
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    check_lifetimes(plan);
+    std::vector<char> averaged(plan.slots.size(), 0);
+    int first_late = -1, all_reduce_w2 = -1, grad_w1 = -1;
+    for (size_t k = 0; k < plan.steps.size(); ++k) {
+        const cc::Step& st = plan.steps[k];
+        const Node* r = plan.group(st).roots[0].get();
+        bool reads = false;
+        for (int s : st.in_slots)
+            reads |= averaged[size_t(s)] != 0;
+        if (reads || r->is(Op::AllReduce))
+            for (int s : st.out_slots)
+                averaged[size_t(s)] = 1;
+        if (reads && first_late < 0)
+            first_late = int(k);
+        EXPECT_TRUE(reads || first_late < 0)
+            << "step " << k << " does not read an average but runs after one that does\n"
+            << plan.str();
+        // (the compiler rewrote the graph: the values are known by their shapes here)
+        if (r->is(Op::AllReduce) && r->shape() == Shape{16, 4})
+            all_reduce_w2 = int(k);
+        if (st.kind == cc::StepKind::Dot && r->shape() == Shape{8, 16})
+            grad_w1 = int(k);
+    }
+    ASSERT_GE(all_reduce_w2, 0) << plan.str();
+    ASSERT_GE(grad_w1, 0) << plan.str();
+    EXPECT_LT(all_reduce_w2, grad_w1) << "w2's all_reduce waits for w1's gradient\n" << plan.str();
+}
+
 TEST(ExecPlan, BindIsPerShapeAndChecksBeforeAnythingRuns) {
     Mlp m;
     cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());

@@ -2,6 +2,7 @@
 // runs the steps (JIT kernels, GEMM, oneDNN calls, views, reference fallbacks) over the plan
 // bound to each input-shape signature (Note [Plans and runners] in src/compiler/ExecPlan.cpp).
 #include "../../compiler/ExecPlan.h"
+#include "../../dist/Comm.h"
 #include "../../ops/OpDef.h"
 #include "../Backend.h"
 #include "../reference/Reference.h"
@@ -12,6 +13,7 @@
 #include "Linalg.h"
 #include "ThreadPool.h"
 
+#include <symjax/Dist.h>
 #include <symjax/Interrupt.h>
 #include <symjax/Variable.h>
 #include <symjax/ir/ControlFlow.h>
@@ -273,9 +275,24 @@ public:
         }
         if (prof_.size() != plan_.steps.size())
             prof_.assign(plan_.steps.size(), {});
+        stats_.collective_wait_ms = 0;
+        collectives_checked_ = false;
+        struct SettleCollectives { // a step threw: leave no collective posted (MPI's order)
+            CpuExecutable& e;
+            ~SettleCollectives() {
+                for (auto& p : e.pending_)
+                    try {
+                        dist::detail::finish(*p.request);
+                    } catch (const Error&) { // the world is broken now; the step's error stands
+                    }
+                e.pending_.clear();
+            }
+        } settle{*this};
         for (size_t si = 0; si < plan_.steps.size(); ++si) {
             const compiler::Step& st = plan_.steps[si];
             const Group& g = plan_.group(st);
+            if (!pending_.empty())
+                await_collectives(st);
             if (si < interruptible_steps_ && poll_interrupt())
                 SJ_THROW(Interrupted)
                     << "interrupted before step " << si << " of " << plan_.steps.size() << " ("
@@ -302,6 +319,7 @@ public:
             for (int s : st.free_after)
                 env[size_t(s)] = Array();
         }
+        finish_collectives(pending_.size());
         // a region's results (stacked outputs, carry history) live in env now: do not hold them
         // until the next call
         for (auto& g : regions_)
@@ -321,6 +339,13 @@ public:
     }
 
 private:
+    /// A posted all_reduce, the slot it computes and the buffer it writes.
+    struct PendingCollective {
+        int slot;
+        Array out;
+        std::shared_ptr<dist::detail::Request> request;
+    };
+
     /// The plan bound to the shapes of `inputs`: made on the first call with these shapes.
     const CallPlan& plan_for(const std::vector<Array>& inputs) {
         // the bound plan depends only on the shapes of inputs (variables and constants are static)
@@ -1067,6 +1092,30 @@ private:
         case Group::Kind::Fallback: {
             const Node* r = g.roots[0].get();
             std::vector<Array> ins = fallback_inputs(*r, env);
+            if (r->is(Op::AllReduce) && opts_.overlap_collectives && dist::size() > 1) {
+                // posted, not waited for (Note [Collective overlap] in ExecPlan.cpp)
+                Array out = buffer(plan, gc.out_slots[0], plan.bound.types[gc.out_slots[0]]);
+                ref::KernelCtx ctx{*r, ins, plan.bound.types[gc.out_slots[0]], counter};
+                // (the first post checks every rank posts the same ones, in one exchange: Note
+                // [Collective signatures] in src/dist/Comm.cpp)
+                const auto t0 = std::chrono::steady_clock::now();
+                if (!collectives_checked_)
+                    check_overlapped_collectives(plan);
+                pending_.push_back({gc.out_slots[0], out, ref::start_all_reduce(ctx, out, true)});
+                stats_.collective_wait_ms +=
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+                env[gc.out_slots[0]] = std::move(out);
+                return;
+            }
+            if (r->is(Op::AllReduce)) { // waited for here: the time it takes is waiting
+                const auto t0 = std::chrono::steady_clock::now();
+                env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
+                stats_.collective_wait_ms +=
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+                return;
+            }
             env[gc.out_slots[0]] = has_trait(r->op(), kRegion)
                                        ? region_result(*r, ins, counter)
                                        : run_fallback(*r, ins, plan, counter);
@@ -1076,6 +1125,53 @@ private:
             run_kernel(g, gc, si, plan, env);
             return;
         }
+    }
+
+    /// Before step st (Note [Collective overlap] in ExecPlan.cpp): waits for the posted
+    /// collectives it reads, or for all of them when it writes a variable in place; lets MPI
+    /// move the others on.
+    void await_collectives(const compiler::Step& st) {
+        const bool in_place =
+            std::any_of(st.inplace_var.begin(), st.inplace_var.end(), [](int v) { return v >= 0; });
+        size_t keep = 0;
+        for (size_t k = 0; k < pending_.size(); ++k) {
+            PendingCollective& p = pending_[k];
+            const bool read = in_place || std::find(st.in_slots.begin(), st.in_slots.end(),
+                                                    p.slot) != st.in_slots.end();
+            if (read)
+                finish_one(p);
+            else if (!dist::detail::progress(*p.request) && keep++ != k)
+                pending_[keep - 1] = std::move(p);
+        }
+        pending_.resize(keep);
+    }
+    /// Checks with the other ranks, in one exchange, the all_reduces this call will post.
+    void check_overlapped_collectives(const CallPlan& plan) {
+        std::vector<dist::detail::Call> calls;
+        for (const compiler::Step& st : plan_.steps)
+            if (st.kind == compiler::StepKind::Fallback &&
+                plan_.group(st).roots[0]->is(Op::AllReduce))
+                calls.push_back(ref::all_reduce_call(*plan_.group(st).roots[0],
+                                                     plan.bound.types[size_t(st.out_slots[0])]));
+        std::string what = calls.at(0).what;
+        if (calls.size() > 1)
+            what +=
+                " (and the " + std::to_string(calls.size() - 1) + " other all_reduces it posts)";
+        dist::detail::check_collectives(calls, what);
+        collectives_checked_ = true;
+    }
+    /// Waits for the first n posted collectives.
+    void finish_collectives(size_t n) {
+        for (size_t k = 0; k < n; ++k)
+            finish_one(pending_[k]);
+        pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(n));
+    }
+    void finish_one(PendingCollective& p) {
+        const auto t0 = std::chrono::steady_clock::now();
+        dist::detail::finish(*p.request);
+        stats_.collective_wait_ms +=
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
     }
 
     /// The operands of a library call's post-ops (null for those without one).
@@ -1319,6 +1415,10 @@ private:
     bool nested_ = false;            // a loop body: the enclosing program prints its profile
     bool last_was_step_kernel_ = false; // as a body: its last run_scan_loop ran a step kernel
     std::vector<std::pair<int, Array>> dests_; // during run_into: (slot, where its value goes)
+    /// during run_into: the all_reduces posted and not yet waited for (Note [Collective
+    /// overlap] in ExecPlan.cpp), each with the buffer it writes
+    std::vector<PendingCollective> pending_;
+    bool collectives_checked_ = false; // during run_into: check_overlapped_collectives ran
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;

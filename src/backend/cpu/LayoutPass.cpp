@@ -64,7 +64,7 @@ NodePtr blocked_operand(const NodePtr& p, const Shape& out) {
     if (!blockable(out)) return nullptr;
     if (p->rank() == 0) return p;
     if (p->is(Op::UnblockChannels)) return p->input(0);
-    if (p->rank() == r && p->shape()[1] == out[1] && pointwise_channels(p->shape()))
+    if (size_t(p->rank()) == r && p->shape()[1] == out[1] && pointwise_channels(p->shape()))
         return reshape_to(p, blocked_shape(p->shape()));
     Shape s = p->shape();
     if (s.size() > r) return nullptr;

@@ -12,15 +12,19 @@ namespace {
 using dist::detail::Call;
 using dist::detail::Kind;
 
-/// The call for node c on `count` elements per rank; checks the world is the node's.
-Call call_for(const KernelCtx& c, Kind kind, int64_t count) {
-    const auto& a = c.attr<CollectiveAttrs>();
-    std::string what = c.node.describe(2);
+/// The call for node n on `count` elements of `dtype` per rank; checks the world is the node's.
+Call collective_call(const Node& n, Kind kind, DType dtype, int64_t count) {
+    const auto& a = n.attr<CollectiveAttrs>();
+    std::string what = n.describe(2);
     SJ_CHECK(dist::size() == a.world, dist::DistError)
         << what << ": the graph was built for a world of " << a.world << " processes, this one has "
         << dist::size() << " (build the graph after "
         << "sj::dist::init(), in the processes that run it)";
-    return Call{kind, a.reduce, int(a.root), c.in[0].dtype(), count, what};
+    return Call{kind, a.reduce, int(a.root), dtype, count, what};
+}
+
+Call call_for(const KernelCtx& c, Kind kind, int64_t count) {
+    return collective_call(c.node, kind, c.in[0].dtype(), count);
 }
 
 Array all_reduce_kernel(const KernelCtx& c) {
@@ -50,6 +54,16 @@ Array reduce_scatter_kernel(const KernelCtx& c) {
 }
 
 } // namespace
+
+dist::detail::Call all_reduce_call(const Node& n, const TensorType& out) {
+    return collective_call(n, Kind::AllReduce, out.dtype, numel(out.shape));
+}
+
+std::shared_ptr<dist::detail::Request> start_all_reduce(const KernelCtx& c, Array& out,
+                                                        bool checked) {
+    return dist::detail::start_all_reduce(call_for(c, Kind::AllReduce, out.size()), c.in[0].raw(),
+                                          out.raw(), checked);
+}
 
 void register_collective_kernels(Kernel* t) {
     t[int(Op::AllReduce)] = all_reduce_kernel;

@@ -5,8 +5,11 @@
 #include <symjax/ir/Node.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "../../dist/Comm.h"
 
 namespace sj::ref {
 
@@ -49,6 +52,15 @@ void register_linalg_kernels(Kernel* table);
 void register_conv_kernels(Kernel* table);
 void register_random_kernels(Kernel* table);
 void register_control_flow_kernels(Kernel* table);
+
+/// all_reduce node c.node into `out` (its type), posted and not yet complete: the cpu backend's
+/// overlapped collective (Note [Collective overlap] in src/compiler/ExecPlan.cpp); the
+/// reference kernel is the same call, completed at once.
+/// `checked`: its signature was checked with the plan's others (dist::detail::check_collectives).
+std::shared_ptr<dist::detail::Request> start_all_reduce(const KernelCtx& c, Array& out,
+                                                        bool checked);
+/// The dist call of all_reduce node n for a result of type `out`.
+dist::detail::Call all_reduce_call(const Node& n, const TensorType& out);
 
 /// Runs one body of a region on argument values (0: Region::body, 1: Region::body2): a
 /// backend's compiled body, or eval_body. `dests`, when given, has one entry per body result:
