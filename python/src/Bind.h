@@ -88,5 +88,6 @@ void bind_ops(py::module_& m);
 void bind_control_flow(py::module_& m);
 void bind_nn(py::module_& m);
 void bind_data(py::module_& m);
+void bind_dist(py::module_& m); // after bind_nn (it adds nn.DataParallel)
 
 } // namespace sjpy

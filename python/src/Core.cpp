@@ -430,4 +430,5 @@ PYBIND11_MODULE(_core, m) {
     sjpy::bind_control_flow(m);
     sjpy::bind_nn(m);
     sjpy::bind_data(m);
+    sjpy::bind_dist(m);
 }

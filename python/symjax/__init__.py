@@ -360,3 +360,4 @@ from . import tensor  # noqa: E402
 from .tensor import vmap  # noqa: E402
 from . import nn  # noqa: E402
 from . import data  # noqa: E402
+from . import dist  # noqa: E402

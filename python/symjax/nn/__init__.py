@@ -10,6 +10,7 @@ from . import activations, initializers, layers, losses, metrics, optimizers, sc
 from .activations import *  # noqa: F401,F403
 from .layers import *  # noqa: F401,F403
 from .._core.nn import Module
+from .parallel import DataParallel, average_gradients, broadcast_variables
 
 init = initializers
 optim = optimizers
