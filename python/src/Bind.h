@@ -37,6 +37,9 @@ bool is_number(py::handle h);
 /// (JAX's and SymJAX's defaults); NumPy values keep theirs.
 /// A tensor from a Tensor, a number or an array-like (a constant).
 sj::Tensor to_tensor(py::handle h);
+/// Updates as (variable, new value) pairs, which the Python side turns into a dict.
+using VarUpdateList = std::vector<std::pair<sj::Variable, sj::Tensor>>;
+VarUpdateList to_list(const sj::Updates& u);
 /// Axes from None (all), an int, or a sequence of ints.
 sj::Axes to_axes(py::handle h);
 /// A shape from an int, a sequence of ints, None entries meaning "any size" (-1).

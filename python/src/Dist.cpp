@@ -22,14 +22,6 @@ sj::dist::ReduceOp to_reduce(const std::string& s) {
                              << "' (sum, mean, max or min)";
 }
 
-using VarUpdateList = std::vector<std::pair<sj::Variable, sj::Tensor>>;
-VarUpdateList to_list(const sj::Updates& u) {
-    VarUpdateList out;
-    for (const auto& [v, t] : u.items())
-        out.emplace_back(v, t);
-    return out;
-}
-
 /// A collective on a tensor (a node of the graph) or, for anything else, on a host array now.
 template <class OnTensor, class OnArray>
 py::object collective(py::handle x, OnTensor on_tensor, OnArray on_array) {

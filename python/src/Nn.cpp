@@ -6,17 +6,16 @@
 
 namespace sjpy {
 
-namespace {
-
-using UpdateList = std::vector<std::pair<sj::Tensor, sj::Tensor>>;
-using VarUpdateList = std::vector<std::pair<sj::Variable, sj::Tensor>>;
-
 VarUpdateList to_list(const sj::Updates& u) {
     VarUpdateList out;
     for (const auto& [v, t] : u.items())
         out.emplace_back(v, t);
     return out;
 }
+
+namespace {
+
+using UpdateList = std::vector<std::pair<sj::Tensor, sj::Tensor>>;
 sj::Updates to_updates(const UpdateList& l) {
     sj::Updates u;
     for (const auto& [v, t] : l)

@@ -269,14 +269,21 @@ int checked_count(World& w, const detail::Call& c, int64_t n) {
 #endif
 
 /// Locks the world for one collective and checks it can run one.
-std::unique_lock<std::mutex> begin(World& w, const detail::Call& c) {
+/// The world's lock, once it is known to be usable for `what` (not broken, not finalised).
+std::unique_lock<std::mutex> lock_usable(World& w, const std::string& what) {
     init();
     std::unique_lock<std::mutex> lock(w.mu);
     if (!w.broken.empty())
-        throw DistError(c.what + ": the MPI world is broken since an earlier collective failed (" +
+        throw DistError(what + ": the MPI world is broken since an earlier collective failed (" +
                         w.broken + ")");
     if (w.finalized && w.mpi)
-        throw DistError(c.what + ": sj::dist::finalize() has already run");
+        throw DistError(what + ": sj::dist::finalize() has already run");
+    return lock;
+}
+
+/// lock_usable for collective c, counting it.
+std::unique_lock<std::mutex> begin(World& w, const detail::Call& c) {
+    auto lock = lock_usable(w, c.what);
     ++w.seq;
     return lock;
 }
@@ -483,10 +490,7 @@ void check_collectives(const std::vector<Call>& calls, const std::string& what) 
     if (!using_mpi())
         return;
     World& w = world();
-    std::lock_guard<std::mutex> lock(w.mu);
-    if (!w.broken.empty())
-        throw DistError(what + ": the MPI world is broken since an earlier collective failed (" +
-                        w.broken + ")");
+    auto lock = lock_usable(w, what);
     check_signatures(w, calls, what);
 #else
     (void)calls;

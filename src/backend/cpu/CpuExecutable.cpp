@@ -66,6 +66,14 @@ int64_t parallel_work() {
     return w;
 }
 
+/// Milliseconds since t0.
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Bytes of one row (along dim 0) of a (non-empty) array.
+int64_t row_bytes(const Array& a) { return a.nbytes() / a.shape()[0]; }
+
 /// Whether a kernel step splits over the team: its work reaches the threshold and loop 0 has more
 /// than one iteration to share (with a team of more than one thread).
 bool splits(const compiler::BoundStep& b) {
@@ -112,7 +120,6 @@ struct StepKernel {
         int index; // Slot: the body plan's slot; others: the sequence, carry or stacked output
     };
     std::vector<Operand> operands; // loads, then outputs
-    std::vector<bool> wanted;      // the region results it was made for
 };
 
 /// What the runner made of one step for the shapes of a call.
@@ -171,8 +178,7 @@ public:
                 if (v >= 0)
                     interruptible_steps_ = std::min(interruptible_steps_, si);
         compile_ms_ =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
+            ms_since(t0);
         if (detail::debug_level() >= 1)
             std::fprintf(stderr,
                          "[symjax] compiled graph: %zu nodes -> %zu groups (%zu kernels, %zu "
@@ -303,8 +309,7 @@ public:
             execute(g, st, si, plan, env, counter);
             if (timed) {
                 double ms =
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count();
+                    ms_since(t0);
                 Profile& p = prof_[si];
                 p.ms += ms;
                 ++p.calls;
@@ -319,7 +324,7 @@ public:
             for (int s : st.free_after)
                 env[size_t(s)] = Array();
         }
-        finish_collectives(pending_.size());
+        finish_collectives();
         // a region's results (stacked outputs, carry history) live in env now: do not hold them
         // until the next call
         for (auto& g : regions_)
@@ -379,6 +384,10 @@ private:
     }
 
     int slot(const Node* n) const { return plan_.slot_of.at(n); }
+    /// The slot a view step reshapes.
+    int view_source(const compiler::Step& st) const {
+        return slot(plan_.group(st).roots[0]->input(0).get());
+    }
 
     // ---- control flow (Note [Structured ops] in src/ops/ControlFlow.cpp) ----
     /// A region's nodes in this plan: which results they ask for, its bodies compiled once as
@@ -424,10 +433,10 @@ private:
         if (g.results.empty()) {
             const detail::Region& r = *n.attr<RegionAttrs>().region;
             if (r.kind == detail::RegionKind::Scan)
-                if (auto res = g.body[0]->run_scan_loop(r, in, g.wanted, counter)) {
-                    g.results = std::move(*res);
+                if (auto run = g.body[0]->run_scan_loop(r, in, g.wanted, counter)) {
+                    g.results = std::move(run->results);
                     ++stats_.compiled_loops;
-                    stats_.step_kernels += g.body[0]->last_was_step_kernel_;
+                    stats_.step_kernels += run->step_kernel;
                     return g.results[size_t(n.attr<RegionAttrs>().output)];
                 }
             ref::BodyRunner run = [&](int which, const std::vector<Array>& args,
@@ -440,6 +449,29 @@ private:
     }
 
     static char* bytes_of(const void* p) { return static_cast<char*>(const_cast<void*>(p)); }
+
+    /// As the body of scan r (inputs `in`), the buffer of leaf slot x that stays put for the whole
+    /// loop: a captured value, a constant, the call counter (`counter_value`); null for a carry
+    /// or a sequence row, which move.
+    static char* fixed_leaf(const compiler::Slot& x, const detail::Region& r,
+                            const std::vector<Array>& in, const Array& counter_value) {
+        switch (x.source) {
+        case compiler::SlotSource::Input:
+            return x.index < r.carries + r.sequences
+                       ? nullptr
+                       : bytes_of(in[size_t(r.captured_begin() + x.index - r.carries -
+                                            r.sequences)]
+                                      .raw());
+        case compiler::SlotSource::Constant:
+            return bytes_of(x.node->attr<ConstantAttrs>().value.raw());
+        case compiler::SlotSource::RngCounter:
+            return bytes_of(counter_value.raw());
+        case compiler::SlotSource::Variable: // (a body program has no variables)
+        case compiler::SlotSource::Step:
+            break;
+        }
+        return nullptr;
+    }
 
     // Note [Compiled scan loops]
     // A scan of a small body used to pay a whole call of the body's executable per step (the
@@ -461,7 +493,11 @@ private:
     /// As the body of scan `r` (inputs `in`: carries, sequences, captured values): runs the
     /// loop as a compiled loop when the body allows it (Note [Compiled scan loops]), giving
     /// the region's results; nullopt when it does not.
-    std::optional<std::vector<Array>> run_scan_loop(const detail::Region& r,
+    struct LoopRun {
+        std::vector<Array> results;
+        bool step_kernel; // run as a step kernel (else as a compiled loop)
+    };
+    std::optional<LoopRun> run_scan_loop(const detail::Region& r,
                                                     const std::vector<Array>& in,
                                                     const std::vector<bool>& wanted,
                                                     uint64_t counter) {
@@ -478,10 +514,11 @@ private:
         args.insert(args.end(), in.begin() + r.captured_begin(),
                     in.begin() + r.captured_begin() + r.captured);
         const CallPlan& plan = plan_for(args);
-        if (!plan.step_kernel || (*plan.step_kernel && (*plan.step_kernel)->wanted != wanted))
+        // (a body belongs to one loop, whose wanted results are fixed when its function is made)
+        if (!plan.step_kernel)
             plan.step_kernel = make_step_kernel(plan, r, wanted);
         const StepKernel* sk = plan.step_kernel->get();
-        if (plan.loopable < 0)
+        if (!sk && plan.loopable < 0)
             plan.loopable = loopable(plan, c, o);
         if (!sk && !plan.loopable)
             return std::nullopt;
@@ -496,9 +533,8 @@ private:
                 res[size_t(k)] =
                     Array::uninitialized(types[size_t(k)].dtype, types[size_t(k)].shape);
 
-        last_was_step_kernel_ = sk != nullptr;
         if (sk)
-            return run_step_kernel(*sk, r, in, std::move(res), length, counter);
+            return LoopRun{run_step_kernel(*sk, r, in, std::move(res), length, counter), true};
 
         // each slot's address at iteration s: base + s * stride, or alt at odd s when alt is set
         struct Home {
@@ -511,7 +547,7 @@ private:
         std::vector<Home> moving;
         std::vector<Array> held; // buffers the loop owns: intermediates, parity pairs
         auto row_home = [&](int slot, const Array& a, int64_t first_row) {
-            const int64_t rb = a.nbytes() / a.shape()[0];
+            const int64_t rb = row_bytes(a);
             moving.push_back({slot, bytes_of(a.raw()) + first_row * rb, dir * rb, nullptr});
         };
         auto new_buffer = [&](int slot) {
@@ -522,25 +558,11 @@ private:
         Array counter_value = Array::scalar<int64_t>(int64_t(counter));
         for (size_t sl = 0; sl < plan_.slots.size(); ++sl) {
             const compiler::Slot& x = plan_.slots[sl];
-            switch (x.source) {
-            case compiler::SlotSource::Input:
-                if (x.index < c)
-                    cur[sl] = bytes_of(in[size_t(x.index)].raw());
-                else if (x.index < c + q)
-                    row_home(int(sl), in[size_t(x.index)], t0);
-                else
-                    cur[sl] = bytes_of(in[size_t(r.captured_begin() + x.index - c - q)].raw());
-                break;
-            case compiler::SlotSource::Constant:
-                cur[sl] = bytes_of(x.node->attr<ConstantAttrs>().value.raw());
-                break;
-            case compiler::SlotSource::RngCounter:
-                cur[sl] = bytes_of(counter_value.raw());
-                break;
-            case compiler::SlotSource::Variable: // (a body program has no variables)
-            case compiler::SlotSource::Step:
-                break;
-            }
+            cur[sl] = fixed_leaf(x, r, in, counter_value);
+            if (x.source == compiler::SlotSource::Input && x.index < c)
+                cur[sl] = bytes_of(in[size_t(x.index)].raw()); // the first iteration's carry
+            else if (x.source == compiler::SlotSource::Input && x.index < c + q)
+                row_home(int(sl), in[size_t(x.index)], t0);
         }
         // where the body's results go; a slot that is several results is written to the first
         // and copied to the others
@@ -555,7 +577,7 @@ private:
         std::vector<char> homed(plan_.slots.size(), 0);
         auto home_in_row = [&](int slot, const Array& a, int64_t first_row, bool last_too) {
             if (homed[size_t(slot)]) {
-                const int64_t rb = a.nbytes() / a.shape()[0];
+                const int64_t rb = row_bytes(a);
                 copies.push_back(
                     {slot, bytes_of(a.raw()) + first_row * rb, dir * rb, rb, last_too});
             } else {
@@ -574,7 +596,7 @@ private:
             const Array* hist = wanted[size_t(c + o + i)] ? &res[size_t(c + o + i)] : nullptr;
             if (hist) {
                 // row t of the history holds the carry iteration t receives
-                std::memcpy(bytes_of(hist->raw()) + t0 * (hist->nbytes() / length),
+                std::memcpy(bytes_of(hist->raw()) + t0 * row_bytes(*hist),
                             in[size_t(i)].raw(), size_t(in[size_t(i)].nbytes()));
                 if (length > 1) {
                     const bool first = !homed[size_t(sl)];
@@ -609,7 +631,7 @@ private:
         std::vector<int> view_of(plan_.steps.size(), -1);
         for (size_t si = 0; si < plan_.steps.size(); ++si)
             if (plan_.steps[si].kind == compiler::StepKind::View)
-                view_of[si] = slot(plan_.group(plan_.steps[si]).roots[0]->input(0).get());
+                view_of[si] = view_source(plan_.steps[si]);
 
         std::vector<void*> bufs;
         for (int64_t s = 0; s < length; ++s) {
@@ -655,7 +677,7 @@ private:
             }
             res[size_t(i)] = std::move(final_carry[size_t(i)]);
         }
-        return res;
+        return LoopRun{std::move(res), false};
     }
 
     // Note [Step kernels]
@@ -685,7 +707,7 @@ private:
             const compiler::Step& st = plan_.steps[si];
             switch (st.kind) {
             case compiler::StepKind::View:
-                view_src[size_t(st.out_slots[0])] = slot(plan_.group(st).roots[0]->input(0).get());
+                view_src[size_t(st.out_slots[0])] = view_source(st);
                 continue;
             case compiler::StepKind::Kernel:
                 if (kernel >= 0)
@@ -717,7 +739,6 @@ private:
             return -1;
         };
         auto sk = std::make_shared<StepKernel>();
-        sk->wanted = wanted;
         sk->spec = ks;
         sk->spec.steps = true;
         sk->spec.outputs.clear();
@@ -794,9 +815,7 @@ private:
         std::vector<int64_t> params = sk.params;
         const size_t steps_at = size_t(ks.steps_param());
         auto row_elems = [](const Array& a) { return a.size() / a.shape()[0]; };
-        auto row_at = [](const Array& a, int64_t t) {
-            return bytes_of(a.raw()) + t * (a.nbytes() / a.shape()[0]);
-        };
+        auto row_at = [](const Array& a, int64_t t) { return bytes_of(a.raw()) + t * row_bytes(a); };
         auto array_of = [&](const StepKernel::Operand& x) -> const Array& {
             switch (x.from) {
             case StepKernel::From::Sequence:
@@ -823,15 +842,8 @@ private:
         std::vector<void*> bufs(sk.operands.size(), nullptr);
         for (size_t k = 0; k < sk.operands.size(); ++k) {
             const auto& x = sk.operands[k];
-            if (x.from != StepKernel::From::Slot)
-                continue;
-            const compiler::Slot& sl = plan_.slots[size_t(x.index)];
-            bufs[k] =
-                sl.source == compiler::SlotSource::Constant
-                    ? bytes_of(sl.node->attr<ConstantAttrs>().value.raw())
-                : sl.source == compiler::SlotSource::RngCounter
-                    ? bytes_of(counter_value.raw())
-                    : bytes_of(in[size_t(r.captured_begin() + sl.index - c - r.sequences)].raw());
+            if (x.from == StepKernel::From::Slot)
+                bufs[k] = fixed_leaf(plan_.slots[size_t(x.index)], r, in, counter_value);
         }
         // each chunk's final carries go to one of two buffers, the next chunk's carries in
         std::vector<Array> fin[2];
@@ -1047,9 +1059,8 @@ private:
                  std::vector<Array>& env, uint64_t counter) {
         switch (g.kind) {
         case Group::Kind::View: {
-            const Node* r = g.roots[0].get();
             env[gc.out_slots[0]] =
-                env[slot(r->input(0).get())].reshape(plan.bound.types[gc.out_slots[0]].shape);
+                env[view_source(gc)].reshape(plan.bound.types[gc.out_slots[0]].shape);
             return;
         }
         case Group::Kind::Dot: {
@@ -1103,8 +1114,7 @@ private:
                     check_overlapped_collectives(plan);
                 pending_.push_back({gc.out_slots[0], out, ref::start_all_reduce(ctx, out, true)});
                 stats_.collective_wait_ms +=
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count();
+                    ms_since(t0);
                 env[gc.out_slots[0]] = std::move(out);
                 return;
             }
@@ -1112,8 +1122,7 @@ private:
                 const auto t0 = std::chrono::steady_clock::now();
                 env[gc.out_slots[0]] = run_fallback(*r, ins, plan, counter);
                 stats_.collective_wait_ms +=
-                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count();
+                    ms_since(t0);
                 return;
             }
             env[gc.out_slots[0]] = has_trait(r->op(), kRegion)
@@ -1160,18 +1169,17 @@ private:
         dist::detail::check_collectives(calls, what);
         collectives_checked_ = true;
     }
-    /// Waits for the first n posted collectives.
-    void finish_collectives(size_t n) {
-        for (size_t k = 0; k < n; ++k)
-            finish_one(pending_[k]);
-        pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(n));
+    /// Waits for every posted collective.
+    void finish_collectives() {
+        for (auto& p : pending_)
+            finish_one(p);
+        pending_.clear();
     }
     void finish_one(PendingCollective& p) {
         const auto t0 = std::chrono::steady_clock::now();
         dist::detail::finish(*p.request);
         stats_.collective_wait_ms +=
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
+            ms_since(t0);
     }
 
     /// The operands of a library call's post-ops (null for those without one).
@@ -1413,7 +1421,6 @@ private:
     FunctionOptions opts_;
     size_t interruptible_steps_ = 0; // steps before the first in-place write may poll
     bool nested_ = false;            // a loop body: the enclosing program prints its profile
-    bool last_was_step_kernel_ = false; // as a body: its last run_scan_loop ran a step kernel
     std::vector<std::pair<int, Array>> dests_; // during run_into: (slot, where its value goes)
     /// during run_into: the all_reduces posted and not yet waited for (Note [Collective
     /// overlap] in ExecPlan.cpp), each with the buffer it writes

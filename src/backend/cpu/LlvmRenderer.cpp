@@ -85,6 +85,22 @@ struct Renderer {
         }
     }
 
+    /// Load operand k at element offset `off` (its register value: bool as i1).
+    Value* load_operand(int k, Value* off) {
+        const DType t = s.load_dtypes[k];
+        llvm::Type* mt = mem_type(t);
+        auto* ld = b.CreateLoad(mt, b.CreateGEP(mt, base[k], off));
+        annotate(ld, k);
+        return from_mem(ld, t);
+    }
+    /// Stores v as output o at element offset `off`.
+    void store_output(int o, Value* v, Value* off) {
+        const DType t = s.outputs[o].dtype;
+        llvm::Type* mt = mem_type(t);
+        auto* st = b.CreateStore(to_mem(v, t), b.CreateGEP(mt, base[nload + o], off));
+        annotate(st, nload + o);
+    }
+
     Value* param(int i) {
         Value* p = b.CreateGEP(i64, fn->getArg(1), b.getInt64(i));
         return b.CreateLoad(i64, p);
@@ -296,11 +312,7 @@ struct Renderer {
                     v[i] = emit_cast(load_value[k.load], t, k.dtype);
                     break;
                 }
-                llvm::Type* mt = mem_type(t);
-                Value* p = b.CreateGEP(mt, base[k.load], offs[k.load]);
-                auto* ld = b.CreateLoad(mt, p);
-                annotate(ld, k.load);
-                v[i] = emit_cast(from_mem(ld, t), t, k.dtype);
+                v[i] = emit_cast(load_operand(k.load, offs[k.load]), t, k.dtype);
                 break;
             }
             case KInst::Kind::Const: v[i] = emit_const(k); break;
@@ -417,12 +429,9 @@ struct Renderer {
                 Value* a = b.CreateLoad(acc_type(out), slot(acc[o], r));
                 if (a->getType() != reg_type(out.dtype))
                     a = b.CreateFPTrunc(a, reg_type(out.dtype));
-                llvm::Type* mt = mem_type(out.dtype);
                 Value* off = offs[nload + o];
                 if (r) off = b.CreateAdd(off, b.CreateMul(r, stride[nload + o][s.rank - 1]));
-                auto* st =
-                    b.CreateStore(to_mem(a, out.dtype), b.CreateGEP(mt, base[nload + o], off));
-                annotate(st, nload + o);
+                store_output(o, a, off);
             }
         });
     }
@@ -483,10 +492,7 @@ struct Renderer {
                     Value* a = b.CreateLoad(in_block ? b.getFloatTy() : acc_type(out), p);
                     b.CreateStore(acc_combine(out, a, v[out.value]), p);
                 } else {
-                    llvm::Type* mt = mem_type(out.dtype);
-                    auto* st = b.CreateStore(to_mem(v[out.value], out.dtype),
-                                             b.CreateGEP(mt, base[nload + o], inner[nload + o]));
-                    annotate(st, nload + o);
+                    store_output(o, v[out.value], inner[nload + o]);
                 }
             }
         });
@@ -498,13 +504,8 @@ struct Renderer {
     void emit_steps(const std::vector<Value*>& at) {
         const size_t nc = s.carry_load.size();
         std::vector<Value*> init(nc), next(nc);
-        for (size_t c = 0; c < nc; ++c) {
-            const int k = s.carry_load[c];
-            const DType t = s.load_dtypes[k];
-            auto* ld = b.CreateLoad(mem_type(t), b.CreateGEP(mem_type(t), base[k], at[k]));
-            annotate(ld, k);
-            init[c] = from_mem(ld, t);
-        }
+        for (size_t c = 0; c < nc; ++c)
+            init[c] = load_operand(s.carry_load[c], at[s.carry_load[c]]);
         llvm::BasicBlock* pre = b.GetInsertBlock();
         llvm::BasicBlock* latch = nullptr;
         std::vector<llvm::PHINode*> phi(nc);
@@ -525,12 +526,8 @@ struct Renderer {
                 const KOutput& out = s.outputs[o];
                 if (out.final)
                     continue;
-                Value* x =
-                    out.carry >= 0 ? static_cast<Value*>(phi[size_t(out.carry)]) : v[out.value];
-                llvm::Type* mt = mem_type(out.dtype);
-                auto* st = b.CreateStore(to_mem(x, out.dtype),
-                                         b.CreateGEP(mt, base[nload + o], offs[nload + o]));
-                annotate(st, nload + o);
+                store_output(o, out.carry >= 0 ? phi[size_t(out.carry)] : v[out.value],
+                             offs[nload + o]);
             }
             for (size_t c = 0; c < nc; ++c)
                 next[c] = v[s.carry_next[c]];
@@ -546,15 +543,9 @@ struct Renderer {
             f->addIncoming(next[c], latch);
             fin[c] = f;
         }
-        for (int o = 0; o < nout; ++o) {
-            const KOutput& out = s.outputs[o];
-            if (!out.final)
-                continue;
-            llvm::Type* mt = mem_type(out.dtype);
-            auto* st = b.CreateStore(to_mem(fin[size_t(out.carry)], out.dtype),
-                                     b.CreateGEP(mt, base[nload + o], at[nload + o]));
-            annotate(st, nload + o);
-        }
+        for (int o = 0; o < nout; ++o)
+            if (s.outputs[o].final)
+                store_output(o, fin[size_t(s.outputs[o].carry)], at[nload + o]);
     }
 
     void emit_loops(int d, std::vector<Value*> offs) {
