@@ -4,6 +4,7 @@
 //   symjax_bench mlp_train [--batch B] [--profile 1]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
+//   (mlp_train and cnn_train take --relu maximum: the activations before Note [Relu masks])
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
 //                                [--max_steps N | --steps N,N,...] [--width W]
@@ -108,6 +109,20 @@ void elementwise_chain() {
     }
 }
 
+/// The activation modules, or with `--relu maximum` the forms before Note [Relu masks]
+/// (maximum(x, 0), where(x >= 0, x, x * s): their backward reads the pre-activation), for A/B
+/// runs of one binary.
+bool old_relu() {
+    return opt("relu", "select") == "maximum";
+}
+nn::Lambda relu_module(double slope) {
+    return nn::Lambda([slope](const Tensor& x) {
+        if (old_relu())
+            return slope == 0 ? maximum(x, 0.0) : where(x >= 0.0, x, x * slope);
+        return slope == 0 ? nn::relu(x) : nn::leaky_relu(x, slope);
+    });
+}
+
 struct Mlp {
     Placeholder x{{-1, 784}, f32, "x"};
     Placeholder y{{-1}, i32, "y"};
@@ -129,7 +144,8 @@ struct Mlp {
         Tensor h = x;
         for (int l = 0; l < 3; ++l) {
             h = matmul(h, params[2 * l]) + params[2 * l + 1];
-            if (l < 2) h = maximum(h, 0.0);
+            if (l < 2)
+                h = old_relu() ? maximum(h, 0.0) : nn::relu(h);
         }
         Tensor logp = log_softmax(h, 1);
         loss = -mean(sum(one_hot(y, 10) * logp, {1}));
@@ -166,7 +182,8 @@ void mlp_train() {
         Tensor h = m.x;
         for (int l = 0; l < 3; ++l) {
             h = matmul(h, m.params[2 * l]) + m.params[2 * l + 1];
-            if (l < 2) h = maximum(h, 0.0);
+            if (l < 2)
+                h = old_relu() ? maximum(h, 0.0) : nn::relu(h);
         }
         return h;
     }();
@@ -467,7 +484,7 @@ nn::Sequential cnn(const std::string& arch) {
                 net.add(nn::MaxPool2D({2, 2}));
                 continue;
             }
-            net.add(nn::Conv2D(cin, cout, 3, conv)).add(nn::BatchNorm(cout)).add(nn::ReLU());
+            net.add(nn::Conv2D(cin, cout, 3, conv)).add(nn::BatchNorm(cout)).add(relu_module(0));
             cin = cout;
         }
         net.add(nn::Flatten()).add(nn::Dense(64 * 8 * 8, 10));
@@ -475,7 +492,9 @@ nn::Sequential cnn(const std::string& arch) {
     }
     SJ_CHECK(arch == "symjax", InputError) << "cnn_train: --arch must be brief or symjax, got '" << arch << "'";
     for (int l = 0; l < 8; ++l) {
-        net.add(nn::Conv2D(l == 0 ? 3 : 32, 32, 3, conv)).add(nn::BatchNorm(32)).add(nn::LeakyReLU(0.01));
+        net.add(nn::Conv2D(l == 0 ? 3 : 32, 32, 3, conv))
+            .add(nn::BatchNorm(32))
+            .add(relu_module(0.01));
         if (l % 3 == 0) net.add(nn::MaxPool2D({2, 2}));
     }
     net.add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));

@@ -141,6 +141,9 @@ NodePtr where_scale(const NodePtr& n) {
         if (w->shape() != n->shape()) continue;
         for (int side = 1; side <= 2; ++side) {
             if (!is_splat(*w->input(3 - side), 0.0)) continue;
+            // a relu select, where(x <= 0, 0, x), stays one (Note [Relu masks])
+            if (w->input(0)->num_inputs() == 2 && w->input(0)->input(0) == w->input(size_t(side)))
+                continue;
             Tensor scaled = T(w->input(size_t(side))) * T(k);
             Tensor r = side == 1 ? where(T(w->input(0)), scaled, T(w->input(2)))
                                  : where(T(w->input(0)), T(w->input(1)), scaled);

@@ -197,7 +197,7 @@ void verify_plan(const ExecPlan& plan) {
             int v = st.inplace_var[o];
             if (v < 0)
                 continue;
-            SJ_CHECK(st.kind == StepKind::Kernel &&
+            SJ_CHECK((st.kind == StepKind::Kernel || st.kind == StepKind::Dot) &&
                          plan.slots[size_t(v)].source == SlotSource::Variable &&
                          plan.slots[size_t(v)].node->type() ==
                              plan.slots[size_t(st.out_slots[o])].node->type() &&

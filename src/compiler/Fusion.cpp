@@ -7,6 +7,7 @@
 #include <symjax/ir/Node.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -48,18 +49,21 @@ std::string PostOp::str() const {
     case Kind::Binary: os << op_name(op) << (per_channel ? "[channel]" : "[1]"); break;
     case Kind::Relu: os << "relu"; if (alpha != 0) os << "(" << alpha << ")"; break;
     case Kind::Linear: os << "linear(" << alpha << ", " << beta << ")"; break;
+    case Kind::Sum:
+        os << "sum(" << alpha << ")";
+        break;
     }
     return os.str();
 }
 
 // Note [Epilogue fusion]
 // A convolution or an f32 matmul is followed by elementwise ops in most networks: a bias add,
-// batch norm in eval mode (sub, mul, mul, add by per-channel vectors), relu (max(x, 0)), leaky
-// relu (where(x >= 0, x, x * s)). As separate kernels they read the library call's result back
-// from memory; oneDNN applies them inside the call, on the result while it is in cache, as
-// post-ops (binary add/sub/mul/max/min with a per-channel or one-value operand, eltwise relu and
-// linear). So before grouping, fusion walks from each f32 conv / dot_general down its chain of
-// single consumers:
+// batch norm in eval mode (sub, mul, mul, add by per-channel vectors), relu (max(x, 0), or
+// nn::relu's where(x <= 0, 0, x)), leaky relu (where(x <= 0, x * s, x)). As separate kernels they
+// read the library call's result back from memory; oneDNN applies them inside the call, on the
+// result while it is in cache, as post-ops (binary add/sub/mul/max/min with a per-channel or
+// one-value operand, eltwise relu and linear). So before grouping, fusion walks from each f32 conv
+// / dot_general down its chain of single consumers:
 //
 //   y = conv(x, w)          group (window): conv(x, w)
 //   a = y - mean[C]           post-ops: sub[channel] mul[channel] add[channel] relu
@@ -67,10 +71,10 @@ std::string PostOp::str() const {
 //   c = b + bias[C]           buffers, which groups before it materialise
 //   r = max(c, 0)
 //
-// An op joins while the value so far has exactly one reader (that op; the leaky-relu diamond
-// counts as one) and is no function output, and the op's other operand is a scalar constant or
-// a buffer broadcast along every dim but the channels. The target says which calls take an
-// epilogue and where their channels are (Target::epilogue; the cpu target: conv's dim 1, or dims
+// An op joins while the value so far has exactly one reader (that op; a relu select's compare,
+// where and mul count as one) and is no function output, and the op's other operand is a scalar
+// constant or a buffer broadcast along every dim but the channels. The target says which calls take
+// an epilogue and where their channels are (Target::epilogue; the cpu target: conv's dim 1, or dims
 // 1 and the last of a channel-blocked result [N, C/16, s..., 16], whose row-major bytes are the
 // plain [C] vector's; matmul's last dim, with one rhs free dim so that it is the GEMM's N).
 // The first op that does not qualify ends the epilogue; it and the rest fuse into kernels as
@@ -82,11 +86,30 @@ std::string PostOp::str() const {
 // algorithm of a chain (relu(leaky_relu(y, 0.1) + b) computed a leaky relu twice), so on a
 // target that says so (EpilogueRule::one_parameter_set_per_eltwise) a relu or linear step whose
 // parameters differ from an earlier one of its kind ends the epilogue
-// (Epilogue.OneParameterSetPerEltwiseKind). In training, autodiff of relu reads
-// the pre-activation and batch norm's statistics read the conv result: those epilogues stop at
-// once, while the logits' bias add usually folds. How the backend hands the chain to oneDNN
-// (the leading affine steps as bias and weight scales, the rest as post-ops) is Note [Affine
-// prefix] in src/backend/cpu/Dnnl.cpp.
+// (Epilogue.OneParameterSetPerEltwiseKind). In training, nn::relu's backward reads
+// its output (Note [Relu masks] in src/ops/Elementwise.cpp), so a dense layer's bias and relu
+// fold into its matmul in the training step too; batch norm's statistics read the conv result,
+// so a conv followed by batch norm takes no epilogue in training. How the backend hands the chain
+// to oneDNN (the leading affine steps as bias and weight scales, the rest as post-ops) is Note
+// [Affine prefix] in src/backend/cpu/Dnnl.cpp.
+
+// Note [Accumulating post-op]
+// A matmul's result is often added to a value of its own shape: SGD momentum's v' = 0.9 v + dW
+// right after the weight gradient's matmul, Adam's m' = 0.9 m + 0.1 dW, a residual add after a
+// dense layer. oneDNN's sum post-op computes dst = chain(y) + k * dst, the old dst read while the
+// new one is written, so y + d * k (k a one-value constant, d a value of y's shape in the
+// result's row-major layout) joins the epilogue as sum(k) when the target allows it
+// (EpilogueRule::sum; one per call) and saves the pass that reads y and d and writes the sum.
+// The call's output buffer must hold d before the call; the cpu runner gives it, by preference:
+//   - the variable's own buffer, when the result is the new value of the variable d and the
+//     memory plan lets the call write it in place (Note [Memory plan]): d is already there;
+//   - d's buffer, when the call is d's last reader and nothing else holds it (a residual);
+//   - a copy of d.
+// A call that cannot apply its epilogue (a long contraction summed in fixed pieces, Note [Long
+// contractions]; nothing to contract) computes the plain product into a fresh buffer and the
+// epilogue's reference kernels run on it, d read from its own buffer. Only matmuls take it: a
+// convolution's result may be computed in a blocked temporary and reordered after the call,
+// where d would first have to be reordered in.
 
 // Note [Compile scaling]
 // fuse() must stay near-linear in graph size: unrolled recurrences, GELU chains and deep
@@ -206,6 +229,10 @@ struct Fuser {
 
     // ---- epilogues (Note [Epilogue fusion]) ------------------------------------------------
 
+    /// Whether the chain being matched may take an accumulating post-op (the call's rule, and
+    /// none yet).
+    bool sum_allowed = false;
+
     /// The target's epilogue rule for a library op's result (no channel dims: no epilogue).
     EpilogueRule epilogue_rule(const Node& n) {
         if (kind[&n] != Kind::Dot && kind[&n] != Kind::Window) return {};
@@ -268,15 +295,19 @@ struct Fuser {
         return "";
     }
 
-    /// The post-op computing cur's one consumer (or the leaky-relu diamond of three): the ops
+    /// The post-op computing cur's one consumer (or a relu select's two or three): the ops
     /// it covers in `members`, the broadcasts it strips in `bcasts`. Empty string on success.
     std::string match_post_op(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
                               std::vector<const Node*>& members, std::vector<const Node*>& bcasts) {
         if (root_set.count(cur)) return cur->describe(1) + " is a function output";
         const auto& us = users[cur];
-        if (us.size() == 3) return match_leaky_relu(cur, ch, p, members, bcasts);
+        if (us.size() == 2 || us.size() == 3)
+            return match_relu_select(cur, ch, p, members, bcasts);
         if (us.size() != 1) return "read by " + std::to_string(us.size()) + " ops";
         const Node* u = us[0];
+        // a + b of two matmuls: the first one's epilogue took the add as its sum
+        if (group_of.count(u))
+            return std::string("consumer ") + op_name(u->op()) + " is in another epilogue";
         Op op = u->op();
         bool binary =
             op == Op::Add || op == Op::Sub || op == Op::Mul || op == Op::Max || op == Op::Min;
@@ -289,6 +320,9 @@ struct Fuser {
         size_t ci = u->input(0).get() == cur ? 0 : 1;
         Operand o;
         std::string why = post_operand(u->input(1 - ci).get(), cur->shape(), ch, o);
+        if (!why.empty() && !o.constant && op == Op::Add && sum_allowed)
+            if (match_sum(cur, u, ci, p, members, bcasts))
+                return "";
         if (!why.empty() && !o.constant) return why;
         p.node = u->shared_from_this();
         p.op = op;
@@ -313,35 +347,94 @@ struct Fuser {
         return "";
     }
 
-    /// where(x >= 0, x, x * s) (nn::leaky_relu) -> relu with negative slope s.
-    std::string match_leaky_relu(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
-                                 std::vector<const Node*>& members,
-                                 std::vector<const Node*>& bcasts) {
-        const Node *w = nullptr, *ge = nullptr, *mul = nullptr;
+    /// y + d or y + d * k (Note [Accumulating post-op]): d a value of y's shape, read in the
+    /// result's own layout, k a one-value constant -> sum with scale k.
+    bool match_sum(const Node* cur, const Node* add, size_t ci, PostOp& p,
+                   std::vector<const Node*>& members, std::vector<const Node*>& bcasts) {
+        const Node* d = add->input(1 - ci).get();
+        const Node* mul = nullptr;
+        double k = 1;
+        if (d->is(Op::Mul) && !root_set.count(d) && users[d].size() == 1)
+            for (size_t i = 0; i < 2 && !mul; ++i)
+                if (splat_value(*d->input(1 - i), &k) && d->input(i)->shape() == d->shape()) {
+                    mul = d;
+                    d = d->input(i).get();
+                }
+        if (!mul)
+            k = 1;
+        if (d == cur || d->dtype() != DType::F32 || d->shape() != cur->shape() || !std::isfinite(k))
+            return false;
+        // a movement op or a broadcast is address arithmetic over another buffer, not the
+        // result's layout
+        if (kind[d] == Kind::Movement || d->is(Op::Broadcast))
+            return false;
+        p.kind = PostOp::Kind::Sum;
+        p.op = Op::Add;
+        p.alpha = k;
+        p.operand = d->shared_from_this();
+        p.node = add->shared_from_this();
+        members = mul ? std::vector<const Node*>{mul, add} : std::vector<const Node*>{add};
+        bcasts.clear();
+        if (mul) // the constant's broadcasts are address arithmetic
+            for (const Node* c = mul->input(mul->input(0).get() == d ? 1 : 0).get();
+                 c->is(Op::Broadcast); c = c->input(0).get())
+                bcasts.push_back(c);
+        return true;
+    }
+
+    /// A relu as a select on x's sign -> relu with negative slope s: where(x <= 0, 0, x)
+    /// (nn::relu, s = 0), where(x <= 0, x * s, x) (nn::leaky_relu) and where(x >= 0, x, x * s)
+    /// (the compare may be strict). cur is x; it has 2 readers (compare, where) or 3 (and mul).
+    std::string match_relu_select(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
+                                  std::vector<const Node*>& members,
+                                  std::vector<const Node*>& bcasts) {
+        const Node *w = nullptr, *cmp = nullptr, *mul = nullptr;
         for (const Node* u : users[cur]) {
             if (u->is(Op::Where)) w = u;
-            if (u->is(Op::Ge) || u->is(Op::Gt)) ge = u;
+            if (u->is(Op::Ge) || u->is(Op::Gt) || u->is(Op::Le) || u->is(Op::Lt))
+                cmp = u;
             if (u->is(Op::Mul)) mul = u;
         }
-        const std::string no = "read by 3 ops (not a leaky relu)";
-        if (!w || !ge || !mul || root_set.count(ge) || root_set.count(mul)) return no;
-        if (w->input(0).get() != ge || w->input(1).get() != cur || w->input(2).get() != mul)
+        const std::string no =
+            "read by " + std::to_string(users[cur].size()) + " ops (not a relu select)";
+        if (!w || !cmp || root_set.count(cmp) || (mul && root_set.count(mul)))
             return no;
-        if (users[ge].size() != 1 || users[mul].size() != 1) return no;
+        if (users[cmp].size() != 1 || (mul && users[mul].size() != 1))
+            return no;
         if (w->dtype() != DType::F32 || w->shape() != cur->shape()) return no;
-        Operand zero, slope;
-        post_operand(ge->input(1).get(), cur->shape(), ch, zero);
-        if (ge->input(0).get() != cur || !zero.constant || zero.value != 0) return no;
-        size_t ci = mul->input(0).get() == cur ? 0 : 1;
-        post_operand(mul->input(1 - ci).get(), cur->shape(), ch, slope);
-        if (!slope.constant || mul->input(ci).get() != cur) return no;
+        // the branch taken where x is positive, and the other one
+        bool below_first = cmp->is(Op::Le) || cmp->is(Op::Lt);
+        const Node* pos = w->input(below_first ? 2 : 1).get();
+        const Node* neg = w->input(below_first ? 1 : 2).get();
+        // the constants: one value, possibly broadcast (address arithmetic) or folded full-size
+        double zero, slope;
+        auto splat = [&](const Node* x, double& v) {
+            if (!splat_value(*x, &v))
+                return false;
+            for (; x->is(Op::Broadcast); x = x->input(0).get())
+                bcasts.push_back(x);
+            return true;
+        };
+        bcasts.clear();
+        if (w->input(0).get() != cmp || cmp->input(0).get() != cur || pos != cur ||
+            !splat(cmp->input(1).get(), zero) || zero != 0)
+            return no;
+        if (mul) {
+            size_t ci = mul->input(0).get() == cur ? 0 : 1;
+            if (neg != mul || mul->input(ci).get() != cur ||
+                !splat(mul->input(1 - ci).get(), slope))
+                return no;
+            members = {cmp, mul, w};
+        } else {
+            if (!splat(neg, slope) || slope != 0)
+                return no;
+            slope = 0; // not -0
+            members = {cmp, w};
+        }
         p.kind = PostOp::Kind::Relu;
         p.op = Op::Where;
-        p.alpha = slope.value;
+        p.alpha = slope;
         p.node = w->shared_from_this();
-        members = {ge, mul, w};
-        bcasts = zero.broadcasts;
-        bcasts.insert(bcasts.end(), slope.broadcasts.begin(), slope.broadcasts.end());
         return "";
     }
 
@@ -352,6 +445,7 @@ struct Fuser {
             EpilogueRule rule = epilogue_rule(*n);
             const std::vector<size_t>& ch = rule.channel_dims;
             if (ch.empty()) continue;
+            sum_allowed = rule.sum;
             std::vector<PostOp> epi;
             std::vector<const Node*> epi_nodes, bcasts;
             const Node* cur = n;
@@ -361,7 +455,9 @@ struct Fuser {
                 std::vector<const Node*> ms, bs;
                 stop = match_post_op(cur, ch, p, ms, bs);
                 if (!stop.empty()) break;
-                bool eltwise = p.kind != PostOp::Kind::Binary;
+                if (p.kind == PostOp::Kind::Sum)
+                    sum_allowed = false; // one per call
+                bool eltwise = p.kind == PostOp::Kind::Relu || p.kind == PostOp::Kind::Linear;
                 if (eltwise && !epi.empty() && epi.back().kind == PostOp::Kind::Linear &&
                     p.kind == PostOp::Kind::Linear) {
                     // a2 (a1 x + b1) + b2: one linear post-op

@@ -28,8 +28,10 @@ struct LoadSite {
 /// post-ops) is the op's first operand.
 struct PostOp {
     /// Binary: chain `op` operand (add, sub, mul, max, min), the operand a per-channel vector
-    /// or one value in a buffer; Relu: x >= 0 ? x : alpha * x; Linear: alpha * x + beta.
-    enum class Kind : uint8_t { Binary, Relu, Linear };
+    /// or one value in a buffer; Relu: x >= 0 ? x : alpha * x; Linear: alpha * x + beta;
+    /// Sum: x + alpha * operand, the operand a value of the result's shape that the call's
+    /// output buffer holds before the call (Note [Accumulating post-op] in Fusion.cpp).
+    enum class Kind : uint8_t { Binary, Relu, Linear, Sum };
     Kind kind = Kind::Binary;
     Op op = Op::Add;
     /// Binary: the buffer of the operand's values: the channels' values in channel order

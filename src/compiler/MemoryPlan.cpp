@@ -21,21 +21,33 @@ namespace sj::compiler {
 //   - no later step can throw (a reference kernel's checks, or the NaN guard after any step), so
 //     a call that throws still changes no variable (Note [Consistent snapshots]); the cpu runner
 //     stops polling for interrupts at the first such step (Note [Interrupts between steps]).
+// A matmul whose sum post-op adds its result to the variable (v' = 0.9 v + dW) writes in place
+// under the same rules, when it does not read the variable as a factor (Note [Accumulating
+// post-op] in Fusion.cpp).
 // The runner makes the final check at run time: the buffer is written in place only when no one
 // outside the call holds it.
 
 namespace {
 
+/// Whether a matmul's epilogue adds its result to `var` (any value when null) with a sum
+/// post-op (Note [Accumulating post-op] in Fusion.cpp).
+bool accumulates_into(const Group& g, const Node* var) {
+    for (const auto& p : g.epilogue)
+        if (p.kind == PostOp::Kind::Sum && (!var || p.operand.get() == var))
+            return true;
+    return false;
+}
+
 int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t si,
                       const std::vector<int>& last) {
     const Group& g = plan.group(s);
-    if (g.outputs[root].reduced)
+    if (g.kind == Group::Kind::Kernel ? g.outputs[root].reduced : !accumulates_into(g, nullptr))
         return -1;
     const detail::Program& p = plan.program;
     const auto& roots = plan.compiled.roots;
     size_t n_out = p.outputs.size();
     for (size_t k = 0; k < p.updates.size(); ++k) {
-        if (roots[n_out + k] != g.roots[root])
+        if (roots[n_out + k] != g.result(root))
             continue;
         const Node* var = p.variables[p.updates[k].first].get();
         auto vs = plan.slot_of.find(var);
@@ -52,7 +64,14 @@ int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t s
         for (const auto& l : g.loads)
             if (l.buffer.get() == var && l.chain != 0)
                 return -1; // read elsewhere than written
-        if (var->shape() != g.roots[root]->shape())
+        if (g.kind == Group::Kind::Dot &&
+            (!accumulates_into(g, var) || g.roots[0]->input(0).get() == var ||
+             g.roots[0]->input(1).get() == var))
+            return -1; // a matmul writes in place only the value its sum post-op adds to
+        for (const auto& p : g.epilogue)
+            if (p.kind != PostOp::Kind::Sum && p.operand.get() == var)
+                return -1; // read by another post-op
+        if (var->shape() != g.result(root)->shape())
             return -1;
         return vs->second;
     }
@@ -92,7 +111,8 @@ void plan_memory(ExecPlan& plan) {
     for (size_t si = 0; si < n; ++si) {
         Step& s = plan.steps[si];
         s.inplace_var.assign(s.out_slots.size(), -1);
-        if (s.kind == StepKind::Kernel && plan.options.inplace_updates && !throws_after[si])
+        if ((s.kind == StepKind::Kernel || s.kind == StepKind::Dot) &&
+            plan.options.inplace_updates && !throws_after[si])
             for (size_t k = 0; k < s.out_slots.size(); ++k)
                 s.inplace_var[k] = inplace_candidate(plan, s, k, si, last);
         s.free_after.clear();

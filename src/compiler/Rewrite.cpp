@@ -8,19 +8,6 @@
 
 namespace sj::compiler {
 
-bool splat_value(const Node& n, double* value) {
-    const Node* c = &n;
-    while (c->is(Op::Broadcast)) c = c->input(0).get(); // a second input only gives the shape
-    if (!c->is(Op::Constant)) return false;
-    const Array& a = c->attr<ConstantAttrs>().value;
-    if (a.size() == 0) return false;
-    double v = a.at(0);
-    for (int64_t i = 1; i < a.size(); ++i)
-        if (!(a.at(i) == v)) return false;
-    *value = v;
-    return true;
-}
-
 std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vector<Pattern>& patterns,
                              RewriteStats* stats, int max_sweeps) {
     std::vector<NodePtr> cur = roots;

@@ -33,9 +33,7 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
                              RewriteStats* stats = nullptr, int max_sweeps = 8);
 
 // Helpers for writing patterns.
-/// The constant value of n when it is a Constant (or a broadcast of one) holding a single
-/// repeated value; false otherwise.
-bool splat_value(const Node& n, double* value);
+using sj::splat_value; // include/symjax/ir/Node.h
 inline bool is_splat(const Node& n, double v) {
     double x;
     return splat_value(n, &x) && x == v;

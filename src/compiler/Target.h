@@ -27,6 +27,9 @@ struct EpilogueRule {
     /// A chain applies one parameter set per eltwise algorithm (oneDNN 2.6's jit convolution):
     /// a relu or linear step whose parameters differ from an earlier one of its kind ends it.
     bool one_parameter_set_per_eltwise = false;
+    /// The call may add its result to a value of the result's shape held in its output buffer
+    /// (Note [Accumulating post-op] in Fusion.cpp).
+    bool sum = false;
 };
 
 class Target {

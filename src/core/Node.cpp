@@ -223,6 +223,23 @@ std::vector<NodePtr> live_nodes() {
     return out;
 }
 
+bool splat_value(const Node& n, double* value) {
+    const Node* c = &n;
+    while (c->is(Op::Broadcast))
+        c = c->input(0).get(); // a second input only gives the shape
+    if (!c->is(Op::Constant))
+        return false;
+    const Array& a = c->attr<ConstantAttrs>().value;
+    if (a.size() == 0)
+        return false;
+    double v = a.at(0);
+    for (int64_t i = 1; i < a.size(); ++i)
+        if (!(a.at(i) == v))
+            return false;
+    *value = v;
+    return true;
+}
+
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
     std::vector<const Node*> order;
     std::unordered_set<const Node*> done;

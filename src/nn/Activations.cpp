@@ -5,8 +5,11 @@
 
 namespace sj::nn {
 
+// relu and leaky relu as selects on x <= 0: NaN passes through, the gradient at 0 is PyTorch's
+// (0 and the slope), and their backward reads the output, not x (Note [Relu masks] in
+// src/ops/Elementwise.cpp)
 Tensor relu(const Tensor &x) {
-    return maximum(x, 0.0);
+    return where(x <= 0.0, 0.0, x);
 }
 
 Tensor relu6(const Tensor &x) {
@@ -14,7 +17,7 @@ Tensor relu6(const Tensor &x) {
 }
 
 Tensor leaky_relu(const Tensor &x, double slope) {
-    return where(x >= 0.0, x, x * slope);
+    return slope > 0 ? where(x <= 0.0, x * slope, x) : where(x >= 0.0, x, x * slope);
 }
 
 Tensor elu(const Tensor &x, double alpha) {

@@ -108,6 +108,36 @@ void register_unary_grads(OpDef* t) {
     // sign, floor, ceil, round, stop_gradient, logical and compare ops: no gradient (grad = nullptr)
 }
 
+// Note [Relu masks]
+// nn::relu is where(x <= 0, 0, x) and nn::leaky_relu where(x <= 0, x * s, x) (s > 0): NaN
+// passes through both, and the gradient at 0 is PyTorch's and jax.nn.relu's (0, and s). Their
+// backward needs the mask x <= 0, and read from x it keeps the pre-activation alive until the
+// backward pass: the bias add and the relu that make it cannot run inside the matmul or
+// convolution as its epilogue (Note [Epilogue fusion] in src/compiler/Fusion.cpp), and x is one
+// more activation stored per layer. The same mask is out <= 0, read from the output the
+// backward needs anyway: x <= 0 gives out = 0 (or x * s <= 0, -0 on underflow) and x > 0 gives
+// out = x > 0, NaN gives NaN on both sides. So the gradient of such a where uses out <= 0.
+/// True when where(c, a, b) is a relu or a leaky relu of b whose mask c can be read from the
+/// output: c = b <= 0 and a is the constant 0 or b * s with s > 0 a constant.
+bool output_mask(const Node& n) {
+    const Node& c = *n.input(0);
+    const NodePtr& x = n.input(2);
+    double k, s;
+    if (!c.is(Op::Le) || c.input(0) != x || !splat_value(*c.input(1), &k) || k != 0)
+        return false;
+    if (x->shape() != n.shape() || !is_float(n.dtype()))
+        return false;
+    const Node& a = *n.input(1);
+    if (splat_value(a, &s))
+        return s == 0;
+    if (!a.is(Op::Mul))
+        return false;
+    for (int i = 0; i < 2; ++i)
+        if (a.input(size_t(i)) == x && splat_value(*a.input(size_t(1 - i)), &s))
+            return s > 0;
+    return false;
+}
+
 void register_binary_grads(OpDef* t) {
     auto set = [&](Op op, GradFn f) { t[int(op)].grad = f; };
     // d(a+b) = 1, 1
@@ -167,9 +197,9 @@ void register_binary_grads(OpDef* t) {
         unbroadcast(n, d, 0, g * x0(n) / out(n));
         unbroadcast(n, d, 1, g * x1(n) / out(n));
     });
-    // where(c, a, b): the gradient goes to the branch that was taken
+    // where(c, a, b): the gradient goes to the branch that was taken (Note [Relu masks])
     set(Op::Where, [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
-        Tensor c = in(n, 0);
+        Tensor c = output_mask(n) ? le(out(n), in(*n.input(0), 1)) : in(n, 0);
         Tensor z = zeros_like(g);
         unbroadcast(n, d, 1, where(c, g, z));
         unbroadcast(n, d, 2, where(c, z, g));

@@ -128,6 +128,32 @@ TEST(ExecPlan, InPlaceUpdatesOnlyWhenNothingCanThrowAfter) {
     EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {true, true})), 0u);
 }
 
+// Note [Accumulating post-op]: SGD momentum's v' = 0.9 v + dW is the weight gradient matmul's
+// sum post-op, written into v's own buffer; w' = w - 0.01 v' is a kernel in place of w after it
+TEST(ExecPlan, MatmulAccumulatesIntoItsVariableInPlace) {
+    Placeholder x({6, 8}, f32, "x");
+    Variable w(random_array(f32, {8, 4}, 3), "w"), v(random_array(f32, {8, 4}, 4), "v");
+    Tensor g = gradients(sum(tanh(matmul(x, w))), {w})[0];
+    Tensor v2 = v * 0.9 + g;
+    detail::Program program;
+    program.inputs = {x.node()};
+    program.variables = {v.node(), w.node()};
+    program.updates = {{0, v2.node()}, {1, (w - 0.01 * v2).node()}};
+    cc::ExecPlan plan = cc::compile(program, cpu::cpu_target());
+    const int vs = plan.slot_of.at(v.node().get()), ws = plan.slot_of.at(w.node().get());
+    bool dot_into_v = false, kernel_into_w = false;
+    for (const auto& st : plan.steps)
+        for (int var : st.inplace_var) {
+            dot_into_v |= st.kind == cc::StepKind::Dot && var == vs;
+            kernel_into_w |= st.kind == cc::StepKind::Kernel && var == ws;
+        }
+    EXPECT_TRUE(dot_into_v) << plan.str();
+    EXPECT_TRUE(kernel_into_w) << plan.str();
+    check_lifetimes(plan);
+    // without in-place updates the matmul still accumulates, into a copy
+    EXPECT_EQ(inplace_count(cc::compile(program, cpu::cpu_target(), {false, false})), 0u);
+}
+
 // Note [Collective overlap]: with each gradient averaged by an all_reduce, every step that
 // reads an average runs after every step that does not, so the last layer's all_reduce is
 // posted before the first layer's gradient is computed (a world of one process: the plan is the

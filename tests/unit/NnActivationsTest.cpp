@@ -1,12 +1,18 @@
 // Tests of the activation functions and modules against host formulas, values and gradients.
 #include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
+
+#include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 using namespace sj;
+using sj::test::on;
 
 namespace {
 struct Case {
@@ -104,6 +110,43 @@ TEST(NnActivations, StableInF32ForLargeInputs) {
             EXPECT_TRUE(std::isfinite(v)) << v;
         for (float v : r[1].to_vector<float>())
             EXPECT_TRUE(std::isfinite(v)) << v;
+    }
+}
+
+// relu and leaky relu at their edges, on both backends: NaN passes through, -inf gives 0 (and
+// -inf * s), the gradient at 0 is PyTorch's (0 for relu, the slope for leaky relu: its
+// relu_backward and leaky_relu_backward test x > 0), and the backward reads the output, not x
+// (Note [Relu masks]), so x is read only by the forward ops
+TEST(NnActivations, ReluEdgesAndOutputMasks) {
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+    const std::vector<double> xs{0.0, -0.0, nan, -inf, inf, 2.5, -2.5, 1e-300};
+    Placeholder x({int64_t(xs.size())}, f64, "x");
+    for (double s : {0.0, 0.1}) {
+        SCOPED_TRACE("slope " + std::to_string(s));
+        Tensor y = s == 0 ? nn::relu(x) : nn::leaky_relu(x, s);
+        Tensor g = gradients(sum(y * 3.0), x);
+        std::vector<const Node*> fwd = topo_order({y.node().get()});
+        for (const Node* n : topo_order({g.node().get()}))
+            for (const NodePtr& i : n->inputs())
+                if (i == x.node())
+                    EXPECT_NE(std::find(fwd.begin(), fwd.end(), n), fwd.end())
+                        << n->describe(1) << " in the backward reads x";
+        for (const char* dev : {"cpu", "reference"}) {
+            SCOPED_TRACE(dev);
+            auto r = function({x}, {y, g}, {}, on(dev))(Array(xs));
+            std::vector<double> yv = r[0].to_vector<double>(), gv = r[1].to_vector<double>();
+            for (size_t i = 0; i < xs.size(); ++i) {
+                double v = xs[i], ry = v > 0 ? v : s * v, rg = v > 0 ? 3.0 : 3.0 * s;
+                if (s == 0 && v == -inf)
+                    ry = 0; // relu(-inf) is 0, not 0 * -inf
+                if (std::isnan(v)) {
+                    EXPECT_TRUE(std::isnan(yv[i])) << "x = NaN gives " << yv[i];
+                } else {
+                    EXPECT_EQ(yv[i], ry) << "x = " << v;
+                    EXPECT_EQ(gv[i], rg) << "x = " << v;
+                }
+            }
+        }
     }
 }
 

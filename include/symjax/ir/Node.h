@@ -99,4 +99,8 @@ std::vector<NodePtr> live_nodes();
 /// Nodes reachable from `roots`, each after all its inputs (iterative: no recursion limit).
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots);
 
+/// The value of n when it is a Constant (or a broadcast of one) holding a single repeated value;
+/// false otherwise (rewrite patterns and gradient rules read it).
+bool splat_value(const Node& n, double* value);
+
 } // namespace sj

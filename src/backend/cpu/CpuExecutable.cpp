@@ -1066,9 +1066,18 @@ private:
         case Group::Kind::Dot: {
             const Node* r = g.roots[0].get();
             const TensorType& t = plan.bound.types[gc.out_slots[0]];
-            Array out = buffer(plan, gc.out_slots[0], t);
-            bool applied = dot_general(env[slot(r->input(0).get())], env[slot(r->input(1).get())],
-                                       r->attr<DotAttrs>(), out, g.epilogue, post_operands(g, env));
+            const Array &lhs = env[slot(r->input(0).get())], &rhs = env[slot(r->input(1).get())];
+            const auto& dims = r->attr<DotAttrs>();
+            const int acc = accumulated_slot(g);
+            Array out;
+            bool applied = false;
+            if (acc >= 0 && !dot_can_accumulate(lhs, rhs, dims, env[size_t(acc)])) {
+                out = buffer(plan, gc.out_slots[0], t); // the plain product, then the epilogue
+                dot_general(lhs, rhs, dims, out);
+            } else {
+                out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                applied = dot_general(lhs, rhs, dims, out, g.epilogue, post_operands(g, env));
+            }
             if (!applied)
                 out = epilogue_reference(g, out, plan, env, counter);
             env[gc.out_slots[0]] = std::move(out);
@@ -1180,6 +1189,47 @@ private:
         dist::detail::finish(*p.request);
         stats_.collective_wait_ms +=
             ms_since(t0);
+    }
+
+    /// The slot of the value a call's accumulating post-op adds to (Note [Accumulating
+    /// post-op]), -1 if it has none.
+    int accumulated_slot(const Group& g) const {
+        for (const auto& p : g.epilogue)
+            if (p.kind == compiler::PostOp::Kind::Sum)
+                return slot(p.operand.get());
+        return -1;
+    }
+
+    /// The output buffer of a call with an accumulating post-op, holding the value it adds to:
+    /// the variable's own buffer (in place), the value's buffer when it dies here and nobody
+    /// else holds it, else a copy (Note [Accumulating post-op]).
+    Array accumulator(const compiler::Step& gc, int acc, const CallPlan& plan,
+                      std::vector<Array>& env) {
+        const int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[0];
+        if (var >= 0 && exclusively_ours(plan, env, var)) {
+            SJ_ASSERT(var == acc) << "in-place accumulation into another variable";
+            return env[size_t(var)];
+        }
+        const Array& d = env[size_t(acc)];
+        const bool dies =
+            std::find(gc.free_after.begin(), gc.free_after.end(), acc) != gc.free_after.end();
+        if (dies && sole_handle(plan, d) && !dest_of(gc.out_slots[0]))
+            return d;
+        Array out = buffer(plan, gc.out_slots[0], plan.bound.types[gc.out_slots[0]]);
+        SJ_ASSERT(out.nbytes() == d.nbytes()) << "accumulating post-op: " << out.nbytes()
+                                              << " bytes of output, " << d.nbytes() << " added";
+        std::memcpy(out.raw(), d.raw(), size_t(d.nbytes()));
+        return out;
+    }
+
+    /// True when no one but this call's own slots holds a's buffer (pools aside).
+    static bool sole_handle(const CallPlan& plan, const Array& a) {
+        long holders = a.use_count();
+        for (const auto* pool : {&plan.pool, &plan.pool2})
+            for (const auto& p : *pool)
+                if (p.shares_buffer(a))
+                    --holders;
+        return holders == 1;
     }
 
     /// The operands of a library call's post-ops (null for those without one).

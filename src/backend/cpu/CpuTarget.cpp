@@ -56,6 +56,7 @@ public:
                 n.input(1)->shape().size() - d.rhs_batch.size() - d.rhs_contract.size();
             if (rhs_free == 1)
                 r.channel_dims = {rank - 1};
+            r.sum = true;
         }
         return r;
     }

@@ -78,6 +78,9 @@ void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp
             ops.append_eltwise(1.f, dnnl::algorithm::eltwise_linear, float(p.alpha),
                                float(p.beta));
             break;
+        case K::Sum:
+            ops.append_sum(float(p.alpha));
+            break; // Note [Accumulating post-op]
         }
     }
     attr.set_post_ops(ops);

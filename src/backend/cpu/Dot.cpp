@@ -22,7 +22,10 @@
 // gradients] in Conv.cpp does for convolutions). Larger results are split by oneDNN over their
 // rows and columns, never over K (measured: 512x512 and larger weight gradients gave the same
 // bits with 1 and 2 threads at every batch tried), and keep the one call. A call with an epilogue
-// is never cut (the post-ops apply to the sum). DeterminismTest checks batches of 2048 and 8192.
+// is cut too, and the caller applies the epilogue to the sum (its reference kernels): a dense
+// layer of 2048 inputs at batch 64 folds its bias into the matmul, and its logits differed
+// between 1 and 2 threads while such calls were not cut. DeterminismTest checks batches of 2048
+// and 8192, and that network.
 #include "Dot.h"
 
 #include <symjax/ir/Node.h>
@@ -227,6 +230,20 @@ double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
     return 2.0 * double(numel(out)) * double(prod(lhs, d.lhs_contract));
 }
 
+/// Whether the f32 call runs as fixed pieces of K (Note [Long contractions]), which apply no
+/// epilogue.
+bool in_pieces(int64_t B, int64_t M, int64_t N, int64_t K) {
+    return K > kChunkK && B * M * N <= kSmallResult;
+}
+
+bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& d, const Array& out) {
+    auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
+    auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
+    int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
+    int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
+    return out.dtype() == DType::F32 && out.size() > 0 && K > 0 && !in_pieces(B, M, N, K);
+}
+
 bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out,
                  const std::vector<compiler::PostOp>& epilogue,
                  const std::vector<const Array*>& post_operands) {
@@ -234,6 +251,11 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
     int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
     int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
+    const bool sum = std::any_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& p) {
+        return p.kind == compiler::PostOp::Kind::Sum;
+    });
+    SJ_ASSERT(!sum || dot_can_accumulate(lhs, rhs, d, out))
+        << "dot_general: an accumulating post-op on a call that cannot apply it";
     if (out.size() == 0) return epilogue.empty();
     if (K == 0) {
         std::memset(out.raw(), 0, size_t(out.nbytes()));
@@ -264,10 +286,10 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     }
     if (out.dtype() == DType::F32) {
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
-        if (epilogue.empty() && K > kChunkK && B * M * N <= kSmallResult) {
+        if (in_pieces(B, M, N, K)) { // the caller applies the epilogue: one split for all
             gemm_f32_pieces({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
                             static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()));
-            return true;
+            return epilogue.empty();
         }
         gemm_f32({B, M, N, K, ta, tb, post_ops_key(epilogue)}, static_cast<const float*>(A.raw()),
                  static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,

@@ -20,6 +20,11 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array
                  const std::vector<compiler::PostOp>& epilogue = {},
                  const std::vector<const Array*>& post_operands = {});
 
+/// Whether an f32 call computing `out` applies an accumulating post-op (Note [Accumulating
+/// post-op] in src/compiler/Fusion.cpp): not when it has nothing to contract, or sums a long
+/// contraction in fixed pieces (Note [Long contractions]).
+bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& dims, const Array& out);
+
 /// Estimated floating-point operations of the call (2 M N K per batch).
 double dot_flops(const Shape& lhs, const DotAttrs& dims, const Shape& out);
 
