@@ -107,9 +107,9 @@ std::string PostOp::str() const {
 //   - a copy of d.
 // A call that cannot apply its epilogue (a long contraction summed in fixed pieces, Note [Long
 // contractions]; nothing to contract) computes the plain product into a fresh buffer and the
-// epilogue's reference kernels run on it, d read from its own buffer. Only matmuls take it: a
-// convolution's result may be computed in a blocked temporary and reordered after the call,
-// where d would first have to be reordered in.
+// epilogue's reference kernels run on it, d read from its own buffer. A convolution takes it
+// too (a residual block's shortcut in inference, where batch norm folds into the call); when
+// oneDNN computes its result in a temporary of another layout, d is reordered into it first.
 
 // Note [Compile scaling]
 // fuse() must stay near-linear in graph size: unrolled recurrences, GELU chains and deep

@@ -1185,6 +1185,29 @@ TEST(Epilogue, SumPostOpAccumulatesIntoItsOperand) {
                                random_array(f32, {4, 8}, 108)});
 }
 
+// residual blocks in eval mode: relu(conv(y) + h) with h a blocked convolution's result takes
+// the add as a sum post-op (blocked h dies there and lends its buffer; the plain h returned is
+// its unblocked copy); relu(bn(conv(h)) + x) with x the plain input adds after the unblock,
+// in a kernel (x is not in the call's layout)
+TEST(Epilogue, ConvResidualIsASumPostOp) {
+    Placeholder x({2, 16, 8, 8}, f32, "x");
+    Placeholder w1({16, 16, 3, 3}, f32, "w1"), w2({16, 16, 3, 3}, f32, "w2");
+    Placeholder m({16}, f32, "m"), v({16}, f32, "v"), ga({16}, f32, "ga"), be({16}, f32, "be");
+    Tensor h = nn::relu(bn_eval(conv2d(x, w1, {}, "SAME"), m, v, ga, be, 16));
+    Tensor y = nn::relu(bn_eval(conv2d(h, w2, {}, "SAME"), m, v, ga, be, 16) + x);
+    Tensor z = nn::relu(conv2d(y, w1, {}, "SAME") + h);
+    cc::Compiled c = compile({y, z, h});
+    int sums = 0;
+    for (const auto& g : c.plan.groups)
+        sums += post_ops(g) == "sum(1) relu";
+    EXPECT_EQ(sums, 1) << c.plan.str();
+    expect_cpu_near_reference(
+        {x, w1, w2, m, v, ga, be}, {y, z, h},
+        {random_array(f32, {2, 16, 8, 8}, 120), random_array(f32, {16, 16, 3, 3}, 121),
+         random_array(f32, {16, 16, 3, 3}, 122), random_array(f32, {16}, 123), positive({16}, 124),
+         random_array(f32, {16}, 125), random_array(f32, {16}, 126)});
+}
+
 // the epilogue's ops leave the kernel list: two conv-BN-relu blocks keep one kernel (the
 // per-channel rsqrt of both, merged), where each block's epilogue was a kernel of its own over
 // the whole image; no kernel reads an intermediate value of an epilogue

@@ -133,6 +133,9 @@ struct WindowArg {
     int operand; // index of the op's input, or -1 for the output
     memory::desc user, prim;
     dnnl::reorder reorder; // user -> prim (inputs) or prim -> user (the output); empty if equal
+    // the output of a call with a sum post-op: user -> prim, the value it adds to (Note
+    // [Accumulating post-op] in src/compiler/Fusion.cpp)
+    dnnl::reorder reorder_in;
 };
 
 struct WindowPrimitive {
@@ -163,14 +166,22 @@ dnnl::primitive_attr user_scratchpad() {
 }
 
 void add_arg(WindowPrimitive& p, int id, int operand, const memory::desc& user,
-             const memory::desc& prim) {
-    WindowArg a{id, operand, user, prim, {}};
+             const memory::desc& prim, bool accumulates = false) {
+    WindowArg a{id, operand, user, prim, {}, {}};
     if (!(user == prim)) {
         const auto& e = dnnl_engine();
         a.reorder = operand >= 0 ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim))
                                  : dnnl::reorder(dnnl::reorder::primitive_desc(e, prim, e, user));
+        if (operand < 0 && accumulates)
+            a.reorder_in = dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim));
     }
     p.args.push_back(std::move(a));
+}
+
+bool has_sum(const std::vector<compiler::PostOp>& epilogue) {
+    return std::any_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& q) {
+        return q.kind == compiler::PostOp::Kind::Sum;
+    });
 }
 
 /// The layouts a convolution primitive is asked for (Note [Conv layouts]).
@@ -337,7 +348,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
-        add_arg(*p, DNNL_ARG_DST, -1, d.dst_user, pd.dst_desc());
+        add_arg(*p, DNNL_ARG_DST, -1, d.dst_user, pd.dst_desc(), has_sum(epilogue));
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
         break;
@@ -707,6 +718,8 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         } else {
             out_user = user;
             results.emplace_back(&a, tmp);
+            if (a.reorder_in)
+                dnnl::reorder(a.reorder_in).execute(s, user, tmp); // the sum's
         }
         args[a.id] = tmp;
     }

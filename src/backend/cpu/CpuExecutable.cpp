@@ -1097,7 +1097,9 @@ private:
                 return;
             }
             const TensorType& t = plan.bound.types[gc.out_slots[0]];
-            Array out = buffer(plan, gc.out_slots[0], t);
+            const int acc = accumulated_slot(g);
+            Array out =
+                acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
             std::vector<const Array*> ins;
             for (size_t i = 0; i < r->num_inputs(); ++i) {
                 auto it = plan_.slot_of.find(r->input(i).get());

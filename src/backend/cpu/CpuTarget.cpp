@@ -48,6 +48,7 @@ public:
         size_t rank = n.shape().size();
         if (n.is(Op::Conv)) {
             r.channel_dims = {1};
+            r.sum = true;
             if (detail::blocked_mask(n) & detail::kBlockedResult)
                 r.channel_dims.push_back(rank - 1);
         } else if (n.is(Op::DotGeneral) && rank >= 1) {
