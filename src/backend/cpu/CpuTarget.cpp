@@ -13,7 +13,12 @@ namespace sj::cpu {
 bool blocked_layout() {
     static bool on = [] {
         const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
-        return !(e && std::string(e) == "0");
+        if (e && *e)
+            return std::string(e) != "0";
+        // 16-channel blocks are AVX-512's 16 f32 lanes: without it oneDNN has no direct
+        // convolution for them (its AVX2 kernels block by 8) and runs im2col GEMMs and reference
+        // pools on them, slower than on plain layouts (docs/performance.md, "Without AVX-512")
+        return __builtin_cpu_supports("avx512f") != 0;
     }();
     return on;
 }
