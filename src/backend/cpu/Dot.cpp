@@ -230,31 +230,37 @@ double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
     return 2.0 * double(numel(out)) * double(prod(lhs, d.lhs_contract));
 }
 
-/// Whether the f32 call runs as fixed pieces of K (Note [Long contractions]), which apply no
-/// epilogue.
-bool in_pieces(int64_t B, int64_t M, int64_t N, int64_t K) {
-    return K > kChunkK && B * M * N <= kSmallResult;
-}
+/// A call's GEMM sizes: batch, rows, columns, contraction.
+struct GemmDims {
+    int64_t B, M, N, K;
+    std::vector<int64_t> lf, rf; // the free dims of lhs and rhs
+    GemmDims(const Shape& lhs, const Shape& rhs, const DotAttrs& d)
+        : lf(free_dims(lhs.size(), d.lhs_batch, d.lhs_contract)),
+          rf(free_dims(rhs.size(), d.rhs_batch, d.rhs_contract)) {
+        B = prod(lhs, d.lhs_batch), M = prod(lhs, lf), N = prod(rhs, rf), K = prod(lhs, d.lhs_contract);
+    }
+    /// Whether the f32 call runs as fixed pieces of K (Note [Long contractions]), which apply
+    /// no epilogue.
+    bool in_pieces() const { return K > kChunkK && B * M * N <= kSmallResult; }
+    /// Whether an f32 call computing `out` applies an accumulating post-op.
+    bool can_accumulate(const Array& out) const {
+        return out.dtype() == DType::F32 && out.size() > 0 && K > 0 && !in_pieces();
+    }
+};
 
 bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& d, const Array& out) {
-    auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
-    auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
-    int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
-    int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
-    return out.dtype() == DType::F32 && out.size() > 0 && K > 0 && !in_pieces(B, M, N, K);
+    return GemmDims(lhs.shape(), rhs.shape(), d).can_accumulate(out);
 }
 
 bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out,
                  const std::vector<compiler::PostOp>& epilogue,
                  const std::vector<const Array*>& post_operands) {
-    auto lf = free_dims(lhs.shape().size(), d.lhs_batch, d.lhs_contract);
-    auto rf = free_dims(rhs.shape().size(), d.rhs_batch, d.rhs_contract);
-    int64_t B = prod(lhs.shape(), d.lhs_batch), M = prod(lhs.shape(), lf);
-    int64_t N = prod(rhs.shape(), rf), K = prod(lhs.shape(), d.lhs_contract);
-    const bool sum = std::any_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& p) {
-        return p.kind == compiler::PostOp::Kind::Sum;
-    });
-    SJ_ASSERT(!sum || dot_can_accumulate(lhs, rhs, d, out))
+    const GemmDims g(lhs.shape(), rhs.shape(), d);
+    const auto& [B, M, N, K, lf, rf] = g;
+    SJ_ASSERT(g.can_accumulate(out) ||
+              std::none_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& p) {
+                  return p.kind == compiler::PostOp::Kind::Sum;
+              }))
         << "dot_general: an accumulating post-op on a call that cannot apply it";
     if (out.size() == 0) return epilogue.empty();
     if (K == 0) {
@@ -286,7 +292,7 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     }
     if (out.dtype() == DType::F32) {
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
-        if (in_pieces(B, M, N, K)) { // the caller applies the epilogue: one split for all
+        if (g.in_pieces()) { // the caller applies the epilogue: one split for all
             gemm_f32_pieces({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
                             static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()));
             return epilogue.empty();
