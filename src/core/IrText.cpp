@@ -3,6 +3,7 @@
 
 #include "AttrFields.h"
 
+#include "../ops/ChannelBlocking.h"
 #include "../ops/OpDef.h"
 #include "../ops/OpSignature.h"
 
@@ -1077,9 +1078,15 @@ private:
             Token at = tok_;
             advance();
             layout = int_value("a layout mask");
-            if (!has_trait(op, kWindow) || layout <= 0 || layout >= 16)
-                fail(at, "a layout mask is 1..15, on a window op (conv, pool and their backward "
-                         "ops); " +
+            // bits 0..3: the blocked operands; bits 8..15: the block width when it is not 16
+            const int64_t width = layout >> detail::kBlockShift;
+            const bool valid =
+                layout > 0 && (layout & 0xf0) == 0 &&
+                (width == 0 || (width != detail::kChannelBlock && detail::valid_block(width)));
+            if (!has_trait(op, kWindow) || !valid)
+                fail(at, "a layout mask is 1..15 (the blocked operands), plus 2048 for 8-channel "
+                         "blocks, on a window op (conv, pool, their backward ops, "
+                         "block_channels); " +
                              name + " layout " + std::to_string(layout));
         }
         if (params_ && op == Op::Variable)

@@ -9,38 +9,63 @@
 namespace sj::detail {
 
 // Note [Channel-blocked layout]
-// oneDNN's fast convolutions on AVX-512 read and write activations as nC(d)hw16c: the channels
-// split into blocks of 16, each block stored as [N, spatial..., 16]. In the graph that buffer is
-// the row-major tensor [N, C / 16, spatial..., 16]: block_channels makes it from [N, C,
-// spatial...], unblock_channels undoes it. Conv and pool ops take and give operands in either
-// layout (the node's layout mask, Note [Target layouts] in src/core/Node.cpp), and elementwise ops
-// and reductions work on the blocked tensor as on any other: a per-channel vector [C] is the [C /
-// 16, 16] tensor broadcast along the other dims. So the cpu backend's layout pass
-// (src/compiler/Layout.cpp) blocks every window op whose channels fill whole blocks, then moves the
-// unblocking past the elementwise ops and reductions that follow, until a block meets an unblock
-// and both vanish: the reorders are left at the chain's boundaries (the network's input, a flatten,
-// a function output). The user's graph never holds these ops; the reference backend never sees
-// them.
+// oneDNN's fast convolutions read and write activations as nC(d)hw<B>c: the channels split into
+// blocks of B, each block stored as [N, spatial..., B], B the f32 lanes of the ISA's vectors (16
+// with AVX-512, 8 with AVX2: its kernels take no other width and fall back to im2col GEMMs and
+// reference pools on the other). In the graph that buffer is the row-major tensor [N, C / B,
+// spatial..., B]: block_channels makes it from [N, C, spatial...], unblock_channels undoes it.
+// Conv and pool ops take and give operands in either layout (the node's layout mask, Note
+// [Target layouts] in src/core/Node.cpp), and elementwise ops and reductions work on the blocked
+// tensor as on any other: a per-channel vector [C] is the [C / B, B] tensor broadcast along the
+// other dims. So the cpu backend's layout pass (src/backend/cpu/LayoutPass.cpp) blocks every
+// window op whose channels fill whole blocks, then moves the unblocking past the elementwise ops
+// and reductions that follow, until a block meets an unblock and both vanish: the reorders are
+// left at the chain's boundaries (the network's input, a flatten, a function output). The user's
+// graph never holds these ops; the reference backend never sees them.
+//
+// B is the blocked tensor's last dim. Where no operand gives it (block_channels, a window op
+// whose result alone is blocked), the layout mask does: bits kBlockShift.. hold B, and 0 there
+// means kChannelBlock, so a mask made before B could vary reads as it did.
 inline constexpr int64_t kChannelBlock = 16;
 /// Bit of a window node's layout mask for the result (bits 0..2: the inputs).
 inline constexpr int64_t kBlockedResult = 1 << 3;
+/// The layout mask's block width field: bits 8..15.
+inline constexpr int kBlockShift = 8;
 
-/// [N, C, s...] -> [N, C / 16, s..., 16] (C a known multiple of 16; -1 dims stay -1).
-inline Shape blocked_shape(const Shape& s) {
+/// The block widths a layout may use: the f32 lanes of AVX-512 (16) and AVX2/SSE (8) vectors.
+inline bool valid_block(int64_t b) {
+    return b == 8 || b == 16;
+}
+/// The block width a layout mask names.
+inline int64_t block_width(int64_t mask) {
+    int64_t b = (mask >> kBlockShift) & 0xff;
+    return b ? b : kChannelBlock;
+}
+/// The mask bits that name block width b (none for the default width).
+inline int64_t block_bits(int64_t b) {
+    return b == kChannelBlock ? 0 : b << kBlockShift;
+}
+
+/// [N, C, s...] -> [N, C / B, s..., B] (C a known multiple of B; -1 dims stay -1).
+inline Shape blocked_shape(const Shape& s, int64_t block) {
     Shape b = s;
-    b[1] = s[1] / kChannelBlock;
-    b.push_back(kChannelBlock);
+    b[1] = s[1] / block;
+    b.push_back(block);
     return b;
 }
-/// [N, C / 16, s..., 16] -> [N, C, s...].
+/// [N, C / B, s..., B] -> [N, C, s...].
 inline Shape unblocked_shape(const Shape& b) {
     Shape s(b.begin(), b.end() - 1);
     s[1] = b[1] < 0 ? -1 : b[1] * b.back();
     return s;
 }
-/// True when a [N, C, s...] tensor can be blocked: rank >= 3 and C a known multiple of 16.
-inline bool blockable(const Shape& s) {
-    return s.size() >= 3 && s[1] > 0 && s[1] % kChannelBlock == 0;
+/// True when a [N, C, s...] tensor can be blocked by B: rank >= 3 and C a known multiple of B.
+inline bool blockable(const Shape& s, int64_t block) {
+    return s.size() >= 3 && s[1] > 0 && s[1] % block == 0;
+}
+/// True when s can be a blocked tensor: rank >= 4 and a valid block width last.
+inline bool blocked_form(const Shape& s) {
+    return s.size() >= 4 && valid_block(s.back());
 }
 
 /// Which operands of a window op are blocked (bit i: input i; kBlockedResult: the result): the

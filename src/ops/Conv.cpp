@@ -341,15 +341,15 @@ TensorType infer_avg_pool_backward(const InferCtx& c) {
 template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
     const int64_t mask = c.layout;
     if (mask == 0) return Logical(c);
+    const int64_t block = block_width(mask);
     std::vector<TensorType> in = c.in;
     for (size_t i = 0; i < in.size(); ++i) {
         if (!(mask & (int64_t(1) << i))) continue;
         const Shape& s = in[i].shape;
-        if (s.size() < 4 || s.back() != kChannelBlock) {
+        if (s.size() < 4 || s.back() != block) {
             std::ostringstream os;
-            os << c.where() << ": " << c.name(i) << " must be channel-blocked [N, C / "
-               << kChannelBlock << ", spatial..., " << kChannelBlock << "], got shape "
-               << shape_str(s);
+            os << c.where() << ": " << c.name(i) << " must be channel-blocked [N, C / " << block
+               << ", spatial..., " << block << "], got shape " << shape_str(s);
             shape_fail(c, os.str());
         }
         in[i].shape = unblocked_shape(s);
@@ -357,33 +357,36 @@ template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
     InferCtx logical{c.op, c.attrs, in, c.nodes, c.at_runtime};
     TensorType t = Logical(logical);
     if (mask & kBlockedResult) {
-        SJ_CHECK(blockable(t.shape), ShapeError)
-            << c.where() << ": a blocked result needs a multiple of " << kChannelBlock
+        SJ_CHECK(blockable(t.shape, block), ShapeError)
+            << c.where() << ": a blocked result needs a multiple of " << block
             << " channels, got shape " << shape_str(t.shape);
-        t.shape = blocked_shape(t.shape);
+        t.shape = blocked_shape(t.shape, block);
     }
     return t;
 }
 
-// block_channels(x [N, C, spatial...]) -> [N, C / 16, spatial..., 16]
+// block_channels(x [N, C, spatial...]) -> [N, C / B, spatial..., B], B from the layout mask
 TensorType infer_block_channels(const InferCtx& c) {
     const Shape& s = c.in[0].shape;
-    if (!blockable(s)) {
+    const int64_t block = block_width(c.layout);
+    SJ_CHECK(valid_block(block), ShapeError)
+        << c.where() << ": a channel block of " << block << " (8 or 16 are the widths)";
+    if (!blockable(s, block)) {
         std::ostringstream os;
         os << c.where() << ": " << c.name(0) << " must be [N, C, spatial...] with C a known "
-           << "multiple of " << kChannelBlock << ", got shape " << shape_str(s);
+           << "multiple of " << block << ", got shape " << shape_str(s);
         shape_fail(c, os.str());
     }
-    return {c.in[0].dtype, blocked_shape(s)};
+    return {c.in[0].dtype, blocked_shape(s, block)};
 }
 
-// unblock_channels(b [N, C / 16, spatial..., 16]) -> [N, C, spatial...]
+// unblock_channels(b [N, C / B, spatial..., B]) -> [N, C, spatial...]
 TensorType infer_unblock_channels(const InferCtx& c) {
     const Shape& s = c.in[0].shape;
-    if (s.size() < 4 || s.back() != kChannelBlock) {
+    if (!blocked_form(s)) {
         std::ostringstream os;
-        os << c.where() << ": " << c.name(0) << " must be [N, C / " << kChannelBlock
-           << ", spatial..., " << kChannelBlock << "], got shape " << shape_str(s);
+        os << c.where() << ": " << c.name(0) << " must be [N, C / B, spatial..., B] with B = 8 "
+           << "or 16, got shape " << shape_str(s);
         shape_fail(c, os.str());
     }
     return {c.in[0].dtype, unblocked_shape(s)};
@@ -446,8 +449,8 @@ void register_grads(OpDef* t) {
     t[int(Op::BlockChannels)].grad = [](const Node&, const Tensor& g, std::vector<Tensor>& d) {
         d[0] = make(Op::UnblockChannels, {g});
     };
-    t[int(Op::UnblockChannels)].grad = [](const Node&, const Tensor& g, std::vector<Tensor>& d) {
-        d[0] = make(Op::BlockChannels, {g});
+    t[int(Op::UnblockChannels)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
+        d[0] = block_channels(g, n.input(0)->shape().back());
     };
     // conv is bilinear: dx = conv_backward_data(g, w), dw = conv_backward_filter(x, g)
     t[int(Op::Conv)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
@@ -883,9 +886,12 @@ Tensor avg_pool2d(const Tensor& x, const Axes& window, const Axes& strides, cons
                      4);
 }
 
-Tensor block_channels(const Tensor& x) {
+Tensor block_channels(const Tensor& x, int64_t block) {
     SJ_CHECK(x.defined(), Error) << "block_channels: undefined Tensor";
-    return make(Op::BlockChannels, {x});
+    SJ_CHECK(detail::valid_block(block), Error)
+        << "block_channels: a block of " << block << " channels (8 or 16 are the widths)";
+    return Tensor(
+        Node::make_laid_out(Op::BlockChannels, NoAttrs{}, {x.node()}, detail::block_bits(block)));
 }
 Tensor unblock_channels(const Tensor& b) {
     SJ_CHECK(b.defined(), Error) << "unblock_channels: undefined Tensor";

@@ -783,6 +783,13 @@ std::vector<OpRow> make_table() {
     window("unblock_channels", "unblock_channels", [](Xs x) { return unblock_channels(x[0]); },
            {static_only(shapes({{1, 1, 2, 1, 16}})), static_only(shapes({{2, 2, 3, 16}})),
             static_only(shapes({{1, 1, 2, 1, 2, 16}})), static_only(shapes({{0, 1, 2, 2, 16}}))});
+    // AVX2's 8-channel blocks (the width is the block_channels node's layout mask)
+    window("block_channels8", "block_channels", [](Xs x) { return block_channels(x[0], 8); },
+           {static_only(shapes({{1, 16, 2, 1}})), static_only(shapes({{2, 24, 3}})),
+            static_only(shapes({{1, 8, 2, 1, 2}})), static_only(shapes({{0, 16, 2, 2}}))});
+    window("unblock_channels8", "unblock_channels", [](Xs x) { return unblock_channels(x[0]); },
+           {static_only(shapes({{1, 2, 2, 1, 8}})), static_only(shapes({{2, 3, 3, 8}})),
+            static_only(shapes({{1, 1, 2, 1, 2, 8}})), static_only(shapes({{0, 2, 2, 2, 8}}))});
 
     // ---- random: the input only gives the shape ----------------------------------------------
     t.push_back({.name = "philox_bits",

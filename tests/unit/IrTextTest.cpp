@@ -407,11 +407,17 @@ TEST(IrText, ErrorsSayWhereAndWhat) {
     // a target layout (Note [Target layouts]) on an op that has none, or out of range
     EXPECT_CONTAINS(
         parse_error("%0 = placeholder \"x\" : f32[2]\n%1 = neg(%0) layout 1 : f32[2]\n"),
-        "line 2:14: a layout mask is 1..15, on a window op");
+        "line 2:14: a layout mask is 1..15 (the blocked operands), plus 2048 for 8-channel blocks");
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 16, 4, 4]\n"
                                 "%1 = pool(%0) {window=[2, 2], strides=[2, 2], pad_lo=[0, 0], "
                                 "pad_hi=[0, 0]} layout 16 : f32[2, 16, 2, 2]\n"),
                     "pool layout 16");
+    // widths: 8 (2048) is the only one spelled out; 16 is the default (no width bits)
+    for (const char* mask : {"4096", "1025", "2064"})
+        EXPECT_CONTAINS(parse_error(std::string("%0 = placeholder \"x\" : f32[2, 16, 4, 4]\n"
+                                                "%1 = block_channels(%0) layout ") +
+                                    mask + " : f32[2, 2, 4, 4, 8]\n"),
+                        std::string("block_channels layout ") + mask);
     // a blocked operand must have the blocked shape: the op's rule checks it
     EXPECT_CONTAINS(parse_error("%0 = placeholder \"x\" : f32[2, 16, 4, 4]\n"
                                 "%1 = pool(%0) {window=[2, 2], strides=[2, 2], pad_lo=[0, 0], "

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <symjax/ir/ControlFlow.h>
+#include <symjax/ir/Layout.h>
 #include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
@@ -826,6 +827,17 @@ void expect_cpu_near_reference(const std::vector<Tensor>& ins, const std::vector
     }
 }
 
+/// The layout pass in AVX2's 8-channel blocks (the suite's runs use 16: tests/CMakeLists.txt).
+std::vector<NodePtr> layout8(const std::vector<NodePtr>& roots, cc::RewriteStats* stats) {
+    return cpu::layout(roots, 8, stats);
+}
+/// Functions compiled while it lives use channel blocks of the width given.
+struct ChannelBlocks {
+    int64_t saved;
+    explicit ChannelBlocks(int64_t block) : saved(cpu::set_channel_block(block)) {}
+    ~ChannelBlocks() { cpu::set_channel_block(saved); }
+};
+
 int64_t mask_of(const std::vector<Tensor>& outs, Op op) {
     std::vector<const Node*> rs;
     for (const auto& t : outs) rs.push_back(t.node().get());
@@ -921,10 +933,66 @@ TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
     EXPECT_TRUE(s.stats.hits.empty());
 }
 
+// AVX2's width: the chain of ConvChainStaysBlocked in 8-channel blocks, the width in the conv's
+// layout mask; a layer of 8 channels, plain in 16-channel blocks, is blocked too
+TEST(Layout, EightChannelBlocks) {
+    Placeholder x({2, 3, 6, 6}, f32, "x");
+    Placeholder w1({16, 3, 3, 3}, f32, "w1");
+    Placeholder w2({24, 16, 3, 3}, f32, "w2");
+    Placeholder s({16}, f32, "s");
+    Tensor h = nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5);
+    Tensor y = max_pool2d(conv2d(h, w2, {}, "SAME"), {2, 2});
+    Rewritten r = run(layout8, {y});
+    EXPECT_EQ(count(r.outs, Op::BlockChannels), 0) << to_text(r.outs);
+    EXPECT_EQ(count(r.outs, Op::UnblockChannels), 1) << to_text(r.outs);
+    EXPECT_EQ(r[0].node()->op(), Op::UnblockChannels);
+    EXPECT_EQ(r[0].node()->input(0)->shape(), (Shape{2, 3, 3, 3, 8})) << to_text(r.outs);
+    EXPECT_EQ(mask_of(r.outs, Op::Conv), detail::kBlockedResult | detail::block_bits(8));
+    EXPECT_EQ(mask_of(r.outs, Op::Pool), 1 | detail::kBlockedResult | detail::block_bits(8));
+    std::vector<Array> args = {random_array(f32, {2, 3, 6, 6}, 41),
+                               random_array(f32, {16, 3, 3, 3}, 42),
+                               random_array(f32, {24, 16, 3, 3}, 43), random_array(f32, {16}, 44)};
+    expect_same_value({x, w1, w2, s}, {y}, r.outs, args);
+    {
+        ChannelBlocks eight(8);
+        expect_cpu_near_reference({x, w1, w2, s}, {y}, args);
+    }
+
+    Placeholder x8({2, 8, 4, 4}, f32, "x8");
+    Placeholder w8({8, 8, 3, 3}, f32, "w8");
+    Tensor small = nn::relu(conv2d(x8, w8));
+    Rewritten b = run(layout8, {small});
+    EXPECT_EQ(count(b.outs, Op::BlockChannels), 1) << to_text(b.outs);
+    EXPECT_EQ(b[0].node()->op(), Op::UnblockChannels) << to_text(b.outs);
+    expect_same_value({x8, w8}, {small}, b.outs,
+                      {random_array(f32, {2, 8, 4, 4}, 45), random_array(f32, {8, 8, 3, 3}, 46)});
+}
+
+// blocked tensors of two widths never meet in one op (the pass sinks an unblock only past
+// operands of its own width), and a width other than 8 or 16 is refused
+TEST(Layout, BlockWidthsDoNotMix) {
+    Placeholder a({2, 2, 4, 4, 8}, f32, "a");
+    Placeholder b({2, 1, 4, 4, 16}, f32, "b");
+    Tensor y = unblock_channels(a) + unblock_channels(b);
+    for (PassFn pass : {layout8, static_cast<PassFn>(cpu::layout)}) {
+        Rewritten r = run(pass, {y});
+        EXPECT_EQ(r[0].node()->op(), Op::Add) << to_text(r.outs);
+        EXPECT_EQ(count(r.outs, Op::UnblockChannels), 2) << to_text(r.outs);
+        expect_same_value(
+            {a, b}, {y}, r.outs,
+            {random_array(f32, {2, 2, 4, 4, 8}, 47), random_array(f32, {2, 1, 4, 4, 16}, 48)});
+    }
+    Placeholder x({2, 16, 4, 4}, f32, "x");
+    EXPECT_THROW(block_channels(x, 4), Error);
+    Placeholder c({2, 4, 4, 4, 4}, f32, "c");
+    EXPECT_THROW(unblock_channels(c), ShapeError);
+}
+
+namespace {
 // a whole training step (conv-BN-ReLU-pool, a residual block, global average pool, dense; loss
 // and every gradient) on the cpu backend with the layout pass against the reference
 // interpreter on the user's graph
-TEST(Layout, CnnTrainStepMatchesReference) {
+void cnn_train_step_matches_reference(int64_t block) {
     Scope scope("layout_cnn");
     nn::Sequential net;
     const nn::ConvOptions same{.padding = "SAME", .bias = false};
@@ -944,14 +1012,29 @@ TEST(Layout, CnnTrainStepMatchesReference) {
     for (const auto& g : c.plan.groups)
         for (const auto& root : g.roots)
             reorders += root->is(Op::BlockChannels) || root->is(Op::UnblockChannels);
-    // the global pool's [N, C] result is the blocked [N, C / 16, 16] reshaped, and its gradient
+    // the global pool's [N, C] result is the blocked [N, C / B, B] reshaped, and its gradient
     // spreads back over the blocked tensor: no reorder anywhere (the input has 3 channels)
     EXPECT_EQ(reorders, 0) << c.plan.str();
+    int widths = 0;
+    for (const Node* n : topo_order({c.roots[0].get()}))
+        widths += n->is(Op::Conv) && detail::block_width(detail::blocked_mask(*n)) == block;
+    EXPECT_GE(widths, 1) << "block " << block << "\n" << c.plan.str();
 
     Array xv = random_array(f32, {4, 3, 12, 12}, 12);
     Array yv(i32, {4});
     for (int i = 0; i < 4; ++i) yv.data<int32_t>()[i] = (i * 7) % 10;
     expect_cpu_near_reference({x, y}, outs, {xv, yv});
+}
+} // namespace
+
+TEST(Layout, CnnTrainStepMatchesReference) {
+    ChannelBlocks sixteen(16);
+    cnn_train_step_matches_reference(16);
+}
+
+TEST(Layout, CnnTrainStepMatchesReferenceInEightChannelBlocks) {
+    ChannelBlocks eight(8);
+    cnn_train_step_matches_reference(8);
 }
 
 // ---- epilogue fusion (oneDNN post-ops; Note [Epilogue fusion] in src/compiler/Fusion.cpp) ----

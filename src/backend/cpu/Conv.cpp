@@ -5,6 +5,7 @@
 
 #include "../../core/Debug.h"
 #include "../../ops/ChannelBlocking.h"
+#include "CpuTarget.h"
 #include "Dnnl.h"
 #include "ThreadPool.h"
 
@@ -187,22 +188,32 @@ bool has_sum(const std::vector<compiler::PostOp>& epilogue) {
 /// The layouts a convolution primitive is asked for (Note [Conv layouts]).
 enum class Layout : uint8_t { Blocked, Plain };
 
-/// nC(d)hw16c for the logical shape [N, C, spatial...] (C a multiple of 16): the buffer of a
-/// [N, C / 16, spatial..., 16] tensor (Note [Channel-blocked layout]).
-memory::desc blocked(const Shape& s) {
+/// nC(d)hw<B>c for the logical shape [N, C, spatial...] (C a multiple of B = 8 or 16): the
+/// buffer of a [N, C / B, spatial..., B] tensor (Note [Channel-blocked layout]).
+memory::desc blocked(const Shape& s, int64_t B) {
     using tag = memory::format_tag;
-    tag t = s.size() == 3 ? tag::aBc16b : s.size() == 4 ? tag::aBcd16b : tag::aBcde16b;
+    tag t = B == 8 ? (s.size() == 3   ? tag::aBc8b
+                      : s.size() == 4 ? tag::aBcd8b
+                                      : tag::aBcde8b)
+                   : (s.size() == 3   ? tag::aBc16b
+                      : s.size() == 4 ? tag::aBcd16b
+                                      : tag::aBcde16b);
     return memory::desc(dims_of(s), dt::f32, t);
 }
 
-/// Our buffer of an operand of logical shape s: channel-blocked or plain row-major.
-memory::desc user(const Shape& s, bool is_blocked) { return is_blocked ? blocked(s) : plain(s); }
+/// Our buffer of an operand of logical shape s: blocked by `block`, or plain row-major (0).
+memory::desc user(const Shape& s, int64_t block) {
+    return block ? blocked(s, block) : plain(s);
+}
 
-/// An activation [N, C, spatial...]: nC(d)hw16c when blocked and C fills 16-channel blocks (the
-/// first layer's 3 channels stay plain: oneDNN has direct kernels for a plain source), else ours.
+/// An activation [N, C, spatial...] as a primitive is asked for it: in the CPU's channel blocks
+/// when C fills them (the first layer's 3 channels stay plain: oneDNN has direct kernels for a
+/// plain source), else plain.
 memory::desc activation(const Shape& s, Layout l) {
-    if (l == Layout::Plain || s[1] % 16 != 0) return plain(s);
-    return blocked(s);
+    const int64_t B = isa_channel_block();
+    if (l == Layout::Plain || s[1] % B != 0)
+        return plain(s);
+    return blocked(s, B);
 }
 
 /// The logical ([N, C, spatial...]) shapes of a window op's operands and which are blocked.
@@ -210,8 +221,13 @@ struct Operands {
     std::vector<Shape> in;
     Shape out;
     int64_t mask = 0;
-    bool in_blocked(size_t i) const { return mask & (int64_t(1) << i); }
-    bool out_blocked() const { return mask & detail::kBlockedResult; }
+    /// The channel block of input i or the result (0: plain).
+    int64_t in_block(size_t i) const {
+        return mask & (int64_t(1) << i) ? detail::block_width(mask) : 0;
+    }
+    int64_t out_block() const {
+        return mask & detail::kBlockedResult ? detail::block_width(mask) : 0;
+    }
 };
 
 Operands logical_operands(const Node& n, const std::vector<TensorType>& in,
@@ -219,8 +235,8 @@ Operands logical_operands(const Node& n, const std::vector<TensorType>& in,
     Operands o;
     o.mask = detail::blocked_mask(n);
     for (size_t i = 0; i < in.size(); ++i)
-        o.in.push_back(o.in_blocked(i) ? detail::unblocked_shape(in[i].shape) : in[i].shape);
-    o.out = o.out_blocked() ? detail::unblocked_shape(out.shape) : out.shape;
+        o.in.push_back(o.in_block(i) ? detail::unblocked_shape(in[i].shape) : in[i].shape);
+    o.out = o.out_block() ? detail::unblocked_shape(out.shape) : out.shape;
     return o;
 }
 
@@ -230,14 +246,14 @@ struct ConvDescs {
     memory::dims strides, dilates, lo, hi;
 };
 
-/// x_blocked, y_blocked: our buffers of x and y are channel-blocked.
-ConvDescs conv_descs(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a,
-                     Layout l, bool x_blocked = false, bool y_blocked = false) {
+/// x_block, y_block: the channel blocks of our buffers of x and y (0: plain).
+ConvDescs conv_descs(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a, Layout l,
+                     int64_t x_block = 0, int64_t y_block = 0) {
     Shape ws = weights_shape(w, a.groups);
     ConvDescs d;
-    d.src_user = user(x, x_blocked);
+    d.src_user = user(x, x_block);
     d.weights_user = plain(ws);
-    d.dst_user = user(y, y_blocked);
+    d.dst_user = user(y, y_block);
     d.src = activation(x, l);
     d.weights = l == Layout::Blocked ? any(ws) : d.weights_user;
     d.dst = activation(y, l);
@@ -343,7 +359,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
             return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
                                    conv_attr, p->bias);
         });
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.out_blocked());
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.out_block());
         if (p->scale_weights) p->weights_user = d.weights_user;
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
@@ -364,7 +380,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                                                        d.lo, d.hi);
             return dnnl::convolution_backward_data::primitive_desc(desc, attr, dnnl_engine(), hint);
         });
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.out_blocked(), o.in_blocked(0));
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.out_block(), o.in_block(0));
         p->main = dnnl::convolution_backward_data(pd);
         add_arg(*p, DNNL_ARG_DIFF_DST, 0, d.dst_user, pd.diff_dst_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
@@ -377,7 +393,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         const Shape &x = o.in[0], &w = o.out, &y = o.in[1];
         Layout l = Layout::Plain;
         p->filter = make_filter_chunks(x, w, y, a, l);
-        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_blocked(0), o.in_blocked(1));
+        ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.in_block(1));
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, activation(x, l));
         add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, activation(y, l));
         add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user, p->filter->diff_weights);
@@ -417,9 +433,9 @@ std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o, boo
     const auto& a = n.attr<PoolAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
-    memory::desc out = user(o.out, o.out_blocked());
+    memory::desc out = user(o.out, o.out_block());
     if (n.is(Op::Pool)) {
-        memory::desc x = user(o.in[0], o.in_blocked(0));
+        memory::desc x = user(o.in[0], o.in_block(0));
         // training mode writes the workspace its backward reads (Note [Max-pool workspace])
         auto pk = keep_workspace ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
         auto pd = pool_forward_pd(a, x, out, pk, attr);
@@ -435,8 +451,8 @@ std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o, boo
     // workspace pass) reads x in dx's layout.
     bool max = n.is(Op::MaxPoolBackward);
     size_t dyi = max ? 1 : 0;
-    memory::desc dy = user(o.in[dyi], o.in_blocked(dyi));
-    memory::desc x = max ? user(o.in[0], o.in_blocked(0)) : out;
+    memory::desc dy = user(o.in[dyi], o.in_block(dyi));
+    memory::desc x = max ? user(o.in[0], o.in_block(0)) : out;
     auto fwd = pool_forward_pd(a, x, dy, dnnl::prop_kind::forward_training, attr);
     dnnl::pooling_backward::desc desc(pool_algorithm(a), out, dy, dims_of(a.strides),
                                       dims_of(a.window), dims_of(a.pad_lo), dims_of(a.pad_hi));
@@ -461,8 +477,10 @@ std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o, boo
 std::shared_ptr<WindowPrimitive> make_reblock(const Node& n, const Shape& logical) {
     auto p = std::make_shared<WindowPrimitive>();
     bool to_blocked = n.is(Op::BlockChannels);
-    memory::desc from = to_blocked ? plain(logical) : blocked(logical);
-    memory::desc to = to_blocked ? blocked(logical) : plain(logical);
+    int64_t B =
+        to_blocked ? detail::block_width(detail::blocked_mask(n)) : n.input(0)->shape().back();
+    memory::desc from = to_blocked ? plain(logical) : blocked(logical, B);
+    memory::desc to = to_blocked ? blocked(logical, B) : plain(logical);
     dnnl::reorder::primitive_desc pd(dnnl_engine(), from, dnnl_engine(), to, user_scratchpad());
     p->main = dnnl::reorder(pd);
     add_arg(*p, DNNL_ARG_FROM, 0, from, from);

@@ -6,21 +6,57 @@
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <string>
 
 namespace sj::cpu {
 
+int64_t isa_channel_block() {
+    static const int64_t b = __builtin_cpu_supports("avx512f") ? 16 : 8;
+    return b;
+}
+
+namespace {
+
+int64_t initial_channel_block() {
+    const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
+    if (!e || !*e)
+        return isa_channel_block();
+    std::string v = e;
+    if (v == "0")
+        return 0;
+    if (v == "8")
+        return 8;
+    if (v == "16")
+        return 16;
+    SJ_CHECK(v == "1", InputError)
+        << "SJ_BLOCKED_LAYOUT must be 0 (off), 1 (the CPU's block), 8 or "
+        << "16, got '" << v << "'";
+    return isa_channel_block();
+}
+
+std::atomic<int64_t>& channel_block_setting() {
+    static std::atomic<int64_t> b{initial_channel_block()};
+    return b;
+}
+
+} // namespace
+
+// The width follows the CPU: oneDNN 2.6's direct convolutions block by the f32 lanes of the ISA's
+// vectors (nChw16c with AVX-512, nChw8c with AVX2), and on a block of another width it has none:
+// it runs im2col GEMMs and reference pools, slower than on plain layouts (docs/performance.md,
+// "Without AVX-512").
+int64_t channel_block() {
+    return channel_block_setting().load(std::memory_order_relaxed);
+}
 bool blocked_layout() {
-    static bool on = [] {
-        const char* e = std::getenv("SJ_BLOCKED_LAYOUT");
-        if (e && *e)
-            return std::string(e) != "0";
-        // 16-channel blocks are AVX-512's 16 f32 lanes: without it oneDNN has no direct
-        // convolution for them (its AVX2 kernels block by 8) and runs im2col GEMMs and reference
-        // pools on them, slower than on plain layouts (docs/performance.md, "Without AVX-512")
-        return __builtin_cpu_supports("avx512f") != 0;
-    }();
-    return on;
+    return channel_block() != 0;
+}
+int64_t set_channel_block(int64_t block) {
+    SJ_CHECK(block == 0 || detail::valid_block(block), Error)
+        << "set_channel_block: " << block << " (0, 8 or 16)";
+    return channel_block_setting().exchange(block);
 }
 
 namespace {
@@ -69,7 +105,8 @@ public:
 
     std::vector<NodePtr> lower(const std::vector<NodePtr>& roots,
                                compiler::RewriteStats* stats) const override {
-        return blocked_layout() ? layout(roots, stats) : roots;
+        const int64_t block = channel_block();
+        return block ? layout(roots, block, stats) : roots;
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector

@@ -2,6 +2,8 @@
 // ops, reductions and broadcasts that read it, until it meets a block_channels and both vanish.
 #include "LayoutPass.h"
 
+#include "CpuTarget.h"
+
 #include "../../ops/ChannelBlocking.h"
 
 #include <symjax/ir/Attrs.h>
@@ -19,12 +21,19 @@ namespace {
 using detail::blockable;
 using detail::blocked_shape;
 using detail::kBlockedResult;
-using detail::kChannelBlock;
+
+/// The block width of the pass's run on this thread (Note [Channel-blocked layout]): the window
+/// ops it blocks take it; the sinking patterns read the width of the blocked tensor they move.
+thread_local int64_t t_block = detail::kChannelBlock;
 
 NodePtr make(Op op, Attrs a, std::vector<NodePtr> in) {
     return Node::make(op, std::move(a), std::move(in));
 }
 NodePtr unblock(const NodePtr& b) { return make(Op::UnblockChannels, NoAttrs{}, {b}); }
+/// The block width of a blocked tensor.
+int64_t width(const NodePtr& b) {
+    return b->shape().back();
+}
 
 /// reshape(x, s) for an s with at most one -1 (inferred from the size), looking through a
 /// reshape of x.
@@ -38,7 +47,7 @@ NodePtr reshape_to(NodePtr x, const Shape& s) {
 bool reshapable(const Shape& s) { return std::count(s.begin(), s.end(), -1) <= 1; }
 
 /// No spatial extent: every dim after the channel dim is 1, so [N, C, 1...] and its blocked form
-/// [N, C / 16, 1..., 16] hold the same bytes in the same order.
+/// [N, C / B, 1..., B] hold the same bytes in the same order.
 bool pointwise_channels(const Shape& s) {
     if (s.size() < 3 || !reshapable(s)) return false;
     for (size_t i = 2; i < s.size(); ++i)
@@ -57,31 +66,33 @@ bool per_channel(const Shape& s, size_t r) {
 
 /// The blocked form of `p`, an operand broadcast against a [N, C, spatial...] result `out`
 /// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
-/// scalar, a per-channel tensor (a reshape to [1, C / 16, 1..., 16]), a tensor without a channel
-/// extent (a trailing 1 appended), a splat broadcast. Null otherwise.
-NodePtr blocked_operand(const NodePtr& p, const Shape& out) {
+/// scalar, a per-channel tensor (a reshape to [1, C / B, 1..., B]), a tensor without a channel
+/// extent (a trailing 1 appended), a splat broadcast. Null otherwise. B: the block width.
+NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B) {
     size_t r = out.size();
-    if (!blockable(out)) return nullptr;
+    if (!blockable(out, B))
+        return nullptr;
     if (p->rank() == 0) return p;
-    if (p->is(Op::UnblockChannels)) return p->input(0);
+    if (p->is(Op::UnblockChannels))
+        return width(p->input(0)) == B ? p->input(0) : nullptr;
     if (size_t(p->rank()) == r && p->shape()[1] == out[1] && pointwise_channels(p->shape()))
-        return reshape_to(p, blocked_shape(p->shape()));
+        return reshape_to(p, blocked_shape(p->shape(), B));
     Shape s = p->shape();
     if (s.size() > r) return nullptr;
     s.insert(s.begin(), r - s.size(), 1);
     if (!is_static(s)) {
         if (!p->is(Op::Broadcast) || p->input(0)->rank() != 0) return nullptr;
         // a scalar spread over a shape given by `like`: spread it over the blocked `like`
-        if (p->num_inputs() < 2 || !p->input(1)->is(Op::UnblockChannels) ||
-            p->shape() != out)
+        if (p->num_inputs() < 2 || !p->input(1)->is(Op::UnblockChannels) || p->shape() != out ||
+            width(p->input(1)->input(0)) != B)
             return nullptr;
-        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out), {}},
+        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out, B), {}},
                     {p->input(0), p->input(1)->input(0)});
     }
     if (s[1] == out[1] && per_channel(s, r)) {
         Shape b(r + 1, 1);
-        b[1] = out[1] / kChannelBlock;
-        b[r] = kChannelBlock;
+        b[1] = out[1] / B;
+        b[r] = B;
         return reshape_to(p, b);
     }
     if (s[1] == 1) {
@@ -89,14 +100,15 @@ NodePtr blocked_operand(const NodePtr& p, const Shape& out) {
         return reshape_to(p, s);
     }
     if (p->is(Op::Broadcast) && p->input(0)->rank() == 0 && s == out)
-        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out), {}}, {p->input(0)});
+        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out, B), {}}, {p->input(0)});
     return nullptr;
 }
 
-/// block_channels(x), without a reorder where blocked_operand finds one.
-NodePtr block(const NodePtr& x) {
-    if (NodePtr b = blocked_operand(x, x->shape())) return b;
-    return make(Op::BlockChannels, NoAttrs{}, {x});
+/// block_channels(x) by B, without a reorder where blocked_operand finds one.
+NodePtr block(const NodePtr& x, int64_t B) {
+    if (NodePtr b = blocked_operand(x, x->shape(), B))
+        return b;
+    return Node::make_laid_out(Op::BlockChannels, NoAttrs{}, {x}, detail::block_bits(B));
 }
 
 // ---- patterns -----------------------------------------------------------------------------
@@ -112,7 +124,7 @@ NodePtr cancel(const NodePtr& n) {
         return nullptr;
     }
     if (n->is(Op::BlockChannels)) {
-        NodePtr b = blocked_operand(n->input(0), n->input(0)->shape());
+        NodePtr b = blocked_operand(n->input(0), n->input(0)->shape(), width(n));
         return b && b != n->input(0) ? b : nullptr;
     }
     return nullptr;
@@ -147,24 +159,27 @@ NodePtr block_window(const NodePtr& n) {
     if (nsp < 1 || nsp > 3) return nullptr;
     WindowRoles w = roles(*n);
     bool conv = n->is(Op::Conv) || n->is(Op::ConvBackwardData) || n->is(Op::ConvBackwardFilter);
+    const int64_t B = t_block;
     bool chained = false; // an activation is blocked already, or blocks without a reorder
-    for (size_t i : w.values) chained |= blocked_operand(n->input(i), n->input(i)->shape()) != nullptr;
+    for (size_t i : w.values)
+        chained |= blocked_operand(n->input(i), n->input(i)->shape(), B) != nullptr;
     if (!conv && !chained) return nullptr;
     int64_t mask = 0;
     std::vector<NodePtr> in = n->inputs();
     for (size_t i : w.values)
-        if (blockable(in[i]->shape())) {
-            in[i] = block(in[i]);
+        if (blockable(in[i]->shape(), B)) {
+            in[i] = block(in[i], B);
             mask |= int64_t(1) << i;
         }
     for (size_t i : w.shapes)
-        if (i < in.size() && in[i]->is(Op::UnblockChannels)) {
+        if (i < in.size() && in[i]->is(Op::UnblockChannels) && width(in[i]->input(0)) == B) {
             in[i] = in[i]->input(0);
             mask |= int64_t(1) << i;
         }
-    bool result = w.result && blockable(n->shape());
+    bool result = w.result && blockable(n->shape(), B);
     if (result) mask |= kBlockedResult;
     if (mask == 0) return nullptr;
+    mask |= detail::block_bits(B);
     NodePtr b = Node::make_laid_out(n->op(), n->attrs(), std::move(in), mask);
     return result ? unblock(b) : b;
 }
@@ -172,13 +187,17 @@ NodePtr block_window(const NodePtr& n) {
 /// e(unblock(a), y...) -> unblock(e(a, blocked y...)) when every other operand has a blocked
 /// form without a reorder.
 NodePtr sink_elementwise(const NodePtr& n) {
-    if (!has_trait(n->op(), kElementwise) || !blockable(n->shape())) return nullptr;
-    bool any = false;
-    for (const auto& i : n->inputs()) any |= i->is(Op::UnblockChannels);
-    if (!any) return nullptr;
+    if (!has_trait(n->op(), kElementwise))
+        return nullptr;
+    int64_t B = 0; // the width of the first unblocked operand: the others must match it
+    for (const auto& i : n->inputs())
+        if (!B && i->is(Op::UnblockChannels))
+            B = width(i->input(0));
+    if (!B)
+        return nullptr;
     std::vector<NodePtr> in;
     for (const auto& i : n->inputs()) {
-        NodePtr b = blocked_operand(i, n->shape());
+        NodePtr b = blocked_operand(i, n->shape(), B);
         if (!b) return nullptr;
         in.push_back(b);
     }
@@ -199,7 +218,7 @@ NodePtr sink_reduce(const NodePtr& n) {
     bool channels = std::count(ra.axes.begin(), ra.axes.end(), 1) > 0;
     if (!channels) {
         if (ra.keepdims) return unblock(make(n->op(), ra, {a}));
-        // all spatial dims reduced: [N, C / 16, 16] holds [N, C] in order
+        // all spatial dims reduced: [N, C / B, B] holds [N, C] in order
         bool spatial = true;
         for (int64_t d = 2; d < int64_t(n->input(0)->rank()); ++d)
             spatial &= std::count(ra.axes.begin(), ra.axes.end(), d) > 0;
@@ -218,21 +237,23 @@ NodePtr sink_reduce(const NodePtr& n) {
 /// broadcast(x, like = unblock(a)) -> unblock(broadcast(blocked x, like = a)) for a scalar, a
 /// per-channel x, or an x whose last axis is the channels, broadcast to like's shape.
 NodePtr sink_broadcast(const NodePtr& n) {
-    if (!n->is(Op::Broadcast) || n->num_inputs() != 2 || !n->input(1)->is(Op::UnblockChannels) ||
-        !blockable(n->shape()))
+    if (!n->is(Op::Broadcast) || n->num_inputs() != 2 || !n->input(1)->is(Op::UnblockChannels))
         return nullptr;
     const NodePtr& x = n->input(0);
     const NodePtr& like = n->input(1)->input(0);
+    const int64_t B = width(like);
+    if (!blockable(n->shape(), B))
+        return nullptr;
     const auto& ba = n->attr<BroadcastAttrs>();
     size_t r = n->rank();
-    Shape out = blocked_shape(ba.shape);
+    Shape out = blocked_shape(ba.shape, B);
     if (x->rank() == 0) return unblock(make(Op::Broadcast, BroadcastAttrs{out, {}}, {x, like}));
     // x's last axis is the channels (a [N, C] gradient of a global pool spread over [N, C, s...]):
-    // split it into [C / 16, 16] and spread the 16 over the blocked tensor's last axis
+    // split it into [C / B, B] and spread the B over the blocked tensor's last axis
     if (!ba.dims.empty() && ba.dims.back() == 1 && x->shape().back() == n->shape()[1]) {
         Shape xs = x->shape();
-        xs.back() = xs.back() / kChannelBlock;
-        xs.push_back(kChannelBlock);
+        xs.back() = xs.back() / B;
+        xs.push_back(B);
         if (reshapable(xs)) {
             std::vector<int64_t> dims = ba.dims;
             dims.push_back(int64_t(r));
@@ -242,7 +263,7 @@ NodePtr sink_broadcast(const NodePtr& n) {
     bool identity = ba.dims.size() == r;
     for (size_t i = 0; i < ba.dims.size() && identity; ++i) identity = ba.dims[i] == int64_t(i);
     if (!identity || !is_static(x->shape()) || !per_channel(x->shape(), r)) return nullptr;
-    NodePtr xb = blocked_operand(x, n->shape());
+    NodePtr xb = blocked_operand(x, n->shape(), B);
     if (!xb) return nullptr;
     std::vector<int64_t> dims(r + 1);
     for (size_t i = 0; i <= r; ++i) dims[i] = int64_t(i);
@@ -262,8 +283,19 @@ const std::vector<Pattern>& layout_patterns() {
     return p;
 }
 
-std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, RewriteStats* stats) {
+std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, int64_t block, RewriteStats* stats) {
+    SJ_CHECK(detail::valid_block(block), Error) << "layout: a block of " << block << " channels";
+    struct Width { // the patterns are plain functions: the run's width is the thread's
+        int64_t saved = t_block;
+        explicit Width(int64_t b) { t_block = b; }
+        ~Width() { t_block = saved; }
+    } width(block);
     return compiler::rewrite(roots, layout_patterns(), stats);
+}
+
+std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, RewriteStats* stats) {
+    int64_t b = channel_block();
+    return layout(roots, b ? b : isa_channel_block(), stats);
 }
 
 } // namespace sj::cpu

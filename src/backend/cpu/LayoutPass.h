@@ -1,5 +1,5 @@
 // The cpu target's lowering pass: channel blocking. Keeps conv chains in oneDNN's channel-blocked
-// layout: window ops take and give [N, C / 16, spatial..., 16] operands, and the elementwise ops
+// layout: window ops take and give [N, C / B, spatial..., B] operands, and the elementwise ops
 // and reductions between them run on those tensors, so the reorders sit only at the chain's
 // boundaries (Note [Channel-blocked layout] in src/ops/ChannelBlocking.h). Run by
 // CpuTarget::lower after specialize. Precondition: specialized graph.
@@ -12,6 +12,10 @@
 namespace sj::cpu {
 
 const std::vector<compiler::Pattern>& layout_patterns();
+/// The pass with channel blocks of `block` (8 or 16).
+std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, int64_t block,
+                            compiler::RewriteStats* stats = nullptr);
+/// The pass with channel_block()'s width (the CPU's when the pass is off).
 std::vector<NodePtr> layout(const std::vector<NodePtr>& roots,
                             compiler::RewriteStats* stats = nullptr);
 

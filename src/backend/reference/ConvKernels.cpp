@@ -247,12 +247,12 @@ Array avg_pool_backward_kernel(const KernelCtx& c) {
     });
 }
 
-/// Copies between [N, C, S] (S: the flat spatial size) and [N, C / 16, S, 16], either way
-/// (Note [Channel-blocked layout]).
-Array reblock(const Array& src, bool to_blocked) {
-    using detail::kChannelBlock;
-    const Shape to = to_blocked ? detail::blocked_shape(src.shape())
+/// Copies between [N, C, S] (S: the flat spatial size) and [N, C / B, S, B], either way
+/// (Note [Channel-blocked layout]); `block`: B when blocking (unblocking reads it from the shape).
+Array reblock(const Array& src, bool to_blocked, int64_t block = 0) {
+    const Shape to = to_blocked ? detail::blocked_shape(src.shape(), block)
                                 : detail::unblocked_shape(src.shape());
+    const int64_t B = to_blocked ? block : src.shape().back();
     Array out(src.dtype(), to);
     const Shape& logical = to_blocked ? src.shape() : to;
     int64_t N = logical[0], C = logical[1], S = numel(spatial(logical));
@@ -263,9 +263,7 @@ Array reblock(const Array& src, bool to_blocked) {
         for (int64_t c = 0; c < C; ++c)
             for (int64_t s = 0; s < S; ++s) {
                 int64_t plain = (n * C + c) * S + s;
-                int64_t blocked =
-                    ((n * (C / kChannelBlock) + c / kChannelBlock) * S + s) * kChannelBlock +
-                    c % kChannelBlock;
+                int64_t blocked = ((n * (C / B) + c / B) * S + s) * B + c % B;
                 int64_t i = to_blocked ? plain : blocked, o = to_blocked ? blocked : plain;
                 std::memcpy(dst + size_t(o) * es, from + size_t(i) * es, es);
             }
@@ -283,10 +281,12 @@ template <Kernel Logical> Array window_kernel(const KernelCtx& c) {
     TensorType out = c.out;
     if (mask & detail::kBlockedResult) out.shape = detail::unblocked_shape(out.shape);
     Array r = Logical(KernelCtx{c.node, in, out, c.counter});
-    return mask & detail::kBlockedResult ? reblock(r, true) : r;
+    return mask & detail::kBlockedResult ? reblock(r, true, detail::block_width(mask)) : r;
 }
 
-Array block_channels_kernel(const KernelCtx& c) { return reblock(c.in[0], true); }
+Array block_channels_kernel(const KernelCtx& c) {
+    return reblock(c.in[0], true, detail::block_width(detail::blocked_mask(c.node)));
+}
 Array unblock_channels_kernel(const KernelCtx& c) { return reblock(c.in[0], false); }
 
 } // namespace

@@ -825,10 +825,11 @@ def gen_conv():
     each("avg_pool_backward2d_include_pad", apb([5, 4], [3, 2], [2, 1], [1, 1], [1, 1], True), cases(((1, 1, 3, 5),)))
     each("avg_pool_backward2d_exclude_pad", apb([5, 4], [3, 2], [2, 1], [1, 1], [1, 1], False), cases(((1, 1, 3, 5),)))
 
-    # channel blocking: [N, C, s...] <-> [N, C / 16, s..., 16]; small integers keep the file short
-    blk = lambda x: np.moveaxis(x.reshape((x.shape[0], x.shape[1] // 16, 16) + x.shape[2:]), 2, -1)
-    unblk = lambda b: np.moveaxis(b, -1, 2).reshape((b.shape[0], b.shape[1] * 16) + b.shape[2:-1])
-    each("block_channels", lambda x: blk(x), [[arr(np.arange(32), "f32", (1, 16, 2, 1))]])
+    # channel blocking: [N, C, s...] <-> [N, C / 16, s..., 16] (AVX-512's width; AVX2's 8: the
+    # "layouts" family); small integers keep the file short
+    blk = lambda x, B: np.moveaxis(x.reshape((x.shape[0], x.shape[1] // B, B) + x.shape[2:]), 2, -1)
+    unblk = lambda b: np.moveaxis(b, -1, 2).reshape((b.shape[0], b.shape[1] * b.shape[-1]) + b.shape[2:-1])
+    each("block_channels", lambda x: blk(x, 16), [[arr(np.arange(32), "f32", (1, 16, 2, 1))]])
     each("unblock_channels", lambda b: unblk(b), [[arr(np.arange(32), "f32", (1, 1, 2, 1, 16))]])
 
 
@@ -877,6 +878,15 @@ def family(stem):
         FAMILIES.append((stem, fn))
         return fn
     return register
+
+
+@family("layouts")
+def gen_layouts():
+    """Channel blocks of AVX2's width: [N, C, s...] <-> [N, C / 8, s..., 8]."""
+    blk = lambda x: np.moveaxis(x.reshape((x.shape[0], x.shape[1] // 8, 8) + x.shape[2:]), 2, -1)
+    unblk = lambda b: np.moveaxis(b, -1, 2).reshape((b.shape[0], b.shape[1] * 8) + b.shape[2:-1])
+    each("block_channels8", blk, [[arr(np.arange(32), "f32", (1, 16, 2, 1))]])
+    each("unblock_channels8", unblk, [[arr(np.arange(32), "f32", (1, 2, 2, 1, 8))]])
 
 
 @family("indexing_updates")
