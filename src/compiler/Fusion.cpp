@@ -43,6 +43,13 @@ size_t FusionPlan::library_calls() const {
                          });
 }
 
+const PostOp* sum_post_op(const std::vector<PostOp>& epilogue) {
+    for (const PostOp& p : epilogue)
+        if (p.kind == PostOp::Kind::Sum)
+            return &p;
+    return nullptr;
+}
+
 std::string PostOp::str() const {
     std::ostringstream os;
     switch (kind) {

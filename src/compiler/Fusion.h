@@ -44,6 +44,10 @@ struct PostOp {
     std::string str() const;
 };
 
+/// The epilogue's accumulating post-op (one at most: Note [Accumulating post-op] in Fusion.cpp),
+/// or null.
+const PostOp* sum_post_op(const std::vector<PostOp>& epilogue);
+
 struct Group {
     /// Kernel: a generated kernel; Dot: a GEMM library call; Window: a convolution or pooling
     /// library call (forward or backward); View: a reshape of a buffer; Fallback: the reference

@@ -32,10 +32,8 @@ namespace {
 /// Whether a matmul's epilogue adds its result to `var` (any value when null) with a sum
 /// post-op (Note [Accumulating post-op] in Fusion.cpp).
 bool accumulates_into(const Group& g, const Node* var) {
-    for (const auto& p : g.epilogue)
-        if (p.kind == PostOp::Kind::Sum && (!var || p.operand.get() == var))
-            return true;
-    return false;
+    const PostOp* p = sum_post_op(g.epilogue);
+    return p && (!var || p->operand.get() == var);
 }
 
 int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t si,

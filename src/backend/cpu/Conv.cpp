@@ -179,12 +179,6 @@ void add_arg(WindowPrimitive& p, int id, int operand, const memory::desc& user,
     p.args.push_back(std::move(a));
 }
 
-bool has_sum(const std::vector<compiler::PostOp>& epilogue) {
-    return std::any_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& q) {
-        return q.kind == compiler::PostOp::Kind::Sum;
-    });
-}
-
 /// The layouts a convolution primitive is asked for (Note [Conv layouts]).
 enum class Layout : uint8_t { Blocked, Plain };
 
@@ -364,7 +358,8 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->main = dnnl::convolution_forward(pd);
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, pd.src_desc());
         add_arg(*p, DNNL_ARG_WEIGHTS, 1, d.weights_user, pd.weights_desc());
-        add_arg(*p, DNNL_ARG_DST, -1, d.dst_user, pd.dst_desc(), has_sum(epilogue));
+        add_arg(*p, DNNL_ARG_DST, -1, d.dst_user, pd.dst_desc(),
+                compiler::sum_post_op(epilogue) != nullptr);
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
         break;

@@ -1196,10 +1196,8 @@ private:
     /// The slot of the value a call's accumulating post-op adds to (Note [Accumulating
     /// post-op]), -1 if it has none.
     int accumulated_slot(const Group& g) const {
-        for (const auto& p : g.epilogue)
-            if (p.kind == compiler::PostOp::Kind::Sum)
-                return slot(p.operand.get());
-        return -1;
+        const compiler::PostOp* p = compiler::sum_post_op(g.epilogue);
+        return p ? slot(p->operand.get()) : -1;
     }
 
     /// The output buffer of a call with an accumulating post-op, holding the value it adds to:

@@ -257,10 +257,7 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
                  const std::vector<const Array*>& post_operands) {
     const GemmDims g(lhs.shape(), rhs.shape(), d);
     const auto& [B, M, N, K, lf, rf] = g;
-    SJ_ASSERT(g.can_accumulate(out) ||
-              std::none_of(epilogue.begin(), epilogue.end(), [](const compiler::PostOp& p) {
-                  return p.kind == compiler::PostOp::Kind::Sum;
-              }))
+    SJ_ASSERT(g.can_accumulate(out) || !compiler::sum_post_op(epilogue))
         << "dot_general: an accumulating post-op on a call that cannot apply it";
     if (out.size() == 0) return epilogue.empty();
     if (K == 0) {
