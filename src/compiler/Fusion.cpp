@@ -1,6 +1,7 @@
 // Fusion: producer-consumer grouping in reverse topological order, then sibling merging.
 #include "Fusion.h"
 
+#include "../core/NodeMap.h"
 #include "../ops/OpDef.h"
 
 #include <symjax/ir/Attrs.h>
@@ -169,11 +170,12 @@ bool value_edge(const Node& n, size_t i) { return !detail::shape_only_input(n, i
 struct Fuser {
     const Target* target = nullptr;
     std::vector<const Node*> order;
-    std::unordered_set<const Node*> root_set;
-    std::unordered_map<const Node*, std::vector<const Node*>> users;
-    std::unordered_map<const Node*, Kind> kind;
-    std::unordered_map<const Node*, bool> dup;
-    std::unordered_map<const Node*, int> group_of;
+    // dense tables over the graph's nodes (Note [Flat node tables] in src/core/NodeMap.h)
+    detail::NodeMap<uint8_t> root_set;
+    detail::NodeMap<std::vector<const Node*>> users;
+    detail::NodeMap<Kind> kind;
+    detail::NodeMap<uint8_t> dup; // 0 or 1 (not bool: NodeMap keeps its values in a vector)
+    detail::NodeMap<int> group_of;
     /// Elementwise nodes recomputed inside several kernels: the kernels that need them.
     std::unordered_map<const Node*, std::set<int>> groupset;
     bool inline_node(const Node* n) { return duplicable(n) || groupset.count(n); }
@@ -205,8 +207,8 @@ struct Fuser {
 
     /// A movement op over a buffer: expanded inline into every consumer (address arithmetic).
     bool duplicable(const Node* n) {
-        auto it = dup.find(n);
-        if (it != dup.end()) return it->second;
+        if (const uint8_t* known = dup.find(n))
+            return *known != 0;
         bool d = false;
         bool fusible_users = true;
         for (const Node* u : users[n]) {
@@ -219,7 +221,8 @@ struct Fuser {
             d = k == Kind::Leaf || k == Kind::Reduce || k == Kind::View || k == Kind::Dot ||
                 k == Kind::Window || k == Kind::Fallback || duplicable(in);
         }
-        return dup[n] = d;
+        dup[n] = d ? 1 : 0;
+        return d;
     }
 
     int new_group(Group::Kind k, const Node* root) {
@@ -500,7 +503,8 @@ struct Fuser {
             int id = new_group(n->is(Op::Conv) ? Group::Kind::Window : Group::Kind::Dot, n);
             groups[size_t(id)].epilogue = std::move(epi);
             for (const Node* m : epi_nodes) join(m, id);
-            for (const Node* b : bcasts) dup[b] = true;
+            for (const Node* b : bcasts)
+                dup[b] = 1;
         }
     }
 
@@ -535,15 +539,15 @@ struct Fuser {
                     gs.insert(d->second.begin(), d->second.end());
                     continue;
                 }
-                auto g = group_of.find(u);
-                if (g == group_of.end() || groups[g->second].kind != Group::Kind::Kernel) {
+                const int* g = group_of.find(u);
+                if (!g || groups[*g].kind != Group::Kind::Kernel) {
                     ok = false;
                     why = std::string("consumer ") + op_name(u->op()) + " is not in a kernel";
-                    if (g != group_of.end() && !groups[g->second].epilogue.empty())
-                        why = "operand of a post-op of " + groups[g->second].roots[0]->describe(1);
+                    if (g && !groups[*g].epilogue.empty())
+                        why = "operand of a post-op of " + groups[*g].roots[0]->describe(1);
                     break;
                 }
-                gs.insert(g->second);
+                gs.insert(*g);
             }
             // consumer kernels over one space with the same reduced axes are counted once:
             // sibling merging usually makes them one kernel (batch norm's backward sums)
@@ -604,7 +608,7 @@ struct Fuser {
         deps.assign(groups.size(), {});
         rdeps.assign(groups.size(), {});
         // a node recomputed inline is walked once per group that reads it, not once per path
-        std::unordered_map<const Node*, int> walked_by;
+        detail::NodeMap<int> walked_by;
         std::vector<const Node*> stack;
         for (size_t g = 0; g < groups.size(); ++g) {
             stack.assign(nodes_of[g].begin(), nodes_of[g].end());
@@ -614,13 +618,14 @@ struct Fuser {
                 for (size_t i = 0; i < m->num_inputs(); ++i) {
                     if (!value_edge(*m, i)) continue;
                     const Node* x = m->input(i).get();
-                    auto h = group_of.find(x);
-                    if (h != group_of.end()) {
-                        if (h->second != int(g)) add_dep(int(g), h->second);
+                    if (const int* h = group_of.find(x)) {
+                        if (*h != int(g))
+                            add_dep(int(g), *h);
                     } else if (inline_node(x)) {
-                        auto [it, fresh] = walked_by.try_emplace(x, int(g));
-                        if (!fresh && it->second == int(g)) continue;
-                        it->second = int(g);
+                        auto [w, fresh] = walked_by.insert(x, int(g));
+                        if (!fresh && *w == int(g))
+                            continue;
+                        *w = int(g);
                         stack.push_back(x);
                     }
                 }
@@ -706,8 +711,8 @@ struct Fuser {
             for (size_t i = 0; i < m->num_inputs() && ok; ++i) {
                 if (!value_edge(*m, i)) continue;
                 const Node* x = m->input(i).get();
-                auto h = group_of.find(x);
-                if (h != group_of.end() && h->second == a) {
+                const int* h = group_of.find(x);
+                if (h && *h == a) {
                     any = true;
                     Kind k = kind[m];
                     if (k == Kind::Reduce) // reducing the root over b's whole space
@@ -715,7 +720,7 @@ struct Fuser {
                     else
                         ok = k == Kind::Elementwise && x->shape() == m->shape() &&
                              m->shape() == groups[b].space->shape();
-                } else if (h == group_of.end() && inline_node(x)) {
+                } else if (!h && inline_node(x)) {
                     visit(x);
                 }
             }
@@ -784,13 +789,13 @@ struct Fuser {
     // in one class. Without this, no two kernels over a dynamic batch merged, and a batch
     // norm's backward sums ran one pass each. plan_kernel checks the equality again at call
     // time for every kernel with several outputs.
-    std::unordered_map<const Node*, int> dim_base; // id of (n, 0); (n, d) is base + d
+    detail::NodeMap<int> dim_base; // id of (n, 0); (n, d) is base + d
     std::vector<int> dim_parent;
     int dim_id(const Node* n, int d) {
-        auto [it, fresh] = dim_base.try_emplace(n, int(dim_parent.size()));
+        auto [base, fresh] = dim_base.insert(n, int(dim_parent.size()));
         if (fresh)
             for (int i = 0; i < n->rank(); ++i) dim_parent.push_back(int(dim_parent.size()));
-        return it->second + d;
+        return *base + d;
     }
     int dim_find(int a) {
         while (dim_parent[size_t(a)] != a) a = dim_parent[size_t(a)] = dim_parent[size_t(dim_parent[size_t(a)])];
@@ -917,7 +922,7 @@ struct Fuser {
         for (size_t i = 0; i < groups.size(); ++i)
             if (remap[i] >= 0)
                 for (int d : deps[i]) kdeps[remap[i]].insert(remap[d]);
-        for (auto& [n, g] : group_of) g = remap[g];
+        group_of.for_each([&](const Node*, int& g) { g = remap[g]; });
         // topological order of groups
         std::vector<int> state(kept.size(), 0), topo;
         std::vector<std::pair<int, std::vector<int>>> stack;
@@ -945,7 +950,7 @@ struct Fuser {
         std::vector<int> pos(kept.size());
         for (size_t i = 0; i < topo.size(); ++i) pos[topo[i]] = int(i);
         for (int t : topo) plan.groups.push_back(std::move(kept[t]));
-        for (auto& [n, g] : group_of) g = pos[g];
+        group_of.for_each([&](const Node*, int& g) { g = pos[g]; });
     }
 
     // ---- per-point expressions -------------------------------------------------------------
@@ -1039,10 +1044,13 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
         f.root_set.insert(r.get());
     }
     f.order = topo_order(rs);
+    f.kind = detail::NodeMap<Kind>(f.order.size());
+    f.users = detail::NodeMap<std::vector<const Node*>>(f.order.size());
+    f.group_of = detail::NodeMap<int>(f.order.size());
     // users in graph order, never in address order: the plan must not depend on where nodes
     // were allocated, so that every rank of a data-parallel job runs its collectives in the
     // same order (docs/distributed.md)
-    std::unordered_map<const Node*, size_t> position;
+    detail::NodeMap<size_t> position(f.order.size());
     for (size_t k = 0; k < f.order.size(); ++k)
         position[f.order[k]] = k;
     for (const Node* n : f.order) {
@@ -1050,10 +1058,14 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
         for (size_t i = 0; i < n->num_inputs(); ++i)
             if (value_edge(*n, i)) f.users[n->input(i).get()].push_back(n);
     }
-    for (auto& [n, us] : f.users) {
-        std::sort(us.begin(), us.end(),
-                  [&](const Node* a, const Node* b) { return position.at(a) < position.at(b); });
-        us.erase(std::unique(us.begin(), us.end()), us.end());
+    for (const Node* n : f.order) {
+        std::vector<const Node*>* us = f.users.find(n);
+        if (!us)
+            continue;
+        std::sort(us->begin(), us->end(), [&](const Node* a, const Node* b) {
+            return *position.find(a) < *position.find(b);
+        });
+        us->erase(std::unique(us->begin(), us->end()), us->end());
     }
     f.budget = kMergeWorkBase + kMergeWorkPerNode * int64_t(f.order.size());
     f.classify_dims();

@@ -5,17 +5,18 @@
 
 #include "../ops/OpDef.h"
 
-#include <unordered_map>
+#include "../core/NodeMap.h"
 
 namespace sj::compiler {
 
 std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteStats* stats) {
-    std::unordered_map<const Node*, NodePtr> map; // only the nodes that change
     std::vector<const Node*> rs;
     for (const auto& r : roots)
         rs.push_back(r.get());
+    const std::vector<const Node*> order = topo_order(rs);
+    detail::NodeMap<NodePtr> map(order.size()); // only the nodes that change
     int64_t merged = 0;
-    for (const Node* n : topo_order(rs)) {
+    for (const Node* n : order) {
         if (n->is(Op::Constant)) {
             if (n->attr<ConstantAttrs>().id == 0)
                 continue;
@@ -28,9 +29,9 @@ std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteS
         std::vector<NodePtr> ins;
         ins.reserve(n->num_inputs());
         for (const auto& i : n->inputs()) {
-            auto it = map.find(i.get());
-            changed |= it != map.end();
-            ins.push_back(it != map.end() ? it->second : i);
+            const NodePtr* m = map.find(i.get());
+            changed |= m != nullptr;
+            ins.push_back(m ? *m : i);
         }
         if (!changed)
             continue;
@@ -42,8 +43,8 @@ std::vector<NodePtr> merge_constants(const std::vector<NodePtr>& roots, RewriteS
     std::vector<NodePtr> out;
     out.reserve(roots.size());
     for (const auto& r : roots) {
-        auto it = map.find(r.get());
-        out.push_back(it == map.end() ? r : it->second);
+        const NodePtr* m = map.find(r.get());
+        out.push_back(m ? *m : r);
     }
     return out;
 }

@@ -4,7 +4,7 @@
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
 
-#include <unordered_map>
+#include "../core/NodeMap.h"
 
 namespace sj::compiler {
 
@@ -14,10 +14,11 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
     for (int sweep = 0; sweep < max_sweeps; ++sweep) {
         if (stats) ++stats->sweeps;
         bool changed = false;
-        std::unordered_map<const Node*, NodePtr> map;
         std::vector<const Node*> rs;
         for (const auto& r : cur) rs.push_back(r.get());
-        for (const Node* n : topo_order(rs)) {
+        const std::vector<const Node*> order = topo_order(rs);
+        detail::NodeMap<NodePtr> map(order.size()); // old -> new (Note [Flat node tables])
+        for (const Node* n : order) {
             NodePtr self = n->shared_from_this();
             if (has_trait(n->op(), kLeaf)) {
                 map[n] = self;
@@ -26,7 +27,7 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
             std::vector<NodePtr> ins;
             bool in_changed = false;
             for (const auto& i : n->inputs()) {
-                const NodePtr& m = map.at(i.get());
+                const NodePtr& m = *map.find(i.get()); // inputs come first in the order
                 in_changed |= m != i;
                 ins.push_back(m);
             }
@@ -53,7 +54,8 @@ std::vector<NodePtr> rewrite(const std::vector<NodePtr>& roots, const std::vecto
             map[n] = v;
         }
         std::vector<NodePtr> next;
-        for (const auto& r : cur) next.push_back(map.at(r.get()));
+        for (const auto& r : cur)
+            next.push_back(*map.find(r.get()));
         cur = std::move(next);
         if (!changed) break;
     }

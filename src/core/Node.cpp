@@ -1,6 +1,7 @@
 // Node: interning (hash-consing), type inference at construction, iterative teardown.
 #include "../ops/OpDef.h"
 #include "Hash.h"
+#include "NodeMap.h"
 
 #include <symjax/ir/Node.h>
 #include <symjax/Scope.h>
@@ -10,7 +11,6 @@
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace sj {
 
@@ -242,21 +242,21 @@ bool splat_value(const Node& n, double* value) {
 
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
     std::vector<const Node*> order;
-    std::unordered_set<const Node*> done;
+    detail::NodeMap<uint8_t> done; // Note [Flat node tables]
     std::vector<std::pair<const Node*, size_t>> stack;
     for (const Node* r : roots) {
-        if (!r || done.count(r))
+        if (!r || done.contains(r))
             continue;
         stack.emplace_back(r, 0);
         while (!stack.empty()) {
             auto& [n, next] = stack.back();
             if (next < n->num_inputs()) {
                 const Node* c = n->input(next++).get();
-                if (!done.count(c))
+                if (!done.contains(c))
                     stack.emplace_back(c, 0);
                 continue;
             }
-            if (done.insert(n).second)
+            if (done.insert(n, 1).second)
                 order.push_back(n);
             stack.pop_back();
         }
