@@ -312,7 +312,7 @@ struct Fuser {
         if (root_set.count(cur)) return cur->describe(1) + " is a function output";
         const auto& us = users[cur];
         if (us.size() == 2 || us.size() == 3)
-            return match_relu_select(cur, ch, p, members, bcasts);
+            return match_relu_select(cur, p, members, bcasts);
         if (us.size() != 1) return "read by " + std::to_string(us.size()) + " ops";
         const Node* u = us[0];
         // a + b of two matmuls: the first one's epilogue took the add as its sum
@@ -395,8 +395,7 @@ struct Fuser {
     /// A relu as a select on x's sign -> relu with negative slope s: where(x <= 0, 0, x)
     /// (nn::relu, s = 0), where(x <= 0, x * s, x) (nn::leaky_relu) and where(x >= 0, x, x * s)
     /// (the compare may be strict). cur is x; it has 2 readers (compare, where) or 3 (and mul).
-    std::string match_relu_select(const Node* cur, const std::vector<size_t>& ch, PostOp& p,
-                                  std::vector<const Node*>& members,
+    std::string match_relu_select(const Node* cur, PostOp& p, std::vector<const Node*>& members,
                                   std::vector<const Node*>& bcasts) {
         const Node *w = nullptr, *cmp = nullptr, *mul = nullptr;
         for (const Node* u : users[cur]) {

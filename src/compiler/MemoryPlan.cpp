@@ -66,8 +66,8 @@ int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t s
             (!accumulates_into(g, var) || g.roots[0]->input(0).get() == var ||
              g.roots[0]->input(1).get() == var))
             return -1; // a matmul writes in place only the value its sum post-op adds to
-        for (const auto& p : g.epilogue)
-            if (p.kind != PostOp::Kind::Sum && p.operand.get() == var)
+        for (const auto& q : g.epilogue)
+            if (q.kind != PostOp::Kind::Sum && q.operand.get() == var)
                 return -1; // read by another post-op
         if (var->shape() != g.result(root)->shape())
             return -1;

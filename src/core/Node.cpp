@@ -10,7 +10,6 @@
 #include <atomic>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
 
 namespace sj {
 
@@ -23,12 +22,88 @@ std::atomic<uint64_t> g_next_id{1};
 std::atomic<size_t> g_live{0};
 } // namespace
 
+/// The interned nodes by structural hash (several nodes may share one): open addressing with
+/// linear probing over (hash, node) slots, so that a lookup reads one run of one array (Note
+/// [Flat node tables] in NodeMap.h: every pass rebuilds nodes, and each rebuild looks its key up
+/// among every live node). An erased entry leaves a tombstone, which an insertion may reuse;
+/// growing rehashes without them.
+class InternTable {
+public:
+    /// The first live node of hash h that match(node) accepts, or null.
+    template <class Match> const Node* find(uint64_t h, Match&& match) const {
+        const size_t mask = slots_.size() - 1;
+        for (size_t i = start(h);; i = (i + 1) & mask) {
+            const Slot& s = slots_[i];
+            if (!s.node)
+                return nullptr;
+            if (s.node != tombstone() && s.hash == h && match(s.node))
+                return s.node;
+        }
+    }
+    void insert(uint64_t h, const Node* n) {
+        if (2 * (used_ + 1) > slots_.size())
+            rehash();
+        const size_t mask = slots_.size() - 1;
+        size_t i = start(h);
+        while (slots_[i].node && slots_[i].node != tombstone())
+            i = (i + 1) & mask;
+        if (!slots_[i].node)
+            ++used_;
+        slots_[i] = {h, n};
+        ++live_;
+    }
+    void erase(uint64_t h, const Node* n) {
+        const size_t mask = slots_.size() - 1;
+        for (size_t i = start(h); slots_[i].node; i = (i + 1) & mask)
+            if (slots_[i].node == n) {
+                slots_[i].node = tombstone();
+                --live_;
+                return;
+            }
+    }
+    template <class F> void for_each(F&& f) const {
+        for (const Slot& s : slots_)
+            if (s.node && s.node != tombstone())
+                f(s.node);
+    }
+    size_t size() const { return live_; }
+
+private:
+    struct Slot {
+        uint64_t hash = 0;
+        const Node* node = nullptr; // null: never used; tombstone(): erased
+    };
+    static const Node* tombstone() { return reinterpret_cast<const Node*>(uintptr_t(1)); }
+    size_t start(uint64_t h) const {
+        h ^= h >> 33; // the structural hash's low bits pick the slot: mix the high ones in
+        h *= 0xff51afd7ed558ccdULL;
+        h ^= h >> 33;
+        return size_t(h) & (slots_.size() - 1);
+    }
+    /// At most a quarter full after it, tombstones dropped.
+    void rehash() {
+        size_t capacity = 1024;
+        while (capacity < 4 * (live_ + 1))
+            capacity *= 2;
+        std::vector<Slot> old(capacity);
+        old.swap(slots_);
+        used_ = live_ = 0;
+        for (const Slot& s : old)
+            if (s.node && s.node != tombstone())
+                insert(s.hash, s.node);
+    }
+
+    std::vector<Slot> slots_ = std::vector<Slot>(1024);
+    size_t used_ = 0; // live entries and tombstones
+    size_t live_ = 0;
+};
+
 /// The global intern table. Entries are raw pointers keyed by structural hash; a node erases
 /// itself in its destructor. A lookup that finds a node whose last owner is just going away
 /// (weak_from_this() expired) treats it as absent.
 struct NodeInterner {
     std::mutex mu;
-    std::unordered_multimap<uint64_t, const Node*> table;
+    InternTable table;
 
     static NodeInterner& get() {
         static auto* t = new NodeInterner; // never destroyed: nodes may outlive static teardown
@@ -50,12 +125,7 @@ Node::~Node() {
     {
         auto& in = NodeInterner::get();
         std::lock_guard<std::mutex> lock(in.mu);
-        auto range = in.table.equal_range(hash_);
-        for (auto it = range.first; it != range.second; ++it)
-            if (it->second == this) {
-                in.table.erase(it);
-                break;
-            }
+        in.table.erase(hash_, this);
     }
     --g_live;
     thread_local std::vector<NodePtr> pending;
@@ -163,23 +233,26 @@ NodePtr Node::intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::strin
 
     auto& in = NodeInterner::get();
     std::lock_guard<std::mutex> lock(in.mu);
-    auto range = in.table.equal_range(hash);
-    for (auto it = range.first; it != range.second; ++it) {
-        const Node* c = it->second;
+    NodePtr alive;
+    in.table.find(hash, [&](const Node* c) {
         if (c->op_ != op || c->inputs_.size() != inputs.size())
-            continue;
+            return false;
         bool same = true;
-        for (size_t k = 0; k < inputs.size() && same; ++k) same = c->inputs_[k] == inputs[k];
+        for (size_t k = 0; k < inputs.size() && same; ++k)
+            same = c->inputs_[k] == inputs[k];
         if (!same || (!has_trait(op, kLeaf) && c->name_ != name) || c->layout_ != layout ||
             !attrs_equal(c->attrs_, attrs))
-            continue;
-        if (NodePtr alive = c->weak_from_this().lock()) return alive;
-    }
+            return false;
+        alive = c->weak_from_this().lock();
+        return alive != nullptr;
+    });
+    if (alive)
+        return alive;
     auto* made = new Node(op, std::move(attrs), std::move(inputs), std::move(type), hash);
     made->layout_ = layout;
     NodePtr n(made);
     n->name_ = std::move(name);
-    in.table.emplace(hash, n.get());
+    in.table.insert(hash, n.get());
     return n;
 }
 
@@ -213,9 +286,10 @@ std::vector<NodePtr> live_nodes() {
         auto& in = NodeInterner::get();
         std::lock_guard<std::mutex> lock(in.mu);
         out.reserve(in.table.size());
-        for (const auto& [h, n] : in.table)
+        in.table.for_each([&](const Node* n) {
             if (NodePtr alive = n->weak_from_this().lock())
                 out.push_back(std::move(alive));
+        });
     }
     // outside the lock: a node whose last owner is here dies in this vector's destructor
     std::sort(out.begin(), out.end(),
