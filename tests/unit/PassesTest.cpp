@@ -847,15 +847,24 @@ int64_t mask_of(const std::vector<Tensor>& outs, Op op) {
 }
 } // namespace
 
+namespace {
+/// h = relu(conv(x, w1) * s + 0.5) over 16 channels, from a 3-channel x; w2 [out, 16, 3, 3]
+struct ConvChain {
+    Placeholder x, w1, w2, s;
+    Tensor h;
+    explicit ConvChain(int64_t out)
+        : x({2, 3, 6, 6}, f32, "x"), w1({16, 3, 3, 3}, f32, "w1"), w2({out, 16, 3, 3}, f32, "w2"),
+          s({16}, f32, "s"), h(nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5)) {
+    }
+};
+} // namespace
+
 //   conv(relu(conv(x, w1) * s + 0.5), w2)  ->  unblock(conv'(relu(conv'(x, w1) * s' + 0.5), w2))
 // the elementwise ops run on the blocked tensor; one reorder is left, at the output; x keeps its
 // 3 channels plain (oneDNN reads a plain source directly)
 TEST(Layout, ConvChainStaysBlocked) {
-    Placeholder x({2, 3, 6, 6}, f32, "x");
-    Placeholder w1({16, 3, 3, 3}, f32, "w1");
-    Placeholder w2({32, 16, 3, 3}, f32, "w2");
-    Placeholder s({16}, f32, "s");
-    Tensor h = nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5);
+    ConvChain c(32);
+    auto& [x, w1, w2, s, h] = c;
     Tensor y = conv2d(h, w2, {}, "SAME");
     Rewritten r = run(cpu::layout, {y});
     EXPECT_EQ(count(r.outs, Op::BlockChannels), 0) << to_text(r.outs);
@@ -936,11 +945,8 @@ TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
 // AVX2's width: the chain of ConvChainStaysBlocked in 8-channel blocks, the width in the conv's
 // layout mask; a layer of 8 channels, plain in 16-channel blocks, is blocked too
 TEST(Layout, EightChannelBlocks) {
-    Placeholder x({2, 3, 6, 6}, f32, "x");
-    Placeholder w1({16, 3, 3, 3}, f32, "w1");
-    Placeholder w2({24, 16, 3, 3}, f32, "w2");
-    Placeholder s({16}, f32, "s");
-    Tensor h = nn::relu(conv2d(x, w1, {}, "SAME") * reshape(s, {16, 1, 1}) + 0.5);
+    ConvChain c(24);
+    auto& [x, w1, w2, s, h] = c;
     Tensor y = max_pool2d(conv2d(h, w2, {}, "SAME"), {2, 2});
     Rewritten r = run(layout8, {y});
     EXPECT_EQ(count(r.outs, Op::BlockChannels), 0) << to_text(r.outs);
