@@ -685,19 +685,33 @@ struct Fuser {
     bool depends(int a, int b) {
         if (a == b) return true;
         if (depth[size_t(a)] <= depth[size_t(b)]) return false;
-        std::vector<int> stack{a};
-        std::unordered_set<int> seen{a};
+        // the groups this walk has seen carry its epoch (no set per walk: Note [Flat node tables])
+        if (seen_in.size() < groups.size())
+            seen_in.resize(groups.size(), 0);
+        if (++walk == 0) {
+            std::fill(seen_in.begin(), seen_in.end(), 0);
+            walk = 1;
+        }
+        std::vector<int>& stack = walk_stack;
+        stack.assign(1, a);
+        seen_in[size_t(a)] = walk;
         while (!stack.empty()) {
             int x = stack.back();
             stack.pop_back();
             if (--budget < 0) return true;
             for (int d : deps[size_t(x)]) {
                 if (d == b) return true;
-                if (depth[size_t(d)] > depth[size_t(b)] && seen.insert(d).second) stack.push_back(d);
+                if (depth[size_t(d)] > depth[size_t(b)] && seen_in[size_t(d)] != walk) {
+                    seen_in[size_t(d)] = walk;
+                    stack.push_back(d);
+                }
             }
         }
         return false;
     }
+    std::vector<uint32_t> seen_in; // per group: the last depends() walk that reached it
+    uint32_t walk = 0;
+    std::vector<int> walk_stack;
 
     /// Does kernel group b read the roots of group a only at its own iteration point (an
     /// elementwise or reducing node of b, or a value b recomputes, takes a root of a whole,
