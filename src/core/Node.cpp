@@ -74,12 +74,8 @@ private:
         const Node* node = nullptr; // null: never used; tombstone(): erased
     };
     static const Node* tombstone() { return reinterpret_cast<const Node*>(uintptr_t(1)); }
-    size_t start(uint64_t h) const {
-        h ^= h >> 33; // the structural hash's low bits pick the slot: mix the high ones in
-        h *= 0xff51afd7ed558ccdULL;
-        h ^= h >> 33;
-        return size_t(h) & (slots_.size() - 1);
-    }
+    /// The structural hash ends in mix64 (Hasher::add): its low bits pick the slot as they are.
+    size_t start(uint64_t h) const { return size_t(h) & (slots_.size() - 1); }
     /// At most a quarter full after it, tombstones dropped.
     void rehash() {
         size_t capacity = 1024;

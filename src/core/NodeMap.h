@@ -1,6 +1,8 @@
 // NodeMap: a flat hash map keyed by node pointers, for the per-walk tables of graph passes.
 #pragma once
 
+#include "Hash.h"
+
 #include <symjax/ir/Node.h>
 
 #include <cstdint>
@@ -67,12 +69,8 @@ private:
     }
     /// The slot of k, or the empty slot where it would go.
     size_t slot(const Node* k) const {
-        uint64_t x = reinterpret_cast<uintptr_t>(k);
-        x ^= x >> 33; // a murmur3 finaliser: node addresses share their low and high bits
-        x *= 0xff51afd7ed558ccdULL;
-        x ^= x >> 33;
-        const size_t mask = keys_.size() - 1;
-        size_t i = size_t(x) & mask;
+        const size_t mask = keys_.size() - 1; // addresses share their low and high bits: mixed
+        size_t i = size_t(mix64(reinterpret_cast<uintptr_t>(k))) & mask;
         while (keys_[i] && keys_[i] != k)
             i = (i + 1) & mask;
         return i;
