@@ -85,3 +85,23 @@ TEST(CompileScaling, FusionOfRecurrencesAroundTheKernelCapIsFast) {
         EXPECT_GE(p.kernels(), 1u);
     }
 }
+
+TEST(CompileScaling, SiblingMergingOfAChainDoesLinearWork) {
+    // a GELU chain splits into a few hundred kernels of one iteration space, every one depending
+    // on the one before: sibling merging once recorded a "not merged" decision, and walked the
+    // groups between, for every pair of them (quadratic in count, cubic in work: 1,326 refusals
+    // for 104 kernels here). Only pairs where one kernel reads the other are worth a decision
+    // (Fusion.RefusalsAreExplained), at most a few per kernel.
+    Placeholder x({64}, f32, "x");
+    Tensor h = x;
+    for (int i = 0; i < 3000; ++i)
+        h = nn::gelu(h, true);
+    compiler::FusionPlan p = compiler::fuse({h.node()}, cpu::cpu_target());
+    const size_t kernels = p.kernels();
+    ASSERT_GT(kernels, 50u) << "the chain should split at the kernel instruction cap";
+    size_t refusals = 0;
+    for (const auto& d : p.decisions)
+        refusals += d.find("depend on each other") != std::string::npos;
+    EXPECT_LE(refusals, 2 * kernels)
+        << "refusals must not grow with the square of the kernel count";
+}
