@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -139,6 +140,12 @@ std::string PostOp::str() const {
 //   depend on it) once, not one walk per candidate pair (Fuser::Relatives), and records a refusal
 //   only where one kernel reads the other: a GELU chain of G kernels of one shape once spent G^3
 //   steps and G^2/2 refusal strings there (a third of a 3x10^4-step chain's compile).
+// - A merged kernel has at most kMaxKernelOperands loads and outputs (Fuser::fits). The
+//   instruction cap alone let 256 bias updates of a 1,000-layer MLP become one kernel of 768
+//   operands; each load and store carries alias scopes naming all the others, and LLVM's
+//   schedulers compare every pair of accesses through them: 18 of the first call's 19 s. Ordinary
+//   networks lose little: the paper's CNN step has 88 kernels instead of 84 (its Adam updates
+//   of one shape in kernels of six instead of one).
 
 namespace {
 
@@ -603,6 +610,33 @@ struct Fuser {
     /// depth[h] (kept so through merges: Note [Compile scaling]).
     std::vector<std::set<int>> deps, rdeps;
     std::vector<int64_t> depth;
+    /// Per group: the values it reads from outside (other groups' results, leaves; not scalar
+    /// constants), sorted by address (only their number is used). A kernel loads each of them
+    /// and stores its roots: its operands, capped by kMaxKernelOperands.
+    std::vector<std::vector<const Node*>> reads;
+    /// May groups a and b become one kernel? Both caps hold for the merged kernel. (A producer
+    /// merge counts the values b read from a as loads still: a bound, not the exact count.)
+    bool fits(size_t a, size_t b) const {
+        if (group_size[a] + group_size[b] > kMaxKernelInsts)
+            return false;
+        const size_t outs = groups[a].roots.size() + groups[b].roots.size();
+        const auto &ra = reads[a], &rb = reads[b];
+        if (outs + ra.size() + rb.size() <= kMaxKernelOperands)
+            return true;
+        size_t both = 0; // values both read, counted once
+        for (size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {
+            if (ra[i] == rb[j])
+                ++both, ++i, ++j;
+            else if (std::less<const Node*>()(ra[i], rb[j]))
+                ++i;
+            else
+                ++j;
+        }
+        return outs + ra.size() + rb.size() - both <= kMaxKernelOperands;
+    }
+    static bool scalar_constant(const Node* n) {
+        return n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1;
+    }
     void add_dep(int g, int h) {
         deps[size_t(g)].insert(h);
         rdeps[size_t(h)].insert(g);
@@ -610,8 +644,9 @@ struct Fuser {
     void compute_deps() {
         deps.assign(groups.size(), {});
         rdeps.assign(groups.size(), {});
+        reads.assign(groups.size(), {});
         // a node recomputed inline is walked once per group that reads it, not once per path
-        detail::NodeMap<int> walked_by;
+        detail::NodeMap<int> walked_by, read_by;
         std::vector<const Node*> stack;
         for (size_t g = 0; g < groups.size(); ++g) {
             stack.assign(nodes_of[g].begin(), nodes_of[g].end());
@@ -621,7 +656,14 @@ struct Fuser {
                 for (size_t i = 0; i < m->num_inputs(); ++i) {
                     if (!value_edge(*m, i)) continue;
                     const Node* x = m->input(i).get();
-                    if (const int* h = group_of.find(x)) {
+                    const int* h = group_of.find(x);
+                    if (h ? *h != int(g) : !inline_node(x) && !scalar_constant(x)) {
+                        auto [r, fresh] = read_by.insert(x, int(g));
+                        if (fresh || *r != int(g))
+                            reads[g].push_back(x);
+                        *r = int(g);
+                    }
+                    if (h) {
                         if (*h != int(g))
                             add_dep(int(g), *h);
                     } else if (inline_node(x)) {
@@ -633,6 +675,7 @@ struct Fuser {
                     }
                 }
             }
+            std::sort(reads[g].begin(), reads[g].end(), std::less<const Node*>());
         }
         // depths in dependency order (Kahn)
         depth.assign(groups.size(), 0);
@@ -669,6 +712,11 @@ struct Fuser {
         for (const Node* n : nodes_of[size_t(a)]) join(n, b);
         nodes_of[size_t(a)].clear();
         group_size[size_t(b)] += group_size[size_t(a)];
+        std::vector<const Node*> u;
+        std::set_union(reads[size_t(b)].begin(), reads[size_t(b)].end(), reads[size_t(a)].begin(),
+                       reads[size_t(a)].end(), std::back_inserter(u), std::less<const Node*>());
+        reads[size_t(b)] = std::move(u);
+        reads[size_t(a)].clear();
         for (int r : rdeps[size_t(a)]) {
             deps[size_t(r)].erase(a);
             if (r != b) add_dep(r, b);
@@ -825,7 +873,8 @@ struct Fuser {
                 for (int a : std::vector<int>(deps[b].begin(), deps[b].end())) {
                     Group& ga = groups[a];
                     if (ga.kind != Group::Kind::Kernel || alias[a] != a || !ga.reduce_axes.empty()) continue;
-                    if (group_size[a] + group_size[b] > kMaxKernelInsts) continue;
+                    if (!fits(size_t(a), b))
+                        continue;
                     if (!reads_pointwise(int(b), a)) continue;
                     // a reduction loops over its kept dims first: over leading reduced dims the
                     // producer's stores would go down columns (slower than its own pass)
@@ -967,7 +1016,8 @@ struct Fuser {
                 if (alias[size_t(b)] != b) continue;
                 bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
                 if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
-                if (group_size[ua] + group_size[size_t(b)] > kMaxKernelInsts) continue;
+                if (!fits(ua, size_t(b)))
+                    continue;
                 // with the budget spent only groups of one depth (never dependent) merge
                 if (--budget < 0 && depth[ua] != depth[size_t(b)]) continue;
                 if (rel.of != a)

@@ -89,6 +89,12 @@ struct FusionPlan {
 /// Largest number of per-point instructions in one fused kernel (larger expressions are split).
 inline constexpr size_t kMaxKernelInsts = 512;
 
+/// Largest number of operands (loaded values and outputs) of a kernel made by merging groups: a
+/// multi-output kernel of hundreds of optimizer updates of one shape has a thousand, and LLVM's
+/// schedulers compare every pair of its memory accesses through alias scopes of that length
+/// (Note [Compile scaling] in Fusion.cpp).
+inline constexpr size_t kMaxKernelOperands = 64;
+
 /// Most kernels an elementwise value is recomputed in before it is materialised instead.
 inline constexpr size_t kMaxRecompute = 4;
 

@@ -105,3 +105,29 @@ TEST(CompileScaling, SiblingMergingOfAChainDoesLinearWork) {
     EXPECT_LE(refusals, 2 * kernels)
         << "refusals must not grow with the square of the kernel count";
 }
+
+TEST(CompileScaling, MergedKernelsKeepTheirOperandsFew) {
+    // 300 SGD updates of one shape (a deep MLP's biases) once merged into one kernel per 512
+    // instructions, about 770 operands, whose alias scopes made LLVM's schedulers quadratic in
+    // them: 18 of the first call's 19 s at 1,000 layers. Merging still happens, in kernels of at
+    // most kMaxKernelOperands loads and outputs.
+    std::vector<Placeholder> ws, gs;
+    std::vector<NodePtr> roots;
+    for (int i = 0; i < 300; ++i) {
+        ws.emplace_back(Shape{16}, f32, "w" + std::to_string(i));
+        gs.emplace_back(Shape{16}, f32, "g" + std::to_string(i));
+        roots.push_back((ws.back() - gs.back() * 0.01).node());
+    }
+    compiler::FusionPlan p = compiler::fuse(roots, cpu::cpu_target());
+    size_t outputs = 0;
+    for (const auto& g : p.groups) {
+        if (g.kind != compiler::Group::Kind::Kernel)
+            continue;
+        EXPECT_LE(g.loads.size() + g.outputs.size(), compiler::kMaxKernelOperands);
+        // and the cap itself stays small (a kernel of 128 operands compiles in milliseconds)
+        EXPECT_LE(g.loads.size() + g.outputs.size(), 128u);
+        outputs += g.outputs.size();
+    }
+    EXPECT_EQ(outputs, roots.size());
+    EXPECT_LE(p.kernels(), roots.size() / 10) << "the updates still share kernels";
+}
