@@ -634,6 +634,7 @@ struct Fuser {
         }
         return outs + ra.size() + rb.size() - both <= kMaxKernelOperands;
     }
+    /// A one-value constant: the same at every point, an immediate in a kernel, never a load.
     static bool scalar_constant(const Node* n) {
         return n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1;
     }
@@ -1107,7 +1108,8 @@ struct Fuser {
         std::function<int(const Node*, int)> build = [&](const Node* n, int chain) -> int {
             // a scalar constant is the same at every point: one inst whatever the index map
             // (each consumer's broadcast makes its own chain)
-            if (n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1) chain = 0;
+            if (scalar_constant(n))
+                chain = 0;
             auto key = std::make_pair(n, chain);
             if (auto it = memo.find(key); it != memo.end()) return it->second;
             KInst inst;
@@ -1115,7 +1117,7 @@ struct Fuser {
             bool inline_expand = !has_trait(n->op(), kLeaf) &&
                                  ((group_of.count(n) && group_of[n] == gi && kind[n] != Kind::Reduce) ||
                                   inline_node(n));
-            if (n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1) {
+            if (scalar_constant(n)) {
                 inst.kind = KInst::Kind::Const;
                 inst.value = n->attr<ConstantAttrs>().value.at(0);
             } else if (inline_expand && kind[n] == Kind::Movement) {
