@@ -38,6 +38,14 @@ public:
                                  std::string name = {});
     /// n's op, attributes, name and layout over new inputs (what a rewrite or a clone makes).
     static NodePtr rebuild(const Node& n, std::vector<NodePtr> inputs);
+
+private:
+    struct Key { // only intern() makes nodes (Note [Node memory] in src/core/Node.cpp)
+        explicit Key() = default;
+    };
+
+public:
+    Node(Key, Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash);
     ~Node();
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
@@ -72,14 +80,14 @@ public:
     void set_name(std::string n) const;
 
 private:
-    Node(Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type, uint64_t hash);
     static NodePtr intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name,
                           int64_t layout = 0);
     friend struct NodeInterner;
+    // what every walk reads first, next to the reference counts (Note [Node memory])
     Op op_;
-    Attrs attrs_;
-    int64_t layout_ = 0;
     std::vector<NodePtr> inputs_;
+    int64_t layout_ = 0;
+    Attrs attrs_;
     TensorType type_;
     uint64_t hash_;
     uint64_t id_;
