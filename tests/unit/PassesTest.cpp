@@ -11,6 +11,7 @@
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
+#include "backend/cpu/Conv.h"
 #include "backend/cpu/CpuTarget.h"
 #include "backend/cpu/Jit.h"
 #include "backend/cpu/LayoutPass.h"
@@ -24,6 +25,7 @@
 #include "ops/ChannelBlocking.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -1114,6 +1116,57 @@ TEST(Epilogue, ConvEvalBatchNormReluPlainAndBlocked) {
         // an empty batch: no primitive; the reference kernels run the conv and its epilogue
         args[0] = random_array(f32, {0, 4, 6, 6}, 46);
         expect_cpu_near_reference({x, w, m, v, ga, be}, {y}, args);
+    }
+}
+
+// an inference conv -> batch norm keeps its folded weights between calls while the weights
+// and the statistics are the same bytes (Note [Folded weights cache] in Conv.cpp): a repeated
+// call reuses them and gives the same bits; a changed weight, a changed variance and a
+// return to the first values each make them again, and every result matches the reference
+TEST(Epilogue, FoldedWeightsAreKeptWhileTheirSourceIsUnchanged) {
+    for (int64_t ch : {8, 32}) { // plain, and blocked by the layout pass (16)
+        SCOPED_TRACE("channels " + std::to_string(ch));
+        Placeholder x({-1, 4, 6, 6}, f32, "x");
+        Placeholder w({ch, 4, 3, 3}, f32, "w");
+        Placeholder m({ch}, f32, "mean"), v({ch}, f32, "var"), ga({ch}, f32, "gamma"),
+            be({ch}, f32, "beta");
+        Tensor y = nn::relu(bn_eval(conv2d(x, w, {}, "SAME"), m, v, ga, be, ch));
+        Function cpu_f = function({x, w, m, v, ga, be}, {y}, {}, on("cpu"));
+        Function ref_f = function({x, w, m, v, ga, be}, {y}, {}, on("reference"));
+        std::vector<Array> args = {
+            random_array(f32, {2, 4, 6, 6}, 50), random_array(f32, {ch, 4, 3, 3}, 51),
+            random_array(f32, {ch}, 52),         positive({ch}, 53),
+            random_array(f32, {ch}, 54),         random_array(f32, {ch}, 55)};
+        auto run = [&](const char* what, size_t hits, size_t misses) {
+            SCOPED_TRACE(what);
+            std::vector<Function::Arg> a(args.begin(), args.end());
+            const auto before = cpu::window_cache_stats();
+            Array got = cpu_f.call(a)[0];
+            const auto after = cpu::window_cache_stats();
+            EXPECT_EQ(after.folded_hits - before.folded_hits, hits);
+            EXPECT_EQ(after.folded_misses - before.folded_misses, misses);
+            Array want = ref_f.call(a)[0];
+            double scale = 0, err = 0;
+            for (int64_t k = 0; k < want.size(); ++k) {
+                scale = std::max(scale, std::fabs(want.at(k)));
+                err = std::max(err, std::fabs(got.at(k) - want.at(k)));
+            }
+            EXPECT_LE(err, 1e-4 * scale + 1e-7);
+            return got;
+        };
+        Array first = run("first call", 0, 1);
+        Array again = run("same values", 1, 0);
+        EXPECT_EQ(std::memcmp(first.raw(), again.raw(), size_t(first.nbytes())), 0);
+        Array w0 = args[1].clone(), v0 = args[3].clone();
+        args[1].data<float>()[5] += 0.25f; // one weight of one output channel
+        run("one weight changed", 0, 1);
+        args[1] = w0;
+        args[3].data<float>()[ch - 1] *= 2; // the last channel's variance
+        run("one variance changed", 0, 1);
+        args[3] = v0;
+        Array back = run("the first values again", 0, 1);
+        EXPECT_EQ(std::memcmp(first.raw(), back.raw(), size_t(first.nbytes())), 0);
+        run("and again", 1, 0);
     }
 }
 

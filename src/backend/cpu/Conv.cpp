@@ -689,8 +689,55 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
     });
 }
 
+// Note [Folded weights cache]
+// In inference a convolution followed by batch norm scales its weights' rows by
+// gamma / sqrt(var + eps) on every call (Note [Affine prefix] in Dnnl.cpp), and oneDNN then
+// reorders them into its blocked layout: two passes over the weights, and at batch 1 a fifth of
+// a small network's call. The call site keeps the result (FoldedWeights, one per step of a
+// CallPlan) with the bytes of the weights and the scale it was made from; a call whose weights
+// and scale compare equal, byte for byte, uses it as it is. There is no version to trust: a
+// training step, an assignment or a checkpoint load changes the bytes, and the next call sees
+// it. The check costs a memcmp of the weights (it stops at the first difference when they
+// changed) and the scale; a miss copies the weights once more. The kept weights are made by
+// the same scaling and reorder as before, so a hit gives the same bits. The folded weights are
+// one more copy of each folded conv's weights per compiled function.
+void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
+                  const std::vector<float>& scale, FoldedWeights& f, Arena& arena,
+                  dnnl::stream& s) {
+    const auto& e = dnnl_engine();
+    const size_t bytes = size_t(w.nbytes());
+    const auto* src = static_cast<const unsigned char*>(w.raw());
+    {
+        Cache& c = cache();
+        const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == bytes &&
+                         std::memcmp(f.source.data(), src, bytes) == 0;
+        std::lock_guard<std::mutex> lock(c.mu);
+        ++(hit ? c.stats.folded_hits : c.stats.folded_misses);
+        if (hit)
+            return;
+    }
+    memory scaled = arena.take(p.weights_user);
+    const float* x = static_cast<const float*>(w.raw());
+    float* y = static_cast<float*>(scaled.get_data_handle());
+    const int64_t c = int64_t(scale.size()), row = w.size() / c;
+    for (int64_t o = 0; o < c; ++o)
+        for (int64_t k = 0; k < row; ++k)
+            y[o * row + k] = x[o * row + k] * scale[size_t(o)];
+    const size_t size = a.prim.get_size();
+    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
+        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
+    memory kept(a.prim, e, f.weights.raw());
+    if (a.reorder)
+        dnnl::reorder(a.reorder).execute(s, scaled, kept);
+    else
+        std::memcpy(f.weights.raw(), y, size);
+    f.source.assign(src, src + bytes);
+    f.scale = scale;
+}
+
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                     const std::vector<const Array*>& post_operands, Array* workspace) {
+                     const std::vector<const Array*>& post_operands, Array* workspace,
+                     FoldedWeights* folded) {
     const auto& e = dnnl_engine();
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
@@ -707,7 +754,13 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
                   static_cast<float*>(bias.get_data_handle()));
         args[DNNL_ARG_BIAS] = bias;
-        if (p.scale_weights) {
+        if (p.scale_weights && folded) {
+            for (const WindowArg& a : p.args)
+                if (a.operand == 1) {
+                    fold_weights(p, a, *in[1], scale, *folded, arena, s);
+                    args[a.id] = memory(a.prim, e, folded->weights.raw());
+                }
+        } else if (p.scale_weights) {
             memory w = arena.take(p.weights_user);
             const float* src = static_cast<const float*>(in[1]->raw());
             float* dst = static_cast<float*>(w.get_data_handle());
@@ -718,6 +771,8 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         }
     }
     for (const WindowArg& a : p.args) {
+        if (a.operand == 1 && p.scale_weights && folded)
+            continue; // the folded weights
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
         if (a.operand == 1 && weights) ptr = weights;
         memory user(a.user, e, ptr);
@@ -783,10 +838,11 @@ bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& bac
 }
 
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                const std::vector<const Array*>& post_operands, Array* workspace) {
+                const std::vector<const Array*>& post_operands, Array* workspace,
+                FoldedWeights* folded) {
     match_dnnl_threads();
     try {
-        run_window_impl(p, in, out, post_operands, workspace);
+        run_window_impl(p, in, out, post_operands, workspace, folded);
     } catch (const dnnl::error& e) {
         // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
         SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;

@@ -30,13 +30,24 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
 /// pool made with keep_workspace) writes: the same argmax layout.
 bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward);
 
+/// A convolution's weights with an inference batch norm folded in, in the primitive's layout,
+/// kept by the call site between calls (Note [Folded weights cache] in Conv.cpp).
+struct FoldedWeights {
+    std::vector<unsigned char> source; // the weights' bytes they were made from
+    std::vector<float> scale;          // and the per-output-channel scale
+    Array weights;                     // scaled and reordered; undefined until the first call
+};
+
 /// Runs the primitive on the op's input values (`in` as for window_primitive; a shape-only
 /// input may be empty) into `out`, allocated by the caller with the output type.
 /// `post_operands[i]`: the operand of the epilogue's i-th post-op when it is binary.
 /// `workspace`: a pool made with keep_workspace writes its workspace there (allocating it); a
 /// max-pool backward given a defined one reads it instead of running the forward pass again.
+/// `folded`: a conv that scales its weights (batch-norm folding, Note [Affine prefix] in
+/// Dnnl.cpp) reuses the scaled weights kept there while their source and scale are unchanged.
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
-                const std::vector<const Array*>& post_operands = {}, Array* workspace = nullptr);
+                const std::vector<const Array*>& post_operands = {}, Array* workspace = nullptr,
+                FoldedWeights* folded = nullptr);
 
 /// Estimated floating-point operations of the op (multiply-adds count 2).
 double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out);
@@ -44,6 +55,8 @@ double window_flops(const Node& n, const std::vector<TensorType>& in, const Tens
 /// Primitives in the cache, and how many lookups found theirs (for tests).
 struct WindowCacheStats {
     size_t entries = 0, hits = 0, misses = 0;
+    /// calls that reused their folded weights, and calls that (re)made them
+    size_t folded_hits = 0, folded_misses = 0;
 };
 WindowCacheStats window_cache_stats();
 

@@ -131,6 +131,9 @@ struct StepCode {
     /// a max pool and its backward sharing a workspace: its index in CallPlan::workspaces
     /// (Note [Max-pool workspace] in Conv.cpp); -1 otherwise
     int workspace = -1;
+    /// a conv that folds an inference batch norm into its weights: them, kept between calls
+    /// (Note [Folded weights cache] in Conv.cpp)
+    mutable FoldedWeights folded;
 };
 
 /// The plan bound to one input-shape signature, and its code.
@@ -1107,7 +1110,7 @@ private:
             }
             const int ws = plan.code[si].workspace;
             run_window(*plan.code[si].window, ins, out, post_operands(g, env),
-                       ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr);
+                       ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr, &plan.code[si].folded);
             env[gc.out_slots[0]] = std::move(out);
             return;
         }

@@ -94,10 +94,11 @@ void set_post_ops(dnnl::primitive_attr& attr, const std::vector<compiler::PostOp
 // leading per-channel affine steps of an epilogue (a bias add; eval batch norm's sub, mul, mul,
 // add) are not given as post-ops: each call folds them into y = scale[c] * x + shift[c] (C
 // values, computed from the operands' buffers), passes shift as the call's bias and, when
-// some step multiplies, scales the weights' rows by scale (a copy of the weights each call,
-// small next to the convolution: batch norm folding, done per call because the operands may
-// change between calls). A matmul takes only the shift (scaling its weights would copy K x N
-// floats). The remaining post-ops (relu, and whatever follows a step that is not affine) stay.
+// some step multiplies, scales the weights' rows by scale (batch norm folding; the operands may
+// change between calls, so the call site keeps the folded weights with the bytes they were
+// made from and makes them again when those differ: Note [Folded weights cache] in Conv.cpp). A
+// matmul takes only the shift (scaling its weights would copy K x N floats). The remaining post-ops
+// (relu, and whatever follows a step that is not affine) stay.
 size_t affine_prefix(const std::vector<compiler::PostOp>& epilogue, bool scale) {
     using K = compiler::PostOp::Kind;
     size_t n = 0;
