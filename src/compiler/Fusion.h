@@ -86,7 +86,8 @@ struct FusionPlan {
     std::string str() const;
 };
 
-/// Largest number of per-point instructions in one fused kernel (larger expressions are split).
+/// Largest cost of one fused kernel's per-point ops, in simple arithmetic instructions
+/// (Target::kernel_cost; larger expressions are split: Note [Kernel size] in Fusion.cpp).
 inline constexpr size_t kMaxKernelInsts = 512;
 
 /// Largest number of operands (loaded values and outputs) of a kernel made by merging groups: a

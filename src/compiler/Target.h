@@ -49,6 +49,9 @@ public:
     /// f32 lanes the generated kernels' innermost loops are vectorised over (KernelPlan compiles
     /// in the trip count of inner loops shorter than a few vectors).
     virtual int vector_lanes() const = 0;
+    /// What one op costs a generated kernel, in simple arithmetic instructions: fusion caps a
+    /// kernel's total at kMaxKernelInsts (Note [Kernel size] in Fusion.cpp).
+    virtual size_t kernel_cost(Op) const { return 1; }
     // (How many threads a step runs on is the runner's business: no pass decides by it yet.)
 };
 

@@ -131,3 +131,45 @@ TEST(CompileScaling, MergedKernelsKeepTheirOperandsFew) {
     EXPECT_EQ(outputs, roots.size());
     EXPECT_LE(p.kernels(), roots.size() / 10) << "the updates still share kernels";
 }
+
+TEST(CompileScaling, KernelsOfTranscendentalsStayInLlvmsLinearRange) {
+    // 1,000 steps of h <- tanh(h * 0.9 + 0.1): with every op counted as one instruction, 170
+    // tanh steps fused into each kernel and LLVM took 1.5 s per kernel (7.3 s for the chain's
+    // first call). The cpu target counts a tanh as 10 (Note [Kernel size] in Fusion.cpp): no
+    // kernel holds more than kMaxKernelInsts / 10 of them, and the chain still fuses (no
+    // kernel per step). A chain of simple arithmetic keeps the full cap.
+    Placeholder x({1024}, f32, "x");
+    Tensor h = x, s = x;
+    for (int i = 0; i < 1000; ++i) {
+        h = tanh(h * 0.9 + 0.1);
+        s = s * 0.9 + 0.1;
+    }
+    for (const Tensor& t : {h, s}) {
+        const bool transcendental = t.node() == h.node();
+        compiler::FusionPlan p = compiler::fuse({t.node()}, cpu::cpu_target());
+        size_t most = 0, kernels = 0;
+        for (const auto& g : p.groups) {
+            if (g.kind != compiler::Group::Kind::Kernel)
+                continue;
+            ++kernels;
+            size_t ops = 0;
+            for (const auto& k : g.insts)
+                ops += k.kind == compiler::KInst::Kind::Op &&
+                       k.op == (transcendental ? Op::Tanh : Op::Add);
+            most = std::max(most, ops);
+        }
+        if (transcendental) {
+            // a step costs 12 (tanh 10, mul, add): 42 steps a kernel
+            EXPECT_LE(most, compiler::kMaxKernelInsts / 12 + 1); // the cap is checked before a join
+            EXPECT_GE(most, compiler::kMaxKernelInsts / 12 - 1) << "the chain fuses up to the cap";
+            EXPECT_LE(kernels, 1000 / (compiler::kMaxKernelInsts / 12 - 1) + 1);
+        } else {
+            EXPECT_GE(most, compiler::kMaxKernelInsts / 2 - 2) << "simple ops count 1 each";
+        }
+    }
+    // and the result is still the reference interpreter's
+    Array xv = random_array(f32, {1024}, 7);
+    Array got = function({x}, {h}, {}, on("cpu"))(xv)[0];
+    Array want = function({x}, {h}, {}, on("reference"))(xv)[0];
+    expect_close(got, want, 1e-5, 1e-5, "tanh chain");
+}
