@@ -745,7 +745,6 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
     memory out_user;
-    void* weights = nullptr; // scaled weights (Note [Affine prefix])
     if (p.affine) {
         int64_t c = p.channel.channels;
         thread_local std::vector<float> scale;
@@ -754,27 +753,23 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
         affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
                   static_cast<float*>(bias.get_data_handle()));
         args[DNNL_ARG_BIAS] = bias;
-        if (p.scale_weights && folded) {
+        if (p.scale_weights) {
+            // a caller that keeps none: made for this call (a kept one could be another
+            // primitive's layout)
+            thread_local FoldedWeights once;
+            once.source.clear();
+            FoldedWeights& f = folded ? *folded : once;
             for (const WindowArg& a : p.args)
                 if (a.operand == 1) {
-                    fold_weights(p, a, *in[1], scale, *folded, arena, s);
-                    args[a.id] = memory(a.prim, e, folded->weights.raw());
+                    fold_weights(p, a, *in[1], scale, f, arena, s);
+                    args[a.id] = memory(a.prim, e, f.weights.raw());
                 }
-        } else if (p.scale_weights) {
-            memory w = arena.take(p.weights_user);
-            const float* src = static_cast<const float*>(in[1]->raw());
-            float* dst = static_cast<float*>(w.get_data_handle());
-            int64_t row = in[1]->size() / c;
-            for (int64_t o = 0; o < c; ++o)
-                for (int64_t k = 0; k < row; ++k) dst[o * row + k] = src[o * row + k] * scale[size_t(o)];
-            weights = dst;
         }
     }
     for (const WindowArg& a : p.args) {
-        if (a.operand == 1 && p.scale_weights && folded)
+        if (a.operand == 1 && p.scale_weights)
             continue; // the folded weights
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
-        if (a.operand == 1 && weights) ptr = weights;
         memory user(a.user, e, ptr);
         if (!a.reorder) {
             args[a.id] = user;
