@@ -88,7 +88,9 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
 //
 // The walk expands sums, differences, negations, products with an invariant factor and divisions
 // by one into terms (sign, varying factors, invariant factors); it never distributes a product
-// over a sum, so it cannot blow up, and it stops at 32 terms. It fires only when some term has
+// over a sum, so it cannot blow up, and it stops at 32 terms, 16 levels, and 32 factors a term
+// (a product chain of 10^5 steps once overflowed the stack here, and repeated squaring took
+// 2^steps calls: Specialize.FactoringLongProductChainsIsBounded). It fires only when some term has
 // an invariant factor computed from a reduction (a constant or a parameter inside a sum delays
 // nothing, and outside it would cost a kernel after the sum); the sums it builds have no
 // invariant factor, so it does not fire on its own result.
@@ -146,15 +148,19 @@ struct Walk {
 
     bool full_shaped(const NodePtr& e) const { return e->shape() == full; }
 
-    /// Gathers the factors of a product chain into t (varying or invariant).
-    void factors(const NodePtr& e, Term& t) {
-        if (e->is(Op::Mul) && full_shaped(e)) {
+    /// Gathers the factors of a product chain into t (varying or invariant). At most 16 levels
+    /// and 32 factors: past them a product stays one varying factor, which is still exact (the
+    /// term is the product of its factors). Unbounded, a chain of 10^5 products overflowed the
+    /// stack and a chain of squarings (h = h * h) took 2^steps calls.
+    void factors(const NodePtr& e, Term& t, int depth = 0) {
+        const bool room = depth < 16 && t.varying.size() + t.invariant.size() < 32;
+        if (room && e->is(Op::Mul) && full_shaped(e)) {
             for (int i = 0; i < 2; ++i) {
                 const NodePtr& in = e->input(i);
                 if (invariant(in))
                     t.invariant.emplace_back(in, false);
                 else if (full_shaped(in))
-                    factors(in, t);
+                    factors(in, t, depth + 1);
                 else
                     t.varying.push_back(in); // broadcast along unsummed axes only: not expanded
             }

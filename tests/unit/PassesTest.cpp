@@ -622,6 +622,32 @@ TEST(Specialize, FactorSumLeavesOtherSumsAlone) {
     EXPECT_EQ(run(cc::specialize, {sum(i * sum(i, {0}, true), {0})}).stats.hits["factor_sum"], 0);
 }
 
+// factor_sum's walk over the product under a sum is bounded (Note [Factoring reductions]): a
+// chain of 2x10^5 products once overflowed the stack (a segfault compiling a 10^5-step GELU
+// chain), and 40 squarings (h = h * h) took 2^40 calls. Both now stop expanding after 16 levels
+// and compute what the reference interpreter computes; a sum with an invariant factor on top of
+// such a chain is still factored.
+TEST(Specialize, FactoringLongProductChainsIsBounded) {
+    Placeholder x({4, 8}, f64, "x"), c({4, 8}, f64, "c");
+    Tensor squared = x;
+    for (int i = 0; i < 40; ++i)
+        squared = squared * squared;
+    Tensor chain = x;
+    for (int i = 0; i < 200000; ++i)
+        chain = chain * c;
+    Tensor rowsum = broadcast_to(sum(x, {0}, true), {4, 8}); // invariant along axis 0, a reduction
+    Tensor y0 = sum(squared, {0}), y1 = sum(chain, {0}), y2 = sum(chain * rowsum, {0});
+    Rewritten s = run(cc::specialize, {y0, y1, y2});
+    EXPECT_EQ(s.stats.hits["factor_sum"], 1) << "only y2 has an invariant factor";
+    // values: x and c of +-1 keep every product at +-1, so the sums are exact
+    Array xv = random_array(f64, {4, 8}, 71), cv = random_array(f64, {4, 8}, 72);
+    for (int64_t k = 0; k < xv.size(); ++k) {
+        xv.data<double>()[k] = xv.data<double>()[k] < 0 ? -1.0 : 1.0;
+        cv.data<double>()[k] = cv.data<double>()[k] < 0 ? -1.0 : 1.0;
+    }
+    expect_same_value({x, c}, {y0, y1, y2}, s.outs, {xv, cv}, 0);
+}
+
 // The backward of batch norm + relu (as autodiff writes it) over a batch bound at call time:
 // after factoring, its sums read only the incoming gradient and forward values, they merge into
 // one kernel (Note [Equal dynamic dims]), and the gradient takes two passes over the activations.
