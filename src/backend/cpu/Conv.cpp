@@ -13,6 +13,7 @@
 #include <symjax/ir/Node.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -624,10 +625,16 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
     return p;
 }
 
+// counted on every folding conv call: atomics, not the primitive cache's lock
+std::atomic<size_t> g_folded_hits{0}, g_folded_misses{0};
+
 WindowCacheStats window_cache_stats() {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    return c.stats;
+    WindowCacheStats s = c.stats;
+    s.folded_hits = g_folded_hits.load();
+    s.folded_misses = g_folded_misses.load();
+    return s;
 }
 
 namespace {
@@ -704,33 +711,29 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
 void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
                   const std::vector<float>& scale, FoldedWeights& f, Arena& arena,
                   dnnl::stream& s) {
-    const auto& e = dnnl_engine();
     const size_t bytes = size_t(w.nbytes());
     const auto* src = static_cast<const unsigned char*>(w.raw());
-    {
-        Cache& c = cache();
-        const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == bytes &&
-                         std::memcmp(f.source.data(), src, bytes) == 0;
-        std::lock_guard<std::mutex> lock(c.mu);
-        ++(hit ? c.stats.folded_hits : c.stats.folded_misses);
-        if (hit)
-            return;
-    }
-    memory scaled = arena.take(p.weights_user);
+    const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == bytes &&
+                     std::memcmp(f.source.data(), src, bytes) == 0;
+    ++(hit ? g_folded_hits : g_folded_misses);
+    if (hit)
+        return;
+    const size_t size = a.prim.get_size();
+    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
+        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
+    // scaled straight into the kept buffer when the primitive takes our layout
+    memory scaled =
+        a.reorder ? arena.take(p.weights_user) : memory(a.prim, dnnl_engine(), f.weights.raw());
     const float* x = static_cast<const float*>(w.raw());
     float* y = static_cast<float*>(scaled.get_data_handle());
     const int64_t c = int64_t(scale.size()), row = w.size() / c;
     for (int64_t o = 0; o < c; ++o)
         for (int64_t k = 0; k < row; ++k)
             y[o * row + k] = x[o * row + k] * scale[size_t(o)];
-    const size_t size = a.prim.get_size();
-    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
-        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
-    memory kept(a.prim, e, f.weights.raw());
-    if (a.reorder)
+    if (a.reorder) {
+        memory kept(a.prim, dnnl_engine(), f.weights.raw());
         dnnl::reorder(a.reorder).execute(s, scaled, kept);
-    else
-        std::memcpy(f.weights.raw(), y, size);
+    }
     f.source.assign(src, src + bytes);
     f.scale = scale;
 }
@@ -754,11 +757,8 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
                   static_cast<float*>(bias.get_data_handle()));
         args[DNNL_ARG_BIAS] = bias;
         if (p.scale_weights) {
-            // a caller that keeps none: made for this call (a kept one could be another
-            // primitive's layout)
-            thread_local FoldedWeights once;
-            once.source.clear();
-            FoldedWeights& f = folded ? *folded : once;
+            FoldedWeights local; // a caller that keeps none: made for this call
+            FoldedWeights& f = folded ? *folded : local;
             for (const WindowArg& a : p.args)
                 if (a.operand == 1) {
                     fold_weights(p, a, *in[1], scale, f, arena, s);
