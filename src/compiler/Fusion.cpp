@@ -147,6 +147,18 @@ std::string PostOp::str() const {
 //   networks lose little: the paper's CNN step has 88 kernels instead of 84 (its Adam updates
 //   of one shape in kernels of six instead of one).
 
+// Note [Bounded recomputation]
+// A value recomputed inline in k kernels brings along what it reads inline, so the kernels that
+// need a value are the union of those that need its readers. Along a chain, the sets grow: the
+// gradient of `h = where(h > c, h - c, h * 0.5)` repeated reads every step's mask h_i > c in its
+// own kernel of the backward, each mask recomputed the forward chain from x up to h_i, and step
+// i was recomputed in up to n - i kernels. All of one shape, so kMaxRecompute (which counts a
+// space once) never refused: n^2/2 recomputed steps, and 150 steps took 6.8 s (LLVM on 110
+// kernels near the size cap), 1,000 more than a minute. kMaxRecomputeKernels bounds the
+// kernels of any one value, cheap shifts too (Note [Recomputing a shift]), so recomputation at
+// most multiplies the graph's elementwise work by a constant. Normalisations (4 kernels) and
+// the merged siblings of Fusion.RecomputeUpToTheCapThenMaterialise (6) stay under it.
+
 // Note [Kernel size]
 // A fused kernel's ops are capped by cost, not by count (kMaxKernelInsts, Target::kernel_cost):
 // LLVM's code generation is linear in a kernel's size only up to a point. An elementwise chain
@@ -585,6 +597,10 @@ struct Fuser {
             if (ok && merge_keys.size() > kMaxRecompute && !cheap_shift(n)) {
                 ok = false;
                 why = "used by " + std::to_string(gs.size()) + " kernels";
+            }
+            if (ok && gs.size() > kMaxRecomputeKernels) { // Note [Bounded recomputation]
+                ok = false;
+                why = "recomputed in " + std::to_string(gs.size()) + " kernels";
             }
             for (int g : gs)
                 if (ok && group_size[g] >= kMaxKernelInsts) {

@@ -96,8 +96,14 @@ inline constexpr size_t kMaxKernelInsts = 512;
 /// (Note [Compile scaling] in Fusion.cpp).
 inline constexpr size_t kMaxKernelOperands = 64;
 
-/// Most kernels an elementwise value is recomputed in before it is materialised instead.
+/// Most kernels an elementwise value is recomputed in before it is materialised instead
+/// (kernels over one space with the same reduced axes counted once: they usually merge).
 inline constexpr size_t kMaxRecompute = 4;
+
+/// Most kernels an elementwise value is recomputed in, however many merge or how cheap it is:
+/// a bound on the work recomputation adds, since a value recomputed in k kernels recomputes
+/// there whatever it reads inline too (Note [Bounded recomputation] in Fusion.cpp).
+inline constexpr size_t kMaxRecomputeKernels = 8;
 
 /// Work the merging phases may spend on dependency walks and candidate pairs: a base that no
 /// ordinary network reaches, plus a share per node, so that fusion stays linear in graph size

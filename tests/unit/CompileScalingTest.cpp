@@ -173,3 +173,63 @@ TEST(CompileScaling, KernelsOfTranscendentalsStayInLlvmsLinearRange) {
     Array want = function({x}, {h}, {}, on("reference"))(xv)[0];
     expect_close(got, want, 1e-5, 1e-5, "tanh chain");
 }
+
+TEST(CompileScaling, RecomputationAlongAChainIsBounded) {
+    // The gradient of h <- where(h > c, h - c, h * 0.5) reads every step's mask in a kernel of
+    // the backward, and every mask kernel recomputed the forward chain up to its step: step i
+    // in n - i kernels, all of one shape (Note [Bounded recomputation] in Fusion.cpp). 150 steps
+    // took 6.8 s to compile, 1,000 more than a minute. Now no value is recomputed in more than
+    // kMaxRecomputeKernels kernels, and the kernels' ops grow linearly with the steps.
+    auto build = [](int steps, Placeholder& x, Placeholder& c) {
+        Tensor h = x;
+        for (int i = 0; i < steps; ++i)
+            h = where(h > c, h - c, h * 0.5);
+        Tensor loss = sum(h * h);
+        std::vector<Tensor> g = gradients(loss, {x, c});
+        return std::vector<Tensor>{loss, g[0], g[1]};
+    };
+    auto kernel_ops = [](const compiler::FusionPlan& p) {
+        size_t ops = 0;
+        for (const auto& g : p.groups)
+            for (const auto& k : g.insts)
+                ops += k.kind == compiler::KInst::Kind::Op;
+        return ops;
+    };
+    size_t ops_at[2] = {0, 0};
+    for (int s : {0, 1}) {
+        const int steps = s == 0 ? 150 : 600;
+        Placeholder x({4, 8}, f32, "x"), c({4, 8}, f32, "c");
+        std::vector<Tensor> outs = build(steps, x, c);
+        std::vector<NodePtr> roots;
+        for (const auto& t : outs)
+            roots.push_back(t.node());
+        compiler::FusionPlan p = compiler::fuse(roots, cpu::cpu_target());
+        size_t most = 0; // the most kernels one value is recomputed in
+        for (const auto& d : p.decisions) {
+            size_t at = d.rfind(" in ");
+            if (d.rfind("recompute ", 0) == 0 && at != std::string::npos)
+                most = std::max<size_t>(most, std::stoul(d.substr(at + 4)));
+        }
+        EXPECT_LE(most, compiler::kMaxRecomputeKernels) << steps << " steps";
+        ops_at[s] = kernel_ops(p);
+    }
+    // 4x the steps: 4x the ops (the chain's own work), up to the ends' constant share; the
+    // quadratic plan had 16x
+    EXPECT_LE(ops_at[1], 5 * ops_at[0])
+        << ops_at[0] << " ops at 150 steps, " << ops_at[1] << " at 600";
+
+    // and the values are the reference interpreter's
+    Placeholder x({4, 8}, f32, "x"), c({4, 8}, f32, "c");
+    std::vector<Tensor> outs = build(300, x, c);
+    auto t0 = std::chrono::steady_clock::now();
+    Function f = function({x, c}, outs, {}, on("cpu"));
+    Array xv = random_array(f32, {4, 8}, 11, -40, 40),
+          cv = random_array(f32, {4, 8}, 12, 0.01, 0.1);
+    auto got = f(xv, cv);
+    EXPECT_LT(seconds_since(t0), kGuardSeconds);
+    auto want = function({x, c}, outs, {}, on("reference"))(xv, cv);
+    // both backends take the same branch at every step (the masks compare the same f32
+    // values); the sums differ by rounding only
+    for (size_t i = 0; i < got.size(); ++i)
+        expect_close(got[i], want[i], 1e-5, 1e-5, "output " + std::to_string(i));
+}
