@@ -367,6 +367,28 @@ ChainGraph make_chain(const std::string& kind, int64_t steps, int64_t width) {
     } else if (kind == "gelu") {
         for (int64_t i = 0; i < steps; ++i) h = nn::gelu(h, true);
         g.outputs = {sum(h)};
+    } else if (kind == "select_grad") {
+        // a piecewise-linear step and its gradient: the backward reads every step's mask
+        // (Note [Bounded recomputation] in src/compiler/Fusion.cpp)
+        Placeholder c({width}, f32, "c");
+        g.inputs = {x, c};
+        for (int64_t i = 0; i < steps; ++i)
+            h = where(h > c, h - c, h * 0.5);
+        auto gs = gradients(sum(h * h), {x, c});
+        g.outputs = {sum(h * h), gs[0], gs[1]};
+    } else if (kind == "norm_grad") {
+        // tanh, centring and scaling in turn (one reduction in two of three steps) and the
+        // gradient: tens of thousands of kernels of one space (kSiblingCandidates)
+        const int64_t rows = 4;
+        Placeholder xm({rows, width / rows}, f32, "x"), c({rows, width / rows}, f32, "c");
+        g.inputs = {xm, c};
+        h = xm;
+        for (int64_t i = 0; i < steps; ++i)
+            h = i % 3 == 0   ? tanh(h) * c
+                : i % 3 == 1 ? h - mean(h, {0}, true)
+                             : h * rsqrt(var(h, {0}, true) + 1e-5);
+        auto gs = gradients(sum(h * xm), {xm, c});
+        g.outputs = {sum(h), gs[0], gs[1]};
     } else if (kind == "mlp_step") {
         // a deep MLP of `steps` layers with its gradients and an SGD update per parameter
         Placeholder xb({-1, width}, f32, "xb");
@@ -395,7 +417,8 @@ ChainGraph make_chain(const std::string& kind, int64_t steps, int64_t width) {
 /// Compile time against graph size: chains of 10^2..10^5 steps of several kinds; the per-node
 /// cost (function_ms / nodes) must stay flat as the graph grows.
 void compile_scaling() {
-    std::vector<std::string> kinds = {"elementwise", "shared_recurrence", "gelu", "mlp_step"};
+    std::vector<std::string> kinds = {"elementwise", "shared_recurrence", "gelu",
+                                      "select_grad", "norm_grad",         "mlp_step"};
     if (opt("kind", "all") != "all") kinds = {opt("kind", "all")};
     int64_t max_steps = std::stoll(opt("max_steps", "100000"));
     for (const auto& kind : kinds) {

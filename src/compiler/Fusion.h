@@ -79,6 +79,8 @@ struct FusionPlan {
     std::vector<Chain> chains; // chain 0 is the empty chain
     /// Why values were materialised or groups not merged (shown at SJ_DEBUG >= 3).
     std::vector<std::string> decisions;
+    /// Pairs of kernel groups sibling merging looked at (at most kSiblingCandidates per group).
+    size_t sibling_pairs = 0;
     size_t kernels() const;
     size_t library_calls() const;
     /// Elementwise ops applied inside library calls (Note [Epilogue fusion]).
@@ -104,6 +106,11 @@ inline constexpr size_t kMaxRecompute = 4;
 /// a bound on the work recomputation adds, since a value recomputed in k kernels recomputes
 /// there whatever it reads inline too (Note [Bounded recomputation] in Fusion.cpp).
 inline constexpr size_t kMaxRecomputeKernels = 8;
+
+/// Candidates sibling merging looks at for each kernel group (the next ones over its iteration
+/// space, in group order): a chain of G kernels of one space had G^2/2 pairs to look at (Note
+/// [Compile scaling] in Fusion.cpp). Ordinary networks have far fewer kernels of one space.
+inline constexpr size_t kSiblingCandidates = 256;
 
 /// Work the merging phases may spend on dependency walks and candidate pairs: a base that no
 /// ordinary network reaches, plus a share per node, so that fusion stays linear in graph size
