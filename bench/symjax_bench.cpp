@@ -389,6 +389,18 @@ ChainGraph make_chain(const std::string& kind, int64_t steps, int64_t width) {
                              : h * rsqrt(var(h, {0}, true) + 1e-5);
         auto gs = gradients(sum(h * xm), {xm, c});
         g.outputs = {sum(h), gs[0], gs[1]};
+    } else if (kind == "lse_grad") {
+        // h - logsumexp(h) * 0.1 over rows, and the gradient: a running sum per step (Note
+        // [Factoring reductions]) read through one broadcast per step (Note [Canonical chain
+        // steps])
+        const int64_t rows = 4;
+        Placeholder xm({rows, width / rows}, f32, "x");
+        g.inputs = {xm};
+        h = xm;
+        for (int64_t i = 0; i < steps; ++i)
+            h = h - logsumexp(h, {1}, true) * 0.1;
+        auto gs = gradients(sum(h * xm), {xm});
+        g.outputs = {sum(h), gs[0]};
     } else if (kind == "mlp_step") {
         // a deep MLP of `steps` layers with its gradients and an SGD update per parameter
         Placeholder xb({-1, width}, f32, "xb");
@@ -417,8 +429,8 @@ ChainGraph make_chain(const std::string& kind, int64_t steps, int64_t width) {
 /// Compile time against graph size: chains of 10^2..10^5 steps of several kinds; the per-node
 /// cost (function_ms / nodes) must stay flat as the graph grows.
 void compile_scaling() {
-    std::vector<std::string> kinds = {"elementwise", "shared_recurrence", "gelu",
-                                      "select_grad", "norm_grad",         "mlp_step"};
+    std::vector<std::string> kinds = {"elementwise", "shared_recurrence", "gelu",    "select_grad",
+                                      "norm_grad",   "lse_grad",          "mlp_step"};
     if (opt("kind", "all") != "all") kinds = {opt("kind", "all")};
     int64_t max_steps = std::stoll(opt("max_steps", "100000"));
     for (const auto& kind : kinds) {

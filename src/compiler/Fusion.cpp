@@ -786,7 +786,10 @@ struct Fuser {
         while (!stack.empty()) {
             int x = stack.back();
             stack.pop_back();
-            if (--budget < 0) return true;
+            // a step and each edge it follows spend the budget: a group may read thousands
+            budget -= 1 + int64_t(deps[size_t(x)].size());
+            if (budget < 0)
+                return true;
             for (int d : deps[size_t(x)]) {
                 if (d == b) return true;
                 if (depth[size_t(d)] > depth[size_t(b)] && seen_in[size_t(d)] != walk) {
@@ -836,7 +839,8 @@ struct Fuser {
         while (!stack.empty()) {
             int x = stack.back();
             stack.pop_back();
-            if (--budget < 0) {
+            budget -= 1 + int64_t(edges[size_t(x)].size()); // as in depends()
+            if (budget < 0) {
                 rel.exact = false;
                 return;
             }
@@ -1130,6 +1134,59 @@ struct Fuser {
     }
 
     // ---- per-point expressions -------------------------------------------------------------
+
+    // Note [Canonical chain steps]
+    // A value read through movement ops or an implicit broadcast is expanded once per (node,
+    // chain) in a kernel, the chain being the steps from the kernel's point to the value's. A
+    // step used to be its node, so two steps that map indices the same way but belong to
+    // different nodes (each `h - m` of a chain broadcasting its own [4, 1] m over [4, 8]) made
+    // two chains, and whatever the [4, 1] values read was expanded again under each: the
+    // backward of 100 steps of `h - logsumexp(h) * 0.1` made a kernel of 12,000 instructions
+    // and 1,500 loads past the size cap, and took 9 s in LLVM. A step's index map depends only
+    // on its op, attributes and the shapes it maps between (KernelPlan's step()), so a step
+    // whose shapes are static is replaced by the first node seen with the same ones; and a
+    // movement step that undoes the one before it (flip(flip(x)), a transpose back) removes it:
+    // 40 steps of flip(h) * c read c through chains of 0..40 flips before.
+    std::unordered_map<std::string, std::pair<const Node*, int>> step_reps;
+    std::pair<const Node*, int> canonical_step(const Node* n, int i) {
+        const Node* in = n->input(size_t(i)).get();
+        const bool movement = kind[n] == Kind::Movement;
+        if (!is_static(n->shape()) || !is_static(in->shape()) ||
+            (movement && n->num_inputs() != 1) || (!movement && !has_trait(n->op(), kElementwise)))
+            return {n, i};
+        std::string key =
+            movement ? std::string(op_name(n->op())) + attrs_str(n->attrs()) : "elementwise";
+        key += shape_str(n->shape()) + "<" + shape_str(in->shape());
+        return step_reps.emplace(std::move(key), std::make_pair(n, i)).first->second;
+    }
+
+    /// Whether movement step `b` (read next, toward the buffer) undoes step `a`: the two map
+    /// an index to itself. Same flips, inverse permutations, or reshapes back to a's shape.
+    static bool undoes(const std::pair<const Node*, int>& b, const std::pair<const Node*, int>& a) {
+        const Node *x = a.first, *y = b.first;
+        if (a.second != 0 || b.second != 0 || x->op() != y->op() || x->num_inputs() != 1 ||
+            y->num_inputs() != 1 || y->input(0)->shape() != x->shape() || !is_static(x->shape()))
+            return false;
+        if (x->is(Op::Reshape))
+            return true;
+        if (x->is(Op::Flip)) {
+            auto fa = x->attr<AxesAttrs>().axes, fb = y->attr<AxesAttrs>().axes;
+            std::sort(fa.begin(), fa.end());
+            std::sort(fb.begin(), fb.end());
+            return fa == fb;
+        }
+        if (x->is(Op::Permute)) {
+            const auto &pa = x->attr<AxesAttrs>().axes, &pb = y->attr<AxesAttrs>().axes;
+            if (pa.size() != pb.size())
+                return false;
+            for (size_t i = 0; i < pa.size(); ++i)
+                if (pb[size_t(pa[i])] != int64_t(i))
+                    return false;
+            return true;
+        }
+        return false;
+    }
+
     std::map<Chain, int> chain_ids;
     int intern(const Chain& c) {
         auto it = chain_ids.find(c);
@@ -1161,7 +1218,11 @@ struct Fuser {
                 inst.value = n->attr<ConstantAttrs>().value.at(0);
             } else if (inline_expand && kind[n] == Kind::Movement) {
                 Chain c = plan.chains[chain];
-                c.emplace_back(n, 0);
+                const auto step = canonical_step(n, 0);
+                if (!c.empty() && undoes(step, c.back()))
+                    c.pop_back(); // flip(flip(x)), a transpose back, a reshape back: no step
+                else
+                    c.push_back(step);
                 int v = build(n->input(0).get(), intern(c));
                 memo[key] = v;
                 return v;
@@ -1173,7 +1234,7 @@ struct Fuser {
                     int c = chain;
                     if (x->shape() != n->shape()) {
                         Chain cc = plan.chains[chain];
-                        cc.emplace_back(n, int(i));
+                        cc.push_back(canonical_step(n, int(i)));
                         c = intern(cc);
                     }
                     inst.args[i] = build(x, c);

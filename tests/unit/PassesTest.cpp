@@ -622,6 +622,28 @@ TEST(Specialize, FactorSumLeavesOtherSumsAlone) {
     EXPECT_EQ(run(cc::specialize, {sum(i * sum(i, {0}, true), {0})}).stats.hits["factor_sum"], 0);
 }
 
+// A running sum (Note [Factoring reductions]): the backward of h <- h - max(h, axis 1) + c reads,
+// at every step, g_k = g_{k+1} + w * broadcast(sum(-g_{k+1})), and sums -g_k. The walk used to
+// expand g_{k+1} into its own terms, 16 levels deep, although the graph had its sum already:
+// every step's sum became a dozen, 200 steps grew the graph 8x and 1,000 took 3.6 s to compile.
+// Now g_{k+1} stays one term whose sum is the one the graph has.
+TEST(Specialize, RunningSumsAreNotExpandedAgain) {
+    Placeholder x({4, 8}, f64, "x"), c({4, 8}, f64, "c");
+    Tensor h = x;
+    for (int i = 0; i < 200; ++i)
+        h = h - max(h, {1}, true) + c;
+    std::vector<Tensor> g = gradients(sum(h * sum(x, {0}, true)), {x, c});
+    Rewritten before = run(cc::canonicalize, g);
+    Rewritten s = run(cc::specialize, before.outs);
+    EXPECT_GT(s.stats.hits["factor_sum"], 100) << "the sums are still factored";
+    const size_t n0 = graph_size(before.outs), n1 = graph_size(s.outs);
+    // each step's sum becomes sum(-g_{k+1}) * (1 - sum(w)) and its few [4, 1] ops
+    EXPECT_LE(n1, n0 + n0 / 2) << n0 << " nodes before specialize, " << n1 << " after";
+    std::vector<Array> args = {random_array(f64, {4, 8}, 81), random_array(f64, {4, 8}, 82)};
+    // reassociated sums over 200 steps; the values stay O(10) (each step subtracts the max)
+    expect_same_value({x, c}, g, s.outs, args, 1e-9);
+}
+
 // factor_sum's walk over the product under a sum is bounded (Note [Factoring reductions]): a
 // chain of 2x10^5 products once overflowed the stack (a segfault compiling a 10^5-step GELU
 // chain), and 40 squarings (h = h * h) took 2^40 calls. Both now stop expanding after 16 levels
@@ -758,6 +780,43 @@ TEST(Fusion, RecomputeUpToTheCapThenMaterialise) {
         for (const auto& r : g.roots) materialised |= r->is(Op::Add);
     EXPECT_TRUE(materialised) << m.plan.str();
     expect_cpu_matches_reference({x, v}, many, {random_array(f64, {6, 10}, 19), random_array(f64, {10}, 20)});
+}
+
+// Steps that map indices alike are one step (Note [Canonical chain steps]): each `h - m` of a
+// chain broadcasts its own [4, 1] m over [4, 8], and a value read through two such broadcasts
+// was expanded twice in a kernel, and whatever it read again under each. The backward of 100
+// steps of h - logsumexp(h) * 0.1 made a kernel of 12,000 instructions and 1,500 loads (9 s in
+// LLVM); 40 steps of flip(h) * c read c through chains of 0..40 flips, 19 MB of LLVM IR (11 s).
+// Now every kernel keeps to the size cap (a load or constant is an instruction too, so up to
+// twice the cap's ops) and its loads to about two per step.
+TEST(Fusion, StepsThatMapIndicesAlikeAreOneStep) {
+    for (int kind : {0, 1}) {
+        Placeholder x({4, 8}, f32, "x"), c({4, 8}, f32, "c");
+        Tensor h = x;
+        for (int i = 0; i < (kind == 0 ? 100 : 40); ++i)
+            h = kind == 0 ? h - logsumexp(h, {1}, true) * 0.1 : flip(h, {1}) * c;
+        std::vector<Tensor> outs = gradients(sum(h * sum(x, {0}, true)), {x, c});
+        outs.push_back(sum(h));
+        cc::Compiled k = compile(outs);
+        size_t most_insts = 0, most_loads = 0;
+        for (const auto& g : k.plan.groups) {
+            most_insts = std::max(most_insts, g.insts.size());
+            most_loads = std::max(most_loads, g.loads.size());
+        }
+        EXPECT_LE(most_insts, 2 * cc::kMaxKernelInsts) << (kind == 0 ? "logsumexp" : "flip");
+        // the backward kernel that ends the logsumexp chain reads two [4, 1] values per step
+        // (about 110 loads): the loads of one fused chain are not capped, only merges are
+        EXPECT_LE(most_loads, 2 * cc::kMaxKernelOperands) << (kind == 0 ? "logsumexp" : "flip");
+        std::vector<Array> args = {random_array(f32, {4, 8}, 91),
+                                   random_array(f32, {4, 8}, 92, 0.5, 1.0)};
+        // f32 sums over 100 steps, reassociated differently by the two backends
+        auto cpu = eval_on("cpu", {x, c}, outs, args),
+             ref = eval_on("reference", {x, c}, outs, args);
+        for (size_t i = 0; i < outs.size(); ++i)
+            for (int64_t j = 0; j < cpu[i].size(); ++j)
+                EXPECT_NEAR(cpu[i].at(j), ref[i].at(j), 1e-4 * (1 + std::fabs(ref[i].at(j))))
+                    << i << " at " << j;
+    }
 }
 
 // Refusals name their reason: a consumer that is not a kernel (concat runs its reference kernel,
