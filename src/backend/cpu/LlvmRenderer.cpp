@@ -71,16 +71,36 @@ struct Renderer {
         i->setMetadata(llvm::LLVMContext::MD_noalias, noalias[operand]);
     }
 
+    // Note [Alias scopes]
+    // Every access says which operand it touches, so that LLVM may keep loads in registers
+    // across stores and vectorise: the operands are distinct buffers. Loads never conflict with
+    // loads, so all loaded operands share one scope, and only the outputs get one each: a load
+    // is noalias with every output, an output with the loads and the other outputs. With one
+    // scope per operand, every access listed all the others, and a kernel of 350 loads (the
+    // second-order gradient of 30 residual layer norms) carried 720 KB of metadata in 900 KB of
+    // IR, and LLVM's alias queries walked those lists: metadata quadratic in the operands, now
+    // quadratic in the outputs only (usually a few). That function's first call (165 kernels
+    // compiled) went from 7.9 to 7.0 s; the kernels run as fast as before.
     void setup_alias_scopes() {
         llvm::MDBuilder md(ctx);
         llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("sj");
-        std::vector<llvm::MDNode*> scopes;
-        for (int k = 0; k < nload + nout; ++k) scopes.push_back(md.createAnonymousAliasScope(domain));
-        for (int k = 0; k < nload + nout; ++k) {
-            scope.push_back(llvm::MDNode::get(ctx, {scopes[k]}));
-            std::vector<llvm::Metadata*> others;
-            for (int j = 0; j < nload + nout; ++j)
-                if (j != k) others.push_back(scopes[j]);
+        llvm::MDNode* in = md.createAnonymousAliasScope(domain);
+        std::vector<llvm::MDNode*> outs;
+        for (int k = 0; k < nout; ++k)
+            outs.push_back(md.createAnonymousAliasScope(domain));
+        llvm::MDNode* in_scope = llvm::MDNode::get(ctx, {in});
+        llvm::MDNode* in_noalias =
+            llvm::MDNode::get(ctx, std::vector<llvm::Metadata*>(outs.begin(), outs.end()));
+        for (int k = 0; k < nload; ++k) {
+            scope.push_back(in_scope);
+            noalias.push_back(in_noalias);
+        }
+        for (int k = 0; k < nout; ++k) {
+            scope.push_back(llvm::MDNode::get(ctx, {outs[k]}));
+            std::vector<llvm::Metadata*> others{in};
+            for (int j = 0; j < nout; ++j)
+                if (j != k)
+                    others.push_back(outs[j]);
             noalias.push_back(llvm::MDNode::get(ctx, others));
         }
     }
