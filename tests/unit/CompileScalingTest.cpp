@@ -10,6 +10,7 @@
 
 #include "backend/cpu/CpuTarget.h"
 #include "compiler/Fusion.h"
+#include "compiler/Pipeline.h"
 
 #include <chrono>
 
@@ -250,4 +251,81 @@ TEST(CompileScaling, SiblingMergingLooksAtABoundedNumberOfCandidates) {
     // (the bound only leaves pairs unmerged, and a plan's values do not depend on which
     // siblings merge: Fusion.* and the op harness check those; compiling these 1,500 kernels
     // to check values here would take 10 s)
+}
+
+TEST(CompileScaling, PlanSizeIsLinearForEveryChainKind) {
+    // A chain of 4x the steps must compile to about 4x the graph and 4x the kernel code, for
+    // every kind of step with its gradient: recomputation along a chain (where), factor_sum's
+    // running sums (max, logsumexp) and chains of alike index maps (broadcasts, flips) each
+    // once grew these quadratically (Notes [Bounded recomputation], [Factoring reductions],
+    // [Canonical chain steps]). Structure only (no LLVM), so the test is fast; bench/run
+    // compile_time measures the times.
+    Array idxv(i32, {8});
+    for (int i = 0; i < 8; ++i)
+        idxv.data<int32_t>()[i] = (i * 3) % 8;
+    const std::vector<std::string> kinds = {
+        "where", "max", "logsumexp", "softmax", "flip",   "gather",  "cumsum", "concat",
+        "pad",   "abs", "clip",      "stack",   "matmul", "sigmoid", "gelu",   "layer_norm"};
+    for (const std::string& kind : kinds) {
+        size_t nodes[2] = {0, 0}, insts[2] = {0, 0}, groups[2] = {0, 0};
+        for (int s = 0; s < 2; ++s) {
+            const int steps = s == 0 ? 50 : 200;
+            Placeholder x({4, 8}, f32, "x"), c({4, 8}, f32, "c"), w({8, 8}, f32, "w");
+            Tensor idx = constant(idxv);
+            Tensor h = x;
+            for (int i = 0; i < steps; ++i) {
+                if (kind == "where")
+                    h = where(h > c, h - c, h * 0.5);
+                else if (kind == "max")
+                    h = h - max(h, {1}, true) + c;
+                else if (kind == "logsumexp")
+                    h = h - logsumexp(h, {1}, true) * 0.1;
+                else if (kind == "softmax")
+                    h = softmax(h * c, 1);
+                else if (kind == "flip")
+                    h = flip(h, {1}) * c;
+                else if (kind == "gather")
+                    h = gather(h, idx, 1) * c;
+                else if (kind == "cumsum")
+                    h = cumsum(h, 1) * 0.1;
+                else if (kind == "concat")
+                    h = concat({slice_axis(h, 1, 4, 8), slice_axis(h, 1, 0, 4) * 0.5}, 1);
+                else if (kind == "pad")
+                    h = slice(pad(h, {1, 1}, {1, 1}), {0, 2}, {4, 10}) + c;
+                else if (kind == "abs")
+                    h = abs(h - c) * 0.5;
+                else if (kind == "clip")
+                    h = clip(h * 1.5, -2, 2);
+                else if (kind == "stack")
+                    h = sum(stack({h, h * c}, 0), {0});
+                else if (kind == "matmul")
+                    h = tanh(matmul(h, w));
+                else if (kind == "sigmoid")
+                    h = sigmoid(h) * c;
+                else if (kind == "gelu")
+                    h = nn::gelu(h, true) * c;
+                else
+                    h = nn::relu((h - mean(h, {1}, true)) * rsqrt(var(h, {1}, true) + 1e-5) * c) +
+                        h;
+            }
+            std::vector<Tensor> g = gradients(sum(h * sum(x, {0}, true)), {x, c, w});
+            std::vector<NodePtr> roots{sum(h).node()};
+            for (const auto& t : g)
+                roots.push_back(t.node());
+            compiler::Compiled k = compiler::compile(roots, cpu::cpu_target());
+            std::vector<Tensor> compiled;
+            for (const auto& r : k.roots)
+                compiled.emplace_back(r);
+            nodes[s] = graph_size(compiled);
+            groups[s] = k.plan.groups.size();
+            for (const auto& grp : k.plan.groups)
+                insts[s] += grp.insts.size();
+        }
+        // 4x the steps; 5x allows for the ends (the loss, the first and last steps)
+        EXPECT_LE(nodes[1], 5 * nodes[0]) << kind << ": nodes " << nodes[0] << " -> " << nodes[1];
+        EXPECT_LE(groups[1], 5 * groups[0])
+            << kind << ": groups " << groups[0] << " -> " << groups[1];
+        EXPECT_LE(insts[1], 5 * insts[0] + 64)
+            << kind << ": kernel instructions " << insts[0] << " -> " << insts[1];
+    }
 }
