@@ -1161,14 +1161,13 @@ struct Fuser {
     }
 
     /// Whether movement step `b` (read next, toward the buffer) undoes step `a`: the two map
-    /// an index to itself. Same flips, inverse permutations, or reshapes back to a's shape.
+    /// an index to itself. Same flips, or inverse permutations (a reshape is a view, never a
+    /// step).
     static bool undoes(const std::pair<const Node*, int>& b, const std::pair<const Node*, int>& a) {
         const Node *x = a.first, *y = b.first;
         if (a.second != 0 || b.second != 0 || x->op() != y->op() || x->num_inputs() != 1 ||
             y->num_inputs() != 1 || y->input(0)->shape() != x->shape() || !is_static(x->shape()))
             return false;
-        if (x->is(Op::Reshape))
-            return true;
         if (x->is(Op::Flip)) {
             auto fa = x->attr<AxesAttrs>().axes, fb = y->attr<AxesAttrs>().axes;
             std::sort(fa.begin(), fa.end());
@@ -1220,7 +1219,7 @@ struct Fuser {
                 Chain c = plan.chains[chain];
                 const auto step = canonical_step(n, 0);
                 if (!c.empty() && undoes(step, c.back()))
-                    c.pop_back(); // flip(flip(x)), a transpose back, a reshape back: no step
+                    c.pop_back(); // flip(flip(x)), a transpose back: no step
                 else
                     c.push_back(step);
                 int v = build(n->input(0).get(), intern(c));

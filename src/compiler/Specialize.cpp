@@ -140,7 +140,7 @@ std::vector<int64_t> normalised_axes(const std::vector<int64_t>& axes, int rank)
 
 struct Walk {
     const Shape& full;                 // the summed tensor's shape
-    const std::vector<int64_t>& axes;  // the summed axes, normalised
+    const std::vector<int64_t>& axes;  // the summed axes, normalised and sorted
     std::vector<Term> terms;
     bool overflow = false;
 
@@ -208,8 +208,6 @@ struct Walk {
     /// negations and products, a few levels deep): in a ± b, a's sum exists already. Null if
     /// not; `negated`: the sum found is of -a.
     NodePtr own_sum(const NodePtr& b, const NodePtr& a, bool& negated) const {
-        std::vector<int64_t> mine = axes;
-        std::sort(mine.begin(), mine.end());
         std::vector<std::pair<const Node*, int>> stack{{b.get(), 0}};
         while (!stack.empty()) {
             auto [n, d] = stack.back();
@@ -222,7 +220,7 @@ struct Walk {
                 k.summed = n->input(0);
                 k.axes = normalised_axes(n->attr<ReduceAttrs>().axes, n->input(0)->rank());
             }
-            if (k.sum && k.axes == mine) {
+            if (k.sum && k.axes == axes) {
                 const Node* v = k.summed.get();
                 negated = false;
                 while (v->is(Op::Neg)) {
@@ -320,8 +318,7 @@ NodePtr apply(const NodePtr& n) {
     if (!n->is(Op::ReduceSum) || !is_float(n->dtype())) return nullptr;
     const NodePtr& x = n->input(0);
     const auto& ra = n->attr<ReduceAttrs>();
-    std::vector<int64_t> axes;
-    for (int64_t a : ra.axes) axes.push_back(a < 0 ? a + x->rank() : a);
+    const std::vector<int64_t> axes = normalised_axes(ra.axes, x->rank());
     if (axes.empty()) return nullptr;
     Walk w{x->shape(), axes, {}, false};
     w.add(x, false, {}, 0);
@@ -382,8 +379,7 @@ NodePtr apply(const NodePtr& n) {
     Tensor kept = out;
     if (!ra.keepdims) out = squeeze(out, axes);
     if (out.shape() != n->shape() || out.dtype() != n->dtype()) return nullptr;
-    built_sums[out.node().get()] =
-        KnownSum{kept.node(), x, normalised_axes(axes, x->rank()), out.node()};
+    built_sums[out.node().get()] = KnownSum{kept.node(), x, axes, out.node()};
     return out.node();
 }
 
