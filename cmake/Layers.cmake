@@ -9,6 +9,8 @@ set(SJ_LAYER_MAP
   backend/reference/Interpreter.cpp reference_backend
   backend/reference/                reference
   backend/cpu/                      cpu
+  backend/llvm/                     codegen
+  backend/cuda/                     cuda
   backend/                          backend
   core/                             ir
   ops/                              ir
@@ -29,27 +31,35 @@ set(SJ_LAYER_MAP
 #   compiler           passes, fusion, kernel IR, memory plan -> ExecPlan, the Target interface
 #   backend            the Executable interface and the backend registry
 #   reference_backend  the reference interpreter as a backend
+#   codegen            the kernel IR's per-point expression as LLVM IR, shared by the targets
+#                      that render kernels through LLVM (cpu, cuda)
 #   cpu                the cpu target and runner: LLVM JIT, oneDNN, BLAS/LAPACK, OpenMP
+#   cuda               the GPU target and runner (libsymjax_cuda.so, a plugin the registry
+#                      loads when "cuda" is asked for): NVPTX kernels, the CUDA driver API
 #   runtime            function(), variables, Tensor::eval
 #   nn                 layers, losses, optimizers, schedules
 #   data               data loaders, checkpoints, graph export
 #   env                libsymjax_env.so (the OpenMP wait policy; a library of its own)
-set(SJ_LAYERS dist ir reference compiler backend reference_backend cpu runtime nn data env)
+set(SJ_LAYERS dist ir reference compiler backend reference_backend codegen cpu cuda runtime nn data env)
 set(SJ_LAYER_DEPS_dist "")
 set(SJ_LAYER_DEPS_ir dist)
 set(SJ_LAYER_DEPS_reference ir dist)
 set(SJ_LAYER_DEPS_compiler reference ir dist)
 set(SJ_LAYER_DEPS_backend ir dist)
 set(SJ_LAYER_DEPS_reference_backend backend reference ir dist)
-set(SJ_LAYER_DEPS_cpu compiler backend reference ir dist)
+set(SJ_LAYER_DEPS_codegen compiler reference ir dist)
+set(SJ_LAYER_DEPS_cpu codegen compiler backend reference ir dist)
+set(SJ_LAYER_DEPS_cuda codegen compiler backend reference ir dist)
 set(SJ_LAYER_DEPS_runtime backend ir dist)
 set(SJ_LAYER_DEPS_nn runtime backend ir dist)
 set(SJ_LAYER_DEPS_data runtime backend ir dist)
 set(SJ_LAYER_DEPS_env "")
 
-# Third-party headers (prefixes of <...> includes) only one layer may include.
+# Third-party headers (prefixes of <...> includes) only the named layers ("a|b": either) may
+# include.
 set(SJ_EXTERNAL_MAP
-  llvm/     cpu
+  llvm/     codegen|cpu|cuda
+  cuda.h    cuda
   dnnl      cpu
   oneapi/   cpu
   omp.h     cpu

@@ -1,4 +1,4 @@
-// Accuracy of the cpu backend's f32 transcendentals (src/backend/cpu/LlvmMath.cpp and the libm
+// Accuracy of the cpu backend's f32 transcendentals (src/backend/llvm/LlvmMath.cpp and the libm
 // calls of LlvmRenderer.cpp), in ulp against std:: functions evaluated in long double.
 //
 // Each function runs as a one-op graph compiled by the cpu backend, so what is measured is the

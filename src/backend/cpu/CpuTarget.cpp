@@ -110,9 +110,9 @@ public:
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
-    /// The f32 functions LlvmRenderer expands inline (LlvmMath.cpp): exp, log and tanh are 30-40
-    /// IR instructions each, erf, expm1 and log1p an exp or log and as much again (Note [Kernel
-    /// size] in src/compiler/Fusion.cpp).
+    /// The f32 functions LlvmRenderer expands inline (src/backend/llvm/LlvmMath.cpp): exp, log and
+    /// tanh are 30-40 IR instructions each, erf, expm1 and log1p an exp or log and as much again
+    /// (Note [Kernel size] in src/compiler/Fusion.cpp).
     size_t kernel_cost(Op op) const override {
         if (op == Op::Exp || op == Op::Log || op == Op::Tanh)
             return 10;

@@ -1,7 +1,7 @@
 // KernelSpec -> LLVM IR: loads through strided pointers, the expression, stores and reductions.
 #include "LlvmRenderer.h"
 
-#include "LlvmMath.h"
+#include "../llvm/KernelExpr.h"
 
 #include <symjax/Error.h>
 #include <symjax/ir/Node.h>
@@ -45,26 +45,15 @@ struct Renderer {
     Value* nsteps = nullptr;
     std::vector<Value*> step_stride, load_value;
 
+    codegen::ExprEmitter ex;
+
     Renderer(const KernelSpec& spec, llvm::LLVMContext& c, llvm::Module* m)
         : s(spec), ctx(c), mod(m), b(c), i64(llvm::Type::getInt64Ty(c)),
-          nload(int(spec.load_dtypes.size())), nout(int(spec.outputs.size())) {}
+          nload(int(spec.load_dtypes.size())), nout(int(spec.outputs.size())),
+          ex(b, *m, codegen::MathLibrary::Libm) {}
 
-    /// In-memory type of a dtype (bool is a byte).
-    llvm::Type* mem_type(DType t) {
-        switch (t) {
-        case DType::Bool: case DType::U8: return b.getInt8Ty();
-        case DType::I32: case DType::U32: return b.getInt32Ty();
-        case DType::I64: return b.getInt64Ty();
-        case DType::F32: return b.getFloatTy();
-        case DType::F64: return b.getDoubleTy();
-        }
-        return b.getFloatTy();
-    }
-    /// Register type: bool is i1.
-    llvm::Type* reg_type(DType t) { return t == DType::Bool ? b.getInt1Ty() : mem_type(t); }
-
-    Value* from_mem(Value* v, DType t) { return t == DType::Bool ? b.CreateICmpNE(v, b.getInt8(0)) : v; }
-    Value* to_mem(Value* v, DType t) { return t == DType::Bool ? b.CreateZExt(v, b.getInt8Ty()) : v; }
+    llvm::Type* mem_type(DType t) { return ex.mem_type(t); }
+    llvm::Type* reg_type(DType t) { return ex.reg_type(t); }
 
     void annotate(llvm::Instruction* i, int operand) {
         i->setMetadata(llvm::LLVMContext::MD_alias_scope, scope[operand]);
@@ -111,13 +100,13 @@ struct Renderer {
         llvm::Type* mt = mem_type(t);
         auto* ld = b.CreateLoad(mt, b.CreateGEP(mt, base[k], off));
         annotate(ld, k);
-        return from_mem(ld, t);
+        return ex.from_mem(ld, t);
     }
     /// Stores v as output o at element offset `off`.
     void store_output(int o, Value* v, Value* off) {
         const DType t = s.outputs[o].dtype;
         llvm::Type* mt = mem_type(t);
-        auto* st = b.CreateStore(to_mem(v, t), b.CreateGEP(mt, base[nload + o], off));
+        auto* st = b.CreateStore(ex.to_mem(v, t), b.CreateGEP(mt, base[nload + o], off));
         annotate(st, nload + o);
     }
 
@@ -160,254 +149,31 @@ struct Renderer {
         }
     }
 
-    // ---- the per-point expression -----------------------------------------------------------
-    llvm::Function* libm(const char* name, llvm::Type* t, int arity) {
-        std::vector<llvm::Type*> args(arity, t);
-        auto* ft = llvm::FunctionType::get(t, args, false);
-        auto callee = mod->getOrInsertFunction(name, ft);
-        auto* f = llvm::cast<llvm::Function>(callee.getCallee());
-        f->setDoesNotThrow();
-        f->setOnlyAccessesInaccessibleMemory(); // errno only
-        return f;
-    }
-    Value* call_libm(const char* f32name, const char* f64name, std::vector<Value*> args) {
-        llvm::Type* t = args[0]->getType();
-        const char* name = t->isFloatTy() ? f32name : f64name;
-        return b.CreateCall(libm(name, t, int(args.size())), args);
-    }
-    Value* intrinsic(llvm::Intrinsic::ID id, std::vector<Value*> args) {
-        return b.CreateIntrinsic(id, {args[0]->getType()}, args);
+    // ---- the per-point expression (KernelExpr.cpp) -----------------------------------------
+    /// Values of every instruction at the point whose operand offsets are `offs`.
+    std::vector<Value*> emit_point(const std::vector<Value*>& offs) {
+        return ex.emit_point(s, [&](int k) {
+            if (!load_value.empty() && load_value[k]) // a step kernel's carry
+                return load_value[k];
+            return load_operand(k, offs[k]);
+        });
     }
     Value* fconst(llvm::Type* t, double v) { return llvm::ConstantFP::get(t, v); }
 
-    Value* emit_const(const KInst& k) {
-        llvm::Type* t = reg_type(k.dtype);
-        if (k.dtype == DType::Bool) return b.getInt1(k.value != 0);
-        if (is_float(k.dtype)) return fconst(t, k.value);
-        return llvm::ConstantInt::get(t, static_cast<uint64_t>(static_cast<int64_t>(k.value)), is_signed(k.dtype));
-    }
-
-    Value* emit_cast(Value* v, DType from, DType to) {
-        if (from == to) return v;
-        llvm::Type* t = reg_type(to);
-        if (to == DType::Bool) {
-            if (is_float(from)) return b.CreateFCmpUNE(v, fconst(v->getType(), 0.0));
-            return b.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
-        }
-        if (from == DType::Bool) return is_float(to) ? b.CreateUIToFP(v, t) : b.CreateZExt(v, t);
-        if (is_float(from) && is_float(to)) return b.CreateFPCast(v, t);
-        if (is_float(from)) // saturating, NaN -> 0: the reference's semantics
-            return b.CreateIntrinsic(is_signed(to) ? llvm::Intrinsic::fptosi_sat : llvm::Intrinsic::fptoui_sat,
-                                     {t, v->getType()}, {v});
-        if (is_float(to)) return is_signed(from) ? b.CreateSIToFP(v, t) : b.CreateUIToFP(v, t);
-        return b.CreateIntCast(v, t, is_signed(from));
-    }
-
-    /// Integer div (truncating) and mod (the divisor's sign), with the reference's results where
-    /// the hardware traps: x / 0 = x % 0 = 0, MIN / -1 = MIN (wrapping), MIN % -1 = 0 (Note
-    /// [Integer arithmetic wraps] in reference/ElementwiseKernels.cpp). Divisors 0 and -1 are
-    /// replaced by 1 before dividing, then the result is selected.
-    Value* emit_int_div_mod(Op op, Value* x, Value* y, bool sg) {
-        llvm::Type* ty = x->getType();
-        Value* zero = llvm::ConstantInt::get(ty, 0);
-        Value* one = llvm::ConstantInt::get(ty, 1);
-        Value* by_zero = b.CreateICmpEQ(y, zero);
-        Value* by_minus_one =
-            sg ? b.CreateICmpEQ(y, llvm::ConstantInt::getSigned(ty, -1)) : b.getFalse();
-        Value* safe = b.CreateSelect(b.CreateOr(by_zero, by_minus_one), one, y);
-        if (op == Op::Div) {
-            Value* q = sg ? b.CreateSDiv(x, safe) : b.CreateUDiv(x, safe);
-            if (sg)
-                q = b.CreateSelect(by_minus_one, b.CreateSub(zero, x), q); // no nsw: wraps
-            return b.CreateSelect(by_zero, zero, q);
-        }
-        Value* r = sg ? b.CreateSRem(x, safe) : b.CreateURem(x, safe); // x % 1 == 0 covers 0, -1
-        if (!sg)
-            return r;
-        Value* fix = b.CreateAnd(b.CreateICmpNE(r, zero),
-                                 b.CreateXor(b.CreateICmpSLT(r, zero), b.CreateICmpSLT(y, zero)));
-        return b.CreateSelect(fix, b.CreateAdd(r, y), r);
-    }
-
-    /// One elementwise op on registers: unary ops take x (y is null), binary ops x and y, both of
-    /// dtype t. An op that breaks out of the switch has no code here (Cast and Where are
-    /// rendered by emit_point).
-    Value* emit_op(Op op, Value* x, Value* y, DType t) {
-        bool f = is_float(t), sg = is_signed(t);
-        llvm::Type* ty = x->getType();
-        bool f32 = ty->isFloatTy();
-        switch (op) {
-        // unary
-        case Op::Neg: return f ? b.CreateFNeg(x) : b.CreateNeg(x);
-        case Op::Abs:
-            if (f) return intrinsic(llvm::Intrinsic::fabs, {x});
-            if (!is_signed(t)) return x;
-            return b.CreateIntrinsic(llvm::Intrinsic::abs, {ty}, {x, b.getFalse()});
-        case Op::Sign: {
-            if (f) {
-                Value* one = fconst(ty, 1.0);
-                Value* r = b.CreateSelect(b.CreateFCmpOGT(x, fconst(ty, 0)), one,
-                                          b.CreateSelect(b.CreateFCmpOLT(x, fconst(ty, 0)), fconst(ty, -1.0), fconst(ty, 0)));
-                return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
-            }
-            Value* zero = llvm::ConstantInt::get(ty, 0);
-            Value* pos = b.CreateZExt(is_signed(t) ? b.CreateICmpSGT(x, zero) : b.CreateICmpUGT(x, zero), ty);
-            if (!is_signed(t)) return pos;
-            return b.CreateSub(pos, b.CreateZExt(b.CreateICmpSLT(x, zero), ty));
-        }
-        case Op::Exp: return f32 ? emit_expf(b, x) : call_libm("expf", "exp", {x});
-        case Op::Expm1: return f32 ? emit_expm1f(b, x) : call_libm("expm1f", "expm1", {x});
-        case Op::Log: return f32 ? emit_logf(b, x) : call_libm("logf", "log", {x});
-        case Op::Log1p: return f32 ? emit_log1pf(b, x) : call_libm("log1pf", "log1p", {x});
-        case Op::Log2: return call_libm("log2f", "log2", {x});
-        case Op::Tanh: return f32 ? emit_tanhf(b, x) : call_libm("tanhf", "tanh", {x});
-        case Op::Erf: return f32 ? emit_erff(b, x) : call_libm("erff", "erf", {x});
-        case Op::Sqrt: return intrinsic(llvm::Intrinsic::sqrt, {x});
-        case Op::Rsqrt: return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
-        case Op::Reciprocal: return b.CreateFDiv(fconst(ty, 1.0), x);
-        case Op::Sin: return call_libm("sinf", "sin", {x});
-        case Op::Cos: return call_libm("cosf", "cos", {x});
-        case Op::Tan: return call_libm("tanf", "tan", {x});
-        case Op::Floor: return intrinsic(llvm::Intrinsic::floor, {x});
-        case Op::Ceil: return intrinsic(llvm::Intrinsic::ceil, {x});
-        case Op::Round: return intrinsic(llvm::Intrinsic::roundeven, {x});
-        case Op::LogicalNot: return b.CreateNot(x);
-        case Op::IsNan: return f ? b.CreateFCmpUNO(x, x) : b.getFalse();
-        case Op::IsInf:
-            return f ? b.CreateFCmpOEQ(intrinsic(llvm::Intrinsic::fabs, {x}), fconst(ty, INFINITY)) : b.getFalse();
-        case Op::StopGradient: return x;
-        // binary
-        case Op::Add: return f ? b.CreateFAdd(x, y) : b.CreateAdd(x, y);
-        case Op::Sub: return f ? b.CreateFSub(x, y) : b.CreateSub(x, y);
-        case Op::Mul: return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
-        case Op::Div:
-            return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
-        case Op::Pow: return call_libm("powf", "pow", {x, y});
-        case Op::Atan2: return call_libm("atan2f", "atan2", {x, y});
-        case Op::Hypot: return call_libm("hypotf", "hypot", {x, y});
-        case Op::Max:
-            if (f) return intrinsic(llvm::Intrinsic::maximum, {x, y});
-            if (t == DType::Bool) return b.CreateOr(x, y);
-            return intrinsic(sg ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {x, y});
-        case Op::Min:
-            if (f) return intrinsic(llvm::Intrinsic::minimum, {x, y});
-            if (t == DType::Bool) return b.CreateAnd(x, y);
-            return intrinsic(sg ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {x, y});
-        case Op::Mod: { // float: fmod, then take the divisor's sign (Python/NumPy)
-            if (!f)
-                return emit_int_div_mod(op, x, y, sg);
-            Value* r = b.CreateFRem(x, y);
-            Value* fix = b.CreateAnd(b.CreateFCmpONE(r, fconst(ty, 0)),
-                                     b.CreateXor(b.CreateFCmpOLT(r, fconst(ty, 0)), b.CreateFCmpOLT(y, fconst(ty, 0))));
-            return b.CreateSelect(fix, b.CreateFAdd(r, y), r);
-        }
-        case Op::Eq: return f ? b.CreateFCmpOEQ(x, y) : b.CreateICmpEQ(x, y);
-        case Op::Ne: return f ? b.CreateFCmpUNE(x, y) : b.CreateICmpNE(x, y);
-        case Op::Lt: return f ? b.CreateFCmpOLT(x, y) : sg ? b.CreateICmpSLT(x, y) : b.CreateICmpULT(x, y);
-        case Op::Le: return f ? b.CreateFCmpOLE(x, y) : sg ? b.CreateICmpSLE(x, y) : b.CreateICmpULE(x, y);
-        case Op::Gt: return f ? b.CreateFCmpOGT(x, y) : sg ? b.CreateICmpSGT(x, y) : b.CreateICmpUGT(x, y);
-        case Op::Ge: return f ? b.CreateFCmpOGE(x, y) : sg ? b.CreateICmpSGE(x, y) : b.CreateICmpUGE(x, y);
-        case Op::LogicalAnd: return b.CreateAnd(x, y);
-        case Op::LogicalOr: return b.CreateOr(x, y);
-        case Op::LogicalXor: return b.CreateXor(x, y);
-        case Op::Cast:
-        case Op::Where:
-            break;
-#define SJ_CASES_OUTSIDE_Elementwise
-#include "ops/OpCasesOutside.inc" // Note [Family switches]
-            break;
-        }
-        SJ_THROW(InternalError) << "cpu codegen: no rule for " << op_name(op);
-    }
-
-    /// Values of every instruction at the point whose operand offsets are `offs`.
-    std::vector<Value*> emit_point(const std::vector<Value*>& offs) {
-        std::vector<Value*> v(s.insts.size(), nullptr);
-        for (size_t i = 0; i < s.insts.size(); ++i) {
-            const KInst& k = s.insts[i];
-            switch (k.kind) {
-            case KInst::Kind::Load: {
-                DType t = s.load_dtypes[k.load];
-                if (!load_value.empty() && load_value[k.load]) { // a step kernel's carry
-                    v[i] = emit_cast(load_value[k.load], t, k.dtype);
-                    break;
-                }
-                v[i] = emit_cast(load_operand(k.load, offs[k.load]), t, k.dtype);
-                break;
-            }
-            case KInst::Kind::Const: v[i] = emit_const(k); break;
-            case KInst::Kind::Op: {
-                DType in0 = s.insts[k.args[0]].dtype;
-                if (k.op == Op::Cast) v[i] = emit_cast(v[k.args[0]], in0, k.dtype);
-                else if (k.op == Op::Where) v[i] = b.CreateSelect(v[k.args[0]], v[k.args[1]], v[k.args[2]]);
-                else v[i] = emit_op(k.op, v[k.args[0]], k.args[1] < 0 ? nullptr : v[k.args[1]], in0);
-                break;
-            }
-            }
-        }
-        return v;
-    }
-
+    // ---- reductions -------------------------------------------------------------------------
     // ---- reductions -------------------------------------------------------------------------
     /// Accumulators: f32 sums and products accumulate in double across blocks (see Note [f32
     /// sums]), others in their own type.
-    llvm::Type* acc_type(const KOutput& o) {
-        if (o.dtype == DType::F32 && (o.reduce_op == Op::ReduceSum || o.reduce_op == Op::ReduceProd))
-            return b.getDoubleTy();
-        return reg_type(o.dtype);
-    }
-    Value* acc_init(const KOutput& o) {
-        llvm::Type* t = acc_type(o);
-        bool f = t->isFloatingPointTy();
-        switch (o.reduce_op) {
-        case Op::ReduceSum: return f ? fconst(t, 0.0) : llvm::ConstantInt::get(t, 0);
-        case Op::ReduceProd: return f ? fconst(t, 1.0) : llvm::ConstantInt::get(t, 1);
-        case Op::ReduceAny: return b.getFalse();
-        case Op::ReduceAll: return b.getTrue();
-        case Op::ReduceMax:
-            if (f) return fconst(t, -INFINITY);
-            return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMinValue(t->getIntegerBitWidth())
-                                                                : llvm::APInt::getMinValue(t->getIntegerBitWidth()));
-        case Op::ReduceMin:
-            if (f) return fconst(t, INFINITY);
-            return llvm::ConstantInt::get(t, is_signed(o.dtype) ? llvm::APInt::getSignedMaxValue(t->getIntegerBitWidth())
-                                                                : llvm::APInt::getMaxValue(t->getIntegerBitWidth()));
-#define SJ_CASES_OUTSIDE_Reduce
-#include "ops/OpCasesOutside.inc" // Note [Family switches]
-            break;
-        }
-        SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
-    }
+    llvm::Type* acc_type(const KOutput& o) { return ex.acc_type(o); }
+    Value* acc_init(const KOutput& o) { return ex.acc_init(o); }
     /// f32 sums are accumulated in f32 within a block of the innermost loop (Note [f32 sums]).
     static bool block_sum(const KOutput& o) {
         return o.reduced && o.dtype == DType::F32 && o.reduce_op == Op::ReduceSum;
     }
+    /// The usual order's sums may be reordered (vectorised partial sums); the row order
+    /// vectorises over the row and keeps each element's sum sequential (Note [f32 sums]).
     Value* acc_combine(const KOutput& o, Value* a, Value* x) {
-        llvm::Type* t = a->getType();
-        if (x->getType() != t) x = b.CreateFPExt(x, t);
-        bool f = t->isFloatingPointTy();
-        llvm::IRBuilder<>::FastMathFlagGuard guard(b);
-        llvm::FastMathFlags fm;
-        // the usual order's sums may be reordered (vectorised partial sums); the row order
-        // vectorises over the row and keeps each element's sum sequential (Note [f32 sums])
-        if (s.row == 0) fm.setAllowReassoc();
-        b.setFastMathFlags(fm);
-        switch (o.reduce_op) {
-        case Op::ReduceSum: return f ? b.CreateFAdd(a, x) : b.CreateAdd(a, x);
-        case Op::ReduceProd: return f ? b.CreateFMul(a, x) : b.CreateMul(a, x);
-        case Op::ReduceAny: return b.CreateOr(a, x);
-        case Op::ReduceAll: return b.CreateAnd(a, x);
-        case Op::ReduceMax:
-            if (f) return intrinsic(llvm::Intrinsic::maximum, {a, x});
-            return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smax : llvm::Intrinsic::umax, {a, x});
-        case Op::ReduceMin:
-            if (f) return intrinsic(llvm::Intrinsic::minimum, {a, x});
-            return intrinsic(is_signed(o.dtype) ? llvm::Intrinsic::smin : llvm::Intrinsic::umin, {a, x});
-#define SJ_CASES_OUTSIDE_Reduce
-#include "ops/OpCasesOutside.inc" // Note [Family switches]
-            break;
-        }
-        SJ_THROW(InternalError) << "cpu codegen: bad reduction " << op_name(o.reduce_op);
+        return ex.acc_combine(o, a, x, s.row == 0);
     }
     /// A counted loop over [lo, hi); `body` renders its inside for index i.
     void emit_for(const std::string& name, Value* lo, Value* hi,

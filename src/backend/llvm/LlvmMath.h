@@ -3,7 +3,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 
-namespace sj::cpu {
+namespace sj::codegen {
 
 /// Each takes and returns a float (scalar) value; the loop vectoriser widens them.
 /// Accuracy: at most 1-3 ulp over the whole range, with IEEE special values (measured and
@@ -15,4 +15,4 @@ llvm::Value* emit_erff(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_expm1f(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_log1pf(llvm::IRBuilder<>& b, llvm::Value* x);
 
-} // namespace sj::cpu
+} // namespace sj::codegen

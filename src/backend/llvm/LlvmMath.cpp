@@ -6,13 +6,17 @@
 #include <cmath>
 #include <limits>
 
-namespace sj::cpu {
+namespace sj::codegen {
 
 using llvm::Value;
 
 namespace {
-Value* c(llvm::IRBuilder<>& b, double v) { return llvm::ConstantFP::get(b.getFloatTy(), v); }
-Value* ci(llvm::IRBuilder<>& b, int32_t v) { return b.getInt32(static_cast<uint32_t>(v)); }
+Value* c(llvm::IRBuilder<>& b, double v) {
+    return llvm::ConstantFP::get(b.getFloatTy(), v);
+}
+Value* ci(llvm::IRBuilder<>& b, int32_t v) {
+    return b.getInt32(static_cast<uint32_t>(v));
+}
 Value* fma(llvm::IRBuilder<>& b, Value* x, Value* y, Value* z) {
     return b.CreateIntrinsic(llvm::Intrinsic::fma, {x->getType()}, {x, y, z});
 }
@@ -20,27 +24,32 @@ Value* fma(llvm::IRBuilder<>& b, Value* x, Value* y, Value* z) {
 Value* horner(llvm::IRBuilder<>& b, Value* x, std::initializer_list<double> cs) {
     auto it = cs.begin();
     Value* p = c(b, *it++);
-    for (; it != cs.end(); ++it) p = fma(b, p, x, c(b, *it));
+    for (; it != cs.end(); ++it)
+        p = fma(b, p, x, c(b, *it));
     return p;
 }
 Value* fabs(llvm::IRBuilder<>& b, Value* x) {
     return b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
 }
-Value* isnan(llvm::IRBuilder<>& b, Value* x) { return b.CreateFCmpUNO(x, x); }
+Value* isnan(llvm::IRBuilder<>& b, Value* x) {
+    return b.CreateFCmpUNO(x, x);
+}
 } // namespace
 
 Value* emit_expf(llvm::IRBuilder<>& b, Value* x) {
     // x = n ln2 + r, |r| <= ln2/2; exp(r) by a degree-6 polynomial (Cephes expf); 2^n applied in
     // two halves so results down to the denormal range are exact in scaling.
-    Value* xc = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {b.getFloatTy()},
-                                  {b.CreateIntrinsic(llvm::Intrinsic::minnum, {b.getFloatTy()}, {x, c(b, 88.8f)}),
-                                   c(b, -104.0f)});
+    Value* xc = b.CreateIntrinsic(
+        llvm::Intrinsic::maxnum, {b.getFloatTy()},
+        {b.CreateIntrinsic(llvm::Intrinsic::minnum, {b.getFloatTy()}, {x, c(b, 88.8f)}),
+         c(b, -104.0f)});
     Value* n = b.CreateIntrinsic(llvm::Intrinsic::roundeven, {b.getFloatTy()},
                                  {b.CreateFMul(xc, c(b, 1.44269504088896341))});
     Value* r = fma(b, n, c(b, -0.693359375), xc);
     r = fma(b, n, c(b, 2.12194440e-4), r);
-    Value* p = horner(b, r, {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
-                             1.6666665459E-1, 5.0000001201E-1});
+    Value* p = horner(b, r,
+                      {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3, 4.1665795894E-2,
+                       1.6666665459E-1, 5.0000001201E-1});
     Value* r2 = b.CreateFMul(r, r);
     Value* y = fma(b, p, r2, b.CreateFAdd(r, c(b, 1.0)));
     Value* ni = b.CreateFPToSI(n, b.getInt32Ty());
@@ -69,9 +78,10 @@ Value* emit_logf(llvm::IRBuilder<>& b, Value* x) {
     Value* ef = b.CreateSIToFP(b.CreateSub(e, b.CreateZExt(lt, b.getInt32Ty())), b.getFloatTy());
     Value* f = b.CreateFSub(b.CreateSelect(lt, b.CreateFAdd(m, m), m), c(b, 1.0));
     Value* z = b.CreateFMul(f, f);
-    Value* p = horner(b, f, {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
-                             1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
-                             3.3333331174E-1});
+    Value* p = horner(b, f,
+                      {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
+                       1.4249322787E-1, -1.6668057665E-1, 2.0000714765E-1, -2.4999993993E-1,
+                       3.3333331174E-1});
     Value* y = b.CreateFMul(b.CreateFMul(p, f), z);
     y = fma(b, ef, c(b, -2.12194440e-4), y);
     y = fma(b, z, c(b, -0.5), y);
@@ -87,8 +97,9 @@ Value* emit_tanhf(llvm::IRBuilder<>& b, Value* x) {
     // |x| < 0.625: odd polynomial (Cephes tanhf); else 1 - 2/(exp(2|x|) + 1) with the sign of x.
     Value* ax = fabs(b, x);
     Value* z = b.CreateFMul(x, x);
-    Value* p = horner(b, z, {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
-                             1.33314422036E-1, -3.33332819422E-1});
+    Value* p = horner(b, z,
+                      {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2, 1.33314422036E-1,
+                       -3.33332819422E-1});
     // |small| <= |x| with x's sign (odd function); copysign also keeps tanh(-0) = -0, which the
     // fma alone turns into +0 (-0 * p z + -0 rounds to +0)
     Value* small = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
@@ -111,9 +122,10 @@ Value* emit_erff(llvm::IRBuilder<>& b, Value* x) {
     // Coefficients: mpmath.chebyfit of the functions above at 40 digits.
     Value* a = fabs(b, x);
     Value* z = b.CreateFMul(x, x);
-    Value* p = horner(b, z, {7.8758750626854883e-5, -8.0168642871658695e-4, 5.189087423433974e-3,
-                             -2.6854212010626412e-2, 1.1283594715160218e-1, -3.7612626666720331e-1,
-                             1.2837916584835095e-1});
+    Value* p = horner(b, z,
+                      {7.8758750626854883e-5, -8.0168642871658695e-4, 5.189087423433974e-3,
+                       -2.6854212010626412e-2, 1.1283594715160218e-1, -3.7612626666720331e-1,
+                       1.2837916584835095e-1});
     Value* small = fma(b, x, p, x);
     Value* t = b.CreateFDiv(c(b, 1.0), a);
     Value* g = horner(b, b.CreateFSub(t, c(b, 0.625)),
@@ -122,7 +134,8 @@ Value* emit_erff(llvm::IRBuilder<>& b, Value* x) {
                        7.2101930576209976e-2, -1.2954869588571061e-3, -1.7158565139179804e-1,
                        4.8952479028933696e-1});
     Value* erfc = b.CreateFMul(emit_expf(b, b.CreateFNeg(z)), b.CreateFMul(g, t));
-    Value* big = b.CreateSelect(b.CreateFCmpOGE(a, c(b, 4.0)), c(b, 1.0), b.CreateFSub(c(b, 1.0), erfc));
+    Value* big =
+        b.CreateSelect(b.CreateFCmpOGE(a, c(b, 4.0)), c(b, 1.0), b.CreateFSub(c(b, 1.0), erfc));
     big = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()}, {big, x});
     Value* r = b.CreateSelect(b.CreateFCmpOLT(a, c(b, 1.0)), small, big);
     return b.CreateSelect(isnan(b, x), x, r);
@@ -150,4 +163,4 @@ Value* emit_log1pf(llvm::IRBuilder<>& b, Value* x) {
     return b.CreateSelect(isnan(b, x), x, r);
 }
 
-} // namespace sj::cpu
+} // namespace sj::codegen
