@@ -1,0 +1,55 @@
+// Launch decisions for GPU kernels (Note [Thread maps] in NvptxRenderer.cpp).
+#include "GpuKernel.h"
+
+#include <algorithm>
+
+namespace sj::cuda {
+
+std::string GpuKernel::str() const {
+    return spec.str() + (map == ThreadMap::Points ? "|points|" : "|blocks|") +
+           std::to_string(block);
+}
+
+namespace {
+/// Blocks a grid-stride launch uses at most: enough resident blocks to fill every
+/// multiprocessor several times over; more would only add block scheduling.
+int64_t max_grid(const DeviceLimits& d) {
+    return std::max<int64_t>(1, int64_t(d.multiprocessors) * 32);
+}
+} // namespace
+
+GpuLaunch choose_launch(const compiler::KernelLaunch& l, const DeviceLimits& d) {
+    const compiler::KernelSpec& s = l.spec;
+    const int first = s.rank - s.reduce_rank - (s.row > 0 ? 1 : 0);
+    int64_t kept = 1, reduced = 1;
+    for (int i = 0; i < s.rank; ++i) {
+        int64_t n = l.params[size_t(i)];
+        bool is_reduced = i >= first && i < first + s.reduce_rank;
+        (is_reduced ? reduced : kept) *= n;
+    }
+    GpuLaunch g;
+    g.kernel.spec = s;
+    // The reduction loops are innermost in the usual order (row == 0), so they are the
+    // contiguous ones: a block's threads split them and read consecutive addresses. In the row
+    // order the row is contiguous and kept: one thread per point reads along it together with
+    // its neighbours. A reduction of fewer points than a warp is not worth a tree.
+    constexpr int64_t kMinTree = 32;
+    bool blocks = s.reduce_rank > 0 && s.row == 0 && !s.steps && reduced >= kMinTree;
+    if (blocks) {
+        int width = 32;
+        while (width < 256 && width < reduced)
+            width *= 2;
+        g.kernel.map = ThreadMap::Blocks;
+        g.kernel.block = std::min(width, d.max_threads_per_block);
+        g.grid = std::clamp<int64_t>(kept, 1, max_grid(d));
+    } else {
+        g.kernel.map = ThreadMap::Points;
+        g.kernel.block = std::min(256, d.max_threads_per_block);
+        g.grid = std::clamp<int64_t>((kept + g.kernel.block - 1) / g.kernel.block, 1, max_grid(d));
+    }
+    g.grid = std::min<int64_t>(g.grid, d.max_grid_x);
+    g.block = g.kernel.block;
+    return g;
+}
+
+} // namespace sj::cuda

@@ -1,0 +1,32 @@
+// GpuKernel -> LLVM IR with NVPTX's conventions (thread ids, barriers, shared memory), and that
+// IR -> PTX through LLVM's NVPTX target with libdevice linked.
+#pragma once
+
+#include "GpuKernel.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <string>
+
+namespace sj::cuda {
+
+/// The kernel's name in its module and PTX.
+inline constexpr const char* kKernelSymbol = "sj_kernel";
+
+/// The kernel as an LLVM module for nvptx64-nvidia-cuda: one function `kKernelSymbol`,
+///   void sj_kernel(ptr bufs, ptr params)
+/// bufs: the operands' addresses (loads then outputs), params: KernelSpec's int64 params.
+/// Thread and block ids are read with llvm.nvvm.read.ptx.sreg.*, a block's threads meet at
+/// llvm.nvvm.barrier0, and a Blocks kernel's tree lives in addrspace(3) (shared memory).
+std::unique_ptr<llvm::Module> render_gpu_module(const GpuKernel& k, llvm::LLVMContext& ctx);
+
+/// PTX for compute capability `sm` (80 for sm_80): the module rendered, libdevice linked,
+/// optimised at O3 by LLVM's NVPTX target.
+std::string compile_ptx(const GpuKernel& k, int sm);
+
+/// Where libdevice's bitcode is read from: $SJ_LIBDEVICE, else the toolkit's found at build time.
+std::string libdevice_path();
+
+} // namespace sj::cuda
