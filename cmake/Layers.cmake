@@ -60,6 +60,7 @@ set(SJ_LAYER_DEPS_env "")
 set(SJ_EXTERNAL_MAP
   llvm/     codegen|cpu|cuda
   cuda.h    cuda
+  cublas    cuda
   dnnl      cpu
   oneapi/   cpu
   omp.h     cpu
