@@ -15,12 +15,22 @@ namespace sj::cuda {
 /// The kernel's name in its module and PTX.
 inline constexpr const char* kKernelSymbol = "sj_kernel";
 
-/// The kernel as an LLVM module for nvptx64-nvidia-cuda: one function `kKernelSymbol`,
-///   void sj_kernel(ptr bufs, ptr params)
+/// Who runs the code: a GPU (NVPTX), or the host emulator (Note [The emulator] in Emulator.cpp).
+enum class GpuCode : uint8_t { Nvptx, Host };
+
+/// The kernel as an LLVM module: one function `kKernelSymbol`,
+///   void sj_kernel(ptr bufs, ptr params)              (Nvptx)
+///   void sj_kernel(ptr bufs, ptr params, ptr ctx)     (Host)
 /// bufs: the operands' addresses (loads then outputs), params: KernelSpec's int64 params.
-/// Thread and block ids are read with llvm.nvvm.read.ptx.sreg.*, a block's threads meet at
-/// llvm.nvvm.barrier0, and a Blocks kernel's tree lives in addrspace(3) (shared memory).
-std::unique_ptr<llvm::Module> render_gpu_module(const GpuKernel& k, llvm::LLVMContext& ctx);
+/// On NVPTX, thread and block ids are read with llvm.nvvm.read.ptx.sreg.*, a block's threads
+/// meet at llvm.nvvm.barrier0, and a Blocks kernel's tree lives in addrspace(3) (shared
+/// memory). On the host, ctx points at an EmuContext (Emulator.h) that holds the same values.
+/// The two differ in nothing else.
+std::unique_ptr<llvm::Module> render_gpu_module(const GpuKernel& k, GpuCode code,
+                                                llvm::LLVMContext& ctx);
+
+/// Bytes of shared memory a block of the kernel uses (the Blocks trees).
+int64_t shared_bytes(const GpuKernel& k);
 
 /// PTX for compute capability `sm` (80 for sm_80): the module rendered, libdevice linked,
 /// optimised at O3 by LLVM's NVPTX target.

@@ -1,0 +1,348 @@
+// The host emulator: a Device that runs the cuda backend's kernels on the cpu.
+#include "Emulator.h"
+
+#include "Device.h"
+#include "NvptxRenderer.h"
+
+#include <symjax/Error.h>
+
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/Support/TargetSelect.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include <ucontext.h>
+#include <unistd.h>
+
+namespace sj::cuda {
+
+// Note [The emulator]
+// Without a GPU, the cuda backend's runner and kernels would be checked by nothing but ptxas,
+// which says whether PTX is well formed, not whether it computes the right thing. The emulator
+// is a Device whose memory is host memory and whose kernels are the same LLVM IR as the PTX
+// (render_gpu_module with GpuCode::Host: the special registers, the barrier and shared memory
+// come from an EmuContext argument instead of NVPTX intrinsics; nothing else differs), JIT-
+// compiled for the host. A launch runs every thread of every block of the grid:
+//  - a Points kernel has no barrier, so its threads run one after another;
+//  - a Blocks kernel's threads meet at barriers, so each runs on a fiber of its own (ucontext)
+//    and a barrier switches to the next thread; a block proceeds in rounds, each running every
+//    thread up to its next barrier. A round in which some threads reach a barrier and others
+//    finish is a divergent barrier, a bug on a GPU (a hang or undefined behaviour), and the
+//    emulator reports it.
+// The thread map, the grid-stride loops, the block's tree and the runner's buffer tables and
+// params are therefore all exercised by the op harness on machines without a GPU
+// (SJ_CUDA_DEVICE=emulator). What it cannot check: the hardware's memory model (threads run
+// one at a time, so a missing barrier that a GPU would need can go unnoticed), timing, and the
+// driver and library calls themselves. Its limits are small (64 threads a block, 32 blocks) so
+// that grid-stride loops go round several times even on test-sized shapes.
+// With $SJ_CUDA_CHECK_PTX (say "80,90"), every kernel it loads is also compiled to PTX for those
+// architectures and assembled by ptxas, so one run of the op harness on the emulator checks
+// both what each kernel computes and that a GPU's toolchain accepts it.
+
+namespace {
+
+using HostKernelFn = void (*)(const void* bufs, const void* params, EmuContext* ctx);
+
+struct EmuKernel final : DeviceKernel {
+    HostKernelFn fn = nullptr;
+    ThreadMap map = ThreadMap::Points;
+    int block = 0;
+    int64_t shared = 0;
+};
+
+/// One emulated thread of a Blocks kernel on its own stack.
+struct Fiber {
+    ucontext_t uc{};
+    std::vector<char> stack;
+    EmuContext ctx;
+    bool at_barrier = false, done = false;
+};
+
+struct BlockRun {
+    ucontext_t scheduler{};
+    std::vector<Fiber> fibers;
+    HostKernelFn fn = nullptr;
+    const void* bufs = nullptr;
+    const void* params = nullptr;
+    Fiber* current = nullptr;
+};
+
+thread_local BlockRun* t_run = nullptr;
+
+void fiber_barrier(EmuContext*) {
+    BlockRun& r = *t_run;
+    Fiber* f = r.current;
+    f->at_barrier = true;
+    swapcontext(&f->uc, &r.scheduler);
+}
+
+void fiber_main() {
+    BlockRun& r = *t_run;
+    Fiber* f = r.current;
+    r.fn(r.bufs, r.params, &f->ctx);
+    f->done = true;
+    // returning switches to uc_link (the scheduler)
+}
+
+constexpr size_t kFiberStack = 256 * 1024;
+
+/// The architectures of $SJ_CUDA_CHECK_PTX ("80,90"), empty when unset.
+std::vector<int> ptx_check_archs() {
+    std::vector<int> sms;
+    const char* e = std::getenv("SJ_CUDA_CHECK_PTX");
+    if (!e || !*e)
+        return sms;
+    std::stringstream ss(e);
+    for (std::string item; std::getline(ss, item, ',');) {
+        char* end = nullptr;
+        long sm = std::strtol(item.c_str(), &end, 10);
+        SJ_CHECK(end && *end == 0 && sm >= 50 && sm < 1000, InputError)
+            << "SJ_CUDA_CHECK_PTX: '" << item << "' is not an architecture (say 80,90)";
+        sms.push_back(int(sm));
+    }
+    return sms;
+}
+
+std::string ptxas_path() {
+    if (const char* e = std::getenv("SJ_PTXAS"); e && *e)
+        return e;
+#ifdef SJ_PTXAS
+    return SJ_PTXAS;
+#else
+    return "/usr/local/cuda/bin/ptxas";
+#endif
+}
+
+/// Assembles `ptx` for sm_`sm` with ptxas; throws Error with ptxas' output when it fails.
+void check_ptx(const std::string& ptx, int sm, const std::string& kernel) {
+    char in[] = "/tmp/sj_ptx_XXXXXX";
+    int fd = mkstemp(in);
+    SJ_CHECK(fd >= 0, Error) << "SJ_CUDA_CHECK_PTX: cannot create a temporary file";
+    ::close(fd);
+    std::string log = std::string(in) + ".log";
+    std::ofstream(in) << ptx;
+    std::string cmd = ptxas_path() + " -arch=sm_" + std::to_string(sm) + " -o /dev/null " + in +
+                      " > " + log + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream ls(log);
+    std::string out((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+    std::remove(in);
+    std::remove(log.c_str());
+    SJ_CHECK(rc == 0, Error) << "SJ_CUDA_CHECK_PTX: ptxas -arch=sm_" << sm
+                             << " rejects the PTX of kernel " << kernel << " (exit " << rc
+                             << "): " << out;
+}
+
+class Emulator final : public Device {
+public:
+    Emulator() {
+        info_.name = "emulator";
+        info_.sm = 0;
+        info_.limits.multiprocessors = 1;
+        info_.limits.max_threads_per_block = 64;
+        info_.memory = int64_t(1) << 34;
+        llvm::InitializeNativeTarget();
+        llvm::InitializeNativeTargetAsmPrinter();
+        auto j = llvm::orc::LLJITBuilder().create();
+        SJ_CHECK(j, Error) << "cuda emulator: cannot start the LLVM JIT: "
+                           << llvm::toString(j.takeError());
+        jit_ = std::move(*j);
+        auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+            jit_->getDataLayout().getGlobalPrefix());
+        SJ_CHECK(gen, Error) << "cuda emulator: " << llvm::toString(gen.takeError());
+        jit_->getMainJITDylib().addGenerator(std::move(*gen));
+    }
+    ~Emulator() override {
+        for (auto& [p, n] : live_)
+            std::free(reinterpret_cast<void*>(p));
+    }
+
+    const DeviceInfo& info() const override { return info_; }
+
+    DevicePtr alloc(size_t bytes) override {
+        size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+        void* p = std::aligned_alloc(256, n);
+        SJ_CHECK(p, Error) << "cuda emulator: out of memory allocating " << bytes << " bytes";
+        std::lock_guard<std::mutex> lock(mu_);
+        live_[DevicePtr(p)] = n;
+        return DevicePtr(p);
+    }
+    void free(DevicePtr p) override {
+        if (!p)
+            return;
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = live_.find(p);
+        SJ_CHECK(it != live_.end(), InternalError)
+            << "cuda emulator: free of an address it did not allocate";
+        live_.erase(it);
+        std::free(reinterpret_cast<void*>(p));
+    }
+    void upload(DevicePtr dst, const void* src, size_t bytes) override {
+        if (bytes)
+            std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    }
+    void download(void* dst, DevicePtr src, size_t bytes) override {
+        if (bytes)
+            std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    }
+    void copy(DevicePtr dst, DevicePtr src, size_t bytes) override {
+        if (bytes)
+            std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    }
+    void synchronize() override {}
+
+    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::string key = k.str();
+        if (auto it = kernels_.find(key); it != kernels_.end())
+            return it->second;
+        auto ctx = std::make_unique<llvm::LLVMContext>();
+        auto mod = render_gpu_module(k, GpuCode::Host, *ctx);
+        std::string sym = "sj_emu_kernel_" + std::to_string(kernels_.size());
+        mod->getFunction(kKernelSymbol)->setName(sym);
+        mod->setDataLayout(jit_->getDataLayout());
+        mod->setTargetTriple(jit_->getTargetTriple().str());
+        auto err = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)));
+        SJ_CHECK(!err, Error) << "cuda emulator: " << llvm::toString(std::move(err));
+        auto addr = jit_->lookup(sym);
+        SJ_CHECK(addr, Error) << "cuda emulator: " << llvm::toString(addr.takeError());
+        for (int sm : check_archs_)
+            check_ptx(compile_ptx(k, sm), sm, key);
+        auto e = std::make_shared<EmuKernel>();
+        e->fn = addr->toPtr<HostKernelFn>();
+        e->map = k.map;
+        e->block = k.block;
+        e->shared = shared_bytes(k);
+        kernels_[key] = e;
+        return e;
+    }
+
+    void launch(const DeviceKernel& dk, int64_t grid, int block, DevicePtr bufs,
+                DevicePtr params) override {
+        const auto& k = static_cast<const EmuKernel&>(dk);
+        SJ_CHECK(grid >= 1 && block >= 1 && block <= info_.limits.max_threads_per_block,
+                 InternalError)
+            << "cuda emulator: launch of " << grid << " blocks of " << block << " threads";
+        SJ_CHECK(k.map == ThreadMap::Points || block == k.block, InternalError)
+            << "cuda emulator: a Blocks kernel written for " << k.block << " threads launched with "
+            << block;
+        const void* b = reinterpret_cast<const void*>(bufs);
+        const void* p = reinterpret_cast<const void*>(params);
+        if (k.map == ThreadMap::Points) {
+            EmuContext c;
+            c.ntid = block;
+            c.nctaid = grid;
+            for (c.ctaid = 0; c.ctaid < grid; ++c.ctaid)
+                for (c.tid = 0; c.tid < block; ++c.tid)
+                    k.fn(b, p, &c);
+            return;
+        }
+        std::vector<uint64_t> shared(size_t(k.shared + 7) / 8);
+        for (int64_t blk = 0; blk < grid; ++blk)
+            run_block(k, blk, grid, block, b, p, shared.data());
+    }
+
+    void gemm(const GemmArgs& g) override {
+        SJ_CHECK(g.dtype == DType::F32 || g.dtype == DType::F64, InternalError)
+            << "cuda emulator: gemm of " << dtype_name(g.dtype);
+        if (g.dtype == DType::F32)
+            gemm_typed<float>(g);
+        else
+            gemm_typed<double>(g);
+    }
+
+private:
+    DeviceInfo info_;
+    std::vector<int> check_archs_ = ptx_check_archs();
+    std::unique_ptr<llvm::orc::LLJIT> jit_;
+    std::mutex mu_;
+    std::unordered_map<std::string, std::shared_ptr<EmuKernel>> kernels_;
+    std::unordered_map<DevicePtr, size_t> live_;
+
+    void run_block(const EmuKernel& k, int64_t blk, int64_t grid, int block, const void* bufs,
+                   const void* params, void* shared) {
+        BlockRun r;
+        r.fn = k.fn;
+        r.bufs = bufs;
+        r.params = params;
+        r.fibers.resize(size_t(block));
+        for (int t = 0; t < block; ++t) {
+            Fiber& f = r.fibers[size_t(t)];
+            f.ctx.tid = t;
+            f.ctx.ctaid = blk;
+            f.ctx.ntid = block;
+            f.ctx.nctaid = grid;
+            f.ctx.shared = shared;
+            f.ctx.barrier = fiber_barrier;
+            f.stack.resize(kFiberStack);
+            getcontext(&f.uc);
+            f.uc.uc_stack.ss_sp = f.stack.data();
+            f.uc.uc_stack.ss_size = f.stack.size();
+            f.uc.uc_link = &r.scheduler;
+            makecontext(&f.uc, fiber_main, 0);
+        }
+        BlockRun* saved = t_run;
+        t_run = &r;
+        bool all_done = false;
+        std::string divergent;
+        while (!all_done) {
+            int at_barrier = 0, done = 0;
+            for (Fiber& f : r.fibers) {
+                if (f.done) {
+                    ++done;
+                    continue;
+                }
+                f.at_barrier = false;
+                r.current = &f;
+                swapcontext(&r.scheduler, &f.uc);
+                (f.at_barrier ? at_barrier : done) += 1;
+            }
+            all_done = done == block;
+            if (!all_done && at_barrier != block) {
+                divergent = std::to_string(at_barrier) + " of " + std::to_string(block) +
+                            " threads at a barrier, the others finished";
+                break;
+            }
+        }
+        t_run = saved;
+        SJ_CHECK(divergent.empty(), InternalError)
+            << "cuda emulator: divergent barrier in block " << blk << ": " << divergent;
+    }
+
+    template <class T> void gemm_typed(const GemmArgs& g) {
+        for (int64_t i = 0; i < g.batch; ++i) {
+            const T* a = reinterpret_cast<const T*>(g.a) + i * g.stride_a;
+            const T* b = reinterpret_cast<const T*>(g.b) + i * g.stride_b;
+            T* c = reinterpret_cast<T*>(g.c) + i * g.stride_c;
+            for (int64_t col = 0; col < g.n; ++col)
+                for (int64_t row = 0; row < g.m; ++row) {
+                    double s = 0;
+                    for (int64_t l = 0; l < g.k; ++l) {
+                        double x = g.trans_a ? a[l + row * g.lda] : a[row + l * g.lda];
+                        double y = g.trans_b ? b[col + l * g.ldb] : b[l + col * g.ldb];
+                        s += x * y;
+                    }
+                    T& out = c[row + col * g.ldc];
+                    out = T(g.alpha * s + (g.beta == 0 ? 0.0 : g.beta * double(out)));
+                }
+        }
+    }
+};
+
+} // namespace
+
+std::shared_ptr<Device> make_emulator() {
+    static std::shared_ptr<Device> d = std::make_shared<Emulator>();
+    return d;
+}
+
+} // namespace sj::cuda

@@ -1,0 +1,522 @@
+// GpuKernel -> LLVM IR for NVPTX (or for the host emulator), and -> PTX.
+#include "NvptxRenderer.h"
+
+#include "../llvm/KernelExpr.h"
+
+#include <symjax/Error.h>
+#include <symjax/ir/Node.h>
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Transforms/IPO/Internalize.h>
+
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace sj::cuda {
+
+using compiler::KernelSpec;
+using compiler::KOutput;
+using compiler::KStride;
+using llvm::Value;
+
+// Note [Thread maps]
+// A kernel's iteration space is its kept loops (the loops no reduction runs over, the row loop
+// of the row order among them) times its reduction loops. A GPU wants many threads reading
+// neighbouring addresses together, so the map follows which loops are contiguous:
+//  - Points: one thread per kept point, in a grid-stride loop over the kept points flattened
+//    (the innermost kept loop fastest, so neighbouring threads touch neighbouring elements of a
+//    contiguous output). The thread runs its point's reduction loops itself, in order. This is
+//    every elementwise kernel, and the row order (Note [Row reductions] in KernelPlan.cpp),
+//    where the kept row loop is the contiguous one and each thread sums down a column.
+//  - Blocks: one block per kept point (a grid-stride loop over blocks, the same for every thread
+//    of a block, so that all of them meet at each barrier). The block's threads split the
+//    reduction points flattened (innermost fastest: thread t reads element t, then t + width),
+//    each keeping a partial; the partials meet in shared memory and combine along a fixed
+//    binary tree. This is the usual order's reductions, whose innermost (contiguous) loops are
+//    the reduced ones, when they reduce at least a warp's worth of points (choose_launch).
+// Both are deterministic: which thread combines which values, in which order, depends only on
+// the shapes and the launch, never on timing. f32 sums accumulate in double (acc_type), as the
+// cpu's do across blocks; a thread's partial or a column's sum is a sequential sum in double,
+// so no blocking is needed for accuracy.
+// Full reductions (one kept point) run on one block: correct, but one multiprocessor's
+// bandwidth (docs/gpu.md, "Not yet").
+
+namespace {
+
+/// The code generator's view of the machine the kernel runs on: a GPU through NVPTX's
+/// intrinsics, or the emulator, which passes the same values in a context argument (Note [The
+/// emulator] in Emulator.cpp).
+struct Renderer {
+    const GpuKernel& k;
+    const KernelSpec& s;
+    const GpuCode code;
+    llvm::LLVMContext& ctx;
+    llvm::Module* mod;
+    llvm::IRBuilder<> b;
+    llvm::Function* fn = nullptr;
+    llvm::Type* i64;
+    int nload, nout;
+    int first;                               // the first reduction loop
+    std::vector<Value*> base;                // per operand (loads then outputs)
+    std::vector<std::vector<Value*>> stride; // per operand, per loop
+    std::vector<Value*> size;                // per loop
+    codegen::ExprEmitter ex;
+
+    Renderer(const GpuKernel& kernel, GpuCode c, llvm::LLVMContext& context, llvm::Module* m)
+        : k(kernel), s(kernel.spec), code(c), ctx(context), mod(m), b(context),
+          i64(llvm::Type::getInt64Ty(context)), nload(int(s.load_dtypes.size())),
+          nout(int(s.outputs.size())), first(s.rank - s.reduce_rank - (s.row > 0 ? 1 : 0)),
+          ex(b, *m,
+             c == GpuCode::Nvptx ? codegen::MathLibrary::Libdevice : codegen::MathLibrary::Libm) {}
+
+    // ---- the machine ----------------------------------------------------------------------
+    /// Global memory: addrspace(1) on NVPTX (loads and stores as ld.global/st.global).
+    unsigned global_as() const { return code == GpuCode::Nvptx ? 1 : 0; }
+
+    Value* sreg(llvm::Intrinsic::ID nvptx, int host_field) {
+        if (code == GpuCode::Nvptx)
+            return b.CreateZExt(b.CreateIntrinsic(nvptx, {}, {}), i64);
+        Value* p = b.CreateGEP(i64, fn->getArg(2), b.getInt64(host_field));
+        return b.CreateLoad(i64, p);
+    }
+    Value* tid() { return sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x, 0); }
+    Value* ctaid() { return sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x, 1); }
+    Value* ntid() { return sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_ntid_x, 2); }
+    Value* nctaid() { return sreg(llvm::Intrinsic::nvvm_read_ptx_sreg_nctaid_x, 3); }
+    void barrier() {
+        if (code == GpuCode::Nvptx) {
+            b.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+            return;
+        }
+        // the emulator's context: {tid, ctaid, ntid, nctaid, shared, barrier_fn}
+        Value* fp = b.CreateLoad(b.getPtrTy(), b.CreateGEP(i64, fn->getArg(2), b.getInt64(5)));
+        auto* ft = llvm::FunctionType::get(b.getVoidTy(), {b.getPtrTy()}, false);
+        b.CreateCall(ft, fp, {fn->getArg(2)});
+    }
+    /// A shared array of `n` values of type t, at byte `offset` of the block's shared memory.
+    Value* shared_array(llvm::Type* t, int64_t n, int64_t offset, const std::string& name) {
+        if (code == GpuCode::Nvptx) {
+            auto* at = llvm::ArrayType::get(t, uint64_t(n));
+            return new llvm::GlobalVariable(*mod, at, false, llvm::GlobalValue::InternalLinkage,
+                                            llvm::UndefValue::get(at), name, nullptr,
+                                            llvm::GlobalValue::NotThreadLocal, 3);
+        }
+        Value* sh = b.CreateLoad(b.getPtrTy(), b.CreateGEP(i64, fn->getArg(2), b.getInt64(4)));
+        return b.CreateGEP(b.getInt8Ty(), sh, b.getInt64(offset));
+    }
+
+    Value* param(int i) {
+        return b.CreateLoad(i64, b.CreateGEP(i64, fn->getArg(1), b.getInt64(i)));
+    }
+    DType operand_dtype(int o) { return o < nload ? s.load_dtypes[o] : s.outputs[o - nload].dtype; }
+    KStride operand_inner(int o) { return o < nload ? s.load_inner[o] : s.out_inner[o - nload]; }
+
+    void prologue() {
+        const int R = s.rank;
+        for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
+            int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
+            size.push_back(fixed > 0 ? b.getInt64(fixed) : param(d));
+        }
+        int p = R;
+        llvm::Type* gptr = b.getPtrTy(global_as());
+        for (int o = 0; o < nload + nout; ++o) {
+            std::vector<Value*> st;
+            for (int d = 0; d < R; ++d) {
+                Value* v = param(p + d);
+                if (d == R - 1) {
+                    KStride c = operand_inner(o);
+                    if (c == KStride::Zero)
+                        v = b.getInt64(0);
+                    if (c == KStride::One)
+                        v = b.getInt64(1);
+                }
+                st.push_back(v);
+            }
+            Value* off = param(p + R);
+            p += R + 1;
+            Value* ptr =
+                b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(o)));
+            if (global_as() != 0)
+                ptr = b.CreateAddrSpaceCast(ptr, gptr);
+            base.push_back(b.CreateGEP(ex.mem_type(operand_dtype(o)), ptr, off));
+            stride.push_back(std::move(st));
+        }
+    }
+
+    Value* load_operand(int o, Value* off) {
+        const DType t = s.load_dtypes[o];
+        llvm::Type* mt = ex.mem_type(t);
+        return ex.from_mem(b.CreateLoad(mt, b.CreateGEP(mt, base[o], off)), t);
+    }
+    void store_output(int o, Value* v, Value* off) {
+        const DType t = s.outputs[o].dtype;
+        llvm::Type* mt = ex.mem_type(t);
+        b.CreateStore(ex.to_mem(v, t), b.CreateGEP(mt, base[nload + o], off));
+    }
+
+    // ---- loops ------------------------------------------------------------------------------
+    /// for (i = lo; i < hi; i += step) body(i)
+    void emit_for(const std::string& name, Value* lo, Value* hi, Value* step,
+                  const std::function<void(Value*)>& body) {
+        llvm::BasicBlock* pre = b.GetInsertBlock();
+        llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
+        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
+        b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
+        b.SetInsertPoint(head);
+        llvm::PHINode* i = b.CreatePHI(i64, 2, name + "_i");
+        i->addIncoming(lo, pre);
+        body(i);
+        Value* next = b.CreateAdd(i, step);
+        i->addIncoming(next, b.GetInsertBlock());
+        b.CreateCondBr(b.CreateICmpSLT(next, hi), head, exit);
+        b.SetInsertPoint(exit);
+    }
+
+    /// The kept loops, outermost first (the row loop last), and the reduction loops.
+    std::vector<int> kept_dims() const {
+        std::vector<int> d;
+        for (int i = 0; i < first; ++i)
+            d.push_back(i);
+        if (s.row > 0)
+            d.push_back(s.rank - 1);
+        return d;
+    }
+    std::vector<int> reduced_dims() const {
+        std::vector<int> d;
+        for (int i = first; i < first + s.reduce_rank; ++i)
+            d.push_back(i);
+        return d;
+    }
+    Value* count(const std::vector<int>& dims) {
+        Value* n = b.getInt64(1);
+        for (int d : dims)
+            n = b.CreateMul(n, size[d]);
+        return n;
+    }
+    /// offs + the offsets of the flat index `flat` over `dims` (the last fastest).
+    std::vector<Value*> offsets_of(Value* flat, const std::vector<int>& dims,
+                                   std::vector<Value*> offs) {
+        Value* rem = flat;
+        for (size_t j = dims.size(); j-- > 0;) {
+            int d = dims[j];
+            Value* idx = j == 0 ? rem : b.CreateURem(rem, size[d]);
+            if (j > 0)
+                rem = b.CreateUDiv(rem, size[d]);
+            for (size_t o = 0; o < offs.size(); ++o)
+                offs[o] = b.CreateAdd(offs[o], b.CreateMul(idx, stride[o][d]));
+        }
+        return offs;
+    }
+
+    /// Stores the non-reduced outputs at a point and returns the expression's values.
+    std::vector<Value*> point(const std::vector<Value*>& offs) {
+        std::vector<Value*> v = ex.emit_point(s, [&](int l) { return load_operand(l, offs[l]); });
+        for (int o = 0; o < nout; ++o)
+            if (!s.outputs[o].reduced)
+                store_output(o, v[s.outputs[o].value], offs[nload + o]);
+        return v;
+    }
+
+    /// Accumulates every reduced output over the reduction points [lo, hi) step `step`
+    /// (flattened), starting from `acc`, at the kept point `offs`.
+    void accumulate(std::vector<llvm::AllocaInst*>& acc, const std::vector<Value*>& offs, Value* lo,
+                    Value* step) {
+        std::vector<int> red = reduced_dims();
+        emit_for("r", lo, count(red), step, [&](Value* r) {
+            std::vector<Value*> v = point(offsets_of(r, red, offs));
+            for (int o = 0; o < nout; ++o) {
+                const KOutput& out = s.outputs[o];
+                if (!out.reduced)
+                    continue;
+                Value* a = b.CreateLoad(ex.acc_type(out), acc[o]);
+                b.CreateStore(ex.acc_combine(out, a, v[out.value], false), acc[o]);
+            }
+        });
+    }
+    Value* final_value(const KOutput& out, Value* a) {
+        return a->getType() != ex.reg_type(out.dtype) ? b.CreateFPTrunc(a, ex.reg_type(out.dtype))
+                                                      : a;
+    }
+
+    void emit_points() {
+        std::vector<int> kept = kept_dims();
+        std::vector<llvm::AllocaInst*> acc(nout, nullptr);
+        for (int o = 0; o < nout; ++o)
+            if (s.outputs[o].reduced)
+                acc[o] = b.CreateAlloca(ex.acc_type(s.outputs[o]));
+        Value* start = b.CreateAdd(b.CreateMul(ctaid(), ntid()), tid());
+        Value* stride_all = b.CreateMul(nctaid(), ntid());
+        std::vector<Value*> zero(nload + nout, b.getInt64(0));
+        emit_for("p", start, count(kept), stride_all, [&](Value* p) {
+            std::vector<Value*> offs = offsets_of(p, kept, zero);
+            if (s.reduce_rank == 0) {
+                point(offs);
+                return;
+            }
+            for (int o = 0; o < nout; ++o)
+                if (acc[o])
+                    b.CreateStore(ex.acc_init(s.outputs[o]), acc[o]);
+            accumulate(acc, offs, b.getInt64(0), b.getInt64(1));
+            for (int o = 0; o < nout; ++o)
+                if (acc[o])
+                    store_output(
+                        o,
+                        final_value(s.outputs[o], b.CreateLoad(ex.acc_type(s.outputs[o]), acc[o])),
+                        offs[nload + o]);
+        });
+    }
+
+    void emit_blocks() {
+        std::vector<int> kept = kept_dims();
+        const int64_t width = k.block;
+        std::vector<llvm::AllocaInst*> acc(nout, nullptr);
+        std::vector<Value*> tree(nout, nullptr);
+        int64_t shared_bytes = 0;
+        for (int o = 0; o < nout; ++o) {
+            if (!s.outputs[o].reduced)
+                continue;
+            llvm::Type* t = ex.acc_type(s.outputs[o]);
+            acc[o] = b.CreateAlloca(t);
+            tree[o] = shared_array(t, width, shared_bytes, "tree" + std::to_string(o));
+            shared_bytes += width * 8; // every accumulator type is at most 8 bytes
+        }
+        Value* t = tid();
+        Value* nt = b.getInt64(width); // == ntid: the launch uses the kernel's block
+        std::vector<Value*> zero(nload + nout, b.getInt64(0));
+        emit_for("q", ctaid(), count(kept), nctaid(), [&](Value* q) {
+            std::vector<Value*> offs = offsets_of(q, kept, zero);
+            for (int o = 0; o < nout; ++o)
+                if (acc[o])
+                    b.CreateStore(ex.acc_init(s.outputs[o]), acc[o]);
+            accumulate(acc, offs, t, nt);
+            auto slot = [&](int o, Value* i) {
+                llvm::Type* ty = ex.acc_type(s.outputs[o]);
+                return b.CreateGEP(ty, tree[o], i);
+            };
+            for (int o = 0; o < nout; ++o)
+                if (acc[o])
+                    b.CreateStore(b.CreateLoad(ex.acc_type(s.outputs[o]), acc[o]), slot(o, t));
+            barrier();
+            // the tree: at level w, thread i < w adds in thread i + w's partial
+            for (int64_t w = width / 2; w >= 1; w /= 2) {
+                llvm::BasicBlock* add =
+                    llvm::BasicBlock::Create(ctx, "tree" + std::to_string(w), fn);
+                llvm::BasicBlock* done =
+                    llvm::BasicBlock::Create(ctx, "tree_done" + std::to_string(w), fn);
+                b.CreateCondBr(b.CreateICmpULT(t, b.getInt64(w)), add, done);
+                b.SetInsertPoint(add);
+                Value* other = b.CreateAdd(t, b.getInt64(w));
+                for (int o = 0; o < nout; ++o) {
+                    if (!acc[o])
+                        continue;
+                    llvm::Type* ty = ex.acc_type(s.outputs[o]);
+                    Value* mine = b.CreateLoad(ty, slot(o, t));
+                    Value* theirs = b.CreateLoad(ty, slot(o, other));
+                    b.CreateStore(ex.acc_combine(s.outputs[o], mine, theirs, false), slot(o, t));
+                }
+                b.CreateBr(done);
+                b.SetInsertPoint(done);
+                barrier();
+            }
+            llvm::BasicBlock* store = llvm::BasicBlock::Create(ctx, "store", fn);
+            llvm::BasicBlock* stored = llvm::BasicBlock::Create(ctx, "stored", fn);
+            b.CreateCondBr(b.CreateICmpEQ(t, b.getInt64(0)), store, stored);
+            b.SetInsertPoint(store);
+            for (int o = 0; o < nout; ++o)
+                if (acc[o])
+                    store_output(o,
+                                 final_value(s.outputs[o], b.CreateLoad(ex.acc_type(s.outputs[o]),
+                                                                        slot(o, b.getInt64(0)))),
+                                 offs[nload + o]);
+            b.CreateBr(stored);
+            b.SetInsertPoint(stored);
+            barrier(); // the tree is reused by the block's next kept point
+        });
+    }
+
+    void run() {
+        SJ_CHECK(!s.steps, InternalError) << "cuda codegen: step kernels are the cpu runner's";
+        SJ_CHECK(k.map == ThreadMap::Points || s.reduce_rank > 0, InternalError)
+            << "cuda codegen: a Blocks kernel without reduction loops";
+        SJ_CHECK(k.block >= 1 && (k.block & (k.block - 1)) == 0, InternalError)
+            << "cuda codegen: block " << k.block << " is not a power of 2";
+        auto* ptr = b.getPtrTy();
+        std::vector<llvm::Type*> args{ptr, ptr};
+        if (code == GpuCode::Host)
+            args.push_back(ptr);
+        auto* ft = llvm::FunctionType::get(b.getVoidTy(), args, false);
+        fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, kKernelSymbol, mod);
+        fn->addFnAttr(llvm::Attribute::NoUnwind);
+        for (unsigned a = 0; a < 2; ++a) {
+            fn->addParamAttr(a, llvm::Attribute::NoAlias);
+            fn->addParamAttr(a, llvm::Attribute::ReadOnly);
+        }
+        b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+        prologue();
+        if (k.map == ThreadMap::Points)
+            emit_points();
+        else
+            emit_blocks();
+        b.CreateRetVoid();
+        if (code == GpuCode::Nvptx) {
+            // a kernel entry (.entry), launched with at most k.block threads per block
+            llvm::NamedMDNode* ann = mod->getOrInsertNamedMetadata("nvvm.annotations");
+            auto md = [&](const char* key, int v) {
+                ann->addOperand(llvm::MDNode::get(
+                    ctx, {llvm::ValueAsMetadata::get(fn), llvm::MDString::get(ctx, key),
+                          llvm::ValueAsMetadata::get(b.getInt32(uint32_t(v)))}));
+            };
+            md("kernel", 1);
+            md("maxntidx", k.block);
+        }
+    }
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> render_gpu_module(const GpuKernel& k, GpuCode code,
+                                                llvm::LLVMContext& ctx) {
+    auto mod = std::make_unique<llvm::Module>("sj_gpu_kernel", ctx);
+    if (code == GpuCode::Nvptx)
+        mod->setTargetTriple("nvptx64-nvidia-cuda");
+    Renderer r(k, code, ctx, mod.get());
+    r.run();
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    SJ_ASSERT(!llvm::verifyModule(*mod, &os)) << "cuda codegen produced invalid IR: " << err;
+    return mod;
+}
+
+int64_t shared_bytes(const GpuKernel& k) {
+    if (k.map != ThreadMap::Blocks)
+        return 0;
+    int64_t n = 0;
+    for (const auto& o : k.spec.outputs)
+        if (o.reduced)
+            n += int64_t(k.block) * 8;
+    return n;
+}
+
+std::string libdevice_path() {
+    if (const char* e = std::getenv("SJ_LIBDEVICE"); e && *e)
+        return e;
+#ifdef SJ_LIBDEVICE
+    return SJ_LIBDEVICE;
+#else
+    return "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+#endif
+}
+
+namespace {
+
+// Note [PTX versions]
+// LLVM 19's NVPTX target writes PTX up to ISA 8.5. sm_90 needs ISA 7.8, sm_80 7.0; 7.8 serves
+// both and every driver of CUDA 12 and later loads it, so the PTX of a kernel is the same text
+// for every architecture but its .target line.
+constexpr const char* kPtxFeatures = "+ptx78";
+
+const llvm::Target& nvptx_target() {
+    static const llvm::Target* t = [] {
+        LLVMInitializeNVPTXTargetInfo();
+        LLVMInitializeNVPTXTarget();
+        LLVMInitializeNVPTXTargetMC();
+        LLVMInitializeNVPTXAsmPrinter();
+        std::string err;
+        const llvm::Target* target = llvm::TargetRegistry::lookupTarget("nvptx64-nvidia-cuda", err);
+        SJ_CHECK(target, Error) << "cuda backend: this LLVM has no NVPTX target: " << err;
+        return target;
+    }();
+    return *t;
+}
+
+/// libdevice's bitcode, read once (each compile parses its own copy into its context).
+const llvm::MemoryBuffer& libdevice_bitcode() {
+    static std::unique_ptr<llvm::MemoryBuffer> buf = [] {
+        std::string path = libdevice_path();
+        auto b = llvm::MemoryBuffer::getFile(path);
+        SJ_CHECK(b, Error) << "cuda backend: cannot read libdevice (" << path
+                           << "): " << b.getError().message() << "; set SJ_LIBDEVICE to its path";
+        return std::move(*b);
+    }();
+    return *buf;
+}
+
+void link_libdevice(llvm::Module& mod) {
+    bool needed = false;
+    for (const llvm::Function& f : mod)
+        needed |= f.isDeclaration() && f.getName().starts_with("__nv_");
+    if (!needed)
+        return;
+    auto lib = llvm::parseBitcodeFile(libdevice_bitcode().getMemBufferRef(), mod.getContext());
+    SJ_CHECK(lib, Error) << "cuda backend: libdevice (" << libdevice_path()
+                         << ") is not valid bitcode: " << llvm::toString(lib.takeError());
+    (*lib)->setTargetTriple(mod.getTargetTriple());
+    (*lib)->setDataLayout(mod.getDataLayout());
+    SJ_CHECK(!llvm::Linker::linkModules(mod, std::move(*lib), llvm::Linker::LinkOnlyNeeded), Error)
+        << "cuda backend: linking libdevice failed";
+    // only the kernel is an entry point: the library's functions may be inlined and dropped
+    llvm::internalizeModule(
+        mod, [](const llvm::GlobalValue& g) { return g.getName() == kKernelSymbol; });
+}
+
+} // namespace
+
+std::string compile_ptx(const GpuKernel& k, int sm) {
+    SJ_CHECK(sm >= 50 && sm < 1000, Error) << "cuda backend: no such architecture sm_" << sm;
+    const llvm::Target& target = nvptx_target();
+    static std::mutex mu; // the target machine and the pass pipeline are per call; LLVM's
+    std::lock_guard<std::mutex> lock(mu); // global option state is not
+    llvm::TargetOptions opts;
+    std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
+        "nvptx64-nvidia-cuda", "sm_" + std::to_string(sm), kPtxFeatures, opts, std::nullopt,
+        std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+    SJ_CHECK(tm, Error) << "cuda backend: LLVM cannot target sm_" << sm;
+    llvm::LLVMContext ctx;
+    auto mod = render_gpu_module(k, GpuCode::Nvptx, ctx);
+    mod->setDataLayout(tm->createDataLayout());
+    // libdevice reads these flags through __nvvm_reflect: no flush of denormals (the cpu's and
+    // the reference's semantics), precise division and square roots
+    mod->addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));
+    link_libdevice(*mod);
+    {
+        llvm::LoopAnalysisManager lam;
+        llvm::FunctionAnalysisManager fam;
+        llvm::CGSCCAnalysisManager cgam;
+        llvm::ModuleAnalysisManager mam;
+        llvm::PassBuilder pb(tm.get());
+        pb.registerModuleAnalyses(mam);
+        pb.registerCGSCCAnalyses(cgam);
+        pb.registerFunctionAnalyses(fam);
+        pb.registerLoopAnalyses(lam);
+        pb.crossRegisterProxies(lam, fam, cgam, mam);
+        pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*mod, mam);
+    }
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    SJ_ASSERT(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+        << "cuda backend: NVPTX cannot emit PTX";
+    pm.run(*mod);
+    return std::string(buf.begin(), buf.end());
+}
+
+} // namespace sj::cuda

@@ -1,0 +1,265 @@
+// The cuda backend's kernels without a GPU: launch choices, PTX that ptxas accepts for sm_80
+// and sm_90, and the same kernels run by the host emulator (Note [The emulator] in
+// src/backend/cuda/Emulator.cpp) against the reference backend.
+#include "TestUtil.h"
+#include "backend/cuda/CudaTarget.h"
+#include "backend/cuda/Device.h"
+#include "backend/cuda/NvptxRenderer.h"
+#include "compiler/KernelPlan.h"
+#include "compiler/Pipeline.h"
+
+#include <gtest/gtest.h>
+#include <symjax/ir/Node.h>
+#include <symjax/symjax.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+using namespace sj;
+using sj::test::expect_close;
+using sj::test::on;
+using sj::test::random_array;
+
+namespace {
+
+/// H200's limits, as the plans for a GPU see them.
+cuda::DeviceLimits h200() {
+    return {};
+}
+
+/// The one kernel group computing `outs` (static shapes), with its launch.
+struct Bound {
+    compiler::Compiled compiled;
+    const compiler::Group* group = nullptr;
+    compiler::KernelLaunch launch;
+};
+Bound bind_one(const std::vector<Tensor>& outs) {
+    Bound b;
+    std::vector<NodePtr> roots;
+    for (const auto& t : outs)
+        roots.push_back(t.node());
+    b.compiled = compiler::compile(roots, cuda::cuda_target());
+    for (const auto& g : b.compiled.plan.groups)
+        if (g.kind == compiler::Group::Kind::Kernel) {
+            EXPECT_EQ(b.group, nullptr) << "more than one kernel:\n" << b.compiled.plan.str();
+            b.group = &g;
+        }
+    if (!b.group) {
+        ADD_FAILURE() << "no kernel group:\n" << b.compiled.plan.str();
+        return b;
+    }
+    auto shape_of = [](const Node* n) -> const Shape& { return n->shape(); };
+    b.launch = compiler::plan_kernel(*b.group, b.compiled.plan, shape_of,
+                                     cuda::cuda_target().vector_lanes());
+    return b;
+}
+
+/// What ptxas says about `ptx` for sm_`sm`: empty when it assembles.
+std::string ptxas_errors(const std::string& ptx, int sm) {
+    std::string dir = ::testing::TempDir();
+    std::string in = dir + "/sj_kernel_" + std::to_string(::getpid()) + ".ptx";
+    std::string out = dir + "/sj_kernel_" + std::to_string(::getpid()) + ".log";
+    std::ofstream(in) << ptx;
+    std::string cmd = std::string(SJ_PTXAS) + " -arch=sm_" + std::to_string(sm) + " -o /dev/null " +
+                      in + " > " + out + " 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream log(out);
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    std::remove(in.c_str());
+    std::remove(out.c_str());
+    return rc == 0
+               ? ""
+               : "ptxas sm_" + std::to_string(sm) + " failed (" + std::to_string(rc) + "): " + text;
+}
+
+/// Runs kernel `k` of `b` on the emulator with `args` for its placeholder loads; returns its
+/// outputs.
+std::vector<Array> emulate(const Bound& b, const cuda::GpuKernel& k, int64_t grid,
+                           const std::map<const Node*, Array>& args) {
+    auto dev = cuda::make_emulator();
+    std::vector<cuda::DevicePtr> bufs;
+    std::vector<cuda::DevicePtr> owned;
+    for (const auto& site : b.group->loads) {
+        auto it = args.find(site.buffer.get());
+        if (it == args.end()) {
+            ADD_FAILURE() << "a load that is not an argument: " << site.buffer->describe();
+            return {};
+        }
+        const Array& a = it->second;
+        cuda::DevicePtr p = dev->alloc(size_t(a.nbytes()));
+        dev->upload(p, a.raw(), size_t(a.nbytes()));
+        bufs.push_back(p);
+        owned.push_back(p);
+    }
+    std::vector<Array> outs;
+    for (size_t o = 0; o < b.launch.out_shapes.size(); ++o) {
+        outs.push_back(Array::full(b.group->outputs[o].dtype, b.launch.out_shapes[o], -777));
+        cuda::DevicePtr p = dev->alloc(size_t(outs.back().nbytes()));
+        dev->upload(p, outs.back().raw(), size_t(outs.back().nbytes()));
+        bufs.push_back(p);
+        owned.push_back(p);
+    }
+    cuda::DevicePtr table = dev->alloc(bufs.size() * 8);
+    dev->upload(table, bufs.data(), bufs.size() * 8);
+    cuda::DevicePtr params = dev->alloc(b.launch.params.size() * 8);
+    dev->upload(params, b.launch.params.data(), b.launch.params.size() * 8);
+    auto dk = dev->load(k);
+    dev->launch(*dk, grid, k.block, table, params);
+    for (size_t o = 0; o < outs.size(); ++o)
+        dev->download(outs[o].raw(), bufs[b.group->loads.size() + o], size_t(outs[o].nbytes()));
+    for (auto p : owned)
+        dev->free(p);
+    dev->free(table);
+    dev->free(params);
+    return outs;
+}
+
+/// For `outs` (one kernel): PTX for sm_80 and sm_90 through ptxas, and the emulator's values
+/// against the reference backend's, with the launch choose_launch makes for the emulator and,
+/// where the kernel reduces, with the other thread map too.
+void check_kernel(const std::vector<Placeholder>& ins, const std::vector<Tensor>& outs,
+                  const std::string& what, double rtol = 1e-6, double atol = 1e-6,
+                  uint64_t seed = 1) {
+    SCOPED_TRACE(what);
+    Bound b = bind_one(outs);
+    ASSERT_NE(b.group, nullptr);
+    std::map<const Node*, Array> args;
+    std::vector<Function::Arg> call;
+    std::vector<Tensor> in_tensors;
+    for (size_t i = 0; i < ins.size(); ++i) {
+        Array a = random_array(ins[i].dtype(), ins[i].shape(), seed + i);
+        args[ins[i].node().get()] = a;
+        call.push_back(a);
+        in_tensors.push_back(ins[i]);
+    }
+    std::vector<Array> want = function(in_tensors, outs, {}, on("reference")).call(call);
+    auto dev = cuda::make_emulator();
+    cuda::GpuLaunch chosen = cuda::choose_launch(b.launch, dev->info().limits);
+    std::vector<cuda::GpuLaunch> launches{chosen};
+    if (b.launch.spec.reduce_rank > 0) { // the other map, forced
+        cuda::GpuLaunch other = chosen;
+        bool to_blocks = chosen.kernel.map == cuda::ThreadMap::Points;
+        other.kernel.map = to_blocks ? cuda::ThreadMap::Blocks : cuda::ThreadMap::Points;
+        other.kernel.block = to_blocks ? 16 : 64;
+        other.block = other.kernel.block;
+        other.grid = 3;
+        launches.push_back(other);
+    }
+    for (const auto& l : launches) {
+        std::string map = l.kernel.map == cuda::ThreadMap::Points ? "points" : "blocks";
+        for (int sm : {80, 90}) {
+            std::string ptx = cuda::compile_ptx(l.kernel, sm);
+            EXPECT_NE(ptx.find(".target sm_" + std::to_string(sm)), std::string::npos) << ptx;
+            EXPECT_EQ(ptxas_errors(ptx, sm), "") << map << "\n" << ptx;
+        }
+        std::vector<Array> got = emulate(b, l.kernel, l.grid, args);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t o = 0; o < got.size(); ++o) { // the group's o-th root is which output?
+            const auto& roots = b.compiled.roots;
+            size_t i =
+                size_t(std::find(roots.begin(), roots.end(), b.group->roots[o]) - roots.begin());
+            ASSERT_LT(i, want.size()) << "kernel output " << o << " is no function output";
+            expect_close(got[o], want[i], rtol, atol,
+                         what + " " + map + " output " + std::to_string(i));
+        }
+    }
+}
+
+} // namespace
+
+TEST(GpuLaunch, ElementwiseIsOneThreadPerPoint) {
+    Placeholder x({1000, 300}, f32, "x");
+    Bound b = bind_one({exp(x) * 2.0 + 1.0});
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
+    EXPECT_EQ(l.kernel.map, cuda::ThreadMap::Points);
+    EXPECT_EQ(l.block, 256);
+    // 300,000 points: ceil(300000 / 256) = 1172 blocks, under the cap of 132 * 32
+    EXPECT_EQ(l.grid, 1172);
+    Placeholder big({1 << 26}, f32, "big");
+    cuda::GpuLaunch lb = cuda::choose_launch(bind_one({big * 3.0}).launch, h200());
+    EXPECT_EQ(lb.grid, 132 * 32) << "grid-stride loops: the grid is capped";
+}
+
+TEST(GpuLaunch, ContiguousReductionsAreABlockPerPoint) {
+    Placeholder x({64, 4096}, f32, "x");
+    Bound b = bind_one({sum(x, {1})});
+    ASSERT_EQ(b.launch.spec.row, 0) << b.launch.spec.str();
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
+    EXPECT_EQ(l.kernel.map, cuda::ThreadMap::Blocks);
+    EXPECT_EQ(l.block, 256);
+    EXPECT_EQ(l.grid, 64);
+    // a short reduction (fewer points than a warp): a thread per kept point
+    Placeholder s({4096, 8}, f32, "s");
+    EXPECT_EQ(cuda::choose_launch(bind_one({sum(s, {1})}).launch, h200()).kernel.map,
+              cuda::ThreadMap::Points);
+    // 40 reduced points: the tree is 64 wide
+    Placeholder m({100, 40}, f32, "m");
+    cuda::GpuLaunch lm = cuda::choose_launch(bind_one({max(m, {1})}).launch, h200());
+    EXPECT_EQ(lm.kernel.map, cuda::ThreadMap::Blocks);
+    EXPECT_EQ(lm.block, 64);
+}
+
+TEST(GpuLaunch, ColumnSumsAreOneThreadPerColumn) {
+    Placeholder dy({512, 1000}, f32, "dy");
+    Bound b = bind_one({sum(dy, {0})});
+    ASSERT_GT(b.launch.spec.row, 0) << b.launch.spec.str();
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
+    EXPECT_EQ(l.kernel.map, cuda::ThreadMap::Points);
+}
+
+TEST(GpuKernel, ElementwiseF32) {
+    Placeholder x({37, 53}, f32, "x"), y({53}, f32, "y");
+    check_kernel({x, y}, {tanh(x) * y + exp(x) - log1p(abs(y))}, "f32 elementwise");
+}
+
+TEST(GpuKernel, LibdeviceFunctionsF32AndF64) {
+    // no inline expansion for these: libdevice on NVPTX, libm on the emulator (a few ulp apart)
+    Placeholder x({3, 41}, f32, "x"), y({3, 41}, f32, "y");
+    check_kernel({x, y}, {sin(x) + cos(y) * pow(abs(x) + 0.5, y) + atan2(x, y)}, "f32 libdevice",
+                 1e-5, 1e-5);
+    Placeholder a({5, 17}, f64, "a");
+    check_kernel({a}, {exp(a) + tanh(a) * sin(a) - log(abs(a) + 1.0)}, "f64 libdevice", 1e-12,
+                 1e-12);
+}
+
+TEST(GpuKernel, IntegerAndBoolOps) {
+    Placeholder i({64}, i32, "i"), j({64}, i32, "j");
+    // the reference's rules where hardware traps: x / 0 = 0, x % 0 = 0 (Note [Integer
+    // arithmetic wraps]); comparisons to bool and back
+    Tensor ti = i, tj = j;
+    Tensor q = where(ti > tj, ti / (tj - tj), ti % tj) + cast(eq(ti, tj), i32);
+    check_kernel({i, j}, {q}, "i32 div/mod/where");
+}
+
+TEST(GpuKernel, RowSumsOnBothMaps) {
+    Placeholder x({33, 300}, f32, "x");
+    check_kernel({x}, {sum(x, {1}), max(x, {1})}, "row sum and max", 1e-6, 1e-5);
+}
+
+TEST(GpuKernel, ColumnSumsOnBothMaps) {
+    Placeholder x({300, 70}, f32, "x");
+    check_kernel({x}, {sum(x * x, {0})}, "column sums of squares", 1e-6, 1e-5);
+}
+
+TEST(GpuKernel, FullReductionAndSiblingOutputs) {
+    Placeholder x({7, 11, 13}, f64, "x");
+    check_kernel({x}, {sum(x), min(x)}, "full reduction f64", 1e-12, 1e-12);
+    Placeholder y({20, 30, 40}, f32, "y");
+    check_kernel({y}, {sum(exp(y), {0, 2})}, "two reduced dims", 1e-6, 1e-5);
+}
+
+TEST(GpuKernel, BlocksKernelRunsOnlyWithItsOwnWidth) {
+    // a Blocks kernel launched with fewer threads than its tree was written for would leave
+    // the tree's upper half unwritten on a GPU; the emulator refuses the launch
+    Placeholder x({8, 256}, f32, "x");
+    Bound b = bind_one({sum(x, {1})});
+    auto dev = cuda::make_emulator();
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, dev->info().limits);
+    ASSERT_EQ(l.kernel.map, cuda::ThreadMap::Blocks);
+    auto k = dev->load(l.kernel);
+    EXPECT_THROW(dev->launch(*k, 1, l.block / 2, 0, 0), InternalError);
+}
