@@ -76,13 +76,12 @@ std::string ptxas_errors(const std::string& ptx, int sm) {
                : "ptxas sm_" + std::to_string(sm) + " failed (" + std::to_string(rc) + "): " + text;
 }
 
-/// Runs kernel `k` of `b` on the emulator with `args` for its placeholder loads; returns its
-/// outputs.
-std::vector<Array> emulate(const Bound& b, const cuda::GpuKernel& k, int64_t grid,
+/// Runs launch `l` of `b`'s kernel on the emulator with `args` for its placeholder loads (and
+/// its scratch buffer and second launch when it is a split reduction); returns its outputs.
+std::vector<Array> emulate(const Bound& b, const cuda::GpuLaunch& l,
                            const std::map<const Node*, Array>& args) {
     auto dev = cuda::make_emulator();
     std::vector<cuda::DevicePtr> bufs;
-    std::vector<cuda::DevicePtr> owned;
     for (const auto& site : b.group->loads) {
         auto it = args.find(site.buffer.get());
         if (it == args.end()) {
@@ -90,28 +89,27 @@ std::vector<Array> emulate(const Bound& b, const cuda::GpuKernel& k, int64_t gri
             return {};
         }
         const Array& a = it->second;
-        cuda::DevicePtr p = dev->alloc(size_t(a.nbytes()));
-        dev->upload(p, a.raw(), size_t(a.nbytes()));
-        bufs.push_back(p);
-        owned.push_back(p);
+        bufs.push_back(dev->alloc(size_t(a.nbytes())));
+        dev->upload(bufs.back(), a.raw(), size_t(a.nbytes()));
     }
     std::vector<Array> outs;
     for (size_t o = 0; o < b.launch.out_shapes.size(); ++o) {
         outs.push_back(Array::full(b.group->outputs[o].dtype, b.launch.out_shapes[o], -777));
-        cuda::DevicePtr p = dev->alloc(size_t(outs.back().nbytes()));
-        dev->upload(p, outs.back().raw(), size_t(outs.back().nbytes()));
-        bufs.push_back(p);
-        owned.push_back(p);
+        bufs.push_back(dev->alloc(size_t(outs.back().nbytes())));
+        dev->upload(bufs.back(), outs.back().raw(), size_t(outs.back().nbytes()));
     }
+    if (l.scratch_bytes > 0)
+        bufs.push_back(dev->alloc(size_t(l.scratch_bytes)));
     cuda::DevicePtr table = dev->alloc(bufs.size() * 8);
     dev->upload(table, bufs.data(), bufs.size() * 8);
     cuda::DevicePtr params = dev->alloc(b.launch.params.size() * 8);
     dev->upload(params, b.launch.params.data(), b.launch.params.size() * 8);
-    auto dk = dev->load(k);
-    dev->launch(*dk, grid, k.block, table, params);
+    dev->launch(*dev->load(l.kernel), l.grid, l.block, table, params);
+    if (l.kernel.phase == cuda::GpuPhase::Partials)
+        dev->launch(*dev->load(l.combine), l.combine_grid, l.combine.block, table, params);
     for (size_t o = 0; o < outs.size(); ++o)
         dev->download(outs[o].raw(), bufs[b.group->loads.size() + o], size_t(outs[o].nbytes()));
-    for (auto p : owned)
+    for (auto p : bufs)
         dev->free(p);
     dev->free(table);
     dev->free(params);
@@ -123,7 +121,8 @@ std::vector<Array> emulate(const Bound& b, const cuda::GpuKernel& k, int64_t gri
 /// where the kernel reduces, with the other thread map too.
 void check_kernel(const std::vector<Placeholder>& ins, const std::vector<Tensor>& outs,
                   const std::string& what, double rtol = 1e-6, double atol = 1e-6,
-                  uint64_t seed = 1) {
+                  bool expect_split = false) {
+    const uint64_t seed = 1;
     SCOPED_TRACE(what);
     Bound b = bind_one(outs);
     ASSERT_NE(b.group, nullptr);
@@ -140,8 +139,9 @@ void check_kernel(const std::vector<Placeholder>& ins, const std::vector<Tensor>
     auto dev = cuda::make_emulator();
     cuda::GpuLaunch chosen = cuda::choose_launch(b.launch, dev->info().limits);
     std::vector<cuda::GpuLaunch> launches{chosen};
-    if (b.launch.spec.reduce_rank > 0) { // the other map, forced
-        cuda::GpuLaunch other = chosen;
+    if (b.launch.spec.reduce_rank > 0) { // the other map, forced, unsplit
+        cuda::GpuLaunch other;
+        other.kernel.spec = b.launch.spec;
         bool to_blocks = chosen.kernel.map == cuda::ThreadMap::Points;
         other.kernel.map = to_blocks ? cuda::ThreadMap::Blocks : cuda::ThreadMap::Points;
         other.kernel.block = to_blocks ? 16 : 64;
@@ -149,14 +149,22 @@ void check_kernel(const std::vector<Placeholder>& ins, const std::vector<Tensor>
         other.grid = 3;
         launches.push_back(other);
     }
+    if (expect_split)
+        EXPECT_EQ(chosen.kernel.phase, cuda::GpuPhase::Partials) << chosen.kernel.str();
     for (const auto& l : launches) {
         std::string map = l.kernel.map == cuda::ThreadMap::Points ? "points" : "blocks";
-        for (int sm : {80, 90}) {
-            std::string ptx = cuda::compile_ptx(l.kernel, sm);
-            EXPECT_NE(ptx.find(".target sm_" + std::to_string(sm)), std::string::npos) << ptx;
-            EXPECT_EQ(ptxas_errors(ptx, sm), "") << map << "\n" << ptx;
+        std::vector<cuda::GpuKernel> codes{l.kernel};
+        if (l.kernel.phase == cuda::GpuPhase::Partials) {
+            codes.push_back(l.combine);
+            map += " split " + std::to_string(l.kernel.chunks);
         }
-        std::vector<Array> got = emulate(b, l.kernel, l.grid, args);
+        for (const auto& code : codes)
+            for (int sm : {80, 90}) {
+                std::string ptx = cuda::compile_ptx(code, sm);
+                EXPECT_NE(ptx.find(".target sm_" + std::to_string(sm)), std::string::npos) << ptx;
+                EXPECT_EQ(ptxas_errors(ptx, sm), "") << map << "\n" << ptx;
+            }
+        std::vector<Array> got = emulate(b, l, args);
         ASSERT_EQ(got.size(), want.size());
         for (size_t o = 0; o < got.size(); ++o) { // the group's o-th root is which output?
             const auto& roots = b.compiled.roots;
@@ -185,13 +193,14 @@ TEST(GpuLaunch, ElementwiseIsOneThreadPerPoint) {
 }
 
 TEST(GpuLaunch, ContiguousReductionsAreABlockPerPoint) {
-    Placeholder x({64, 4096}, f32, "x");
+    Placeholder x({1000, 4096}, f32, "x");
     Bound b = bind_one({sum(x, {1})});
     ASSERT_EQ(b.launch.spec.row, 0) << b.launch.spec.str();
     cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
     EXPECT_EQ(l.kernel.map, cuda::ThreadMap::Blocks);
+    EXPECT_EQ(l.kernel.phase, cuda::GpuPhase::Whole) << "1000 blocks fill 132 multiprocessors";
     EXPECT_EQ(l.block, 256);
-    EXPECT_EQ(l.grid, 64);
+    EXPECT_EQ(l.grid, 1000);
     // a short reduction (fewer points than a warp): a thread per kept point
     Placeholder s({4096, 8}, f32, "s");
     EXPECT_EQ(cuda::choose_launch(bind_one({sum(s, {1})}).launch, h200()).kernel.map,
@@ -201,6 +210,28 @@ TEST(GpuLaunch, ContiguousReductionsAreABlockPerPoint) {
     cuda::GpuLaunch lm = cuda::choose_launch(bind_one({max(m, {1})}).launch, h200());
     EXPECT_EQ(lm.kernel.map, cuda::ThreadMap::Blocks);
     EXPECT_EQ(lm.block, 64);
+}
+
+TEST(GpuLaunch, FewKeptPointsSplitTheirReductions) {
+    Placeholder x({1 << 26}, f32, "x");
+    cuda::GpuLaunch l = cuda::choose_launch(bind_one({sum(x)}).launch, h200());
+    EXPECT_EQ(l.kernel.map, cuda::ThreadMap::Blocks);
+    EXPECT_EQ(l.kernel.phase, cuda::GpuPhase::Partials);
+    // 4 blocks per multiprocessor for the one kept point: 528 chunks of 2^26 / 528 points
+    EXPECT_EQ(l.kernel.chunks, 132 * 4);
+    EXPECT_EQ(l.grid, 132 * 4);
+    EXPECT_EQ(l.scratch_bytes, 132 * 4 * 8);
+    EXPECT_EQ(l.combine.phase, cuda::GpuPhase::Combine);
+    EXPECT_EQ(l.combine_grid, 1);
+    // 64 rows of 2^20: 9 chunks each fill 576 blocks
+    Placeholder r({64, 1 << 20}, f32, "r");
+    cuda::GpuLaunch lr = cuda::choose_launch(bind_one({sum(r, {1}), max(r, {1})}).launch, h200());
+    EXPECT_EQ(lr.kernel.chunks, 9);
+    EXPECT_EQ(lr.scratch_bytes, 64 * 9 * 2 * 8);
+    // a reduction too short for two chunks of 8 points per thread stays whole
+    Placeholder s({2, 3000}, f32, "s");
+    EXPECT_EQ(cuda::choose_launch(bind_one({sum(s, {1})}).launch, h200()).kernel.phase,
+              cuda::GpuPhase::Whole);
 }
 
 TEST(GpuLaunch, ColumnSumsAreOneThreadPerColumn) {
@@ -250,6 +281,16 @@ TEST(GpuKernel, FullReductionAndSiblingOutputs) {
     check_kernel({x}, {sum(x), min(x)}, "full reduction f64", 1e-12, 1e-12);
     Placeholder y({20, 30, 40}, f32, "y");
     check_kernel({y}, {sum(exp(y), {0, 2})}, "two reduced dims", 1e-6, 1e-5);
+}
+
+TEST(GpuKernel, SplitReductions) {
+    // the emulator fills 4 blocks (one multiprocessor): 1 or 3 kept points split
+    Placeholder x({20011}, f32, "x");
+    check_kernel({x}, {sum(x), max(x)}, "split full reduction", 1e-6, 1e-5, true);
+    Placeholder y({3, 4000}, f64, "y");
+    Tensor ty = y;
+    check_kernel({y}, {sum(ty * ty, {1}), ty * 2.0}, "split rows with an elementwise sibling",
+                 1e-12, 1e-12, true);
 }
 
 TEST(GpuKernel, BlocksKernelRunsOnlyWithItsOwnWidth) {

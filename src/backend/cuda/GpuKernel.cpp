@@ -42,6 +42,26 @@ GpuLaunch choose_launch(const compiler::KernelLaunch& l, const DeviceLimits& d) 
         g.kernel.map = ThreadMap::Blocks;
         g.kernel.block = std::min(width, d.max_threads_per_block);
         g.grid = std::clamp<int64_t>(kept, 1, max_grid(d));
+        // Split when the kept points fill fewer than 4 blocks per multiprocessor and each
+        // chunk still gives every thread at least 8 points (Note [Split reductions]).
+        const int64_t want = int64_t(d.multiprocessors) * 4;
+        const int64_t per_chunk = int64_t(g.kernel.block) * 8;
+        if (kept < want && reduced >= 2 * per_chunk) {
+            int64_t chunks = std::min((want + kept - 1) / kept, reduced / per_chunk);
+            int64_t reduced_outputs = 0;
+            for (const auto& o : s.outputs)
+                reduced_outputs += o.reduced;
+            g.kernel.phase = GpuPhase::Partials;
+            g.kernel.chunks = chunks;
+            g.grid = std::clamp<int64_t>(kept * chunks, 1, max_grid(d));
+            g.scratch_bytes = kept * chunks * reduced_outputs * 8;
+            g.combine = g.kernel;
+            g.combine.map = ThreadMap::Points;
+            g.combine.phase = GpuPhase::Combine;
+            g.combine.block = std::min(256, d.max_threads_per_block);
+            g.combine_grid =
+                std::clamp<int64_t>((kept + g.combine.block - 1) / g.combine.block, 1, max_grid(d));
+        }
     } else {
         g.kernel.map = ThreadMap::Points;
         g.kernel.block = std::min(256, d.max_threads_per_block);

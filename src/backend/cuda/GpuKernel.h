@@ -23,6 +23,13 @@ enum class ThreadMap : uint8_t {
     Blocks,
 };
 
+/// Which part of a reduction a kernel computes (Note [Split reductions] in NvptxRenderer.cpp).
+enum class GpuPhase : uint8_t {
+    Whole,    // the kernel computes its outputs
+    Partials, // a Blocks kernel over (kept point, chunk) pairs: partials into the scratch buffer
+    Combine,  // a Points kernel: each kept point's partials combined into the reduced outputs
+};
+
 /// The code of one kernel: what it computes and how it is mapped. Everything that changes the
 /// generated code is here (sizes, strides and offsets are runtime arguments, as on the cpu).
 struct GpuKernel {
@@ -30,6 +37,9 @@ struct GpuKernel {
     ThreadMap map = ThreadMap::Points;
     /// Threads per block the code is written for (Blocks: the width of the tree). A power of 2.
     int block = 256;
+    GpuPhase phase = GpuPhase::Whole;
+    /// Partials and Combine: the chunks each kept point's reduction is split into.
+    int64_t chunks = 0;
     /// Canonical text (the cache key).
     std::string str() const;
 };
@@ -46,11 +56,17 @@ struct GpuLaunch {
     GpuKernel kernel;
     int64_t grid = 1; // blocks (grid-stride loops cover any number of points)
     int block = 256;  // threads per block (== kernel.block)
+    /// A split reduction (kernel.phase == Partials): the bytes of the scratch buffer both
+    /// launches take after the outputs in their buffer table, and the second launch.
+    int64_t scratch_bytes = 0;
+    GpuKernel combine;
+    int64_t combine_grid = 0;
 };
 
 /// Chooses the thread map, block and grid for a kernel bound to the shapes of one call (Note
-/// [Thread maps]): Blocks when the kept points are too few to fill the device and each reduces
-/// many points, else Points.
+/// [Thread maps]): Blocks when the reduction loops are the contiguous ones and reduce at least
+/// a warp's worth of points, else Points; a Blocks reduction with too few kept points to fill
+/// the device is split (Note [Split reductions]).
 GpuLaunch choose_launch(const compiler::KernelLaunch& l, const DeviceLimits& d);
 
 } // namespace sj::cuda

@@ -57,8 +57,15 @@ using llvm::Value;
 // the shapes and the launch, never on timing. f32 sums accumulate in double (acc_type), as the
 // cpu's do across blocks; a thread's partial or a column's sum is a sequential sum in double,
 // so no blocking is needed for accuracy.
-// Full reductions (one kept point) run on one block: correct, but one multiprocessor's
-// bandwidth (docs/gpu.md, "Not yet").
+
+// Note [Split reductions]
+// One block per kept point leaves most of a GPU idle when the kept points are few (a full
+// reduction has one). Then choose_launch splits each point's reduction into `chunks` pieces:
+// the Partials launch runs a block per (kept point, chunk), each storing its tree's result in
+// a scratch buffer the runner appends to the buffer table; the Combine launch then runs a
+// thread per kept point, which combines its chunks in chunk order and stores the outputs. The
+// partials keep the accumulator's type (double for f32 sums), and the order of every
+// combination is fixed, so the result is as deterministic as the unsplit one.
 
 namespace {
 
@@ -239,9 +246,9 @@ struct Renderer {
     /// Accumulates every reduced output over the reduction points [lo, hi) step `step`
     /// (flattened), starting from `acc`, at the kept point `offs`.
     void accumulate(std::vector<llvm::AllocaInst*>& acc, const std::vector<Value*>& offs, Value* lo,
-                    Value* step) {
+                    Value* hi, Value* step) {
         std::vector<int> red = reduced_dims();
-        emit_for("r", lo, count(red), step, [&](Value* r) {
+        emit_for("r", lo, hi, step, [&](Value* r) {
             std::vector<Value*> v = point(offsets_of(r, red, offs));
             for (int o = 0; o < nout; ++o) {
                 const KOutput& out = s.outputs[o];
@@ -275,7 +282,7 @@ struct Renderer {
             for (int o = 0; o < nout; ++o)
                 if (acc[o])
                     b.CreateStore(ex.acc_init(s.outputs[o]), acc[o]);
-            accumulate(acc, offs, b.getInt64(0), b.getInt64(1));
+            accumulate(acc, offs, b.getInt64(0), count(reduced_dims()), b.getInt64(1));
             for (int o = 0; o < nout; ++o)
                 if (acc[o])
                     store_output(
@@ -285,9 +292,27 @@ struct Renderer {
         });
     }
 
+    /// The scratch buffer of a split reduction (the table's entry after the outputs), and where
+    /// reduced output o's partials start in it (kept * chunks values of 8 bytes each).
+    Value* scratch(int o, Value* kept) {
+        Value* p = b.CreateLoad(b.getPtrTy(),
+                                b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(nload + nout)));
+        if (global_as() != 0)
+            p = b.CreateAddrSpaceCast(p, b.getPtrTy(global_as()));
+        int before = 0;
+        for (int j = 0; j < o; ++j)
+            before += s.outputs[j].reduced;
+        Value* off = b.CreateMul(b.CreateMul(kept, b.getInt64(k.chunks)), b.getInt64(before));
+        return b.CreateGEP(ex.acc_type(s.outputs[o]), p, off);
+    }
+
+    /// Blocks (Note [Thread maps]); with chunks > 0, the Partials phase of a split reduction
+    /// (Note [Split reductions]): block j of the flattened (kept point, chunk) pairs reduces its
+    /// chunk and stores the partial in the scratch buffer.
     void emit_blocks() {
         std::vector<int> kept = kept_dims();
         const int64_t width = k.block;
+        const bool split = k.phase == GpuPhase::Partials;
         std::vector<llvm::AllocaInst*> acc(nout, nullptr);
         std::vector<Value*> tree(nout, nullptr);
         int64_t shared_bytes = 0;
@@ -301,13 +326,24 @@ struct Renderer {
         }
         Value* t = tid();
         Value* nt = b.getInt64(width); // == ntid: the launch uses the kernel's block
+        Value* nkept = count(kept);
+        Value* nred = count(reduced_dims());
+        Value* chunks = b.getInt64(split ? k.chunks : 1);
+        // a chunk's length, rounded up: the last chunk may be short or empty
+        Value* len = b.CreateUDiv(b.CreateAdd(nred, b.CreateSub(chunks, b.getInt64(1))), chunks);
         std::vector<Value*> zero(nload + nout, b.getInt64(0));
-        emit_for("q", ctaid(), count(kept), nctaid(), [&](Value* q) {
+        emit_for("q", ctaid(), b.CreateMul(nkept, chunks), nctaid(), [&](Value* j) {
+            Value* q = split ? b.CreateUDiv(j, chunks) : j;
+            Value* c = split ? b.CreateURem(j, chunks) : b.getInt64(0);
             std::vector<Value*> offs = offsets_of(q, kept, zero);
             for (int o = 0; o < nout; ++o)
                 if (acc[o])
                     b.CreateStore(ex.acc_init(s.outputs[o]), acc[o]);
-            accumulate(acc, offs, t, nt);
+            Value* lo = b.CreateMul(c, len);
+            Value* hi = split ? b.CreateSelect(b.CreateICmpULT(b.CreateAdd(lo, len), nred),
+                                               b.CreateAdd(lo, len), nred)
+                              : nred;
+            accumulate(acc, offs, b.CreateAdd(lo, t), hi, nt);
             auto slot = [&](int o, Value* i) {
                 llvm::Type* ty = ex.acc_type(s.outputs[o]);
                 return b.CreateGEP(ty, tree[o], i);
@@ -341,15 +377,44 @@ struct Renderer {
             llvm::BasicBlock* stored = llvm::BasicBlock::Create(ctx, "stored", fn);
             b.CreateCondBr(b.CreateICmpEQ(t, b.getInt64(0)), store, stored);
             b.SetInsertPoint(store);
-            for (int o = 0; o < nout; ++o)
-                if (acc[o])
-                    store_output(o,
-                                 final_value(s.outputs[o], b.CreateLoad(ex.acc_type(s.outputs[o]),
-                                                                        slot(o, b.getInt64(0)))),
-                                 offs[nload + o]);
+            for (int o = 0; o < nout; ++o) {
+                if (!acc[o])
+                    continue;
+                Value* a = b.CreateLoad(ex.acc_type(s.outputs[o]), slot(o, b.getInt64(0)));
+                if (split)
+                    b.CreateStore(a, b.CreateGEP(a->getType(), scratch(o, nkept), j));
+                else
+                    store_output(o, final_value(s.outputs[o], a), offs[nload + o]);
+            }
             b.CreateBr(stored);
             b.SetInsertPoint(stored);
             barrier(); // the tree is reused by the block's next kept point
+        });
+    }
+
+    /// The Combine phase of a split reduction: one thread per kept point combines its chunks'
+    /// partials in chunk order and stores the reduced outputs. It reads no load.
+    void emit_combine() {
+        std::vector<int> kept = kept_dims();
+        Value* nkept = count(kept);
+        Value* start = b.CreateAdd(b.CreateMul(ctaid(), ntid()), tid());
+        Value* stride_all = b.CreateMul(nctaid(), ntid());
+        std::vector<Value*> zero(nload + nout, b.getInt64(0));
+        emit_for("p", start, nkept, stride_all, [&](Value* q) {
+            std::vector<Value*> offs = offsets_of(q, kept, zero);
+            for (int o = 0; o < nout; ++o) {
+                const KOutput& out = s.outputs[o];
+                if (!out.reduced)
+                    continue;
+                llvm::Type* ty = ex.acc_type(out);
+                Value* part =
+                    b.CreateGEP(ty, scratch(o, nkept), b.CreateMul(q, b.getInt64(k.chunks)));
+                Value* a = ex.acc_init(out);
+                for (int64_t c = 0; c < k.chunks; ++c)
+                    a = ex.acc_combine(
+                        out, a, b.CreateLoad(ty, b.CreateGEP(ty, part, b.getInt64(c))), false);
+                store_output(o, final_value(out, a), offs[nload + o]);
+            }
         });
     }
 
@@ -359,6 +424,12 @@ struct Renderer {
             << "cuda codegen: a Blocks kernel without reduction loops";
         SJ_CHECK(k.block >= 1 && (k.block & (k.block - 1)) == 0, InternalError)
             << "cuda codegen: block " << k.block << " is not a power of 2";
+        SJ_CHECK(k.phase == GpuPhase::Whole ||
+                     (k.chunks >= 1 && s.reduce_rank > 0 &&
+                      (k.phase == GpuPhase::Combine || k.map == ThreadMap::Blocks)),
+                 InternalError)
+            << "cuda codegen: a split reduction must be a Blocks kernel over " << k.chunks
+            << " chunks";
         auto* ptr = b.getPtrTy();
         std::vector<llvm::Type*> args{ptr, ptr};
         if (code == GpuCode::Host)
