@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -488,12 +489,27 @@ public:
         std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     }
     void synchronize() override {}
-    std::shared_ptr<DeviceKernel> load(const GpuKernel&) override {
-        throw Error("host test device: no kernels");
+    /// Kernels: what the test's on_launch does in their place (none: no kernels).
+    struct HostKernel final : DeviceKernel {
+        GpuKernel code;
+    };
+    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override {
+        if (!on_launch)
+            throw Error("host test device: no kernels");
+        ++loads;
+        auto h = std::make_shared<HostKernel>();
+        h->code = k;
+        return h;
     }
-    void launch(const DeviceKernel&, int64_t, int, DevicePtr, DevicePtr) override {
-        throw Error("host test device: no kernels");
+    void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
+                DevicePtr params) override {
+        if (!on_launch)
+            throw Error("host test device: no kernels");
+        ++launches;
+        on_launch(static_cast<const HostKernel&>(k).code, grid, block, bufs, params);
     }
+    std::function<void(const GpuKernel&, int64_t, int, DevicePtr, DevicePtr)> on_launch;
+    int loads = 0, launches = 0;
     void gemm(const GemmArgs& g) override {
         if (fail_gemm)
             throw Error("host test device: injected GEMM failure");
@@ -605,6 +621,53 @@ TEST(CudaRuntimeRunner, GemmsViewsAndHostFallbacksOnATestDevice) {
     dev->fail_gemm = false;
     out = f(Array(av, as), Array(bv, bs), Array(sv, {3, 3}), Array(cv, cs), Array(rv, rs));
     EXPECT_EQ(values(out[0]), want_ab);
+}
+
+TEST(CudaRuntimeRunner, AKernelGetsItsBufferTableAndParamsInOneArgumentBlock) {
+    auto dev = std::make_shared<HostDevice>();
+    UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
+    // in place of the kernel y = 3 x + x^2 on 5 points: what its arguments say, checked and done
+    dev->on_launch = [](const GpuKernel& k, int64_t grid, int block, DevicePtr bufs,
+                        DevicePtr params) {
+        const size_t operands = k.spec.load_dtypes.size() + k.spec.outputs.size();
+        ASSERT_EQ(k.spec.rank, 1);
+        ASSERT_EQ(operands, 2u) << k.spec.str();               // x, then y
+        EXPECT_EQ(params, bufs + operands * sizeof(uint64_t)); // the params after the table
+        EXPECT_GE(grid * block, 1);
+        const auto* table = reinterpret_cast<const uint64_t*>(bufs);
+        const auto* p = reinterpret_cast<const int64_t*>(params);
+        // sizes[rank], then per operand strides[rank] and an offset (KernelSpec)
+        ASSERT_EQ((std::vector<int64_t>(p, p + 5)), (std::vector<int64_t>{5, 1, 0, 1, 0}));
+        const auto* x = reinterpret_cast<const double*>(table[0]);
+        auto* y = reinterpret_cast<double*>(table[1]);
+        for (int64_t i = 0; i < p[0]; ++i)
+            y[i] = 3 * x[i] + x[i] * x[i];
+    };
+    Placeholder x({5}, f64, "x");
+    Function f = function({x}, {3.0 * x + x * x}, {}, test::on("cuda"));
+    ASSERT_EQ(f.stats().kernels, 1u) << f.dump();
+    const std::vector<Array> out = f(Array(std::vector<double>{-2, -1, 0, 1, 2}));
+    EXPECT_EQ(values(out[0]), (std::vector<double>{-2, -2, 0, 4, 10}));
+    EXPECT_EQ(dev->launches, 1);
+    f(Array(std::vector<double>{0, 0, 0, 0, 0}));
+    EXPECT_EQ(dev->loads, 1); // loaded once for these shapes
+    EXPECT_EQ(dev->live(), 0u);
+}
+
+TEST(CudaRuntimeRunner, AReductionOverNothingIsItsIdentityWithoutALaunch) {
+    auto dev = std::make_shared<HostDevice>();
+    UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
+    dev->on_launch = [](const GpuKernel&, int64_t, int, DevicePtr, DevicePtr) {
+        ADD_FAILURE() << "a kernel of no points was launched";
+    };
+    Placeholder x({-1, 3}, f32, "x");
+    Function f = function({x}, {sum(x, {0}), prod(x, {0})}, {}, test::on("cuda"));
+    const std::vector<Array> out = f(Array(DType::F32, {0, 3}));
+    EXPECT_EQ(values(out[0]), (std::vector<double>{0, 0, 0}));
+    EXPECT_EQ(values(out[1]), (std::vector<double>{1, 1, 1}));
+    EXPECT_EQ(dev->launches, 0);
 }
 
 #endif
