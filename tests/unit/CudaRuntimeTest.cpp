@@ -670,4 +670,46 @@ TEST(CudaRuntimeRunner, AReductionOverNothingIsItsIdentityWithoutALaunch) {
     EXPECT_EQ(dev->launches, 0);
 }
 
+TEST(CudaRuntimeRunner, LoopsRunOnTheHostWithTheirBodiesOnTheDevice) {
+    auto dev = std::make_shared<HostDevice>();
+    UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
+    Placeholder h0({2, 2}, f64, "h0"), w({2, 2}, f64, "w");
+    ScanOptions o;
+    o.length = 3;
+    ScanResult r = scan(
+        [](const Tensors& carry, const Tensors& args) -> std::pair<Tensors, Tensors> {
+            Tensor next = matmul(carry[0], args[0]);
+            return {{next}, {next}};
+        },
+        {h0}, {}, {w}, o);
+    Function f = function({h0, w}, {r.carry[0], r.outputs[0]}, {}, test::on("cuda"));
+    // h_t = h0 W^t, by hand: W = [[0, 1], [1, 1]] steps a row (a, b) to (b, a + b)
+    const std::vector<Array> out = f(Array(std::vector<double>{1, 2, 3, 4}, {2, 2}),
+                                     Array(std::vector<double>{0, 1, 1, 1}, {2, 2}));
+    EXPECT_EQ(values(out[0]), (std::vector<double>{5, 8, 11, 18}));
+    EXPECT_EQ(out[1].shape(), (Shape{3, 2, 2}));
+    EXPECT_EQ(values(out[1]), (std::vector<double>{2, 3, 4, 7, 3, 5, 7, 11, 5, 8, 11, 18}));
+    EXPECT_EQ(dev->gemms, 3); // one per iteration, on the device
+    EXPECT_EQ(dev->live(), 0u);
+}
+
+TEST(CudaRuntimeRunner, TheNanGuardNamesTheNodeComputedOnTheDevice) {
+    auto dev = std::make_shared<HostDevice>();
+    UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
+    Placeholder a({2, 2}, f64, "a"), b({2, 2}, f64, "b");
+    FunctionOptions o = test::on("cuda");
+    o.nan_guard = true;
+    Function f = function({a, b}, {matmul(a, b)}, {}, o);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::string m = test::message_of<Error>([&] {
+        f(Array(std::vector<double>{1, nan, 0, 1}, {2, 2}),
+          Array(std::vector<double>{1, 0, 0, 1}, {2, 2}));
+    });
+    EXPECT_CONTAINS(m, "NaN guard");
+    EXPECT_CONTAINS(m, "dot_general");
+    EXPECT_EQ(dev->live(), 0u);
+}
+
 #endif
