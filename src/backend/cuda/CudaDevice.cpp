@@ -28,10 +28,10 @@ namespace {
 // relies on to reuse a block (Note [Caching allocator]) and what lets the runner free a slot as
 // soon as its last reader is queued. The primary context is the one the CUDA runtime uses too,
 // so cuBLAS (a runtime library) works in it with no context juggling. Contexts are current per
-// thread, so each entry point makes ours current on the calling thread (a thread-local check,
-// not a driver call, when it already is), and a mutex serialises the device's users: Functions
-// called from several threads share one stream. Overlapping copies with kernels (a second
-// stream, events) can come later; correctness first.
+// thread, so each entry point makes ours current on the calling thread (cuCtxSetCurrent is a
+// cheap call), and a mutex serialises the device's users: Functions called from several threads
+// share one stream. Overlapping copies with kernels (a second stream, events) can come later;
+// correctness first.
 
 class CudaKernel final : public DeviceKernel {
 public:
@@ -242,13 +242,9 @@ public:
     }
 
 private:
-    void make_current() {
-        thread_local CUcontext current = nullptr;
-        if (current != ctx_) {
-            drv_.check(drv_.ctx_set_current(ctx_), "cuCtxSetCurrent");
-            current = ctx_;
-        }
-    }
+    /// Makes our context current on the calling thread. Every time, not once per thread: other
+    /// code in the process (another CUDA library) may have made its own current since.
+    void make_current() { drv_.check(drv_.ctx_set_current(ctx_), "cuCtxSetCurrent"); }
 
     void sync_locked() {
         CUresult r = drv_.stream_synchronize(stream_);
