@@ -120,7 +120,7 @@ std::string load_plugin(const std::string& name) {
         h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
         if (h)
             break;
-        answer += (answer.empty() ? "tried " : "; ") + p + ": " + dl_error();
+        answer += (answer.empty() ? "tried " : "; ") + dl_error(); // (it names the file)
     }
     if (!h)
         return answer;
