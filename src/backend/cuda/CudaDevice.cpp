@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -111,6 +112,8 @@ public:
             return;
         std::lock_guard<std::mutex> lock(mu_);
         make_current();
+        if (const void* staged = stage(src, bytes))
+            src = staged;
         drv_.check(drv_.memcpy_htod_async(CUdeviceptr(dst), src, bytes, stream_),
                    "cuMemcpyHtoDAsync");
     }
@@ -253,7 +256,45 @@ private:
                "a copy or a GEMM): "
             << drv_.describe(r)
             << " (the context may be unusable now: most such errors are sticky in CUDA)";
+        staging_used_ = 0; // every staged copy has been read
     }
+
+    // Note [Staging uploads]
+    // A small upload (a kernel's argument block, a scalar, a bias) is copied into a pinned ring
+    // of kStagingBytes and the device copies it from there: a copy from pinned memory is truly
+    // asynchronous, and the caller's bytes are free to change at once. When the ring is full we
+    // wait for the stream (every copy queued from the ring has then run) and start again at its
+    // beginning; events would let us wait for less, but a ring this size fills only on calls with
+    // thousands of small uploads. Large uploads read the caller's pageable memory directly (the
+    // driver stages those itself). If the pinned ring cannot be allocated, everything does.
+
+    /// src's bytes copied into the pinned ring, or null when the upload does not go through it.
+    const void* stage(const void* src, size_t bytes) {
+        if (bytes > kStagedMax || staging_failed_)
+            return nullptr;
+        if (!staging_) {
+            void* p = nullptr;
+            if (drv_.mem_host_alloc(&p, kStagingBytes, 0) != CUDA_SUCCESS || !p) {
+                staging_failed_ = true;
+                return nullptr;
+            }
+            staging_ = static_cast<char*>(p);
+        }
+        size_t at = (staging_used_ + 255) / 256 * 256;
+        if (at + bytes > kStagingBytes) {
+            sync_locked();
+            at = 0;
+        }
+        std::memcpy(staging_ + at, src, bytes);
+        staging_used_ = at + bytes;
+        return staging_ + at;
+    }
+
+    static constexpr size_t kStagingBytes = size_t(4) << 20; // the pinned ring
+    static constexpr size_t kStagedMax = size_t(256) << 10;  // uploads up to this size use it
+    char* staging_ = nullptr;
+    size_t staging_used_ = 0;
+    bool staging_failed_ = false;
 
     const Driver& drv_;
     int ordinal_;
