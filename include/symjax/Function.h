@@ -35,8 +35,9 @@ private:
 
 /// Options of function().
 struct FunctionOptions {
-    /// "cpu" (the compiler: fusion and JIT-compiled kernels) or "reference" (the interpreter,
-    /// the oracle tests compare against). SJ_BACKEND in the environment overrides the default.
+    /// "cpu" (the compiler: fusion and JIT-compiled kernels), "reference" (the interpreter,
+    /// the oracle tests compare against) or "cuda" (GPUs, a plugin loaded on demand:
+    /// docs/gpu.md). SJ_BACKEND in the environment overrides the default.
     std::string backend = default_backend();
     /// When true, random ops draw the same numbers on every call (the counter stays at its seed).
     bool freeze_rng = false;
@@ -128,7 +129,9 @@ private:
     std::shared_ptr<detail::FunctionImpl> impl_;
 };
 
-/// Names of the registered backends ("cpu", "reference", ...).
+/// Names of the registered backends ("cpu", "reference", ...). A backend that comes as a plugin
+/// ("cuda": libsymjax_cuda.so, docs/gpu.md) is loaded on demand, when a function first asks for
+/// it, and is listed only from then on: this call stays cheap and loads nothing.
 std::vector<std::string> available_backends();
 
 /// Compiles a function of `inputs` returning `outputs` and applying `updates`. An input may be

@@ -50,9 +50,12 @@ using BackendFactory = std::unique_ptr<Executable> (*)(const Program&, const Fun
 /// Registers a backend under a name ("reference", "cpu", ...); a later registration of the same
 /// name replaces the earlier one. Each backend calls it from its register_<name>_backend().
 void register_backend(const std::string& name, BackendFactory f);
-/// The named backend; throws Error listing the known names when absent.
+/// The named backend; when it is not registered, loads its plugin libsymjax_<name>.so if there
+/// is one (Note [Backend plugins] in Registry.cpp); throws Error listing the known names and the
+/// plugin files tried when absent.
 BackendFactory find_backend(const std::string& name);
-/// The registered backends' names, sorted.
+/// The registered backends' names, sorted: the built-in ones and the plugins loaded so far
+/// (listing loads no plugin).
 std::vector<std::string> backend_names();
 
 } // namespace sj::detail

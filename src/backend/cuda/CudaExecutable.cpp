@@ -1,0 +1,565 @@
+// The cuda backend's Executable: a runner of the compiler's plan (src/compiler/ExecPlan.h) on a
+// Device (a GPU, or the host emulator): generated kernels and cuBLAS GEMMs on the device, views
+// as aliases, and everything else (reference kernels, loops, collectives) on the host (Note
+// [What runs where]). Also the plugin's entry point, sj_backend_plugin_register().
+#include "../../compiler/ExecPlan.h"
+#include "../../core/Debug.h"
+#include "../Backend.h"
+#include "../reference/Reference.h"
+#include "CudaTarget.h"
+#include "Device.h"
+#include "DotGemm.h"
+#include "GpuKernel.h"
+
+#include <symjax/Interrupt.h>
+#include <symjax/ir/ControlFlow.h>
+#include <symjax/ir/Node.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+namespace sj::cuda {
+
+using compiler::Group;
+
+namespace {
+
+// Note [What runs where]
+// A step of the plan runs on the device when the device has code for it: a generated kernel
+// (NvptxRenderer.cpp, launched with the thread map choose_launch picks for the call's shapes),
+// or a dot_general that one strided batched GEMM computes (DotGemm.cpp). A view aliases its
+// source's buffer. Every other step runs its reference kernel on the host, as the cpu runner's
+// fallbacks do: its operands are downloaded, its result uploaded when a device step reads it.
+// That covers the ops without a kernel (sorts, linear algebra, convolutions and pooling until
+// cuDNN runs them), collectives (MPI reads host memory), a dot_general whose dims do not fit
+// one GEMM, and loops and conditionals: ref::run_region drives them on the host, and their
+// bodies are CudaExecutables of their own, so each iteration's kernels do run on the device
+// (with a copy in and out per iteration: slow, until the loop driver keeps carries on the
+// device). Values move lazily: a slot holds a device buffer, a host Array, or both, and the
+// other copy is made the first time a step needs it, so two host steps in a row exchange
+// nothing through the device.
+//
+// The Executable interface takes and returns host Arrays, so each call uploads its inputs and
+// the variables it reads and downloads its outputs and new values. Variables that live on the
+// device between calls (and in-place updates there) come later; the plan is compiled without
+// in-place updates meanwhile. Nothing a call does is visible before run() returns, so a call
+// that throws changes nothing (Function commits the updates afterwards).
+
+/// Milliseconds since t0.
+double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// A block of device memory, returned to the device's caching allocator when the last value
+/// holding it (a slot, the views of it) lets it go.
+class DeviceBuffer {
+public:
+    DeviceBuffer(Device& d, size_t bytes) : dev_(d), ptr_(d.alloc(bytes)), bytes_(bytes) {}
+    ~DeviceBuffer() {
+        try {
+            dev_.free(ptr_);
+        } catch (const Error&) { // (a bug in the allocator's bookkeeping; never from a destructor)
+        }
+    }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    DevicePtr ptr() const { return ptr_; }
+    size_t bytes() const { return bytes_; }
+
+private:
+    Device& dev_;
+    DevicePtr ptr_;
+    size_t bytes_;
+};
+
+/// A slot's value during a call: on the device, on the host, or both (Note [What runs where]).
+struct Value {
+    std::shared_ptr<DeviceBuffer> buf;
+    Array host;
+};
+
+/// What the runner made of one step for the shapes of a call.
+struct StepCode {
+    GpuLaunch launch;                     // kernel steps with points
+    std::shared_ptr<DeviceKernel> kernel; // ... and their code, loaded on the device
+    std::optional<GemmArgs> gemm;         // dot steps that one GEMM computes (no addresses yet)
+    bool on_host = false;                 // the step runs its reference kernel on the host
+};
+
+/// The plan bound to one input-shape signature, and its code.
+struct CallPlan {
+    compiler::BoundPlan bound;
+    std::vector<StepCode> code; // per step
+};
+
+struct Profile {
+    double ms = 0;
+    int64_t calls = 0;
+};
+
+class CudaExecutable final : public detail::Executable {
+public:
+    CudaExecutable(const detail::Program& p, const FunctionOptions& o, std::shared_ptr<Device> d)
+        : opts_(o), device_(std::move(d)) {
+        const auto t0 = std::chrono::steady_clock::now();
+        // no in-place updates: the variables' buffers are this call's uploaded copies (Note
+        // [What runs where])
+        plan_ = compiler::compile(p, cuda_target(), {false, o.nan_guard});
+        const compiler::FusionPlan& fp = plan_.compiled.plan;
+        stats_.nodes = plan_.order.size();
+        stats_.kernels = fp.kernels();
+        stats_.library_calls = fp.library_calls();
+        stats_.post_ops = fp.post_ops();
+        for (const compiler::Step& st : plan_.steps)
+            SJ_ASSERT(plan_.group(st).epilogue.empty())
+                << "cuda runner: a library call with an epilogue (the cuda target declines them)";
+        for (const Node* n : plan_.order)
+            if (has_trait(n->op(), kRegion))
+                add_region_node(*n);
+        const_bufs_.resize(plan_.slots.size());
+        if (detail::debug_level() >= 1)
+            std::fprintf(stderr,
+                         "[symjax] cuda: compiled graph for %s: %zu nodes -> %zu steps (%zu "
+                         "kernels, %zu library calls) in %.1f ms\n",
+                         device_->info().name.c_str(), plan_.order.size(), plan_.steps.size(),
+                         stats_.kernels, stats_.library_calls, ms_since(t0));
+    }
+
+    ~CudaExecutable() override {
+        if (opts_.profile && !nested_)
+            std::fprintf(stderr, "%s", profile_report().c_str());
+    }
+
+    FunctionStats stats() const override { return stats_; }
+    std::string dump() const override { return plan_.compiled.plan.str(); }
+
+    std::string profile_report() const override {
+        std::ostringstream os;
+        os << "[symjax] cuda profile on " << device_->info().name << " (" << prof_.size()
+           << " steps; each timed to its end: the device waits after every step)\n";
+        char line[256];
+        std::snprintf(line, sizeof line, "  %-4s %-10s %10s %8s  %s\n", "#", "kind", "ms/call",
+                      "calls", "root");
+        os << line;
+        for (size_t i = 0; i < prof_.size(); ++i) {
+            const Profile& p = prof_[i];
+            if (!p.calls)
+                continue;
+            const Group& g = plan_.group(plan_.steps[i]);
+            std::snprintf(line, sizeof line, "  %-4zu %-10s %10.4f %8lld  %s\n", i,
+                          compiler::kind_name(g.kind), p.ms / double(p.calls),
+                          static_cast<long long>(p.calls), g.roots[0]->describe(1).c_str());
+            os << line;
+        }
+        return os.str();
+    }
+
+    detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
+                           uint64_t counter) override {
+        const CallPlan& plan = plan_for(inputs);
+        // Device::upload needs its host bytes until the next synchronize(): the host arrays and
+        // argument blocks a call uploads are kept here, and a call that throws still waits for
+        // the device before dropping them (the guard is destroyed first).
+        Call call{*this, plan, counter};
+        struct Drain {
+            Device& d;
+            ~Drain() {
+                try {
+                    d.synchronize();
+                } catch (const Error&) { // the error that unwinds us stands
+                }
+            }
+        } drain{*device_};
+        call.env.resize(plan_.slots.size());
+        for (size_t s = 0; s < plan_.slots.size(); ++s) {
+            const compiler::Slot& sl = plan_.slots[s];
+            Value& v = call.env[s];
+            switch (sl.source) {
+            case compiler::SlotSource::Input:
+                v.host = inputs[size_t(sl.index)];
+                break;
+            case compiler::SlotSource::Variable:
+                v.host = vals[size_t(sl.index)];
+                break;
+            case compiler::SlotSource::Constant:
+                v.host = sl.node->attr<ConstantAttrs>().value;
+                v.buf = const_bufs_[s]; // uploaded by the first call that needed it
+                break;
+            case compiler::SlotSource::RngCounter:
+                v.host = Array::scalar<int64_t>(int64_t(counter));
+                break;
+            case compiler::SlotSource::Step:
+                break;
+            }
+        }
+        if (prof_.size() != plan_.steps.size())
+            prof_.assign(plan_.steps.size(), {});
+        stats_.collective_wait_ms = 0;
+        for (auto& g : regions_)
+            g.results.clear();
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            const Group& g = plan_.group(st);
+            // (a loop's body does not poll: the loop driver polls before each iteration)
+            if (!nested_ && poll_interrupt())
+                SJ_THROW(Interrupted)
+                    << "interrupted before step " << si << " of " << plan_.steps.size() << " ("
+                    << g.roots[0]->describe(1) << "); no variable was changed";
+            const bool timed = opts_.profile || detail::debug_level() >= 2;
+            const auto t0 =
+                timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+            execute(call, g, st, si);
+            if (timed) {
+                device_->synchronize();
+                const double ms = ms_since(t0);
+                prof_[si].ms += ms;
+                ++prof_[si].calls;
+                if (detail::debug_level() >= 2)
+                    std::fprintf(stderr, "[symjax] cuda step %zu %s (%s): %.3f ms\n", si,
+                                 g.roots[0]->describe(1).c_str(), kind_of(plan, si), ms);
+            }
+            if (opts_.nan_guard)
+                for (size_t k = 0; k < st.out_slots.size(); ++k)
+                    detail::check_finite(*g.roots[k], call.host_of(st.out_slots[k]));
+            for (int s : st.free_after)
+                call.env[size_t(s)] = Value{};
+        }
+        for (auto& g : regions_)
+            g.results.clear();
+        detail::ExecResult r;
+        for (int s : plan_.output_slots) {
+            const Node* n = plan_.slots[size_t(s)].node;
+            Array a = call.host_of(s);
+            // a variable or constant returned as an output must not alias its buffer (updates
+            // may write the variable's)
+            if (n->is(Op::Variable) || n->is(Op::Constant))
+                a = a.clone();
+            r.outputs.push_back(std::move(a));
+        }
+        for (int s : plan_.update_slots)
+            r.new_values.push_back(call.host_of(s));
+        device_->synchronize(); // (a failure queued after the last download surfaces here)
+        return r;
+    }
+
+private:
+    /// One call's values, and what it must keep alive until the device has read it.
+    struct Call {
+        Call(CudaExecutable& e, const CallPlan& p, uint64_t c) : exe(e), plan(p), counter(c) {}
+        CudaExecutable& exe;
+        const CallPlan& plan;
+        uint64_t counter;
+        std::vector<Array> uploaded;                   // host arrays queued for upload
+        std::vector<std::vector<uint64_t>> arg_blocks; // kernels' argument blocks, ditto
+        std::vector<Value> env;                        // per slot (destroyed first)
+
+        const TensorType& type(int s) const { return plan.bound.types[size_t(s)]; }
+
+        /// A new device buffer for slot s's value.
+        std::shared_ptr<DeviceBuffer> new_buffer(int s) {
+            const TensorType& t = type(s);
+            try {
+                return std::make_shared<DeviceBuffer>(
+                    *exe.device_, size_t(numel(t.shape)) * size_t(dtype_size(t.dtype)));
+            } catch (const OutOfMemoryError& e) { // say which value of the user's graph
+                SJ_THROW(OutOfMemoryError)
+                    << "cuda backend: the value of " << exe.plan_.slots[size_t(s)].node->describe()
+                    << " " << type_str(t) << ": " << e.what();
+            }
+        }
+
+        /// Slot s's device address, uploading its host value first if it has none.
+        DevicePtr device_of(int s) {
+            Value& v = env[size_t(s)];
+            if (!v.buf) {
+                SJ_ASSERT(v.host.defined()) << "cuda runner: slot " << s << " ("
+                                            << exe.plan_.slots[size_t(s)].node->describe()
+                                            << ") read before it was computed";
+                v.buf = new_buffer(s);
+                exe.device_->upload(v.buf->ptr(), v.host.raw(), size_t(v.host.nbytes()));
+                uploaded.push_back(v.host);
+                if (exe.plan_.slots[size_t(s)].source == compiler::SlotSource::Constant)
+                    exe.const_bufs_[size_t(s)] = v.buf; // constants stay on the device
+            }
+            return v.buf->ptr();
+        }
+
+        /// Slot s's value on the host, downloading it first if it has none.
+        const Array& host_of(int s) {
+            Value& v = env[size_t(s)];
+            if (!v.host.defined()) {
+                SJ_ASSERT(v.buf) << "cuda runner: slot " << s << " ("
+                                 << exe.plan_.slots[size_t(s)].node->describe()
+                                 << ") read before it was computed";
+                Array a = Array::uninitialized(type(s).dtype, type(s).shape);
+                exe.device_->download(a.raw(), v.buf->ptr(), size_t(a.nbytes()));
+                v.host = std::move(a);
+            }
+            return v.host;
+        }
+
+        /// Slot s computed on the host: its value is `a` (uploaded when a device step reads it).
+        void set_host(int s, Array a) { env[size_t(s)] = Value{nullptr, std::move(a)}; }
+    };
+
+    /// The plan bound to the shapes of `inputs`: made on the first call with these shapes.
+    const CallPlan& plan_for(const std::vector<Array>& inputs) {
+        std::string sig; // each shape's rank and dims, as bytes
+        for (const auto& a : inputs) {
+            const int64_t rank = a.rank();
+            sig.append(reinterpret_cast<const char*>(&rank), sizeof rank);
+            sig.append(reinterpret_cast<const char*>(a.shape().data()),
+                       sizeof(int64_t) * size_t(rank));
+        }
+        auto it = plans_.find(sig);
+        if (it == plans_.end())
+            it = plans_.emplace(sig, make_plan(inputs)).first;
+        return it->second;
+    }
+
+    /// Binds the shapes of one call (compiler::bind: concrete types, checked before anything
+    /// runs; each kernel's loops) and makes its code: each kernel's launch for this device, its
+    /// code loaded there, and each dot's GEMM.
+    CallPlan make_plan(const std::vector<Array>& inputs) {
+        CallPlan plan;
+        std::vector<TensorType> in;
+        for (const auto& a : inputs)
+            in.push_back({a.dtype(), a.shape()});
+        plan.bound = compiler::bind(plan_, in);
+        const auto& types = plan.bound.node_types;
+        plan.code.resize(plan_.steps.size());
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            const Group& g = plan_.group(st);
+            StepCode& sc = plan.code[si];
+            switch (st.kind) {
+            case compiler::StepKind::Kernel: {
+                const compiler::KernelLaunch& l = plan.bound.steps[si].launch;
+                if (detail::debug_level() >= 4)
+                    std::fprintf(stderr, "[symjax] cuda kernel %zu IR:\n%s", si,
+                                 l.spec.str().c_str());
+                if (l.points == 0)
+                    break; // nothing to launch (run_kernel fills reductions' identities)
+                sc.launch = choose_launch(l, device_->info().limits);
+                sc.kernel = device_->load(sc.launch.kernel);
+                break;
+            }
+            case compiler::StepKind::Dot: {
+                const Node* r = g.roots[0].get();
+                const TensorType &lt = types.at(r->input(0).get()),
+                                 &rt = types.at(r->input(1).get()), &ot = types.at(r);
+                if (lt.dtype == ot.dtype && rt.dtype == ot.dtype)
+                    sc.gemm = gemm_for(r->attr<DotAttrs>(), lt.shape, rt.shape, ot.dtype);
+                sc.on_host = !sc.gemm;
+                if (sc.on_host && detail::debug_level() >= 1)
+                    std::fprintf(stderr,
+                                 "[symjax] cuda: %s runs on the host: its dims do not fit one "
+                                 "strided batched GEMM (%s x %s)\n",
+                                 r->describe(1).c_str(), type_str(lt).c_str(),
+                                 type_str(rt).c_str());
+                break;
+            }
+            case compiler::StepKind::Window:
+            case compiler::StepKind::Fallback:
+                sc.on_host = true;
+                break;
+            case compiler::StepKind::View:
+                break;
+            }
+        }
+        stats_.intermediate_bytes = plan.bound.intermediate_bytes;
+        stats_.peak_arena_bytes = plan.bound.peak_bytes;
+        return plan;
+    }
+
+    static const char* kind_of(const CallPlan& plan, size_t si) {
+        return plan.code[si].on_host ? "host" : "device";
+    }
+
+    int slot(const Node* n) const { return plan_.slot_of.at(n); }
+
+    void execute(Call& call, const Group& g, const compiler::Step& st, size_t si) {
+        const StepCode& code = call.plan.code[si];
+        if (code.on_host) {
+            run_on_host(call, g, st);
+            return;
+        }
+        switch (g.kind) {
+        case Group::Kind::View: {
+            // an alias of the source's buffer (and of its host copy, if it has one)
+            const Value& src = call.env[size_t(slot(g.roots[0]->input(0).get()))];
+            const Shape& shape = call.type(st.out_slots[0]).shape;
+            call.env[size_t(st.out_slots[0])] =
+                Value{src.buf, src.host.defined() ? src.host.reshape(shape) : Array()};
+            return;
+        }
+        case Group::Kind::Dot:
+            run_gemm(call, g, st, *code.gemm);
+            return;
+        case Group::Kind::Kernel:
+            run_kernel(call, g, st, si);
+            return;
+        case Group::Kind::Window:
+        case Group::Kind::Fallback:
+            break;
+        }
+        SJ_THROW(InternalError) << "cuda runner: a " << compiler::kind_name(g.kind)
+                                << " step that is not marked to run on the host";
+    }
+
+    void run_kernel(Call& call, const Group& g, const compiler::Step& st, size_t si) {
+        const compiler::KernelLaunch& l = call.plan.bound.steps[si].launch;
+        const StepCode& code = call.plan.code[si];
+        std::vector<uint64_t> block; // the buffer table (loads, then outputs), then the params
+        for (int s : st.in_slots)
+            block.push_back(l.points ? call.device_of(s) : 0);
+        for (size_t k = 0; k < st.out_slots.size(); ++k) {
+            const int s = st.out_slots[k];
+            Value& v = call.env[size_t(s)];
+            v = Value{call.new_buffer(s), Array()};
+            block.push_back(v.buf->ptr());
+            if (l.points == 0 && g.outputs[k].reduced) {
+                // a reduction over nothing: its identity (as the cpu runner fills it)
+                const Op op = g.outputs[k].reduce_op;
+                const double id = op == Op::ReduceProd || op == Op::ReduceAll ? 1.0 : 0.0;
+                const TensorType& t = call.type(s);
+                v.host = Array::full(t.dtype, t.shape, id);
+                device_->upload(v.buf->ptr(), v.host.raw(), size_t(v.host.nbytes()));
+                call.uploaded.push_back(v.host);
+            }
+        }
+        if (l.points == 0)
+            return;
+        const size_t table = block.size();
+        block.resize(table + l.params.size());
+        std::memcpy(block.data() + table, l.params.data(), l.params.size() * sizeof(int64_t));
+        // one small block per launch, freed at once: the next launch's block, which may reuse
+        // it, is written on the same stream after this kernel has read it (Note [One stream])
+        DeviceBuffer args(*device_, block.size() * sizeof(uint64_t));
+        device_->upload(args.ptr(), block.data(), block.size() * sizeof(uint64_t));
+        call.arg_blocks.push_back(std::move(block));
+        device_->launch(*code.kernel, code.launch.grid, code.launch.block, args.ptr(),
+                        args.ptr() + table * sizeof(uint64_t));
+    }
+
+    void run_gemm(Call& call, const Group& g, const compiler::Step& st, GemmArgs gemm) {
+        const Node* r = g.roots[0].get();
+        const int out = st.out_slots[0];
+        Value& v = call.env[size_t(out)];
+        v = Value{call.new_buffer(out), Array()};
+        if (gemm.m == 0 || gemm.n == 0 || gemm.batch == 0)
+            return;        // an empty result
+        if (gemm.k == 0) { // sums of nothing
+            const TensorType& t = call.type(out);
+            v.host = Array(t.dtype, t.shape);
+            device_->upload(v.buf->ptr(), v.host.raw(), size_t(v.host.nbytes()));
+            call.uploaded.push_back(v.host);
+            return;
+        }
+        gemm.b = call.device_of(slot(r->input(0).get())); // (gemm_for: b is the lhs, a the rhs)
+        gemm.a = call.device_of(slot(r->input(1).get()));
+        gemm.c = v.buf->ptr();
+        device_->gemm(gemm);
+    }
+
+    /// The step's reference kernel (or its region, or its collective) on the host (Note [What
+    /// runs where]).
+    void run_on_host(Call& call, const Group& g, const compiler::Step& st) {
+        const Node* r = g.roots[0].get();
+        std::vector<Array> ins;
+        for (const auto& i : r->inputs()) {
+            // inputs that only give a shape (philox's `like`) are not materialised
+            auto it = plan_.slot_of.find(i.get());
+            ins.push_back(it != plan_.slot_of.end() ? call.host_of(it->second) : Array());
+        }
+        const int out = st.out_slots[0];
+        if (has_trait(r->op(), kRegion)) {
+            call.set_host(out, region_result(*r, ins, call.counter));
+            return;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        ref::KernelCtx ctx{*r, ins, call.type(out), call.counter};
+        call.set_host(out, ref::kernel_for(r->op())(ctx));
+        if (r->is(Op::AllReduce)) // waited for here: the time it takes is waiting
+            stats_.collective_wait_ms += ms_since(t0);
+    }
+
+    // ---- control flow (Note [Structured ops] in src/ops/ControlFlow.cpp) ----
+    /// A region's nodes in this plan: which results they ask for, its bodies compiled once as
+    /// executables of their own, and its results in the current call.
+    struct RegionRun {
+        std::vector<bool> wanted;
+        std::unique_ptr<CudaExecutable> body[2];
+        std::vector<Array> results;
+    };
+
+    void add_region_node(const Node& n) {
+        const detail::Region& r = *n.attr<RegionAttrs>().region;
+        auto [it, fresh] = region_of_key_.emplace(detail::region_key(n), regions_.size());
+        if (fresh) {
+            RegionRun g;
+            g.wanted.assign(size_t(r.num_results()), false);
+            g.body[0] =
+                std::make_unique<CudaExecutable>(detail::body_program(r.body), opts_, device_);
+            if (r.kind != detail::RegionKind::Scan)
+                g.body[1] =
+                    std::make_unique<CudaExecutable>(detail::body_program(r.body2), opts_, device_);
+            for (auto& b : g.body)
+                if (b)
+                    b->nested_ = true;
+            regions_.push_back(std::move(g));
+        }
+        regions_[it->second].wanted[size_t(n.attr<RegionAttrs>().output)] = true;
+        region_of_node_[&n] = it->second;
+    }
+
+    /// n's value: its region, run once per call (on the host, each body's steps on the device)
+    /// for every result this plan asks for.
+    Array region_result(const Node& n, const std::vector<Array>& in, uint64_t counter) {
+        RegionRun& g = regions_[region_of_node_.at(&n)];
+        if (g.results.empty()) {
+            ref::BodyRunner run = [&](int which, const std::vector<Array>& args,
+                                      const std::vector<Array>*) {
+                return g.body[which]->run(args, {}, counter).outputs;
+            };
+            g.results = ref::run_region(n, in, g.wanted, run);
+        }
+        return g.results[size_t(n.attr<RegionAttrs>().output)];
+    }
+
+    FunctionOptions opts_;
+    std::shared_ptr<Device> device_;
+    bool nested_ = false; // a loop body: the loop polls for interrupts, the parent prints
+    compiler::ExecPlan plan_;
+    std::map<std::string, CallPlan> plans_;
+    /// constants' device buffers, per slot, uploaded once (null until a call needs one there)
+    std::vector<std::shared_ptr<DeviceBuffer>> const_bufs_;
+    std::vector<RegionRun> regions_;
+    std::map<detail::RegionKey, size_t> region_of_key_;
+    std::unordered_map<const Node*, size_t> region_of_node_;
+    std::vector<Profile> prof_;
+    FunctionStats stats_;
+};
+
+} // namespace
+
+/// The backend's factory: the device first, so that asking for "cuda" on a machine without a
+/// driver fails here, before any compiling, with the message that says what to do.
+std::unique_ptr<detail::Executable> make_cuda(const detail::Program& p, const FunctionOptions& o) {
+    std::shared_ptr<Device> d = open_device();
+    return std::make_unique<CudaExecutable>(p, o, std::move(d));
+}
+
+} // namespace sj::cuda
+
+/// The plugin's entry point (Note [Backend plugins] in src/backend/Registry.cpp): the registry
+/// calls it once after loading libsymjax_cuda.so.
+extern "C" __attribute__((visibility("default"))) void sj_backend_plugin_register() {
+    sj::detail::register_backend("cuda", sj::cuda::make_cuda);
+}
