@@ -86,7 +86,7 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --out DIR         metrics.csv, metrics.png, checkpoint.safetensors    [runs/fmnist-<model>]
   --resume          continue from <out>/checkpoint.safetensors
   --stop-after N    stop after epoch N, as if interrupted (resume later with --resume)
-  --backend NAME    cpu or reference                                    [cpu]
+  --backend NAME    cpu, reference or cuda (docs/gpu.md)                [cpu]
   --no-plot         do not run gnuplot
   --profile         print the training step's per-kernel time profile at the end
   --progress MODE   auto, bar or lines (bar needs a terminal)           [auto]

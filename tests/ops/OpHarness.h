@@ -119,8 +119,9 @@ inline constexpr int64_t kSpecials = 12;
 const std::vector<OpRow>& op_table();
 const OpRow* find_row(const std::string& name);
 
-/// Backends compared with the reference: those registered among "cpu", "cuda" and the
-/// comma-separated list in $SJ_TEST_BACKENDS. "reference" is always first.
+/// Backends compared with the reference: those among "cpu", "cuda" and the comma-separated list
+/// in $SJ_TEST_BACKENDS that are built and can run here (a function compiles on them: "cuda"
+/// needs a GPU or SJ_CUDA_DEVICE=emulator). "reference" is always first.
 const std::vector<std::string>& test_backends();
 
 /// The cases actually run for a row (its cases plus the specials case).

@@ -7,6 +7,8 @@
 // of the compared tensor: elements near zero (a gradient that cancels, a logit near 0) carry the
 // float32 rounding of the large terms they are sums of, so an element-wise relative bound would
 // test the rounding of cancellation, not the semantics.
+#include "ops/OpHarness.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <symjax/nn.h>
@@ -154,7 +156,9 @@ TEST_P(CnnParity, MatchesPyTorch) {
     expect_close(eval(xa)[0], rec.at("eval"), "eval logits after 10 steps");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, CnnParity, ::testing::Values("cpu", "reference"),
-                         [](const auto &info) { return info.param; });
+// every backend that runs here: reference and cpu, and cuda on a GPU or the emulator
+// (SJ_CUDA_DEVICE=emulator; docs/gpu.md)
+INSTANTIATE_TEST_SUITE_P(Backends, CnnParity, ::testing::ValuesIn(sj::test::test_backends()),
+                         [](const auto& info) { return info.param; });
 
 } // namespace

@@ -648,6 +648,13 @@ std::string graph_text(const Graph& g, const std::vector<Tensor>& outs) {
     return os.str();
 }
 
+/// The backend under test: $SJ_FUZZ_BACKEND, by default "cpu" ("cuda" with a GPU or
+/// SJ_CUDA_DEVICE=emulator: docs/gpu.md).
+const char* fuzz_backend() {
+    const char* e = std::getenv("SJ_FUZZ_BACKEND");
+    return e && *e ? e : "cpu";
+}
+
 /// Compiles outs (a function of ins) with both backends, runs them on g's values and compares
 /// every element within 4 E of the matching output of `bounded` (outs itself, or the graph outs
 /// were cloned from; see Note [Fuzz tolerances]). Returns false (after reporting) on a mismatch.
@@ -663,7 +670,7 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
     bool cpu_input_error = false, ref_input_error = false;
     try {
         auto t0 = std::chrono::steady_clock::now();
-        fc = function(ins, outs, {}, on("cpu"));
+        fc = function(ins, outs, {}, on(fuzz_backend()));
         got = fc.call(args); // kernels are compiled at the first call
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         tally.compile_ms += ms;
@@ -687,8 +694,10 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
         return true;
     }
     if (!cpu_error.empty() || !ref_error.empty()) {
-        ADD_FAILURE() << where << ": cpu " << (cpu_error.empty() ? "ran" : "threw: " + cpu_error) << "; reference "
-                      << (ref_error.empty() ? "ran" : "threw: " + ref_error) << "\n" << graph_text(g, outs);
+        ADD_FAILURE() << where << ": " << fuzz_backend() << " "
+                      << (cpu_error.empty() ? "ran" : "threw: " + cpu_error) << "; reference "
+                      << (ref_error.empty() ? "ran" : "threw: " + ref_error) << "\n"
+                      << graph_text(g, outs);
         return false;
     }
     tally.kernels += fc.stats().kernels;
@@ -716,10 +725,12 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
         for (int64_t i = 0; i < x.size(); ++i) {
             double a = x.at(i), r = y.at(i);
             if (!(std::fabs(a - r) <= tol) || !std::isfinite(r)) {
-                ADD_FAILURE() << where << ": output " << k << " " << x.type_str() << " differs at flat index " << i
-                              << ": cpu " << a << ", reference " << r << " (|diff| " << std::fabs(a - r)
-                              << ", tolerance " << tol << ", values in [" << b.lo << ", " << b.hi << "])\n"
-                              << graph_text(g, outs) << "cpu program:\n" << fc.dump();
+                ADD_FAILURE() << where << ": output " << k << " " << x.type_str()
+                              << " differs at flat index " << i << ": cpu " << a << ", reference "
+                              << r << " (|diff| " << std::fabs(a - r) << ", tolerance " << tol
+                              << ", values in [" << b.lo << ", " << b.hi << "])\n"
+                              << graph_text(g, outs) << fuzz_backend() << " program:\n"
+                              << fc.dump();
                 return false;
             }
         }

@@ -88,6 +88,7 @@ struct Value {
 struct StepCode {
     GpuLaunch launch;                     // kernel steps with points
     std::shared_ptr<DeviceKernel> kernel; // ... and their code, loaded on the device
+    std::shared_ptr<DeviceKernel> combine; // a split reduction's second launch (launch.combine)
     std::optional<GemmArgs> gemm;         // dot steps that one GEMM computes (no addresses yet)
     bool on_host = false;                 // the step runs its reference kernel on the host
 };
@@ -348,6 +349,8 @@ private:
                     break; // nothing to launch (run_kernel fills reductions' identities)
                 sc.launch = choose_launch(l, device_->info().limits);
                 sc.kernel = device_->load(sc.launch.kernel);
+                if (sc.launch.kernel.phase == GpuPhase::Partials)
+                    sc.combine = device_->load(sc.launch.combine);
                 break;
             }
             case compiler::StepKind::Dot: {
@@ -436,6 +439,13 @@ private:
         }
         if (l.points == 0)
             return;
+        // a split reduction's partials (Note [Split reductions] in NvptxRenderer.cpp): the
+        // table's entry after the outputs; freed like the argument block below
+        std::optional<DeviceBuffer> scratch;
+        if (code.launch.scratch_bytes > 0) {
+            scratch.emplace(*device_, size_t(code.launch.scratch_bytes));
+            block.push_back(scratch->ptr());
+        }
         const size_t table = block.size();
         block.resize(table + l.params.size());
         std::memcpy(block.data() + table, l.params.data(), l.params.size() * sizeof(int64_t));
@@ -446,6 +456,9 @@ private:
         call.arg_blocks.push_back(std::move(block));
         device_->launch(*code.kernel, code.launch.grid, code.launch.block, args.ptr(),
                         args.ptr() + table * sizeof(uint64_t));
+        if (code.combine)
+            device_->launch(*code.combine, code.launch.combine_grid, code.launch.combine.block,
+                            args.ptr(), args.ptr() + table * sizeof(uint64_t));
     }
 
     void run_gemm(Call& call, const Group& g, const compiler::Step& st, GemmArgs gemm) {
