@@ -14,12 +14,15 @@
 #include <symjax/Interrupt.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -76,6 +79,62 @@ private:
     Device& dev_;
     DevicePtr ptr_;
     size_t bytes_;
+};
+
+// Note [Device-resident variables]
+// A variable's value lives in its VariableState as a host Array, which Function commits after
+// each call. The runner keeps, per device, the device copy of each variable's value that a call
+// produced (an update) or uploaded, together with a handle on that host Array: while the
+// variable still holds that very buffer (the call's snapshot shares it), the device copy is
+// current and is not uploaded again. The handle keeps the buffer alive, so no other array can
+// take its address, and it counts as a holder, so the cpu backend never writes the buffer in
+// place behind the copy's back (exclusively_ours in CpuExecutable.cpp); assign() and checkpoint
+// loads replace the buffer rather than write it. New values still go to the host after each
+// call (Function commits host arrays): what this saves is the upload, half of a training
+// step's host-device traffic. A dead variable's entry goes when its state expires.
+class VariableMirrors {
+public:
+    /// The device copy of `host`, the value of variable `s`, or null.
+    std::shared_ptr<DeviceBuffer> find(const detail::VariableState* s, const Array& host) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = m_.find(s);
+        if (it == m_.end() || it->second.state.expired() || !it->second.host.shares_buffer(host) ||
+            it->second.host.nbytes() != host.nbytes())
+            return nullptr;
+        return it->second.buf;
+    }
+    void put(const std::shared_ptr<detail::VariableState>& s, Array host,
+             std::shared_ptr<DeviceBuffer> buf) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = m_.begin(); it != m_.end();) // (the dead variables' device memory)
+            it = it->second.state.expired() ? m_.erase(it) : std::next(it);
+        m_[s.get()] = Entry{s, std::move(host), std::move(buf)};
+    }
+    /// The mirrors of device `d`: one table per device for the process, shared by every
+    /// function (a training step and an evaluation read the same variables). The table keeps
+    /// its device alive, and is never destroyed: its buffers must not outlive the device.
+    static VariableMirrors& of(const std::shared_ptr<Device>& d) {
+        static std::mutex mu;
+        static auto* tables =
+            new std::unordered_map<const Device*, std::unique_ptr<VariableMirrors>>;
+        std::lock_guard<std::mutex> lock(mu);
+        auto& t = (*tables)[d.get()];
+        if (!t) {
+            t = std::make_unique<VariableMirrors>();
+            t->device_ = d;
+        }
+        return *t;
+    }
+
+private:
+    std::shared_ptr<Device> device_;
+    struct Entry {
+        std::weak_ptr<detail::VariableState> state;
+        Array host;
+        std::shared_ptr<DeviceBuffer> buf;
+    };
+    std::mutex mu_;
+    std::unordered_map<const detail::VariableState*, Entry> m_;
 };
 
 /// A slot's value during a call: on the device, on the host, or both (Note [What runs where]).
@@ -187,6 +246,7 @@ public:
                 break;
             case compiler::SlotSource::Variable:
                 v.host = vals[size_t(sl.index)];
+                v.buf = mirrors_.find(state_of(size_t(sl.index)).get(), v.host);
                 break;
             case compiler::SlotSource::Constant:
                 v.host = sl.node->attr<ConstantAttrs>().value;
@@ -243,8 +303,12 @@ public:
                 a = a.clone();
             r.outputs.push_back(std::move(a));
         }
-        for (int s : plan_.update_slots)
+        for (size_t k = 0; k < plan_.update_slots.size(); ++k) {
+            const int s = plan_.update_slots[k];
             r.new_values.push_back(call.host_of(s));
+            if (auto& buf = call.env[size_t(s)].buf) // (Note [Device-resident variables])
+                mirrors_.put(state_of(plan_.program.updates[k].first), r.new_values.back(), buf);
+        }
         device_->synchronize(); // (a failure queued after the last download surfaces here)
         return r;
     }
@@ -285,8 +349,11 @@ private:
                 v.buf = new_buffer(s);
                 exe.device_->upload(v.buf->ptr(), v.host.raw(), size_t(v.host.nbytes()));
                 uploaded.push_back(v.host);
-                if (exe.plan_.slots[size_t(s)].source == compiler::SlotSource::Constant)
+                const compiler::Slot& sl = exe.plan_.slots[size_t(s)];
+                if (sl.source == compiler::SlotSource::Constant)
                     exe.const_bufs_[size_t(s)] = v.buf; // constants stay on the device
+                if (sl.source == compiler::SlotSource::Variable) // so do variables
+                    exe.mirrors_.put(exe.state_of(size_t(sl.index)), v.host, v.buf);
             }
             return v.buf->ptr();
         }
@@ -553,6 +620,12 @@ private:
     std::map<std::string, CallPlan> plans_;
     /// constants' device buffers, per slot, uploaded once (null until a call needs one there)
     std::vector<std::shared_ptr<DeviceBuffer>> const_bufs_;
+    VariableMirrors& mirrors_ = VariableMirrors::of(device_);
+
+    /// The state of Program::variables[i].
+    const std::shared_ptr<detail::VariableState>& state_of(size_t i) const {
+        return plan_.program.variables[i]->attr<VariableAttrs>().state;
+    }
     std::vector<RegionRun> regions_;
     std::map<detail::RegionKey, size_t> region_of_key_;
     std::unordered_map<const Node*, size_t> region_of_node_;

@@ -432,8 +432,6 @@ TEST(CudaRuntimeBackend, UnknownBackendListsTheKnownOnesAndThePluginTried) {
     EXPECT_CONTAINS(m, "no plugin tried");
 }
 
-#ifdef SJ_TEST_CUDA_PLUGIN
-
 TEST(CudaRuntimeBackend, WithoutADriverTheErrorSaysSoAndPointsToTheEmulator) {
     if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
         dlclose(h);
@@ -712,4 +710,63 @@ TEST(CudaRuntimeRunner, TheNanGuardNamesTheNodeComputedOnTheDevice) {
     EXPECT_EQ(dev->live(), 0u);
 }
 
-#endif
+namespace {
+
+/// The emulator, counting the bytes uploaded to it.
+class CountingEmulator final : public Device {
+public:
+    const DeviceInfo& info() const override { return e_->info(); }
+    DevicePtr alloc(size_t bytes) override { return e_->alloc(bytes); }
+    void free(DevicePtr p) override { e_->free(p); }
+    void upload(DevicePtr dst, const void* src, size_t bytes) override {
+        uploaded += int64_t(bytes);
+        e_->upload(dst, src, bytes);
+    }
+    void download(void* dst, DevicePtr src, size_t bytes) override {
+        e_->download(dst, src, bytes);
+    }
+    void copy(DevicePtr dst, DevicePtr src, size_t bytes) override { e_->copy(dst, src, bytes); }
+    void synchronize() override { e_->synchronize(); }
+    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override { return e_->load(k); }
+    void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
+                DevicePtr params) override {
+        e_->launch(k, grid, block, bufs, params);
+    }
+    void gemm(const GemmArgs& g) override { e_->gemm(g); }
+    int64_t uploaded = 0;
+
+private:
+    std::shared_ptr<Device> e_ = make_emulator();
+};
+
+} // namespace
+
+TEST(CudaRuntimeRunner, VariablesStayOnTheDeviceBetweenCalls) {
+    auto dev = std::make_shared<CountingEmulator>();
+    UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
+    const int64_t n = 1 << 16; // 256 KB of f32
+    Variable w(Array::full(f32, {n}, 1.0), "w_resident");
+    Placeholder lr({}, f32, "lr");
+    Tensor loss = sum(w * w);
+    Function step =
+        function({lr}, {loss}, {{w, w - lr * gradients(loss, {w})[0]}}, test::on("cuda"));
+    // w <- w - lr * 2 w = (1 - 2 lr) w: with lr = 0.25, w halves each step
+    std::vector<int64_t> bytes;
+    for (int k = 0; k < 3; ++k) {
+        const int64_t before = dev->uploaded;
+        double got = step(Array::scalar<float>(0.25f))[0].item<double>();
+        bytes.push_back(dev->uploaded - before);
+        EXPECT_DOUBLE_EQ(got, double(n) * std::pow(0.25, k)) << "loss before step " << k;
+    }
+    EXPECT_GE(bytes[0], n * 4) << "the first call uploads w";
+    EXPECT_LT(bytes[1], n * 4) << "w's device copy is current: not uploaded again";
+    EXPECT_LT(bytes[2], n * 4);
+    EXPECT_EQ(w.value().at(7), 0.125);
+    // a new value from the host replaces the buffer: uploaded on the next call, and used
+    w.assign(Array::full(f32, {n}, 2.0));
+    const int64_t before = dev->uploaded;
+    EXPECT_DOUBLE_EQ(step(Array::scalar<float>(0.25f))[0].item<double>(), 4.0 * double(n));
+    EXPECT_GE(dev->uploaded - before, n * 4);
+    EXPECT_EQ(w.value().at(0), 1.0);
+}
