@@ -1,6 +1,7 @@
 #include "CpuTarget.h"
 
 #include "../../ops/ChannelBlocking.h"
+#include "../llvm/KernelExpr.h"
 #include "LayoutPass.h"
 
 #include <symjax/ir/Attrs.h>
@@ -110,16 +111,8 @@ public:
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
-    /// The f32 functions LlvmRenderer expands inline (src/backend/llvm/LlvmMath.cpp): exp, log and
-    /// tanh are 30-40 IR instructions each, erf, expm1 and log1p an exp or log and as much again
-    /// (Note [Kernel size] in src/compiler/Fusion.cpp).
-    size_t kernel_cost(Op op) const override {
-        if (op == Op::Exp || op == Op::Log || op == Op::Tanh)
-            return 10;
-        if (op == Op::Erf || op == Op::Expm1 || op == Op::Log1p)
-            return 20;
-        return 1;
-    }
+    /// The f32 functions expanded inline cost more (codegen::expression_cost).
+    size_t kernel_cost(Op op) const override { return codegen::expression_cost(op); }
 };
 
 } // namespace

@@ -13,8 +13,9 @@
 #include "Jit.h"
 #include "KernelCache.h"
 
-#include "../../core/Hash.h"
 #include "../../core/Debug.h"
+#include "../../core/Hash.h"
+#include "../llvm/KernelExpr.h"
 #include "LlvmRenderer.h"
 
 #include <symjax/Error.h>
@@ -98,20 +99,10 @@ struct Jit {
         std::string verr;
         llvm::raw_string_ostream vos(verr);
         SJ_ASSERT(!llvm::verifyModule(*mod, &vos)) << "cpu codegen produced invalid IR: " << verr;
-        llvm::LoopAnalysisManager lam;
-        llvm::FunctionAnalysisManager fam;
-        llvm::CGSCCAnalysisManager cgam;
-        llvm::ModuleAnalysisManager mam;
         llvm::PipelineTuningOptions pto;
         pto.LoopVectorization = true;
         pto.SLPVectorization = true;
-        llvm::PassBuilder pb(tm.get(), pto);
-        pb.registerModuleAnalyses(mam);
-        pb.registerCGSCCAnalyses(cgam);
-        pb.registerFunctionAnalyses(fam);
-        pb.registerLoopAnalyses(lam);
-        pb.crossRegisterProxies(lam, fam, cgam, mam);
-        pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*mod, mam);
+        codegen::optimise(*mod, tm.get(), llvm::OptimizationLevel::O3, pto);
         return mod;
     }
 

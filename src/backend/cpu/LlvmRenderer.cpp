@@ -178,18 +178,7 @@ struct Renderer {
     /// A counted loop over [lo, hi); `body` renders its inside for index i.
     void emit_for(const std::string& name, Value* lo, Value* hi,
                   const std::function<void(Value*)>& body) {
-        llvm::BasicBlock* pre = b.GetInsertBlock();
-        llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
-        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
-        b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
-        b.SetInsertPoint(head);
-        llvm::PHINode* i = b.CreatePHI(i64, 2, name + "_i");
-        i->addIncoming(lo, pre);
-        body(i);
-        Value* next = b.CreateAdd(i, b.getInt64(1));
-        i->addIncoming(next, b.GetInsertBlock());
-        b.CreateCondBr(b.CreateICmpSLT(next, hi), head, exit);
-        b.SetInsertPoint(exit);
+        codegen::emit_for(b, fn, name, lo, hi, b.getInt64(1), body);
     }
     /// Renders `body` for every accumulator of the row: once (with a null index) in the usual
     /// order, in a loop over the row's elements in the row order.

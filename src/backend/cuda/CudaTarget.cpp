@@ -1,5 +1,7 @@
 #include "CudaTarget.h"
 
+#include "../llvm/KernelExpr.h"
+
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
 
@@ -34,13 +36,7 @@ public:
     int vector_lanes() const override { return 1; }
 
     /// As on the cpu (the same inline expansions, src/backend/llvm/LlvmMath.cpp).
-    size_t kernel_cost(Op op) const override {
-        if (op == Op::Exp || op == Op::Log || op == Op::Tanh)
-            return 10;
-        if (op == Op::Erf || op == Op::Expm1 || op == Op::Log1p)
-            return 20;
-        return 1;
-    }
+    size_t kernel_cost(Op op) const override { return codegen::expression_cost(op); }
 };
 
 } // namespace

@@ -181,21 +181,9 @@ struct Renderer {
     }
 
     // ---- loops ------------------------------------------------------------------------------
-    /// for (i = lo; i < hi; i += step) body(i)
     void emit_for(const std::string& name, Value* lo, Value* hi, Value* step,
                   const std::function<void(Value*)>& body) {
-        llvm::BasicBlock* pre = b.GetInsertBlock();
-        llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
-        llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
-        b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
-        b.SetInsertPoint(head);
-        llvm::PHINode* i = b.CreatePHI(i64, 2, name + "_i");
-        i->addIncoming(lo, pre);
-        body(i);
-        Value* next = b.CreateAdd(i, step);
-        i->addIncoming(next, b.GetInsertBlock());
-        b.CreateCondBr(b.CreateICmpSLT(next, hi), head, exit);
-        b.SetInsertPoint(exit);
+        codegen::emit_for(b, fn, name, lo, hi, step, body);
     }
 
     /// The kept loops, outermost first (the row loop last), and the reduction loops.
@@ -568,19 +556,7 @@ std::string compile_ptx(const GpuKernel& k, int sm) {
     // the reference's semantics), precise division and square roots
     mod->addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));
     link_libdevice(*mod);
-    {
-        llvm::LoopAnalysisManager lam;
-        llvm::FunctionAnalysisManager fam;
-        llvm::CGSCCAnalysisManager cgam;
-        llvm::ModuleAnalysisManager mam;
-        llvm::PassBuilder pb(tm.get());
-        pb.registerModuleAnalyses(mam);
-        pb.registerCGSCCAnalyses(cgam);
-        pb.registerFunctionAnalyses(fam);
-        pb.registerLoopAnalyses(lam);
-        pb.crossRegisterProxies(lam, fam, cgam, mam);
-        pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(*mod, mam);
-    }
+    codegen::optimise(*mod, tm.get(), llvm::OptimizationLevel::O3);
     llvm::SmallVector<char, 0> buf;
     llvm::raw_svector_ostream os(buf);
     llvm::legacy::PassManager pm;

@@ -362,4 +362,44 @@ std::vector<Value*> ExprEmitter::emit_point(const KernelSpec& s,
     return v;
 }
 
+void emit_for(llvm::IRBuilder<>& b, llvm::Function* fn, const std::string& name, Value* lo,
+              Value* hi, Value* step, const std::function<void(Value*)>& body) {
+    llvm::LLVMContext& ctx = b.getContext();
+    llvm::BasicBlock* pre = b.GetInsertBlock();
+    llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, name, fn);
+    llvm::BasicBlock* exit = llvm::BasicBlock::Create(ctx, name + "_done", fn);
+    b.CreateCondBr(b.CreateICmpSLT(lo, hi), head, exit);
+    b.SetInsertPoint(head);
+    llvm::PHINode* i = b.CreatePHI(lo->getType(), 2, name + "_i");
+    i->addIncoming(lo, pre);
+    body(i);
+    Value* next = b.CreateAdd(i, step);
+    i->addIncoming(next, b.GetInsertBlock());
+    b.CreateCondBr(b.CreateICmpSLT(next, hi), head, exit);
+    b.SetInsertPoint(exit);
+}
+
+size_t expression_cost(Op op) {
+    if (op == Op::Exp || op == Op::Log || op == Op::Tanh)
+        return 10;
+    if (op == Op::Erf || op == Op::Expm1 || op == Op::Log1p)
+        return 20;
+    return 1;
+}
+
+void optimise(llvm::Module& mod, llvm::TargetMachine* tm, llvm::OptimizationLevel level,
+              const llvm::PipelineTuningOptions& tuning) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(tm, tuning);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    pb.buildPerModuleDefaultPipeline(level).run(mod, mam);
+}
+
 } // namespace sj::codegen

@@ -9,6 +9,9 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Target/TargetMachine.h>
 
 #include <functional>
 #include <vector>
@@ -61,5 +64,20 @@ private:
     llvm::Value* fconst(llvm::Type* t, double v) { return llvm::ConstantFP::get(t, v); }
     llvm::Value* emit_int_div_mod(Op op, llvm::Value* x, llvm::Value* y, bool sg);
 };
+
+/// for (i = lo; i < hi; i += step) body(i), at the builder's insertion point in function `fn`;
+/// the loop's blocks are named after `name`. The builder is left after the loop.
+void emit_for(llvm::IRBuilder<>& b, llvm::Function* fn, const std::string& name, llvm::Value* lo,
+              llvm::Value* hi, llvm::Value* step, const std::function<void(llvm::Value*)>& body);
+
+/// What an op costs a kernel rendered with ExprEmitter, in simple instructions (Target::
+/// kernel_cost): the inline f32 expansions of LlvmMath.cpp are 30-40 IR instructions for exp,
+/// log and tanh, an exp or log and as much again for erf, expm1 and log1p (Note [Kernel size]
+/// in src/compiler/Fusion.cpp).
+size_t expression_cost(Op op);
+
+/// Runs LLVM's default module pipeline at `level` for `tm`'s target over `mod`.
+void optimise(llvm::Module& mod, llvm::TargetMachine* tm, llvm::OptimizationLevel level,
+              const llvm::PipelineTuningOptions& tuning = {});
 
 } // namespace sj::codegen
