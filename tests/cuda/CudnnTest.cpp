@@ -11,6 +11,8 @@
 #include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
 
+#include <dlfcn.h>
+
 #include <memory>
 
 using namespace sj;
@@ -244,4 +246,48 @@ TEST(CudnnMapping, TheCallRunOnTheHostIsTheNodesReferenceKernel) {
                            ins.size() > 1 ? ins[1].data<float>() : nullptr, got.data<float>());
         expect_close(got, want, 0, 0, c->str());
     }
+}
+
+// ---- libcudnn.so.9's entry points ---------------------------------------------------------------
+
+TEST(CudnnLibrary, ExportsEveryEntryPointTheDeviceResolves) {
+    // what Cudnn.cpp's open_cudnn() resolves, checked without a GPU (the calls need one)
+    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        GTEST_SKIP() << "no libcudnn.so.9 here: " << dlerror();
+    for (const char* name : {"cudnnGetVersion",
+                             "cudnnGetErrorString",
+                             "cudnnCreate",
+                             "cudnnDestroy",
+                             "cudnnSetStream",
+                             "cudnnCreateTensorDescriptor",
+                             "cudnnSetTensorNdDescriptor",
+                             "cudnnDestroyTensorDescriptor",
+                             "cudnnCreateFilterDescriptor",
+                             "cudnnSetFilterNdDescriptor",
+                             "cudnnDestroyFilterDescriptor",
+                             "cudnnCreateConvolutionDescriptor",
+                             "cudnnSetConvolutionNdDescriptor",
+                             "cudnnSetConvolutionGroupCount",
+                             "cudnnSetConvolutionMathType",
+                             "cudnnDestroyConvolutionDescriptor",
+                             "cudnnCreatePoolingDescriptor",
+                             "cudnnSetPoolingNdDescriptor",
+                             "cudnnDestroyPoolingDescriptor",
+                             "cudnnGetConvolutionForwardAlgorithm_v7",
+                             "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                             "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                             "cudnnGetConvolutionForwardWorkspaceSize",
+                             "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                             "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                             "cudnnConvolutionForward",
+                             "cudnnConvolutionBackwardData",
+                             "cudnnConvolutionBackwardFilter",
+                             "cudnnPoolingForward",
+                             "cudnnPoolingBackward"})
+        EXPECT_NE(dlsym(h, name), nullptr) << name;
+    using GetVersion = size_t (*)();
+    auto v = reinterpret_cast<GetVersion>(dlsym(h, "cudnnGetVersion"));
+    ASSERT_NE(v, nullptr);
+    EXPECT_GE(v(), size_t(90000)); // (needs no GPU)
 }
