@@ -4,6 +4,7 @@
 // against the reference backend. The cuDNN calls themselves need a GPU (docs/gpu.md).
 #include "TestUtil.h"
 #include "backend/cuda/CudaTarget.h"
+#include "backend/cuda/Device.h"
 #include "backend/cuda/WindowCall.h"
 #include "backend/reference/Reference.h"
 
@@ -20,6 +21,8 @@ using namespace sj::cuda;
 using sj::test::expect_close;
 using sj::test::on;
 using sj::test::random_array;
+
+extern "C" void sj_cuda_set_test_device(const std::shared_ptr<sj::cuda::Device>* d);
 
 namespace {
 
@@ -74,6 +77,7 @@ TEST(CudnnMapping, Conv2dWithPaddingStridesDilationAndGroups) {
     EXPECT_EQ(c->dilation, (std::vector<int64_t>{1, 2}));
     EXPECT_EQ(c->groups, 2);
     EXPECT_TRUE(may_be_window_call(*n));
+    EXPECT_EQ(cuda_target().library_call(*n), compiler::LibraryCall::Window);
 }
 
 TEST(CudnnMapping, OneSpatialDimIsLiftedToTwo) {
@@ -151,6 +155,7 @@ TEST(CudnnMapping, DeclinesWhatCudnnCannotComputeExactly) {
                            {leaf({1, 2, 6, 6}), leaf({2, 2, 2, 3})});
     EXPECT_EQ(declined(asym), "asymmetric padding");
     EXPECT_FALSE(may_be_window_call(*asym));
+    EXPECT_EQ(cuda_target().library_call(*asym), compiler::LibraryCall::None);
 
     auto f64 = Node::make(Op::Conv, conv_attrs({1, 1}, {0, 0}, {0, 0}, {1, 1}),
                           {leaf({1, 2, 6, 6}, DType::F64), leaf({2, 2, 3, 3}, DType::F64)});
@@ -178,12 +183,14 @@ TEST(CudnnMapping, DeclinesWhatCudnnCannotComputeExactly) {
 
     auto other = Node::make(Op::Exp, NoAttrs{}, {leaf({1, 16, 4, 4})});
     EXPECT_EQ(declined(other), "not a window op");
+    EXPECT_EQ(cuda_target().library_call(*other), compiler::LibraryCall::None);
 }
 
 TEST(CudnnMapping, TheTargetAcceptsUnknownDimsAndTheRunnerDecides) {
     auto n = Node::make(Op::Conv, conv_attrs({1, 1}, {1, 1}, {1, 1}, {1, 1}),
                         {leaf({-1, 3, -1, -1}), leaf({4, 3, 3, 3})});
     EXPECT_TRUE(may_be_window_call(*n));
+    EXPECT_EQ(cuda_target().library_call(*n), compiler::LibraryCall::Window);
 }
 
 TEST(CudnnMapping, TheAlgorithmKeyNamesShapesAndGeometry) {
@@ -290,4 +297,148 @@ TEST(CudnnLibrary, ExportsEveryEntryPointTheDeviceResolves) {
     auto v = reinterpret_cast<GetVersion>(dlsym(h, "cudnnGetVersion"));
     ASSERT_NE(v, nullptr);
     EXPECT_GE(v(), size_t(90000)); // (needs no GPU)
+}
+
+// ---- the runner's window steps on the emulator
+// ---------------------------------------------------
+
+namespace {
+
+/// The emulator, counting the window calls the runner makes.
+class CountingDevice final : public Device {
+public:
+    CountingDevice() : emu_(make_emulator()) {}
+    const DeviceInfo& info() const override { return emu_->info(); }
+    DevicePtr alloc(size_t bytes) override { return emu_->alloc(bytes); }
+    void free(DevicePtr p) override { emu_->free(p); }
+    void upload(DevicePtr dst, const void* src, size_t bytes) override {
+        emu_->upload(dst, src, bytes);
+    }
+    void download(void* dst, DevicePtr src, size_t bytes) override {
+        emu_->download(dst, src, bytes);
+    }
+    void copy(DevicePtr dst, DevicePtr src, size_t bytes) override { emu_->copy(dst, src, bytes); }
+    void synchronize() override { emu_->synchronize(); }
+    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override { return emu_->load(k); }
+    void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
+                DevicePtr params) override {
+        emu_->launch(k, grid, block, bufs, params);
+    }
+    void gemm(const GemmArgs& g) override { emu_->gemm(g); }
+    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
+        ++windows[c.kind];
+        emu_->window(c, a, b, out);
+    }
+    std::map<WindowKind, int> windows;
+
+private:
+    std::shared_ptr<Device> emu_;
+};
+
+/// Makes the cuda backend run on `d` for one scope.
+class UseDevice {
+public:
+    explicit UseDevice(std::shared_ptr<Device> d) { sj_cuda_set_test_device(&d); }
+    ~UseDevice() { sj_cuda_set_test_device(nullptr); }
+};
+
+/// f's outputs on "cuda" (on `dev`) and on "reference" for the same inputs agree (f32: the
+/// emulator's window calls are the reference kernels, the rest are generated kernels).
+void expect_parity(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                   const std::vector<Array>& args, const std::string& what) {
+    Function fc = function(ins, outs, {}, on("cuda"));
+    Function fr = function(ins, outs, {}, on("reference"));
+    const std::vector<Function::Arg> a(args.begin(), args.end());
+    const std::vector<Array> got = fc.call(a), want = fr.call(a);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        expect_close(got[i], want[i], 1e-5, 1e-5, what + " output " + std::to_string(i));
+}
+
+} // namespace
+
+TEST(CudnnEmulator, ConvolutionsAndTheirGradientsRunAsWindowCalls) {
+    auto dev = std::make_shared<CountingDevice>();
+    UseDevice use(dev);
+    Placeholder x({2, 4, 9, 8}, f32, "x"), w({6, 2, 3, 3}, f32, "w");
+    Tensor y = conv2d(x, w, {2, 1}, 1, {1, 2}, 2);
+    Tensor loss = sum(y * y);
+    auto g = gradients(loss, std::vector<Tensor>{x, w});
+    std::vector<Array> args = {random_array(DType::F32, {2, 4, 9, 8}, 1),
+                               random_array(DType::F32, {6, 2, 3, 3}, 2)};
+    expect_parity({x, w}, {y, g[0], g[1]}, args, "conv2d");
+    EXPECT_GE(dev->windows[WindowKind::Conv], 1);
+    EXPECT_EQ(dev->windows[WindowKind::ConvBackwardData], 1);
+    EXPECT_EQ(dev->windows[WindowKind::ConvBackwardFilter], 1);
+
+    // 1-d and 3-d convolutions too
+    Placeholder x1({3, 2, 15}, f32, "x1"), w1({4, 2, 3}, f32, "w1");
+    Tensor y1 = conv1d(x1, w1, {2}, 1);
+    auto g1 = gradients(sum(y1 * y1), std::vector<Tensor>{x1, w1});
+    expect_parity({x1, w1}, {y1, g1[0], g1[1]},
+                  {random_array(DType::F32, {3, 2, 15}, 3), random_array(DType::F32, {4, 2, 3}, 4)},
+                  "conv1d");
+    Placeholder x3({1, 2, 5, 4, 6}, f32, "x3"), w3({3, 2, 3, 2, 3}, f32, "w3");
+    Tensor y3 = conv(x3, w3, {1, 2, 1}, 1);
+    auto g3 = gradients(sum(y3 * y3), std::vector<Tensor>{x3, w3});
+    expect_parity({x3, w3}, {y3, g3[0], g3[1]},
+                  {random_array(DType::F32, {1, 2, 5, 4, 6}, 5),
+                   random_array(DType::F32, {3, 2, 3, 2, 3}, 6)},
+                  "conv3d");
+    EXPECT_EQ(dev->windows[WindowKind::ConvBackwardData], 3);
+    EXPECT_EQ(dev->windows[WindowKind::ConvBackwardFilter], 3);
+}
+
+TEST(CudnnEmulator, PoolingAndItsGradientsRunAsWindowCalls) {
+    auto dev = std::make_shared<CountingDevice>();
+    UseDevice use(dev);
+    Placeholder x({2, 3, 7, 8}, f32, "x");
+    Tensor m = max_pool2d(x, {3, 3}, {2, 2}, 1);
+    Tensor a = avg_pool2d(x, {3, 2}, {2, 1}, 1, true);
+    Tensor e = avg_pool2d(x, {3, 3}, {2, 2}, 1, false);
+    Tensor loss = sum(m * m) + sum(a * a) + sum(e * e);
+    Tensor gx = gradients(loss, x);
+    expect_parity({x}, {m, a, e, gx}, {random_array(DType::F32, {2, 3, 7, 8}, 11)}, "pool2d");
+    EXPECT_GE(dev->windows[WindowKind::Pool], 3);
+    EXPECT_EQ(dev->windows[WindowKind::MaxPoolBackward], 1);
+    EXPECT_EQ(dev->windows[WindowKind::AvgPoolBackward], 2);
+}
+
+TEST(CudnnEmulator, WhatCudnnCannotTakeRunsOnTheHost) {
+    auto dev = std::make_shared<CountingDevice>();
+    UseDevice use(dev);
+    // "SAME" with an even filter: pads (0, 1); the reference kernel runs it on the host
+    Placeholder x({1, 2, 6, 6}, f32, "x"), w({3, 2, 2, 2}, f32, "w");
+    Tensor y = conv2d(x, w, {}, "SAME");
+    expect_parity(
+        {x, w}, {y},
+        {random_array(DType::F32, {1, 2, 6, 6}, 21), random_array(DType::F32, {3, 2, 2, 2}, 22)},
+        "same conv");
+    EXPECT_EQ(dev->windows[WindowKind::Conv], 0);
+    // an f64 convolution too
+    Placeholder xd({1, 2, 6, 6}, f64, "xd"), wd({3, 2, 3, 3}, f64, "wd");
+    Tensor yd = conv2d(xd, wd);
+    expect_parity(
+        {xd, wd}, {yd},
+        {random_array(DType::F64, {1, 2, 6, 6}, 23), random_array(DType::F64, {3, 2, 3, 3}, 24)},
+        "f64 conv");
+    EXPECT_EQ(dev->windows[WindowKind::Conv], 0);
+}
+
+TEST(CudnnEmulator, ShapesBoundAtTheCallDecide) {
+    auto dev = std::make_shared<CountingDevice>();
+    UseDevice use(dev);
+    Placeholder x({-1, 2, 6, 6}, f32, "x"), w({3, 2, 3, 3}, f32, "w");
+    Tensor y = conv2d(x, w, {}, 1);
+    Function f = function({x, w}, {y}, {}, on("cuda"));
+    Function r = function({x, w}, {y}, {}, on("reference"));
+    EXPECT_EQ(f.stats().library_calls, 1u) << f.dump();
+    const Array wv = random_array(DType::F32, {3, 2, 3, 3}, 31);
+    const Array x2 = random_array(DType::F32, {2, 2, 6, 6}, 32);
+    expect_close(f(x2, wv)[0], r(x2, wv)[0], 1e-5, 1e-5, "batch 2");
+    EXPECT_EQ(dev->windows[WindowKind::Conv], 1);
+    // an empty batch: cuDNN takes no 0 dims, so the host computes it (nothing)
+    const Array x0(DType::F32, Shape{0, 2, 6, 6});
+    EXPECT_EQ(f(x0, wv)[0].shape(), (Shape{0, 3, 6, 6}));
+    EXPECT_EQ(dev->windows[WindowKind::Conv], 1);
 }
