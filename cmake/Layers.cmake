@@ -61,6 +61,7 @@ set(SJ_EXTERNAL_MAP
   llvm/     codegen|cpu|cuda
   cuda.h    cuda
   cublas    cuda
+  cudnn     cuda
   dnnl      cpu
   oneapi/   cpu
   omp.h     cpu

@@ -517,6 +517,9 @@ public:
         else
             host_gemm<float>(g);
     }
+    void window(const WindowCall&, DevicePtr, DevicePtr, DevicePtr) override {
+        throw Error("host test device: no window calls");
+    }
     size_t live() const { return live_.size(); }
     int gemms = 0, uploads = 0, downloads = 0;
     bool fail_gemm = false;

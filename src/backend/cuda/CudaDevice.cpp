@@ -1,6 +1,7 @@
 // A GPU as a Device: the CUDA driver API (one primary context, one stream), the caching
-// allocator and cuBLAS; and open_device(), which picks the device $SJ_CUDA_DEVICE names.
+// allocator, cuBLAS and cuDNN; and open_device(), which picks the device $SJ_CUDA_DEVICE names.
 #include "CachingAllocator.h"
+#include "Cudnn.h"
 #include "Device.h"
 #include "Driver.h"
 #include "NvptxRenderer.h"
@@ -232,6 +233,16 @@ public:
                                 << " (the runner asks for f32 and f64 only)";
     }
 
+    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        make_current();
+        if (!dnn_) // workspaces from our allocator (we hold mu_: not through alloc())
+            dnn_ = std::make_unique<CudnnSession>(
+                stream_, [this](size_t bytes) { return alloc_->alloc(bytes); },
+                [this](DevicePtr p) { alloc_->free(p); });
+        dnn_->run(c, a, b, out);
+    }
+
     /// "NVIDIA H200: 3.2 GiB free of 139.8 GiB" (for out-of-memory errors).
     std::string describe_memory() const {
         size_t free_b = 0, total_b = 0;
@@ -302,6 +313,7 @@ private:
     CUcontext ctx_ = nullptr;
     CUstream stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
+    std::unique_ptr<CudnnSession> dnn_; // made at the first window call
     DeviceInfo info_;
     std::unique_ptr<CachingAllocator> alloc_;
     std::mutex mu_; // Note [One stream] (the allocator's callbacks call the driver, not us)

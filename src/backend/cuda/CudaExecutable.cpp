@@ -1,7 +1,8 @@
 // The cuda backend's Executable: a runner of the compiler's plan (src/compiler/ExecPlan.h) on a
-// Device (a GPU, or the host emulator): generated kernels and cuBLAS GEMMs on the device, views
-// as aliases, and everything else (reference kernels, loops, collectives) on the host (Note
-// [What runs where]). Also the plugin's entry point, sj_backend_plugin_register().
+// Device (a GPU, or the host emulator): generated kernels, cuBLAS GEMMs and cuDNN convolutions
+// and pooling on the device, views as aliases, and everything else (reference kernels, loops,
+// collectives) on the host (Note [What runs where]). Also the plugin's entry point,
+// sj_backend_plugin_register().
 #include "../../compiler/ExecPlan.h"
 #include "../../core/Debug.h"
 #include "../Backend.h"
@@ -10,6 +11,7 @@
 #include "Device.h"
 #include "DotGemm.h"
 #include "GpuKernel.h"
+#include "WindowCall.h"
 
 #include <symjax/Interrupt.h>
 #include <symjax/ir/ControlFlow.h>
@@ -36,16 +38,18 @@ namespace {
 // Note [What runs where]
 // A step of the plan runs on the device when the device has code for it: a generated kernel
 // (NvptxRenderer.cpp, launched with the thread map choose_launch picks for the call's shapes),
-// or a dot_general that one strided batched GEMM computes (DotGemm.cpp). A view aliases its
-// source's buffer. Every other step runs its reference kernel on the host, as the cpu runner's
+// a dot_general that one strided batched GEMM computes (DotGemm.cpp), or a convolution or
+// pooling op that one cuDNN call computes (WindowCall.cpp: the target makes a Window step of
+// what may fit from the node alone, and the call's shapes decide). A view aliases its source's
+// buffer. Every other step runs its reference kernel on the host, as the cpu runner's
 // fallbacks do: its operands are downloaded, its result uploaded when a device step reads it.
-// That covers the ops without a kernel (sorts, linear algebra, convolutions and pooling until
-// cuDNN runs them), collectives (MPI reads host memory), a dot_general whose dims do not fit
-// one GEMM, and loops and conditionals: ref::run_region drives them on the host, and their
-// bodies are CudaExecutables of their own, so each iteration's kernels do run on the device
-// (with a copy in and out per iteration: slow, until the loop driver keeps carries on the
-// device). Values move lazily: a slot holds a device buffer, a host Array, or both, and the
-// other copy is made the first time a step needs it, so two host steps in a row exchange
+// That covers the ops without a kernel (sorts, linear algebra), collectives (MPI reads host
+// memory), a dot_general whose dims do not fit one GEMM, a window op cuDNN cannot compute
+// exactly (asymmetric padding, f64, ...), and loops and conditionals: ref::run_region drives them
+// on the host, and their bodies are CudaExecutables of their own, so each iteration's kernels do
+// run on the device (with a copy in and out per iteration: slow, until the loop driver keeps
+// carries on the device). Values move lazily: a slot holds a device buffer, a host Array, or both,
+// and the other copy is made the first time a step needs it, so two host steps in a row exchange
 // nothing through the device.
 //
 // The Executable interface takes and returns host Arrays, so each call uploads its inputs and
@@ -149,6 +153,7 @@ struct StepCode {
     std::shared_ptr<DeviceKernel> kernel; // ... and their code, loaded on the device
     std::shared_ptr<DeviceKernel> combine; // a split reduction's second launch (launch.combine)
     std::optional<GemmArgs> gemm;         // dot steps that one GEMM computes (no addresses yet)
+    std::optional<WindowCall> window;     // window steps that one device call computes
     bool on_host = false;                 // the step runs its reference kernel on the host
 };
 
@@ -435,7 +440,19 @@ private:
                                  type_str(rt).c_str());
                 break;
             }
-            case compiler::StepKind::Window:
+            case compiler::StepKind::Window: {
+                const Node* r = g.roots[0].get();
+                std::vector<TensorType> operands;
+                for (const auto& i : r->inputs())
+                    operands.push_back(types.at(i.get()));
+                std::string why;
+                sc.window = window_call_for(*r, operands, types.at(r), &why);
+                sc.on_host = !sc.window;
+                if (sc.on_host && detail::debug_level() >= 1)
+                    std::fprintf(stderr, "[symjax] cuda: %s runs on the host: %s\n",
+                                 r->describe(1).c_str(), why.c_str());
+                break;
+            }
             case compiler::StepKind::Fallback:
                 sc.on_host = true;
                 break;
@@ -476,6 +493,8 @@ private:
             run_kernel(call, g, st, si);
             return;
         case Group::Kind::Window:
+            run_window(call, g, st, *code.window);
+            return;
         case Group::Kind::Fallback:
             break;
         }
@@ -546,6 +565,18 @@ private:
         gemm.a = call.device_of(slot(r->input(1).get()));
         gemm.c = v.buf->ptr();
         device_->gemm(gemm);
+    }
+
+    void run_window(Call& call, const Group& g, const compiler::Step& st, const WindowCall& w) {
+        const Node* r = g.roots[0].get();
+        const int out = st.out_slots[0];
+        // (window_call_for declines empty tensors, and `like` inputs, last, are not operands)
+        const DevicePtr a = call.device_of(slot(r->input(0).get()));
+        const bool two = w.kind != WindowKind::Pool && w.kind != WindowKind::AvgPoolBackward;
+        const DevicePtr b = two ? call.device_of(slot(r->input(1).get())) : 0;
+        Value& v = call.env[size_t(out)];
+        v = Value{call.new_buffer(out), Array()};
+        device_->window(w, a, b, v.buf->ptr());
     }
 
     /// The step's reference kernel (or its region, or its collective) on the host (Note [What

@@ -1,4 +1,5 @@
 #include "CudaTarget.h"
+#include "WindowCall.h"
 
 #include "../llvm/KernelExpr.h"
 
@@ -13,12 +14,15 @@ class CudaTarget final : public compiler::Target {
 public:
     std::string name() const override { return "cuda"; }
 
-    /// cuBLAS for float dot_general; every other op is a generated kernel, or its reference
-    /// kernel run by the runner on the host (windows: convolutions and pooling, until cuDNN
-    /// runs them; docs/gpu.md).
+    /// cuBLAS for float dot_general; cuDNN for the f32 convolutions and pooling it may compute
+    /// exactly (decided from the node alone: the runner asks again with the call's shapes and
+    /// runs what does not fit on the host, Note [Window ops on cuDNN] in WindowCall.cpp); every
+    /// other op is a generated kernel, or its reference kernel run by the runner on the host.
     compiler::LibraryCall library_call(const Node& n) const override {
         if (n.is(Op::DotGeneral) && is_float(n.dtype()))
             return compiler::LibraryCall::Dot;
+        if (may_be_window_call(n))
+            return compiler::LibraryCall::Window;
         return compiler::LibraryCall::None;
     }
 

@@ -1,10 +1,12 @@
-// What the cuda runner needs from a device: memory, copies, kernels and GEMMs. A GPU through the
-// CUDA driver API and cuBLAS (CudaDevice.cpp, both loaded with dlopen), or the host emulator
-// (Emulator.cpp), which runs the same kernels' LLVM IR on the cpu with the same thread map, so
-// that the runner and the kernels are tested on machines without a GPU (Note [The emulator]).
+// What the cuda runner needs from a device: memory, copies, kernels, GEMMs and window calls. A
+// GPU through the CUDA driver API, cuBLAS and cuDNN (CudaDevice.cpp, all loaded with dlopen), or
+// the host emulator (Emulator.cpp), which runs the same kernels' LLVM IR on the cpu with the same
+// thread map, and each window call's reference kernel, so that the runner and the kernels are
+// tested on machines without a GPU (Note [The emulator]).
 #pragma once
 
 #include "GpuKernel.h"
+#include "WindowCall.h"
 
 #include <symjax/DType.h>
 
@@ -68,6 +70,10 @@ public:
     virtual void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
                         DevicePtr params) = 0;
     virtual void gemm(const GemmArgs& g) = 0;
+    /// A convolution or pooling call (cuDNN on a GPU, Cudnn.cpp): `a` and `b` are its operands
+    /// in the order WindowKind lists them (b is 0 for one-operand ops), `out` its result, all
+    /// f32 and packed. Ordered on the stream like a kernel.
+    virtual void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) = 0;
 };
 
 /// The host emulator (Emulator.cpp).

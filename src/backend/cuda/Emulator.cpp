@@ -251,6 +251,13 @@ public:
             run_block(k, blk, grid, block, b, p, shared.data());
     }
 
+    /// The reference kernels on host memory: what cuDNN computes on a GPU, so that the runner's
+    /// window path is tested here (Note [Window ops on cuDNN] in WindowCall.cpp).
+    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
+        run_window_on_host(c, reinterpret_cast<const float*>(a), reinterpret_cast<const float*>(b),
+                           reinterpret_cast<float*>(out));
+    }
+
     void gemm(const GemmArgs& g) override {
         SJ_CHECK(g.dtype == DType::F32 || g.dtype == DType::F64, InternalError)
             << "cuda emulator: gemm of " << dtype_name(g.dtype);
