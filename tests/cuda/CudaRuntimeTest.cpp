@@ -736,6 +736,9 @@ public:
         e_->launch(k, grid, block, bufs, params);
     }
     void gemm(const GemmArgs& g) override { e_->gemm(g); }
+    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
+        e_->window(c, a, b, out);
+    }
     int64_t uploaded = 0;
 
 private:
