@@ -6,6 +6,7 @@
 #include "backend/Backend.h"
 #include "backend/cuda/CachingAllocator.h"
 #include "backend/cuda/DotGemm.h"
+#include "cuda/TestDevices.h"
 
 #include <dlfcn.h>
 
@@ -433,11 +434,14 @@ TEST(CudaRuntimeBackend, UnknownBackendListsTheKnownOnesAndThePluginTried) {
 }
 
 TEST(CudaRuntimeBackend, WithoutADriverTheErrorSaysSoAndPointsToTheEmulator) {
-    if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
-        dlclose(h);
-        GTEST_SKIP() << "this machine has an NVIDIA driver";
-    }
     ScopedEnv env("SJ_CUDA_DEVICE", nullptr);
+    if (void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+        // a machine with a driver (the GPU runs): GPU 0 opens, and a function compiles there
+        dlclose(h);
+        Placeholder x({4}, f32, "x");
+        EXPECT_NO_THROW(function({x}, {x * 2.0f}, {}, test::on("cuda")));
+        return;
+    }
     const std::string m = cuda_function_error();
     EXPECT_CONTAINS(m, "no NVIDIA driver");
     EXPECT_CONTAINS(m, "libcuda.so.1");
@@ -529,27 +533,6 @@ private:
     std::map<DevicePtr, std::unique_ptr<unsigned char[]>> live_;
 };
 
-/// Makes the cuda backend run on `d` for one scope (the plugin's test seam).
-class UseDevice {
-public:
-    explicit UseDevice(std::shared_ptr<Device> d) {
-        detail::find_backend("cuda"); // loads the plugin
-        void* h = dlopen("libsymjax_cuda.so", RTLD_NOW | RTLD_NOLOAD);
-        set_ = h ? reinterpret_cast<Set>(dlsym(h, "sj_cuda_set_test_device")) : nullptr;
-        if (set_)
-            set_(&d);
-    }
-    ~UseDevice() {
-        if (set_)
-            set_(nullptr);
-    }
-    bool ok() const { return set_ != nullptr; }
-
-private:
-    using Set = void (*)(const std::shared_ptr<Device>*);
-    Set set_ = nullptr;
-};
-
 std::vector<double> values(const Array& a) {
     return a.to_vector<double>();
 }
@@ -558,7 +541,7 @@ std::vector<double> values(const Array& a) {
 
 TEST(CudaRuntimeRunner, GemmsViewsAndHostFallbacksOnATestDevice) {
     auto dev = std::make_shared<HostDevice>();
-    UseDevice use(dev);
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok()) << "libsymjax_cuda.so has no sj_cuda_set_test_device";
     Placeholder a({2, 3, 4}, f64, "a"), b({2, 4, 5}, f64, "b"), s({3, 3}, f64, "s"),
         c({3, 4}, f64, "c"), r({5, 4, 6}, f64, "r");
@@ -626,7 +609,7 @@ TEST(CudaRuntimeRunner, GemmsViewsAndHostFallbacksOnATestDevice) {
 
 TEST(CudaRuntimeRunner, AKernelGetsItsBufferTableAndParamsInOneArgumentBlock) {
     auto dev = std::make_shared<HostDevice>();
-    UseDevice use(dev);
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok());
     // in place of the kernel y = 3 x + x^2 on 5 points: what its arguments say, checked and done
     dev->on_launch = [](const GpuKernel& k, int64_t grid, int block, DevicePtr bufs,
@@ -658,7 +641,7 @@ TEST(CudaRuntimeRunner, AKernelGetsItsBufferTableAndParamsInOneArgumentBlock) {
 
 TEST(CudaRuntimeRunner, AReductionOverNothingIsItsIdentityWithoutALaunch) {
     auto dev = std::make_shared<HostDevice>();
-    UseDevice use(dev);
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok());
     dev->on_launch = [](const GpuKernel&, int64_t, int, DevicePtr, DevicePtr) {
         ADD_FAILURE() << "a kernel of no points was launched";
@@ -673,7 +656,7 @@ TEST(CudaRuntimeRunner, AReductionOverNothingIsItsIdentityWithoutALaunch) {
 
 TEST(CudaRuntimeRunner, LoopsRunOnTheHostWithTheirBodiesOnTheDevice) {
     auto dev = std::make_shared<HostDevice>();
-    UseDevice use(dev);
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok());
     Placeholder h0({2, 2}, f64, "h0"), w({2, 2}, f64, "w");
     ScanOptions o;
@@ -697,7 +680,7 @@ TEST(CudaRuntimeRunner, LoopsRunOnTheHostWithTheirBodiesOnTheDevice) {
 
 TEST(CudaRuntimeRunner, TheNanGuardNamesTheNodeComputedOnTheDevice) {
     auto dev = std::make_shared<HostDevice>();
-    UseDevice use(dev);
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok());
     Placeholder a({2, 2}, f64, "a"), b({2, 2}, f64, "b");
     FunctionOptions o = test::on("cuda");
@@ -713,43 +696,9 @@ TEST(CudaRuntimeRunner, TheNanGuardNamesTheNodeComputedOnTheDevice) {
     EXPECT_EQ(dev->live(), 0u);
 }
 
-namespace {
-
-/// The emulator, counting the bytes uploaded to it.
-class CountingEmulator final : public Device {
-public:
-    const DeviceInfo& info() const override { return e_->info(); }
-    DevicePtr alloc(size_t bytes) override { return e_->alloc(bytes); }
-    void free(DevicePtr p) override { e_->free(p); }
-    void upload(DevicePtr dst, const void* src, size_t bytes) override {
-        uploaded += int64_t(bytes);
-        e_->upload(dst, src, bytes);
-    }
-    void download(void* dst, DevicePtr src, size_t bytes) override {
-        e_->download(dst, src, bytes);
-    }
-    void copy(DevicePtr dst, DevicePtr src, size_t bytes) override { e_->copy(dst, src, bytes); }
-    void synchronize() override { e_->synchronize(); }
-    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override { return e_->load(k); }
-    void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
-                DevicePtr params) override {
-        e_->launch(k, grid, block, bufs, params);
-    }
-    void gemm(const GemmArgs& g) override { e_->gemm(g); }
-    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
-        e_->window(c, a, b, out);
-    }
-    int64_t uploaded = 0;
-
-private:
-    std::shared_ptr<Device> e_ = make_emulator();
-};
-
-} // namespace
-
 TEST(CudaRuntimeRunner, VariablesStayOnTheDeviceBetweenCalls) {
-    auto dev = std::make_shared<CountingEmulator>();
-    UseDevice use(dev);
+    auto dev = std::make_shared<test::CountingEmulator>();
+    test::UseDevice use(dev);
     ASSERT_TRUE(use.ok());
     const int64_t n = 1 << 16; // 256 KB of f32
     Variable w(Array::full(f32, {n}, 1.0), "w_resident");

@@ -2,11 +2,13 @@
 // nodes onto cuDNN calls (src/backend/cuda/WindowCall.cpp), the target's choice, the entry
 // points libcudnn.so.9 must export, and the runner's window steps run by the host emulator
 // against the reference backend. The cuDNN calls themselves need a GPU (docs/gpu.md).
+#include "backend/cuda/Cudnn.h"
 #include "TestUtil.h"
 #include "backend/cuda/CudaTarget.h"
 #include "backend/cuda/Device.h"
 #include "backend/cuda/WindowCall.h"
 #include "backend/reference/Reference.h"
+#include "cuda/TestDevices.h"
 
 #include <gtest/gtest.h>
 #include <symjax/ir/Node.h>
@@ -21,8 +23,6 @@ using namespace sj::cuda;
 using sj::test::expect_close;
 using sj::test::on;
 using sj::test::random_array;
-
-extern "C" void sj_cuda_set_test_device(const std::shared_ptr<sj::cuda::Device>* d);
 
 namespace {
 
@@ -257,90 +257,25 @@ TEST(CudnnMapping, TheCallRunOnTheHostIsTheNodesReferenceKernel) {
 
 // ---- libcudnn.so.9's entry points ---------------------------------------------------------------
 
-TEST(CudnnLibrary, ExportsEveryEntryPointTheDeviceResolves) {
-    // what Cudnn.cpp's open_cudnn() resolves, checked without a GPU (the calls need one)
-    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        GTEST_SKIP() << "no libcudnn.so.9 here: " << dlerror();
-    for (const char* name : {"cudnnGetVersion",
-                             "cudnnGetErrorString",
-                             "cudnnCreate",
-                             "cudnnDestroy",
-                             "cudnnSetStream",
-                             "cudnnCreateTensorDescriptor",
-                             "cudnnSetTensorNdDescriptor",
-                             "cudnnDestroyTensorDescriptor",
-                             "cudnnCreateFilterDescriptor",
-                             "cudnnSetFilterNdDescriptor",
-                             "cudnnDestroyFilterDescriptor",
-                             "cudnnCreateConvolutionDescriptor",
-                             "cudnnSetConvolutionNdDescriptor",
-                             "cudnnSetConvolutionGroupCount",
-                             "cudnnSetConvolutionMathType",
-                             "cudnnDestroyConvolutionDescriptor",
-                             "cudnnCreatePoolingDescriptor",
-                             "cudnnSetPoolingNdDescriptor",
-                             "cudnnDestroyPoolingDescriptor",
-                             "cudnnGetConvolutionForwardAlgorithm_v7",
-                             "cudnnGetConvolutionBackwardDataAlgorithm_v7",
-                             "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
-                             "cudnnGetConvolutionForwardWorkspaceSize",
-                             "cudnnGetConvolutionBackwardDataWorkspaceSize",
-                             "cudnnGetConvolutionBackwardFilterWorkspaceSize",
-                             "cudnnConvolutionForward",
-                             "cudnnConvolutionBackwardData",
-                             "cudnnConvolutionBackwardFilter",
-                             "cudnnPoolingForward",
-                             "cudnnPoolingBackward"})
-        EXPECT_NE(dlsym(h, name), nullptr) << name;
-    using GetVersion = size_t (*)();
-    auto v = reinterpret_cast<GetVersion>(dlsym(h, "cudnnGetVersion"));
-    ASSERT_NE(v, nullptr);
-    EXPECT_GE(v(), size_t(90000)); // (needs no GPU)
+TEST(CudnnLibrary, OpensWithEveryEntryPointOrSaysWhyNot) {
+    // cudnn() opens libcudnn.so.9 and resolves every entry point the device calls, which needs
+    // no GPU; cudnnGetVersion runs without one too
+    if (void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL)) {
+        dlclose(h);
+        const Cudnn& l = cudnn(); // throws naming a missing entry point
+        EXPECT_GE(l.get_version(), size_t(90000));
+        return;
+    }
+    // no cuDNN here: the error names the library and what it was for
+    const std::string m = test::message_of<Error>([] { cudnn(); });
+    EXPECT_NE(m.find("libcudnn.so.9"), std::string::npos) << m;
+    EXPECT_NE(m.find("convolutions and pooling"), std::string::npos) << m;
 }
 
 // ---- the runner's window steps on the emulator
 // ---------------------------------------------------
 
 namespace {
-
-/// The emulator, counting the window calls the runner makes.
-class CountingDevice final : public Device {
-public:
-    CountingDevice() : emu_(make_emulator()) {}
-    const DeviceInfo& info() const override { return emu_->info(); }
-    DevicePtr alloc(size_t bytes) override { return emu_->alloc(bytes); }
-    void free(DevicePtr p) override { emu_->free(p); }
-    void upload(DevicePtr dst, const void* src, size_t bytes) override {
-        emu_->upload(dst, src, bytes);
-    }
-    void download(void* dst, DevicePtr src, size_t bytes) override {
-        emu_->download(dst, src, bytes);
-    }
-    void copy(DevicePtr dst, DevicePtr src, size_t bytes) override { emu_->copy(dst, src, bytes); }
-    void synchronize() override { emu_->synchronize(); }
-    std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override { return emu_->load(k); }
-    void launch(const DeviceKernel& k, int64_t grid, int block, DevicePtr bufs,
-                DevicePtr params) override {
-        emu_->launch(k, grid, block, bufs, params);
-    }
-    void gemm(const GemmArgs& g) override { emu_->gemm(g); }
-    void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) override {
-        ++windows[c.kind];
-        emu_->window(c, a, b, out);
-    }
-    std::map<WindowKind, int> windows;
-
-private:
-    std::shared_ptr<Device> emu_;
-};
-
-/// Makes the cuda backend run on `d` for one scope.
-class UseDevice {
-public:
-    explicit UseDevice(std::shared_ptr<Device> d) { sj_cuda_set_test_device(&d); }
-    ~UseDevice() { sj_cuda_set_test_device(nullptr); }
-};
 
 /// f's outputs on "cuda" (on `dev`) and on "reference" for the same inputs agree (f32: the
 /// emulator's window calls are the reference kernels, the rest are generated kernels).
@@ -358,8 +293,9 @@ void expect_parity(const std::vector<Tensor>& ins, const std::vector<Tensor>& ou
 } // namespace
 
 TEST(CudnnEmulator, ConvolutionsAndTheirGradientsRunAsWindowCalls) {
-    auto dev = std::make_shared<CountingDevice>();
-    UseDevice use(dev);
+    auto dev = std::make_shared<test::CountingEmulator>();
+    test::UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
     Placeholder x({2, 4, 9, 8}, f32, "x"), w({6, 2, 3, 3}, f32, "w");
     Tensor y = conv2d(x, w, {2, 1}, 1, {1, 2}, 2);
     Tensor loss = sum(y * y);
@@ -390,8 +326,9 @@ TEST(CudnnEmulator, ConvolutionsAndTheirGradientsRunAsWindowCalls) {
 }
 
 TEST(CudnnEmulator, PoolingAndItsGradientsRunAsWindowCalls) {
-    auto dev = std::make_shared<CountingDevice>();
-    UseDevice use(dev);
+    auto dev = std::make_shared<test::CountingEmulator>();
+    test::UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
     Placeholder x({2, 3, 7, 8}, f32, "x");
     Tensor m = max_pool2d(x, {3, 3}, {2, 2}, 1);
     Tensor a = avg_pool2d(x, {3, 2}, {2, 1}, 1, true);
@@ -405,8 +342,9 @@ TEST(CudnnEmulator, PoolingAndItsGradientsRunAsWindowCalls) {
 }
 
 TEST(CudnnEmulator, WhatCudnnCannotTakeRunsOnTheHost) {
-    auto dev = std::make_shared<CountingDevice>();
-    UseDevice use(dev);
+    auto dev = std::make_shared<test::CountingEmulator>();
+    test::UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
     // "SAME" with an even filter: pads (0, 1); the reference kernel runs it on the host
     Placeholder x({1, 2, 6, 6}, f32, "x"), w({3, 2, 2, 2}, f32, "w");
     Tensor y = conv2d(x, w, {}, "SAME");
@@ -426,8 +364,9 @@ TEST(CudnnEmulator, WhatCudnnCannotTakeRunsOnTheHost) {
 }
 
 TEST(CudnnEmulator, ShapesBoundAtTheCallDecide) {
-    auto dev = std::make_shared<CountingDevice>();
-    UseDevice use(dev);
+    auto dev = std::make_shared<test::CountingEmulator>();
+    test::UseDevice use(dev);
+    ASSERT_TRUE(use.ok());
     Placeholder x({-1, 2, 6, 6}, f32, "x"), w({3, 2, 3, 3}, f32, "w");
     Tensor y = conv2d(x, w, {}, 1);
     Function f = function({x, w}, {y}, {}, on("cuda"));

@@ -58,24 +58,6 @@ Bound bind_one(const std::vector<Tensor>& outs) {
     return b;
 }
 
-/// What ptxas says about `ptx` for sm_`sm`: empty when it assembles.
-std::string ptxas_errors(const std::string& ptx, int sm) {
-    std::string dir = ::testing::TempDir();
-    std::string in = dir + "/sj_kernel_" + std::to_string(::getpid()) + ".ptx";
-    std::string out = dir + "/sj_kernel_" + std::to_string(::getpid()) + ".log";
-    std::ofstream(in) << ptx;
-    std::string cmd = std::string(SJ_PTXAS) + " -arch=sm_" + std::to_string(sm) + " -o /dev/null " +
-                      in + " > " + out + " 2>&1";
-    int rc = std::system(cmd.c_str());
-    std::ifstream log(out);
-    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    std::remove(in.c_str());
-    std::remove(out.c_str());
-    return rc == 0
-               ? ""
-               : "ptxas sm_" + std::to_string(sm) + " failed (" + std::to_string(rc) + "): " + text;
-}
-
 /// Runs launch `l` of `b`'s kernel on the emulator with `args` for its placeholder loads (and
 /// its scratch buffer and second launch when it is a split reduction); returns its outputs.
 std::vector<Array> emulate(const Bound& b, const cuda::GpuLaunch& l,
@@ -162,7 +144,7 @@ void check_kernel(const std::vector<Placeholder>& ins, const std::vector<Tensor>
             for (int sm : {80, 90}) {
                 std::string ptx = cuda::compile_ptx(code, sm);
                 EXPECT_NE(ptx.find(".target sm_" + std::to_string(sm)), std::string::npos) << ptx;
-                EXPECT_EQ(ptxas_errors(ptx, sm), "") << map << "\n" << ptx;
+                EXPECT_EQ(cuda::assemble_ptx(ptx, sm), "") << map << "\n" << ptx;
             }
         std::vector<Array> got = emulate(b, l, args);
         ASSERT_EQ(got.size(), want.size());
@@ -291,6 +273,14 @@ TEST(GpuKernel, SplitReductions) {
     Tensor ty = y;
     check_kernel({y}, {sum(ty * ty, {1}), ty * 2.0}, "split rows with an elementwise sibling",
                  1e-12, 1e-12, true);
+}
+
+TEST(GpuKernel, PtxasRejectsWhatIsNotPtx) {
+    // the check the tests above rely on has teeth: a module with a bad instruction fails
+    std::string bad =
+        ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { frobnicate; }\n";
+    std::string err = cuda::assemble_ptx(bad, 90);
+    EXPECT_NE(err.find("rejects the PTX"), std::string::npos) << err;
 }
 
 TEST(GpuKernel, BlocksKernelRunsOnlyWithItsOwnWidth) {

@@ -110,13 +110,7 @@ struct Jit {
                                const std::vector<std::string>& syms) {
         llvm::LLVMContext ctx;
         auto mod = optimised_module(specs, syms, ctx);
-        llvm::SmallVector<char, 0> buf;
-        llvm::raw_svector_ostream os(buf);
-        llvm::legacy::PassManager pm;
-        SJ_ASSERT(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
-            << "cpu backend: the target cannot emit object files";
-        pm.run(*mod);
-        return std::string(buf.begin(), buf.end());
+        return codegen::emit_code(*mod, *tm, llvm::CodeGenFileType::ObjectFile);
     }
 };
 

@@ -19,7 +19,6 @@ namespace sj::cpu {
 using compiler::KernelSpec;
 using compiler::KInst;
 using compiler::KOutput;
-using compiler::KStride;
 using llvm::Value;
 
 namespace {
@@ -110,38 +109,15 @@ struct Renderer {
         annotate(st, nload + o);
     }
 
-    Value* param(int i) {
-        Value* p = b.CreateGEP(i64, fn->getArg(1), b.getInt64(i));
-        return b.CreateLoad(i64, p);
-    }
-
-    DType operand_dtype(int k) { return k < nload ? s.load_dtypes[k] : s.outputs[k - nload].dtype; }
-    KStride operand_inner(int k) { return k < nload ? s.load_inner[k] : s.out_inner[k - nload]; }
+    Value* param(int i) { return codegen::load_param(b, fn->getArg(1), i); }
 
     void prologue() {
-        int R = s.rank;
-        for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
-            int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
-            size.push_back(fixed > 0 ? b.getInt64(fixed) : param(d));
-        }
-        int p = R;
-        for (int k = 0; k < nload + nout; ++k) {
-            std::vector<Value*> st;
-            for (int d = 0; d < R; ++d) {
-                Value* v = param(p + d);
-                if (d == R - 1) {
-                    KStride c = operand_inner(k);
-                    if (c == KStride::Zero) v = b.getInt64(0);
-                    if (c == KStride::One) v = b.getInt64(1);
-                }
-                st.push_back(v);
-            }
-            Value* off = param(p + R);
-            p += R + 1;
-            Value* ptr = b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(k)));
-            base.push_back(b.CreateGEP(mem_type(operand_dtype(k)), ptr, off));
-            stride.push_back(std::move(st));
-        }
+        codegen::KernelParams kp =
+            codegen::read_kernel_params(b, ex, s, fn->getArg(0), fn->getArg(1));
+        size = std::move(kp.size);
+        stride = std::move(kp.stride);
+        base = std::move(kp.base);
+        const int p = s.rank + s.operands() * (s.rank + 1);
         if (s.steps) {
             nsteps = param(p);
             for (int k = 0; k < nload + nout; ++k)

@@ -110,8 +110,9 @@ public:
     void put(const std::shared_ptr<detail::VariableState>& s, Array host,
              std::shared_ptr<DeviceBuffer> buf) {
         std::lock_guard<std::mutex> lock(mu_);
-        for (auto it = m_.begin(); it != m_.end();) // (the dead variables' device memory)
-            it = it->second.state.expired() ? m_.erase(it) : std::next(it);
+        if (!m_.count(s.get())) // a new variable: first drop the dead ones' device memory
+            for (auto it = m_.begin(); it != m_.end();)
+                it = it->second.state.expired() ? m_.erase(it) : std::next(it);
         m_[s.get()] = Entry{s, std::move(host), std::move(buf)};
     }
     /// The mirrors of device `d`: one table per device for the process, shared by every

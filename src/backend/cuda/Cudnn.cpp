@@ -1,6 +1,8 @@
 // cuDNN opened with dlopen, and window calls (WindowCall.h) run through its legacy API.
 #include "Cudnn.h"
 
+#include "Driver.h"
+
 #include <symjax/Error.h>
 
 #include <dlfcn.h>
@@ -37,11 +39,6 @@ namespace {
 
 constexpr size_t kMaxWorkspace = size_t(1) << 30;
 
-std::string dl_error() {
-    const char* e = dlerror();
-    return e ? e : "unknown error";
-}
-
 std::unique_ptr<Cudnn> open_cudnn() {
     const char* lib = "libcudnn.so.9";
     void* h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
@@ -49,13 +46,7 @@ std::unique_ptr<Cudnn> open_cudnn() {
         << "backend \"cuda\": cannot open cuDNN, which runs its convolutions and pooling (dlopen "
         << lib << ": " << dl_error() << ")";
     auto d = std::make_unique<Cudnn>();
-    auto resolve = [&](const char* name, auto& out) {
-        void* p = dlsym(h, name);
-        SJ_CHECK(p != nullptr, Error)
-            << "backend \"cuda\": " << lib << " has no " << name << ": " << dl_error();
-        out = reinterpret_cast<std::remove_reference_t<decltype(out)>>(p);
-    };
-#define SJ_RESOLVE(field, symbol) resolve(#symbol, d->field)
+#define SJ_RESOLVE(field, symbol) dl_resolve(h, lib, #symbol, d->field)
     SJ_RESOLVE(get_version, cudnnGetVersion);
     SJ_RESOLVE(get_error_string, cudnnGetErrorString);
     SJ_RESOLVE(create, cudnnCreate);
@@ -157,13 +148,7 @@ void Cudnn::fail(cudnnStatus_t s, const char* call) const {
 }
 
 const Cudnn& cudnn() {
-    // opened on first success; a failure is thrown to each caller and tried again by the next
-    static std::mutex mu;
-    static std::unique_ptr<Cudnn> value; // never unloaded: Note [Loading the driver]
-    std::lock_guard<std::mutex> lock(mu);
-    if (!value)
-        value = open_cudnn();
-    return *value;
+    return open_once<Cudnn>(open_cudnn);
 }
 
 CudnnSession::~CudnnSession() {

@@ -15,26 +15,27 @@ namespace sj::cuda {
 // first asks for backend "cuda". The plugin then builds, loads and runs its emulator on machines
 // without a GPU or a driver (CI, laptops), and a machine with a GPU needs only the driver that is
 // installed there, not the toolkit we built against. libcuda.so.1 is the driver's ABI name (the
-// unversioned libcuda.so comes with the toolkit's stubs, which fail every call). We resolve each
-// entry point by its exported name at the ABI version cuda.h's macros choose (cuMemAlloc_v2,
+// unversioned libcuda.so in the toolkit is a link-time placeholder whose every call fails). We
+// resolve each entry point by its exported name at the ABI version cuda.h's macros choose
+// (cuMemAlloc_v2,
 // ...), since dlsym sees the symbols and not the macros; cuda.h gives only types and enums here.
 // What is loaded stays loaded for the life of the process (no dlclose: the driver does not
 // support being unloaded under live contexts).
-
-namespace {
 
 std::string dl_error() {
     const char* e = dlerror();
     return e ? e : "unknown error";
 }
 
-/// dlsym(h, name) as a function pointer of type F; throws naming the library when missing.
-template <class F> void resolve(void* h, const char* lib, const char* name, F& out) {
+void* dl_symbol(void* h, const char* lib, const char* name) {
     void* p = dlsym(h, name);
     SJ_CHECK(p != nullptr, Error) << "backend \"cuda\": " << lib << " has no " << name
-                                  << " (an older driver or library than CUDA 12?): " << dl_error();
-    out = reinterpret_cast<F>(p);
+                                  << " (older than the CUDA 12 / cuDNN 9 this build expects?): "
+                                  << dl_error();
+    return p;
 }
+
+namespace {
 
 std::unique_ptr<Driver> open_driver() {
     void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -43,7 +44,7 @@ std::unique_ptr<Driver> open_driver() {
         << "); set SJ_CUDA_DEVICE=emulator to run the cuda backend's kernels on the host emulator";
     auto d = std::make_unique<Driver>();
     const char* lib = "libcuda.so.1";
-#define SJ_RESOLVE(field, symbol) resolve(h, lib, symbol, d->field)
+#define SJ_RESOLVE(field, symbol) dl_resolve(h, lib, symbol, d->field)
     SJ_RESOLVE(init, "cuInit");
     SJ_RESOLVE(device_get_count, "cuDeviceGetCount");
     SJ_RESOLVE(device_get, "cuDeviceGet");
@@ -91,25 +92,14 @@ std::unique_ptr<Cublas> open_cublas() {
                                      "matrix products ("
                                   << tried << ")";
     auto b = std::make_unique<Cublas>();
-    resolve(h, lib, "cublasCreate_v2", b->create);
-    resolve(h, lib, "cublasDestroy_v2", b->destroy);
-    resolve(h, lib, "cublasSetStream_v2", b->set_stream);
-    resolve(h, lib, "cublasSgemmStridedBatched", b->sgemm_strided_batched);
-    resolve(h, lib, "cublasDgemmStridedBatched", b->dgemm_strided_batched);
+    dl_resolve(h, lib, "cublasCreate_v2", b->create);
+    dl_resolve(h, lib, "cublasDestroy_v2", b->destroy);
+    dl_resolve(h, lib, "cublasSetStream_v2", b->set_stream);
+    dl_resolve(h, lib, "cublasSgemmStridedBatched", b->sgemm_strided_batched);
+    dl_resolve(h, lib, "cublasDgemmStridedBatched", b->dgemm_strided_batched);
     b->get_status_name =
         reinterpret_cast<decltype(b->get_status_name)>(dlsym(h, "cublasGetStatusName"));
     return b;
-}
-
-/// A process-wide object opened on first success; a failure is thrown to each caller and tried
-/// again by the next one (the user may install the driver, or fix LD_LIBRARY_PATH, and retry).
-template <class T> const T& once(std::unique_ptr<T> (*open)()) {
-    static std::mutex mu;
-    static std::unique_ptr<T> value; // never destroyed before exit: see Note [Loading the driver]
-    std::lock_guard<std::mutex> lock(mu);
-    if (!value)
-        value = open();
-    return *value;
 }
 
 } // namespace
@@ -136,11 +126,11 @@ void Cublas::fail(cublasStatus_t s, const char* call) const {
 }
 
 const Driver& driver() {
-    return once<Driver>(open_driver);
+    return open_once<Driver>(open_driver);
 }
 
 const Cublas& cublas() {
-    return once<Cublas>(open_cublas);
+    return open_once<Cublas>(open_cublas);
 }
 
 } // namespace sj::cuda

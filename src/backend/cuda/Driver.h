@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace sj::cuda {
@@ -72,5 +74,26 @@ struct Cublas {
 /// The process's cuBLAS, opened on first use (the first GEMM). Throws sj::Error naming the files
 /// tried when none opens.
 const Cublas& cublas();
+
+// ---- what every library the plugin opens with dlopen shares (Note [Loading the driver]) -----
+/// dlerror()'s text ("unknown error" when it has none).
+std::string dl_error();
+/// dlsym(h, name) as a function pointer of type F; throws sj::Error naming `lib` and `name` when
+/// the library has no such entry point.
+void* dl_symbol(void* h, const char* lib, const char* name);
+template <class F> void dl_resolve(void* h, const char* lib, const char* name, F& out) {
+    out = reinterpret_cast<F>(dl_symbol(h, lib, name));
+}
+/// A process-wide library handle opened on first success by `open`; a failure is thrown to each
+/// caller and tried again by the next one (the user may install the library, or fix
+/// LD_LIBRARY_PATH, and retry). Never destroyed before exit.
+template <class T> const T& open_once(std::unique_ptr<T> (*open)()) {
+    static std::mutex mu;
+    static std::unique_ptr<T> value;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!value)
+        value = open();
+    return *value;
+}
 
 } // namespace sj::cuda

@@ -14,14 +14,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
 
 #include <ucontext.h>
-#include <unistd.h>
 
 namespace sj::cuda {
 
@@ -62,7 +60,6 @@ struct EmuKernel final : DeviceKernel {
 /// One emulated thread of a Blocks kernel on its own stack.
 struct Fiber {
     ucontext_t uc{};
-    std::vector<char> stack;
     EmuContext ctx;
     bool at_barrier = false, done = false;
 };
@@ -110,36 +107,6 @@ std::vector<int> ptx_check_archs() {
         sms.push_back(int(sm));
     }
     return sms;
-}
-
-std::string ptxas_path() {
-    if (const char* e = std::getenv("SJ_PTXAS"); e && *e)
-        return e;
-#ifdef SJ_PTXAS
-    return SJ_PTXAS;
-#else
-    return "/usr/local/cuda/bin/ptxas";
-#endif
-}
-
-/// Assembles `ptx` for sm_`sm` with ptxas; throws Error with ptxas' output when it fails.
-void check_ptx(const std::string& ptx, int sm, const std::string& kernel) {
-    char in[] = "/tmp/sj_ptx_XXXXXX";
-    int fd = mkstemp(in);
-    SJ_CHECK(fd >= 0, Error) << "SJ_CUDA_CHECK_PTX: cannot create a temporary file";
-    ::close(fd);
-    std::string log = std::string(in) + ".log";
-    std::ofstream(in) << ptx;
-    std::string cmd = ptxas_path() + " -arch=sm_" + std::to_string(sm) + " -o /dev/null " + in +
-                      " > " + log + " 2>&1";
-    int rc = std::system(cmd.c_str());
-    std::ifstream ls(log);
-    std::string out((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
-    std::remove(in);
-    std::remove(log.c_str());
-    SJ_CHECK(rc == 0, Error) << "SJ_CUDA_CHECK_PTX: ptxas -arch=sm_" << sm
-                             << " rejects the PTX of kernel " << kernel << " (exit " << rc
-                             << "): " << out;
 }
 
 class Emulator final : public Device {
@@ -216,7 +183,8 @@ public:
         auto addr = jit_->lookup(sym);
         SJ_CHECK(addr, Error) << "cuda emulator: " << llvm::toString(addr.takeError());
         for (int sm : check_archs_)
-            check_ptx(compile_ptx(k, sm), sm, key);
+            if (std::string rejected = assemble_ptx(compile_ptx(k, sm), sm); !rejected.empty())
+                SJ_THROW(Error) << "SJ_CUDA_CHECK_PTX: " << rejected << "\nkernel: " << key;
         auto e = std::make_shared<EmuKernel>();
         e->fn = addr->toPtr<HostKernelFn>();
         e->map = k.map;
@@ -247,8 +215,11 @@ public:
             return;
         }
         std::vector<uint64_t> shared(size_t(k.shared + 7) / 8);
+        // one stack per thread of a block, reused by every block of the launch (uninitialised:
+        // a fiber writes its stack before it reads it)
+        std::unique_ptr<char[]> stacks(new char[size_t(block) * kFiberStack]);
         for (int64_t blk = 0; blk < grid; ++blk)
-            run_block(k, blk, grid, block, b, p, shared.data());
+            run_block(k, blk, grid, block, b, p, shared.data(), stacks.get());
     }
 
     /// The reference kernels on host memory: what cuDNN computes on a GPU, so that the runner's
@@ -276,7 +247,7 @@ private:
     std::unordered_map<DevicePtr, size_t> live_;
 
     void run_block(const EmuKernel& k, int64_t blk, int64_t grid, int block, const void* bufs,
-                   const void* params, void* shared) {
+                   const void* params, void* shared, char* stacks) {
         BlockRun r;
         r.fn = k.fn;
         r.bufs = bufs;
@@ -290,10 +261,9 @@ private:
             f.ctx.nctaid = grid;
             f.ctx.shared = shared;
             f.ctx.barrier = fiber_barrier;
-            f.stack.resize(kFiberStack);
             getcontext(&f.uc);
-            f.uc.uc_stack.ss_sp = f.stack.data();
-            f.uc.uc_stack.ss_size = f.stack.size();
+            f.uc.uc_stack.ss_sp = stacks + size_t(t) * kFiberStack;
+            f.uc.uc_stack.ss_size = kFiberStack;
             f.uc.uc_link = &r.scheduler;
             makecontext(&f.uc, fiber_main, 0);
         }

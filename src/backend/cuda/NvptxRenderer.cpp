@@ -20,7 +20,11 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/IPO/Internalize.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <mutex>
 
@@ -35,7 +39,6 @@ namespace sj::cuda {
 
 using compiler::KernelSpec;
 using compiler::KOutput;
-using compiler::KStride;
 using llvm::Value;
 
 // Note [Thread maps]
@@ -131,42 +134,12 @@ struct Renderer {
         return b.CreateGEP(b.getInt8Ty(), sh, b.getInt64(offset));
     }
 
-    Value* param(int i) {
-        return b.CreateLoad(i64, b.CreateGEP(i64, fn->getArg(1), b.getInt64(i)));
-    }
-    DType operand_dtype(int o) { return o < nload ? s.load_dtypes[o] : s.outputs[o - nload].dtype; }
-    KStride operand_inner(int o) { return o < nload ? s.load_inner[o] : s.out_inner[o - nload]; }
-
     void prologue() {
-        const int R = s.rank;
-        for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
-            int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
-            size.push_back(fixed > 0 ? b.getInt64(fixed) : param(d));
-        }
-        int p = R;
-        llvm::Type* gptr = b.getPtrTy(global_as());
-        for (int o = 0; o < nload + nout; ++o) {
-            std::vector<Value*> st;
-            for (int d = 0; d < R; ++d) {
-                Value* v = param(p + d);
-                if (d == R - 1) {
-                    KStride c = operand_inner(o);
-                    if (c == KStride::Zero)
-                        v = b.getInt64(0);
-                    if (c == KStride::One)
-                        v = b.getInt64(1);
-                }
-                st.push_back(v);
-            }
-            Value* off = param(p + R);
-            p += R + 1;
-            Value* ptr =
-                b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(o)));
-            if (global_as() != 0)
-                ptr = b.CreateAddrSpaceCast(ptr, gptr);
-            base.push_back(b.CreateGEP(ex.mem_type(operand_dtype(o)), ptr, off));
-            stride.push_back(std::move(st));
-        }
+        codegen::KernelParams kp =
+            codegen::read_kernel_params(b, ex, s, fn->getArg(0), fn->getArg(1), global_as());
+        size = std::move(kp.size);
+        stride = std::move(kp.stride);
+        base = std::move(kp.base);
     }
 
     Value* load_operand(int o, Value* off) {
@@ -485,6 +458,32 @@ std::string libdevice_path() {
 #endif
 }
 
+std::string assemble_ptx(const std::string& ptx, int sm) {
+    const char* e = std::getenv("SJ_PTXAS");
+#ifdef SJ_PTXAS
+    const std::string ptxas = e && *e ? e : SJ_PTXAS;
+#else
+    const std::string ptxas = e && *e ? e : "/usr/local/cuda/bin/ptxas";
+#endif
+    char in[] = "/tmp/sj_ptx_XXXXXX";
+    int fd = mkstemp(in);
+    SJ_CHECK(fd >= 0, Error) << "assemble_ptx: cannot create a temporary file";
+    ::close(fd);
+    const std::string log = std::string(in) + ".log";
+    std::ofstream(in) << ptx;
+    const std::string cmd =
+        ptxas + " -arch=sm_" + std::to_string(sm) + " -o /dev/null " + in + " > " + log + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream ls(log);
+    const std::string out((std::istreambuf_iterator<char>(ls)), std::istreambuf_iterator<char>());
+    std::remove(in);
+    std::remove(log.c_str());
+    if (rc == 0)
+        return "";
+    return ptxas + " -arch=sm_" + std::to_string(sm) + " rejects the PTX (exit " +
+           std::to_string(rc) + "): " + out;
+}
+
 namespace {
 
 // Note [PTX versions]
@@ -557,13 +556,7 @@ std::string compile_ptx(const GpuKernel& k, int sm) {
     mod->addModuleFlag(llvm::Module::Override, "nvvm-reflect-ftz", uint32_t(0));
     link_libdevice(*mod);
     codegen::optimise(*mod, tm.get(), llvm::OptimizationLevel::O3);
-    llvm::SmallVector<char, 0> buf;
-    llvm::raw_svector_ostream os(buf);
-    llvm::legacy::PassManager pm;
-    SJ_ASSERT(!tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
-        << "cuda backend: NVPTX cannot emit PTX";
-    pm.run(*mod);
-    return std::string(buf.begin(), buf.end());
+    return codegen::emit_code(*mod, *tm, llvm::CodeGenFileType::AssemblyFile);
 }
 
 } // namespace sj::cuda

@@ -36,6 +36,11 @@ int64_t shared_bytes(const GpuKernel& k);
 /// optimised at O3 by LLVM's NVPTX target.
 std::string compile_ptx(const GpuKernel& k, int sm);
 
+/// What ptxas (`$SJ_PTXAS`, else the toolkit's found at build time) says when it assembles `ptx`
+/// for sm_`sm`: empty when it accepts it, else the exit status and its output. For the
+/// emulator's SJ_CUDA_CHECK_PTX and the tests; a GPU's driver assembles PTX itself.
+std::string assemble_ptx(const std::string& ptx, int sm);
+
 /// Where libdevice's bitcode is read from: $SJ_LIBDEVICE, else the toolkit's found at build time.
 std::string libdevice_path();
 

@@ -7,6 +7,8 @@
 #include <symjax/ir/Node.h>
 
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <cmath>
 #include <limits>
@@ -360,6 +362,55 @@ std::vector<Value*> ExprEmitter::emit_point(const KernelSpec& s,
         }
     }
     return v;
+}
+
+Value* load_param(llvm::IRBuilder<>& b, Value* params, int i) {
+    return b.CreateLoad(b.getInt64Ty(), b.CreateGEP(b.getInt64Ty(), params, b.getInt64(i)));
+}
+
+KernelParams read_kernel_params(llvm::IRBuilder<>& b, ExprEmitter& ex, const KernelSpec& s,
+                                Value* bufs, Value* params, unsigned address_space) {
+    KernelParams kp;
+    const int R = s.rank;
+    for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
+        int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
+        kp.size.push_back(fixed > 0 ? b.getInt64(fixed) : load_param(b, params, d));
+    }
+    const int nload = int(s.load_dtypes.size());
+    int p = R;
+    for (int k = 0; k < s.operands(); ++k) {
+        const bool is_load = k < nload;
+        const compiler::KStride inner =
+            is_load ? s.load_inner[size_t(k)] : s.out_inner[size_t(k - nload)];
+        const DType t = is_load ? s.load_dtypes[size_t(k)] : s.outputs[size_t(k - nload)].dtype;
+        std::vector<Value*> st;
+        for (int d = 0; d < R; ++d) {
+            Value* v = load_param(b, params, p + d);
+            if (d == R - 1 && inner == compiler::KStride::Zero)
+                v = b.getInt64(0);
+            if (d == R - 1 && inner == compiler::KStride::One)
+                v = b.getInt64(1);
+            st.push_back(v);
+        }
+        Value* off = load_param(b, params, p + R);
+        p += R + 1;
+        Value* ptr = b.CreateLoad(b.getPtrTy(), b.CreateGEP(b.getPtrTy(), bufs, b.getInt64(k)));
+        if (address_space != 0)
+            ptr = b.CreateAddrSpaceCast(ptr, b.getPtrTy(address_space));
+        kp.base.push_back(b.CreateGEP(ex.mem_type(t), ptr, off));
+        kp.stride.push_back(std::move(st));
+    }
+    return kp;
+}
+
+std::string emit_code(llvm::Module& mod, llvm::TargetMachine& tm, llvm::CodeGenFileType type) {
+    llvm::SmallVector<char, 0> buf;
+    llvm::raw_svector_ostream os(buf);
+    llvm::legacy::PassManager pm;
+    SJ_ASSERT(!tm.addPassesToEmitFile(pm, os, nullptr, type))
+        << "codegen: " << tm.getTargetTriple().str() << " cannot emit this kind of file";
+    pm.run(mod);
+    return std::string(buf.begin(), buf.end());
 }
 
 void emit_for(llvm::IRBuilder<>& b, llvm::Function* fn, const std::string& name, Value* lo,

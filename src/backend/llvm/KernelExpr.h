@@ -65,6 +65,22 @@ private:
     llvm::Value* emit_int_div_mod(Op op, llvm::Value* x, llvm::Value* y, bool sg);
 };
 
+/// A kernel's loop sizes and its operands' strides and base addresses, read from the kernel's
+/// arguments as KernelSpec lays them out (sizes[rank], then per operand strides[rank] and an
+/// offset), with the sizes and inner strides the spec compiles in as constants.
+struct KernelParams {
+    std::vector<llvm::Value*> size;                // per loop
+    std::vector<std::vector<llvm::Value*>> stride; // per operand (loads then outputs), per loop
+    std::vector<llvm::Value*> base;                // per operand: its address plus its offset
+};
+/// params[i] (an int64 array).
+llvm::Value* load_param(llvm::IRBuilder<>& b, llvm::Value* params, int i);
+/// Reads `s`'s params from `params` and its operands' addresses from `bufs` (an array of
+/// pointers); the operands are accessed in `address_space` (1: NVPTX's global memory).
+KernelParams read_kernel_params(llvm::IRBuilder<>& b, ExprEmitter& ex,
+                                const compiler::KernelSpec& s, llvm::Value* bufs,
+                                llvm::Value* params, unsigned address_space = 0);
+
 /// for (i = lo; i < hi; i += step) body(i), at the builder's insertion point in function `fn`;
 /// the loop's blocks are named after `name`. The builder is left after the loop.
 void emit_for(llvm::IRBuilder<>& b, llvm::Function* fn, const std::string& name, llvm::Value* lo,
@@ -75,6 +91,9 @@ void emit_for(llvm::IRBuilder<>& b, llvm::Function* fn, const std::string& name,
 /// log and tanh, an exp or log and as much again for erf, expm1 and log1p (Note [Kernel size]
 /// in src/compiler/Fusion.cpp).
 size_t expression_cost(Op op);
+
+/// `mod` as `type` (an object file, PTX assembly) by `tm`'s code generator.
+std::string emit_code(llvm::Module& mod, llvm::TargetMachine& tm, llvm::CodeGenFileType type);
 
 /// Runs LLVM's default module pipeline at `level` for `tm`'s target over `mod`.
 void optimise(llvm::Module& mod, llvm::TargetMachine* tm, llvm::OptimizationLevel level,
