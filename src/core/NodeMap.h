@@ -1,4 +1,4 @@
-// NodeMap: a flat hash map keyed by node pointers, for the per-walk tables of graph passes.
+// NodeMap: a map keyed by node, for the per-walk tables of graph passes.
 #pragma once
 
 #include "Hash.h"
@@ -6,6 +6,7 @@
 #include <symjax/ir/Node.h>
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -15,19 +16,38 @@ namespace sj::detail {
 // Every pass walks the graph with a table keyed by node: visited sets, old -> new node maps.
 // std::unordered_map allocates one heap cell per entry and reaches a value through a bucket
 // and a list cell; on a graph of 10^5 nodes that was a third of compile time in malloc, free
-// and their consolidation, and two or three cache misses per lookup once the graph outgrew the
-// caches (docs/performance.md, "Compile time against graph size"). NodeMap keeps keys and
-// values in two arrays with linear probing: no allocation per entry, one probe sequence in one
-// array per lookup. Entries are never erased (a walk's table only grows); the key nullptr marks
-// an empty slot, so it is not a valid key.
+// and their consolidation (docs/performance.md, "Compile time against graph size"). A flat
+// hash table keyed by address (the next version) removed the allocations but not the misses:
+// a hashed slot is a random place in a table that outgrows the caches with the graph, so every
+// lookup of a large compile missed, and the cost per node grew with the graph.
+//
+// NodeMap is keyed by the node's id instead, which grows in creation order, and walks visit
+// nodes close to that order (a topological order of a graph built forwards, and the rewritten
+// nodes, which are numbered in the order the walk makes them). The ids are split into pages of
+// kPage consecutive ids; a page holds its keys and values in place, and pages are found through
+// a small open-addressed table of page numbers with the last page remembered. A walk over a
+// chain touches its pages in order: one miss per kPage nodes instead of one or two per node.
+// Entries are never erased (a walk's table only grows); values never move, so a pointer
+// returned by find or insert stays valid. Ids scattered over a wide range (nodes of many
+// unrelated graphs) cost up to a page per entry: more memory, the same lookups.
 template <class V> class NodeMap {
 public:
-    explicit NodeMap(size_t expected = 0) { rehash(capacity_for(expected)); }
+    explicit NodeMap(size_t expected = 0) {
+        size_t c = 16;
+        while (c < 2 * (expected / kPage + 1))
+            c *= 2;
+        slots_.assign(c, Slot{});
+    }
 
     /// The value of k, or null.
     V* find(const Node* k) {
-        size_t i = slot(k);
-        return keys_[i] == k ? &vals_[i] : nullptr;
+        if (!k)
+            return nullptr;
+        Page* p = page(k->id() >> kPageBits, false);
+        if (!p)
+            return nullptr;
+        const size_t i = k->id() & (kPage - 1);
+        return p->keys[i] == k ? &p->vals[i] : nullptr;
     }
     const V* find(const Node* k) const { return const_cast<NodeMap*>(this)->find(k); }
     bool contains(const Node* k) const { return find(k) != nullptr; }
@@ -35,61 +55,80 @@ public:
 
     /// Inserts (k, v) when k is absent; returns the value held for k and whether it was inserted.
     std::pair<V*, bool> insert(const Node* k, V v = V{}) {
-        size_t i = slot(k);
-        if (keys_[i] == k)
-            return {&vals_[i], false};
-        if (2 * (size_ + 1) > keys_.size()) { // at most half full: short probe sequences
-            rehash(keys_.size() * 2);
-            i = slot(k);
-        }
-        keys_[i] = k;
-        vals_[i] = std::move(v);
+        Page* p = page(k->id() >> kPageBits, true);
+        const size_t i = k->id() & (kPage - 1);
+        if (p->keys[i] == k)
+            return {&p->vals[i], false};
+        p->keys[i] = k;
+        p->vals[i] = std::move(v);
         ++size_;
-        return {&vals_[i], true};
+        return {&p->vals[i], true};
     }
     /// The value of k, default-constructed first when absent.
     V& operator[](const Node* k) { return *insert(k, V{}).first; }
 
     size_t size() const { return size_; }
 
-    /// f(key, value&) for every entry, in slot order (which depends on addresses: nothing that
-    /// must be reproducible may depend on it).
+    /// f(key, value&) for every entry, in page order (which depends on the pages' first use:
+    /// nothing that must be reproducible may depend on it).
     template <class F> void for_each(F&& f) {
-        for (size_t i = 0; i < keys_.size(); ++i)
-            if (keys_[i])
-                f(keys_[i], vals_[i]);
+        for (const auto& p : pages_)
+            for (size_t i = 0; i < kPage; ++i)
+                if (p->keys[i])
+                    f(p->keys[i], p->vals[i]);
     }
 
 private:
-    static size_t capacity_for(size_t n) {
-        size_t c = 16;
-        while (c < 2 * n)
-            c *= 2;
-        return c;
-    }
-    /// The slot of k, or the empty slot where it would go.
-    size_t slot(const Node* k) const {
-        const size_t mask = keys_.size() - 1; // addresses share their low and high bits: mixed
-        size_t i = size_t(mix64(reinterpret_cast<uintptr_t>(k))) & mask;
-        while (keys_[i] && keys_[i] != k)
+    static constexpr int kPageBits = 6;
+    static constexpr size_t kPage = size_t(1) << kPageBits;
+    struct Page {
+        const Node* keys[kPage] = {};
+        V vals[kPage];
+    };
+    struct Slot {
+        uint64_t number = ~uint64_t(0); // no page has this number: ids are < 2^63
+        Page* page = nullptr;
+    };
+
+    /// The page of ids number * kPage .. (number + 1) * kPage - 1; made when `make`.
+    Page* page(uint64_t number, bool make) {
+        if (number == last_number_)
+            return last_;
+        const size_t mask = slots_.size() - 1;
+        size_t i = size_t(mix64(number)) & mask;
+        while (slots_[i].page && slots_[i].number != number)
             i = (i + 1) & mask;
-        return i;
+        if (!slots_[i].page) {
+            if (!make)
+                return nullptr;
+            if (2 * (pages_.size() + 1) > slots_.size()) { // at most half full
+                grow();
+                return page(number, make);
+            }
+            pages_.push_back(std::make_unique<Page>());
+            slots_[i] = {number, pages_.back().get()};
+        }
+        last_number_ = number;
+        last_ = slots_[i].page;
+        return last_;
     }
-    void rehash(size_t capacity) {
-        std::vector<const Node*> keys(capacity, nullptr);
-        std::vector<V> vals(capacity);
-        keys.swap(keys_);
-        vals.swap(vals_);
-        for (size_t i = 0; i < keys.size(); ++i)
-            if (keys[i]) {
-                size_t j = slot(keys[i]);
-                keys_[j] = keys[i];
-                vals_[j] = std::move(vals[i]);
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        const size_t mask = slots_.size() - 1;
+        for (const Slot& s : old)
+            if (s.page) {
+                size_t i = size_t(mix64(s.number)) & mask;
+                while (slots_[i].page)
+                    i = (i + 1) & mask;
+                slots_[i] = s;
             }
     }
 
-    std::vector<const Node*> keys_;
-    std::vector<V> vals_;
+    std::vector<std::unique_ptr<Page>> pages_;
+    std::vector<Slot> slots_;
+    uint64_t last_number_ = ~uint64_t(0);
+    Page* last_ = nullptr;
     size_t size_ = 0;
 };
 
