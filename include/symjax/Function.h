@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 namespace sj {
@@ -31,6 +32,7 @@ public:
 
 private:
     std::vector<std::pair<Variable, Tensor>> items_;
+    std::unordered_map<const Node*, size_t> index_; // variable's node -> its item
 };
 
 /// Options of function().

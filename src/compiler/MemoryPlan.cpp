@@ -4,6 +4,8 @@
 
 #include <symjax/ir/Node.h>
 
+#include "../core/NodeMap.h"
+
 namespace sj::compiler {
 
 // Note [Memory plan]
@@ -36,29 +38,40 @@ bool accumulates_into(const Group& g, const Node* var) {
     return p && (!var || p->operand.get() == var);
 }
 
-int inplace_candidate(const ExecPlan& plan, const Step& s, size_t root, size_t si,
-                      const std::vector<int>& last) {
+/// What the in-place decisions look up per step output, made once per plan (a function of
+/// many updates would otherwise compare every output with every update).
+struct UpdateIndex {
+    detail::NodeMap<size_t> first_update; // an update's new value -> its first update index
+    detail::NodeMap<uint8_t> kept;        // function outputs and updates' new values
+};
+
+UpdateIndex index_updates(const ExecPlan& plan) {
+    UpdateIndex ix;
+    const auto& roots = plan.compiled.roots;
+    const size_t n_out = plan.program.outputs.size();
+    for (size_t k = 0; k < roots.size(); ++k) {
+        ix.kept.insert(roots[k].get());
+        if (k >= n_out)
+            ix.first_update.insert(roots[k].get(), k - n_out);
+    }
+    return ix;
+}
+
+int inplace_candidate(const ExecPlan& plan, const UpdateIndex& ix, const Step& s, size_t root,
+                      size_t si, const std::vector<int>& last) {
     const Group& g = plan.group(s);
     if (g.kind == Group::Kind::Kernel ? g.outputs[root].reduced : !accumulates_into(g, nullptr))
         return -1;
     const detail::Program& p = plan.program;
-    const auto& roots = plan.compiled.roots;
-    size_t n_out = p.outputs.size();
-    for (size_t k = 0; k < p.updates.size(); ++k) {
-        if (roots[n_out + k] != g.result(root))
-            continue;
-        const Node* var = p.variables[p.updates[k].first].get();
+    if (const size_t* k = ix.first_update.find(g.result(root).get())) {
+        const Node* var = p.variables[p.updates[*k].first].get();
         auto vs = plan.slot_of.find(var);
         if (vs == plan.slot_of.end())
             return -1;
         if (last[size_t(vs->second)] > int(si))
             return -1; // read later: keep the old value intact
-        for (size_t o = 0; o < n_out; ++o)
-            if (roots[o].get() == var)
-                return -1; // returned to the user
-        for (size_t u = 0; u < p.updates.size(); ++u)
-            if (roots[n_out + u].get() == var)
-                return -1; // another variable takes its value
+        if (ix.kept.contains(var))
+            return -1; // returned to the user, or another variable takes its value
         for (const auto& l : g.loads)
             if (l.buffer.get() == var && l.chain != 0)
                 return -1; // read elsewhere than written
@@ -99,6 +112,7 @@ void plan_memory(ExecPlan& plan) {
     size_t n = plan.steps.size();
     const std::vector<int> last = last_readers(plan);
     const std::vector<bool> keep = kept_slots(plan);
+    const UpdateIndex ix = index_updates(plan);
     // may a later step throw? then no in-place writes
     std::vector<bool> throws_after(n + 1, plan.options.nan_guard);
     bool fallback_after = plan.options.nan_guard;
@@ -112,7 +126,7 @@ void plan_memory(ExecPlan& plan) {
         if ((s.kind == StepKind::Kernel || s.kind == StepKind::Dot) &&
             plan.options.inplace_updates && !throws_after[si])
             for (size_t k = 0; k < s.out_slots.size(); ++k)
-                s.inplace_var[k] = inplace_candidate(plan, s, k, si, last);
+                s.inplace_var[k] = inplace_candidate(plan, ix, s, k, si, last);
         s.free_after.clear();
         for (int x : s.in_slots)
             if (last[size_t(x)] == int(si) && !keep[size_t(x)] &&

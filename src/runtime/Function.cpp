@@ -26,8 +26,8 @@ Updates::Updates(std::initializer_list<std::pair<Variable, Tensor>> items) {
 Updates& Updates::add(const Variable& var, const Tensor& value) {
     SJ_CHECK(var.defined() && value.defined(), Error) << "Updates: undefined variable or value";
     const auto& s = var.state();
-    for (const auto& [v, t] : items_)
-        SJ_CHECK(!v.same(var), Error) << "Updates: variable '" << s.name << "' is updated twice";
+    SJ_CHECK(!index_.count(var.node().get()), Error)
+        << "Updates: variable '" << s.name << "' is updated twice";
     SJ_CHECK(value.dtype() == s.dtype, TypeError)
         << "Updates: new value " << value.name() << " " << value.type_str() << " for variable '"
         << s.name << "' " << dtype_name(s.dtype) << shape_str(s.shape) << " has another dtype";
@@ -38,6 +38,7 @@ Updates& Updates::add(const Variable& var, const Tensor& value) {
     SJ_CHECK(ok, ShapeError) << "Updates: new value " << value.name() << " " << value.type_str()
                              << " does not fit variable '" << s.name << "' " << dtype_name(s.dtype)
                              << shape_str(s.shape);
+    index_.emplace(var.node().get(), items_.size());
     items_.emplace_back(var, value);
     return *this;
 }
@@ -49,10 +50,8 @@ Updates& Updates::operator+=(const Updates& o) {
 }
 
 Tensor Updates::get(const Variable& var) const {
-    for (const auto& [v, t] : items_)
-        if (v.same(var))
-            return t;
-    return {};
+    auto it = index_.find(var.node().get());
+    return it == index_.end() ? Tensor() : items_[it->second].second;
 }
 
 namespace detail {

@@ -232,6 +232,37 @@ TEST(Errors, UpdatesWithWrongDTypeOrShape) {
     EXPECT_THAT(msg, AllOf(HasSubstr("upd_err_w"), HasSubstr("[3]")));
 }
 
+// A variable updated twice, in one set or across two merged sets, is refused; get() finds each
+// variable's own value among many.
+TEST(Errors, VariableUpdatedTwice) {
+    Variable w(f32v({1, 2, 3}), "upd_twice_w");
+    Variable v(f32v({4, 5, 6}), "upd_twice_v");
+    std::string msg = message_of<Error>([&] { Updates u{{w, w + 1.0}, {v, v}, {w, w * 2.0}}; });
+    EXPECT_THAT(msg, AllOf(HasSubstr("upd_twice_w"), HasSubstr("updated twice")));
+    Updates a{{w, w + 1.0}};
+    Updates b{{v, v * 3.0}};
+    msg = message_of<Error>([&] { Updates c = a + Updates{{w, w}}; });
+    EXPECT_THAT(msg, HasSubstr("upd_twice_w"));
+    Updates both = a + b;
+    ASSERT_EQ(both.size(), 2u);
+    EXPECT_TRUE(both.get(w).same(a.items()[0].second));
+    EXPECT_TRUE(both.get(v).same(b.items()[0].second));
+    EXPECT_FALSE((Updates{{w, w}}.get(v).defined()));
+
+    std::vector<Variable> many;
+    Updates u;
+    for (int i = 0; i < 500; ++i) {
+        many.emplace_back(Array::scalar(float(i)), "upd_many_" + std::to_string(i));
+        u.add(many.back(), many.back() + float(i));
+    }
+    for (int i : {0, 250, 499}) {
+        Function f = function({}, {u.get(many[size_t(i)])});
+        EXPECT_EQ(f()[0].item<float>(), 2.0f * float(i)) << i;
+    }
+    msg = message_of<Error>([&] { u.add(many[123], many[123]); });
+    EXPECT_THAT(msg, HasSubstr("upd_many_123"));
+}
+
 // A -1 dim in an update value is accepted at build time; a call that binds it to the wrong size
 // is refused and changes nothing.
 TEST(Errors, UpdateValueOfWrongRuntimeShape) {

@@ -136,15 +136,70 @@ struct StepCode {
     mutable FoldedWeights folded;
 };
 
+/// Buffers of earlier calls, reused when nobody else holds them (no page faults, no allocator
+/// round trips on the hot path). Two per slot: a caller that keeps the last result while calling
+/// again (a loop feeding a body its previous carry) ping-pongs between them. The pool counts its
+/// handles per buffer, so that the in-place checks learn how many of a buffer's holders are the
+/// pool without scanning every slot (that scan made a call of a plan with S slots and U updates
+/// cost S * U: minutes for a 30,000-layer MLP step).
+class SlotPool {
+public:
+    void resize(size_t slots) {
+        if (first_.size() != slots) {
+            first_.assign(slots, Array());
+            second_.assign(slots, Array());
+            held_.clear();
+        }
+    }
+    /// How many of the pool's handles share a's buffer.
+    long holds(const Array& a) const {
+        if (!a.defined())
+            return 0;
+        auto it = held_.find(a.raw());
+        return it == held_.end() ? 0 : it->second;
+    }
+    /// A buffer of the slot that nobody else holds, of type t; `make` makes one when neither of
+    /// the slot's two does.
+    template <class Make> Array take(size_t slot, const TensorType& t, Make&& make) {
+        auto fits = [&](const Array& a) {
+            return a.defined() && a.unique() && a.shape() == t.shape && a.dtype() == t.dtype;
+        };
+        Array& p = first_[slot];
+        if (!fits(p) && fits(second_[slot]))
+            std::swap(p, second_[slot]);
+        if (!fits(p)) {
+            Array fresh = make();
+            set(second_[slot], release(p)); // reusable once its holder lets go
+            set(p, std::move(fresh));
+        }
+        return p;
+    }
+
+private:
+    /// Takes the entry's handle out of the pool, leaving the entry empty.
+    Array release(Array& entry) {
+        if (entry.defined() && --held_[entry.raw()] == 0)
+            held_.erase(entry.raw());
+        Array out = std::move(entry);
+        entry = Array();
+        return out;
+    }
+    void set(Array& entry, Array value) {
+        release(entry);
+        entry = std::move(value);
+        if (entry.defined())
+            ++held_[entry.raw()];
+    }
+    std::vector<Array> first_, second_;
+    std::unordered_map<const void*, long> held_;
+};
+
 /// The plan bound to one input-shape signature, and its code.
 struct CallPlan {
     compiler::BoundPlan bound;
     std::vector<StepCode> code; // per step
-    /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no
-    /// allocator round trips on the hot path). Two per slot: a caller that keeps the last
-    /// result while calling again (a loop feeding a body its previous carry) ping-pongs
-    /// between them.
-    mutable std::vector<Array> pool, pool2;
+    /// buffers of earlier calls, reused when nobody else holds them
+    mutable SlotPool pool;
     /// the workspaces paired pools write and their backwards read, kept across calls
     mutable std::vector<Array> workspaces;
     /// as a scan's body: whether its steps can run as a compiled loop (Note [Compiled scan
@@ -254,10 +309,7 @@ public:
                 dests_.emplace_back(s, (*dests)[k]);
         }
         const CallPlan& plan = plan_for(inputs);
-        if (plan.pool.size() != plan_.slots.size()) {
-            plan.pool.resize(plan_.slots.size());
-            plan.pool2.resize(plan_.slots.size());
-        }
+        plan.pool.resize(plan_.slots.size());
 
         std::vector<Array> env(plan_.slots.size());
         for (auto& g : regions_)
@@ -1227,12 +1279,7 @@ private:
 
     /// True when no one but this call's own slots holds a's buffer (pools aside).
     static bool sole_handle(const CallPlan& plan, const Array& a) {
-        long holders = a.use_count();
-        for (const auto* pool : {&plan.pool, &plan.pool2})
-            for (const auto& p : *pool)
-                if (p.shares_buffer(a))
-                    --holders;
-        return holders == 1;
+        return a.use_count() - plan.pool.holds(a) == 1;
     }
 
     /// The operands of a library call's post-ops (null for those without one).
@@ -1365,12 +1412,7 @@ private:
     /// (and our buffer pool): nobody outside can see an in-place write.
     static bool exclusively_ours(const CallPlan& plan, const std::vector<Array>& env, int var) {
         const Array& v = env[var];
-        long holders = v.use_count();
-        for (const auto* pool : {&plan.pool, &plan.pool2})
-            for (const auto& p : *pool)
-                if (p.shares_buffer(v))
-                    --holders;
-        return holders <= 3;
+        return v.use_count() - plan.pool.holds(v) <= 3;
     }
 
     /// The destination run_into was given for a slot's value, if any.
@@ -1386,23 +1428,15 @@ private:
         if (const Array* d = dest_of(slot)) // the caller's place for this output, if it fits
             if (d->shape() == t.shape && d->dtype() == t.dtype)
                 return *d;
-        Array& p = plan.pool[slot];
-        auto fits = [&](const Array& a) {
-            return a.defined() && a.unique() && a.shape() == t.shape && a.dtype() == t.dtype;
-        };
-        if (!fits(p) && fits(plan.pool2[slot]))
-            std::swap(p, plan.pool2[slot]);
-        if (!fits(p)) {
+        return plan.pool.take(size_t(slot), t, [&] {
             try {
-                plan.pool2[slot] = std::move(p); // reusable once its holder lets go
-                p = Array::uninitialized(t.dtype, t.shape);
+                return Array::uninitialized(t.dtype, t.shape);
             } catch (const OutOfMemoryError& e) { // say which value of the user's graph
                 SJ_THROW(OutOfMemoryError)
                     << "cpu backend: the value of " << plan_.slots[size_t(slot)].node->describe()
                     << ": " << e.what();
             }
-        }
-        return p;
+        });
     }
 
     static void fill_identity(Array& a, Op op) {
