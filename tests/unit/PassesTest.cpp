@@ -1300,6 +1300,7 @@ TEST(Epilogue, StopsAtOtherReadersAndFullSizeOperands) {
     Tensor a = y + reshape(b, {8, 1, 1});
     std::vector<Tensor> full = {nn::relu(a * z)};
     cc::Compiled f = compile(full);
+    ASSERT_TRUE(library_group(f.plan, Op::Conv)) << f.plan.str();
     EXPECT_EQ(post_ops(*library_group(f.plan, Op::Conv)), "add[channel]") << f.plan.str();
     EXPECT_TRUE(has_decision(f.plan, "is not per-channel")) << f.plan.str();
     EXPECT_EQ(f.plan.kernels(), 1u) << f.plan.str();
@@ -1307,6 +1308,7 @@ TEST(Epilogue, StopsAtOtherReadersAndFullSizeOperands) {
 
     std::vector<Tensor> out = {a, nn::relu(a)};
     cc::Compiled o = compile(out);
+    ASSERT_TRUE(library_group(o.plan, Op::Conv)) << o.plan.str();
     EXPECT_EQ(post_ops(*library_group(o.plan, Op::Conv)), "add[channel]") << o.plan.str();
     EXPECT_TRUE(has_decision(o.plan, "is a function output")) << o.plan.str();
     expect_cpu_near_reference({x, w, b, z}, out, args);
