@@ -227,7 +227,7 @@ void verify_plan(const ExecPlan& plan) {
 BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs) {
     BoundPlan b;
     auto& types = b.node_types;
-    types.reserve(plan.order.size());
+    types = detail::NodeMap<TensorType>(plan.order.size());
     for (const Node* n : plan.order) {
         if (n->is(Op::Placeholder)) {
             int i = plan.slots[size_t(plan.slot_of.at(n))].index;

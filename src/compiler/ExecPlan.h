@@ -3,6 +3,7 @@
 // A backend is a runner of plan steps (Note [Plans and runners] in ExecPlan.cpp).
 #pragma once
 
+#include "../core/NodeMap.h"
 #include "../core/Program.h"
 #include "KernelPlan.h"
 #include "Pipeline.h"
@@ -107,7 +108,7 @@ inline constexpr int64_t kWorkPerOp = 1;
 
 struct BoundPlan {
     std::vector<TensorType> types;                          // per slot
-    std::unordered_map<const Node*, TensorType> node_types; // every node of the rewritten graph
+    detail::NodeMap<TensorType> node_types;                 // every node of the rewritten graph
     std::vector<BoundStep> steps;                           // per step
     int64_t intermediate_bytes = 0, peak_bytes = 0;
 };

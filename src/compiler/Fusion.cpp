@@ -217,7 +217,7 @@ struct Fuser {
     detail::NodeMap<uint8_t> dup; // 0 or 1 (not bool: NodeMap keeps its values in a vector)
     detail::NodeMap<int> group_of;
     /// Elementwise nodes recomputed inside several kernels: the kernels that need them.
-    std::unordered_map<const Node*, std::set<int>> groupset;
+    detail::NodeMap<std::set<int>> groupset;
     bool inline_node(const Node* n) { return duplicable(n) || groupset.count(n); }
     std::vector<Group> groups;
     /// Per group: the cost of its ops (Target::kernel_cost), capped by kMaxKernelInsts.
@@ -575,8 +575,8 @@ struct Fuser {
                     why = std::string("consumer ") + op_name(u->op()) + " is not fusible";
                     break;
                 }
-                if (auto d = groupset.find(u); d != groupset.end()) {
-                    gs.insert(d->second.begin(), d->second.end());
+                if (const std::set<int>* d = groupset.find(u)) {
+                    gs.insert(d->begin(), d->end());
                     continue;
                 }
                 const int* g = group_of.find(u);

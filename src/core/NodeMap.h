@@ -3,6 +3,8 @@
 
 #include "Hash.h"
 
+#include <symjax/Error.h>
+
 #include <symjax/ir/Node.h>
 
 #include <cstdint>
@@ -66,6 +68,27 @@ public:
     }
     /// The value of k, default-constructed first when absent.
     V& operator[](const Node* k) { return *insert(k, V{}).first; }
+    /// The value of k, which must be present.
+    const V& at(const Node* k) const {
+        const V* v = find(k);
+        SJ_ASSERT(v) << "node table: no entry for " << k->describe(1);
+        return *v;
+    }
+
+    NodeMap(NodeMap&&) noexcept = default;
+    NodeMap& operator=(NodeMap&&) noexcept = default;
+    NodeMap(const NodeMap& o) : slots_(o.slots_.size()), size_(o.size_) {
+        for (const Slot& s : o.slots_)
+            if (s.page) {
+                pages_.push_back(std::make_unique<Page>(*s.page));
+                put(s.number, pages_.back().get());
+            }
+    }
+    NodeMap& operator=(const NodeMap& o) {
+        if (this != &o)
+            *this = NodeMap(o);
+        return *this;
+    }
 
     size_t size() const { return size_; }
 
@@ -115,14 +138,17 @@ private:
     void grow() {
         std::vector<Slot> old(slots_.size() * 2);
         old.swap(slots_);
-        const size_t mask = slots_.size() - 1;
         for (const Slot& s : old)
-            if (s.page) {
-                size_t i = size_t(mix64(s.number)) & mask;
-                while (slots_[i].page)
-                    i = (i + 1) & mask;
-                slots_[i] = s;
-            }
+            if (s.page)
+                put(s.number, s.page);
+    }
+    /// Files a page under its number (absent from the table, which has room).
+    void put(uint64_t number, Page* p) {
+        const size_t mask = slots_.size() - 1;
+        size_t i = size_t(mix64(number)) & mask;
+        while (slots_[i].page)
+            i = (i + 1) & mask;
+        slots_[i] = {number, p};
     }
 
     std::vector<std::unique_ptr<Page>> pages_;
