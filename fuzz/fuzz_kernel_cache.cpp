@@ -8,7 +8,7 @@
 // A read never throws, so anything escaping, and any wrong object, is a finding.
 #include "FuzzUtil.h"
 
-#include "backend/cpu/KernelCache.h"
+#include "backend/llvm/KernelCache.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         klen = std::min(klen, rest.size() > 0 ? rest.size() - 1 : 0);
         key = rest.substr(rest.empty() ? 0 : 1, klen);
         obj = rest.size() > 1 + klen ? rest.substr(1 + klen) : "";
-        entry = sj::cpu::encode_cache_entry(key, obj);
+        entry = sj::codegen::encode_cache_entry(key, obj);
         if (mode == 2 && !entry.empty() && obj.size() >= 2) {
             size_t at = (static_cast<uint8_t>(obj[0]) * 257u + static_cast<uint8_t>(obj[1])) %
                         entry.size();
@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool present = false;
     std::string got;
     try {
-        got = sj::cpu::read_cache_entry(path, key, &present);
+        got = sj::codegen::read_cache_entry(path, key, &present);
     } catch (...) {
         std::fprintf(stderr, "read_cache_entry threw\n");
         std::abort();

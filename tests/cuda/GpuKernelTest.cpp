@@ -283,6 +283,67 @@ TEST(GpuKernel, PtxasRejectsWhatIsNotPtx) {
     EXPECT_NE(err.find("rejects the PTX"), std::string::npos) << err;
 }
 
+TEST(GpuKernel, PtxComesFromTheDiskCacheKeyedByArchitecture) {
+    // Note [PTX cache]: the first load compiles and writes an entry per architecture, the second
+    // reads it back (the same PTX, no compile), a damaged entry is a counted miss and is
+    // rewritten, and SJ_CACHE_DIR=off keeps nothing
+    Placeholder x({4, 300}, f32, "x");
+    Bound b = bind_one({sum(exp(x), {1})});
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("sj_ptx_cache_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir);
+    const char* old = std::getenv("SJ_CACHE_DIR");
+    const std::string saved = old ? old : "";
+    setenv("SJ_CACHE_DIR", dir.c_str(), 1);
+    auto entries = [&] {
+        std::vector<std::filesystem::path> e;
+        if (std::filesystem::exists(dir))
+            for (const auto& f : std::filesystem::directory_iterator(dir))
+                if (f.path().filename().string().rfind("ptx-sm", 0) == 0)
+                    e.push_back(f.path());
+        std::sort(e.begin(), e.end());
+        return e;
+    };
+    cuda::PtxCacheStats s;
+    const std::string want80 = cuda::compile_ptx(l.kernel, 80);
+    EXPECT_EQ(cuda::cached_ptx(l.kernel, 80, &s), want80);
+    EXPECT_EQ(cuda::cached_ptx(l.kernel, 90, &s), cuda::compile_ptx(l.kernel, 90));
+    EXPECT_EQ(s.compiles, 2);
+    EXPECT_EQ(s.disk_writes, 2);
+    ASSERT_EQ(entries().size(), 2u) << "one entry per architecture";
+    EXPECT_NE(entries()[0].filename().string().find("ptx-sm80-"), std::string::npos);
+
+    cuda::PtxCacheStats again;
+    EXPECT_EQ(cuda::cached_ptx(l.kernel, 80, &again), want80);
+    EXPECT_EQ(again.disk_hits, 1);
+    EXPECT_EQ(again.compiles, 0);
+
+    { // damage the sm_80 entry's last bytes (the PTX text): its checksum no longer matches
+        const auto e = entries()[0];
+        std::fstream f(e, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(-4, std::ios::end);
+        f.write("XXXX", 4);
+    }
+    cuda::PtxCacheStats damaged;
+    EXPECT_EQ(cuda::cached_ptx(l.kernel, 80, &damaged), want80);
+    EXPECT_EQ(damaged.disk_rejects, 1);
+    EXPECT_EQ(damaged.compiles, 1);
+    EXPECT_EQ(damaged.disk_writes, 1);
+
+    std::filesystem::remove_all(dir);
+    setenv("SJ_CACHE_DIR", "off", 1);
+    cuda::PtxCacheStats off;
+    EXPECT_EQ(cuda::cached_ptx(l.kernel, 80, &off), want80);
+    EXPECT_EQ(off.compiles, 1);
+    EXPECT_EQ(off.disk_writes, 0);
+    EXPECT_TRUE(entries().empty());
+    if (old)
+        setenv("SJ_CACHE_DIR", saved.c_str(), 1);
+    else
+        unsetenv("SJ_CACHE_DIR");
+}
+
 TEST(GpuKernel, BlocksKernelRunsOnlyWithItsOwnWidth) {
     // a Blocks kernel launched with fewer threads than its tree was written for would leave
     // the tree's upper half unwritten on a GPU; the emulator refuses the launch

@@ -11,7 +11,7 @@
 // different set of kernels is a different entry; within a process each kernel is shared by
 // every function through the in-memory map.
 #include "Jit.h"
-#include "KernelCache.h"
+#include "../llvm/KernelCache.h"
 
 #include "../../core/Debug.h"
 #include "../../core/Hash.h"
@@ -42,6 +42,13 @@
 #include <unordered_set>
 
 namespace sj::cpu {
+
+using codegen::cache_checksum;
+using codegen::cache_dir;
+using codegen::hex64;
+using codegen::kCacheSchema;
+using codegen::read_cache_entry;
+using codegen::write_cache_entry;
 
 namespace {
 

@@ -150,7 +150,7 @@ public:
         if (auto it = kernels_.find(key); it != kernels_.end())
             return it->second;
         make_current();
-        const std::string ptx = compile_ptx(k, info_.sm);
+        const std::string ptx = cached_ptx(k, info_.sm); // Note [PTX cache]
         // ptxas runs inside the driver here: its log is the only explanation of a failure
         std::vector<char> error_log(16384, 0), info_log(4096, 0);
         CUjit_option opts[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,

@@ -1,12 +1,14 @@
 // GpuKernel -> LLVM IR for NVPTX (or for the host emulator), and -> PTX.
 #include "NvptxRenderer.h"
 
+#include "../llvm/KernelCache.h"
 #include "../llvm/KernelExpr.h"
 
 #include <symjax/Error.h>
 #include <symjax/ir/Node.h>
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LegacyPassManager.h>
@@ -24,6 +26,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -537,6 +540,44 @@ void link_libdevice(llvm::Module& mod) {
 }
 
 } // namespace
+
+// Note [PTX cache]
+// Rendering a kernel, linking libdevice and running LLVM's O3 and NVPTX code generation is the
+// slow part of loading a GPU kernel (the driver's own ptxas step is cached by the driver, in
+// ~/.nv/ComputeCache, keyed by the PTX text). So the PTX is kept in the cpu backend's disk
+// kernel cache, in entries of the same format (src/backend/llvm/KernelCache.h: atomic writes,
+// bounded and checked reads, every failure a logged miss). The key holds everything the PTX
+// depends on: the kernel (GpuKernel::str, which the device's in-memory table also keys by), the
+// architecture, LLVM's version, the PTX features, libdevice's path and size, and a hash of the
+// GPU code generator's source (SJ_GPU_CODEGEN_HASH, computed by CMake), so an edit to the
+// renderer or a new toolkit never reads an old entry.
+std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats) {
+    PtxCacheStats local;
+    PtxCacheStats& st = stats ? *stats : local;
+    std::error_code ec;
+    const auto libdevice_bytes = std::filesystem::file_size(libdevice_path(), ec);
+    std::string key = "cuda-ptx schema=1 llvm=" LLVM_VERSION_STRING " sm=" + std::to_string(sm) +
+                      " features=" + kPtxFeatures + " libdevice=" + libdevice_path() + ":" +
+                      std::to_string(ec ? 0 : libdevice_bytes) + " codegen=" SJ_GPU_CODEGEN_HASH +
+                      "\n" + k.str();
+    const std::string dir = codegen::cache_dir();
+    const std::string path = dir.empty()
+                                 ? ""
+                                 : dir + "/ptx-sm" + std::to_string(sm) + "-" +
+                                       codegen::hex64(codegen::cache_checksum(key)) + ".sjk";
+    bool present = false;
+    std::string ptx = path.empty() ? "" : codegen::read_cache_entry(path, key, &present);
+    if (!ptx.empty()) {
+        ++st.disk_hits;
+        return ptx;
+    }
+    st.disk_rejects += present;
+    ptx = compile_ptx(k, sm);
+    ++st.compiles;
+    if (!path.empty())
+        st.disk_writes += codegen::write_cache_entry(dir, path, key, ptx);
+    return ptx;
+}
 
 std::string compile_ptx(const GpuKernel& k, int sm) {
     SJ_CHECK(sm >= 50 && sm < 1000, Error) << "cuda backend: no such architecture sm_" << sm;

@@ -36,6 +36,19 @@ int64_t shared_bytes(const GpuKernel& k);
 /// optimised at O3 by LLVM's NVPTX target.
 std::string compile_ptx(const GpuKernel& k, int sm);
 
+/// What the PTX disk cache did (Note [PTX cache] in NvptxRenderer.cpp).
+struct PtxCacheStats {
+    int64_t compiles = 0;     // kernels compiled by LLVM
+    int64_t disk_hits = 0;    // kernels read from the disk cache
+    int64_t disk_rejects = 0; // entries present but unreadable, of another key, or damaged
+    int64_t disk_writes = 0;  // entries written
+};
+
+/// compile_ptx through the disk kernel cache ($SJ_CACHE_DIR, the cpu backend's; off when it is
+/// "off"): the entry is keyed by the kernel, the architecture, LLVM's version, libdevice and the
+/// GPU code generator's source. Adds to *stats when given.
+std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats = nullptr);
+
 /// What ptxas (`$SJ_PTXAS`, else the toolkit's found at build time) says when it assembles `ptx`
 /// for sm_`sm`: empty when it accepts it, else the exit status and its output. For the
 /// emulator's SJ_CUDA_CHECK_PTX and the tests; a GPU's driver assembles PTX itself.

@@ -1,13 +1,14 @@
 // The kernel cache's disk entries: where they live, their format, atomic writes and validated
-// reads (KernelCache.cpp; docs/compiler.md, "Kernel cache").
+// reads (KernelCache.cpp; docs/compiler.md, "Kernel cache"). The cpu backend keeps its objects
+// in them and the cuda backend its PTX (docs/gpu.md).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace sj::cpu {
+namespace sj::codegen {
 
-/// The entry format's version, part of every key: 2: one entry per bundle of kernels; 3:
+/// The cpu entries' version, part of their keys: 2: one entry per bundle of kernels; 3:
 /// row-order kernels.
 inline constexpr uint32_t kCacheSchema = 3;
 
@@ -33,4 +34,4 @@ std::string encode_cache_entry(const std::string& key, const std::string& obj);
 bool write_cache_entry(const std::string& dir, const std::string& path, const std::string& key,
                        const std::string& obj);
 
-} // namespace sj::cpu
+} // namespace sj::codegen

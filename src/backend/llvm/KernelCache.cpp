@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace sj::cpu {
+namespace sj::codegen {
 
 namespace {
 constexpr char kMagic[8] = {'S', 'J', 'K', 'C', 'A', 'C', 'H', 'E'};
@@ -192,4 +192,4 @@ std::string cache_dir() {
     return "";
 }
 
-} // namespace sj::cpu
+} // namespace sj::codegen
