@@ -554,19 +554,22 @@ void link_libdevice(llvm::Module& mod) {
 std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats) {
     PtxCacheStats local;
     PtxCacheStats& st = stats ? *stats : local;
-    std::error_code ec;
-    const auto libdevice_bytes = std::filesystem::file_size(libdevice_path(), ec);
-    std::string key = "cuda-ptx schema=1 llvm=" LLVM_VERSION_STRING " sm=" + std::to_string(sm) +
-                      " features=" + kPtxFeatures + " libdevice=" + libdevice_path() + ":" +
-                      std::to_string(ec ? 0 : libdevice_bytes) + " codegen=" SJ_GPU_CODEGEN_HASH +
-                      "\n" + k.str();
     const std::string dir = codegen::cache_dir();
-    const std::string path = dir.empty()
-                                 ? ""
-                                 : dir + "/ptx-sm" + std::to_string(sm) + "-" +
-                                       codegen::hex64(codegen::cache_checksum(key)) + ".sjk";
+    if (dir.empty()) { // SJ_CACHE_DIR=off: no key to build, no file to look at
+        ++st.compiles;
+        return compile_ptx(k, sm);
+    }
+    const std::string libdevice = libdevice_path();
+    std::error_code ec;
+    const auto libdevice_bytes = std::filesystem::file_size(libdevice, ec);
+    const std::string key =
+        "cuda-ptx schema=1 llvm=" LLVM_VERSION_STRING " sm=" + std::to_string(sm) +
+        " features=" + kPtxFeatures + " libdevice=" + libdevice + ":" +
+        std::to_string(ec ? 0 : libdevice_bytes) + " codegen=" SJ_GPU_CODEGEN_HASH "\n" + k.str();
+    const std::string path = dir + "/ptx-sm" + std::to_string(sm) + "-" +
+                             codegen::hex64(codegen::cache_checksum(key)) + ".sjk";
     bool present = false;
-    std::string ptx = path.empty() ? "" : codegen::read_cache_entry(path, key, &present);
+    std::string ptx = codegen::read_cache_entry(path, key, &present);
     if (!ptx.empty()) {
         ++st.disk_hits;
         return ptx;
@@ -574,8 +577,7 @@ std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats) {
     st.disk_rejects += present;
     ptx = compile_ptx(k, sm);
     ++st.compiles;
-    if (!path.empty())
-        st.disk_writes += codegen::write_cache_entry(dir, path, key, ptx);
+    st.disk_writes += codegen::write_cache_entry(dir, path, key, ptx);
     return ptx;
 }
 
