@@ -950,6 +950,7 @@ struct ConvChain {
 // the elementwise ops run on the blocked tensor; one reorder is left, at the output; x keeps its
 // 3 channels plain (oneDNN reads a plain source directly)
 TEST(Layout, ConvChainStaysBlocked) {
+    ChannelBlocks sixteen(16); // AVX-512's width on every machine (AVX2's: EightChannelBlocks)
     ConvChain c(32);
     auto& [x, w1, w2, s, h] = c;
     Tensor y = conv2d(h, w2, {}, "SAME");
@@ -1008,6 +1009,7 @@ TEST(Layout, PlainOperandStopsTheSinking) {
 // pools are blocked inside a blocked chain only (oneDNN pools a plain tensor as fast); channel
 // counts that do not fill blocks leave the graph alone
 TEST(Layout, PoolsJoinChainsAndPartialBlocksStayPlain) {
+    ChannelBlocks sixteen(16); // AVX-512's width on every machine (AVX2's: EightChannelBlocks)
     Placeholder x({2, 16, 4, 4}, f32, "x");
     Placeholder w({16, 16, 3, 3}, f32, "w");
     Tensor plain_pool = max_pool2d(x, {2, 2});
@@ -1159,6 +1161,7 @@ Array positive(Shape s, uint64_t seed) { // variances
 
 //   relu(conv(x, w) + b[C])  ->  one conv call with post-ops add[channel] relu; no kernel
 TEST(Epilogue, ConvBiasReluIsOneCall) {
+    ChannelBlocks sixteen(16); // AVX-512's width on every machine (AVX2's: EightChannelBlocks)
     Placeholder x({2, 3, 7, 7}, f32, "x");
     Placeholder w({8, 3, 3, 3}, f32, "w");
     Placeholder b({8}, f32, "b");
@@ -1178,6 +1181,7 @@ TEST(Epilogue, ConvBiasReluIsOneCall) {
 // conv -> eval batch norm -> relu, plain (3, 8 channels) and channel-blocked (16, 32: the
 // operands are [1, C/16, 1, 1, 16] reshapes after the layout pass); a dynamic batch
 TEST(Epilogue, ConvEvalBatchNormReluPlainAndBlocked) {
+    ChannelBlocks sixteen(16); // AVX-512's width on every machine (AVX2's: EightChannelBlocks)
     for (int64_t ch : {3, 8, 16, 32}) {
         SCOPED_TRACE("channels " + std::to_string(ch));
         Placeholder x({-1, 4, 6, 6}, f32, "x");
