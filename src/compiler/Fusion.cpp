@@ -447,7 +447,10 @@ struct Fuser {
         }
         const std::string no =
             "read by " + std::to_string(users[cur].size()) + " ops (not a relu select)";
-        if (!w || !cmp || root_set.count(cmp) || (mul && root_set.count(mul)))
+        // every reader is one of the select's ops: a third one (a channel unblock of x that
+        // the function returns, say) needs x itself, which the post-ops never write
+        if (!w || !cmp || root_set.count(cmp) || (mul && root_set.count(mul)) ||
+            users[cur].size() != (mul ? 3u : 2u))
             return no;
         if (users[cmp].size() != 1 || (mul && users[mul].size() != 1))
             return no;

@@ -1285,7 +1285,36 @@ TEST(Epilogue, LeakyReluAndScalarAffine) {
 // the epilogue stops where the graph needs a value the call would no longer write: the conv
 // result also read by a reduction (no epilogue at all), an operand of full size (the bias
 // folds, the product with z and the relu stay in a kernel), the chain's value a function output
+// a relu select whose input has a third reader keeps that input: the post-ops never write it. In
+// channel blocks the function's output a is unblock(a), not a itself, so the "function output"
+// stop does not see it. Before the readers were counted, the relu post-op left unblock(a) or
+// exp(a) reading a buffer nobody wrote (a segfault on AVX2 machines, whose blocks are 8 wide).
+TEST(Epilogue, ReluSelectWithAThirdReaderKeepsItsInput) {
+    for (int64_t block : {int64_t(0), int64_t(8), int64_t(16)}) {
+        SCOPED_TRACE("channel block " + std::to_string(block));
+        ChannelBlocks blocks(block);
+        Placeholder x({2, 16, 5, 5}, f32, "x");
+        Placeholder w({16, 16, 3, 3}, f32, "w");
+        Placeholder b({16}, f32, "b");
+        Tensor a = conv2d(x, w, {}, "SAME") + reshape(b, {16, 1, 1});
+        std::vector<Array> args = {random_array(f32, {2, 16, 5, 5}, 64),
+                                   random_array(f32, {16, 16, 3, 3}, 65),
+                                   random_array(f32, {16}, 66)};
+        // a read by the select's compare and where, and by unblock(a) (blocked) or exp (any layout)
+        for (const std::vector<Tensor>& outs :
+             {std::vector<Tensor>{a, nn::relu(a)}, std::vector<Tensor>{nn::relu(a), exp(a)}}) {
+            cc::Compiled c = compile(outs);
+            const cc::Group* g = library_group(c.plan, Op::Conv);
+            ASSERT_TRUE(g) << c.plan.str();
+            EXPECT_EQ(post_ops(*g), "add[channel]") << c.plan.str();
+            expect_cpu_near_reference({x, w, b}, outs, args);
+        }
+    }
+}
+
 TEST(Epilogue, StopsAtOtherReadersAndFullSizeOperands) {
+    ChannelBlocks plain(
+        0); // the plain graph's stops (blocked: ReluSelectWithAThirdReaderKeepsItsInput)
     Placeholder x({2, 8, 5, 5}, f32, "x");
     Placeholder w({8, 8, 3, 3}, f32, "w");
     Placeholder b({8}, f32, "b");
