@@ -1,9 +1,9 @@
 // Differential fuzzing of the epilogues of library calls (Note [Epilogue fusion] in
 // src/compiler/Fusion.cpp): seeded random chains of post-op candidates after a conv or a matmul
 // (per-channel and scalar add/sub/mul, relu and leaky-relu selects, max with 0, residual sums,
-// scaled residuals), in plain layout and in 8- and 16-channel blocks, with intermediates that
-// the function returns or that other ops also read, and every third graph's gradients. The cpu
-// backend is compared with the reference interpreter.
+// scaled residuals), then max or average pools and a second conv, in plain layout and in 8- and
+// 16-channel blocks, with intermediates that the function returns or that other ops also read,
+// and every third graph's gradients. The cpu backend is compared with the reference interpreter.
 //
 // FuzzFusion (FuzzFusionTest.cpp) covers kernels; this covers which ops a library call may
 // absorb, where a wrong decision reads a buffer that was never written (a relu select with a
@@ -139,6 +139,29 @@ EpilogueGraph make_graph(uint64_t seed) {
             g.outputs.push_back(h);
         if (r.chance(0.2))
             g.outputs.push_back(tanh(h));
+    }
+    // a pool of the chain (a training max pool keeps its workspace for the backward that
+    // reads it: Note [Max-pool workspace] in src/backend/cpu/Conv.cpp), sometimes two of one
+    // value, then perhaps another conv with its own epilogue
+    if (conv && r.chance(0.6)) {
+        auto pool = [&](const Tensor& src) {
+            const int64_t win = r.pick(2, 3), stride = r.pick(1, 2);
+            const Padding pad = r.chance(0.5) ? Padding("SAME") : Padding("VALID");
+            return r.chance(0.6) ? max_pool2d(src, {win, win}, {stride, stride}, pad)
+                                 : avg_pool2d(src, {win, win}, {stride, stride}, pad);
+        };
+        const Tensor src = r.chance(0.7) ? h : r.of(earlier);
+        Tensor p = pool(src);
+        if (r.chance(0.3))
+            g.outputs.push_back(pool(src));
+        if (r.chance(0.5)) {
+            const int64_t k = r.of<int64_t>({1, 3});
+            g.outputs.push_back(p);
+            p = nn::relu(
+                conv2d(p, input({ch, ch, k, k}, {ch, ch, k, k}, "w2", -0.3, 0.3), {}, "SAME") +
+                channel_operand());
+        }
+        g.outputs.push_back(p);
     }
     g.outputs.push_back(h);
     g.grads = seed % 3 == 0;
