@@ -2,8 +2,11 @@
 // src/compiler/Fusion.cpp): seeded random chains of post-op candidates after a conv or a matmul
 // (per-channel and scalar add/sub/mul, relu and leaky-relu selects, max with 0, residual sums,
 // scaled residuals), then max or average pools and a second conv, in plain layout and in 8- and
-// 16-channel blocks, with intermediates that the function returns or that other ops also read,
-// and every third graph's gradients. The cpu backend is compared with the reference interpreter.
+// 16-channel blocks, with intermediates that the function returns or that other ops also read.
+// Weights and per-channel operands are placeholders or variables; every third graph is a training
+// step that returns the inputs' gradients and updates the variables by SGD or momentum. The cpu
+// backend is compared with the reference interpreter: outputs, variables after the step, and
+// the caller's arrays, which no call may change.
 //
 // FuzzFusion (FuzzFusionTest.cpp) covers kernels; this covers which ops a library call may
 // absorb, where a wrong decision reads a buffer that was never written (a relu select with a
@@ -34,10 +37,13 @@ using sj::test::random_array;
 
 namespace {
 
-/// One random graph: inputs with their values, and the outputs compared.
+/// One random graph: inputs with their values, variables with their first values, and the
+/// outputs compared.
 struct EpilogueGraph {
     std::vector<Tensor> inputs;
     std::vector<Array> values;
+    std::vector<Variable> vars;
+    std::vector<Array> var_values;
     std::vector<Tensor> outputs;
     bool grads = false;
 };
@@ -66,6 +72,14 @@ EpilogueGraph make_graph(uint64_t seed) {
         g.values.push_back(random_array(f32, bound, value_seed++, lo, hi));
         return Tensor(p);
     };
+    // weights and per-channel operands: placeholders or (half of them) variables
+    auto param = [&](const Shape& s, const std::string& name, double lo, double hi) {
+        if (r.chance(0.5))
+            return input(s, s, name, lo, hi);
+        g.var_values.push_back(random_array(f32, s, value_seed++, lo, hi));
+        g.vars.emplace_back(g.var_values.back().clone(), name);
+        return Tensor(g.vars.back());
+    };
     const bool conv = r.chance(0.7);
     const bool dynamic = r.chance(0.3); // the batch bound at call time
     const int64_t n = r.pick(1, 3);
@@ -77,20 +91,20 @@ EpilogueGraph make_graph(uint64_t seed) {
         const int64_t k = r.of<int64_t>({1, 3});
         const int64_t hw = r.pick(3, 7);
         Tensor x = input({dynamic ? -1 : n, cin, hw, hw}, {n, cin, hw, hw}, "x");
-        Tensor w = input({ch, cin, k, k}, {ch, cin, k, k}, "w", -0.5, 0.5);
+        Tensor w = param({ch, cin, k, k}, "w", -0.5, 0.5);
         h = conv2d(x, w, {}, "SAME");
         out = {n, ch, hw, hw};
     } else {
         const int64_t kdim = r.pick(4, 40);
         Tensor x = input({dynamic ? -1 : n * 4, kdim}, {n * 4, kdim}, "x");
-        Tensor w = input({kdim, ch}, {kdim, ch}, "w", -0.5, 0.5);
+        Tensor w = param({kdim, ch}, "w", -0.5, 0.5);
         h = matmul(x, w);
         out = {n * 4, ch};
     }
     // a per-channel operand: [ch] read through [ch, 1, 1] (conv) or as a row (matmul)
     int per_channel = 0;
     auto channel_operand = [&]() {
-        Tensor p = input({ch}, {ch}, "c" + std::to_string(per_channel++), 0.5, 1.5);
+        Tensor p = param({ch}, "c" + std::to_string(per_channel++), 0.5, 1.5);
         return conv ? reshape(p, {ch, 1, 1}) : p;
     };
     Shape full = out;
@@ -157,9 +171,8 @@ EpilogueGraph make_graph(uint64_t seed) {
         if (r.chance(0.5)) {
             const int64_t k = r.of<int64_t>({1, 3});
             g.outputs.push_back(p);
-            p = nn::relu(
-                conv2d(p, input({ch, ch, k, k}, {ch, ch, k, k}, "w2", -0.3, 0.3), {}, "SAME") +
-                channel_operand());
+            p = nn::relu(conv2d(p, param({ch, ch, k, k}, "w2", -0.3, 0.3), {}, "SAME") +
+                         channel_operand());
         }
         g.outputs.push_back(p);
     }
@@ -193,23 +206,67 @@ TEST(FuzzEpilogue, RandomChainsAfterLibraryCallsMatchReference) {
             std::fprintf(stderr, "FuzzEpilogue: seed %llu\n", (unsigned long long)seed);
         EpilogueGraph g = make_graph(seed);
         std::vector<Tensor> outs = g.outputs;
+        // a training step: the gradients of the outputs' sum w.r.t. the inputs are returned and
+        // each variable takes an SGD step, or (odd seeds) a momentum step through its own
+        // velocity variable (the updates the sum post-op may fold into the gradient's call)
+        Updates updates;
+        std::vector<Variable> state = g.vars; // the variables compared after the step
+        std::vector<Array> state_values = g.var_values;
         if (g.grads) {
             Tensor total = sum(g.outputs[0]);
             for (size_t i = 1; i < g.outputs.size(); ++i)
                 total = total + sum(g.outputs[i]);
-            for (const Tensor& d : gradients(total, g.inputs))
-                outs.push_back(d);
+            std::vector<Tensor> wrt = g.inputs;
+            wrt.insert(wrt.end(), g.vars.begin(), g.vars.end());
+            std::vector<Tensor> ds = gradients(total, wrt);
+            outs.insert(outs.end(), ds.begin(), ds.begin() + std::ptrdiff_t(g.inputs.size()));
+            for (size_t j = 0; j < g.vars.size(); ++j) {
+                const Tensor& d = ds[g.inputs.size() + j];
+                if (seed % 2 == 0) {
+                    updates.add(g.vars[j], g.vars[j] - 0.1 * d);
+                    continue;
+                }
+                state_values.push_back(Array(f32, g.vars[j].shape()));
+                state.emplace_back(state_values.back().clone(), "velocity");
+                Tensor m = state.back() * 0.9 + d;
+                updates.add(state.back(), m);
+                updates.add(g.vars[j], g.vars[j] - 0.1 * m);
+            }
+        } else {
+            for (const Variable& v : g.vars) // read as well as the function's inputs
+                outs.push_back(v * 1.0);
         }
         const std::string where =
             "seed " + std::to_string(seed) + " (rerun: SJ_FUZZ_SEED=" + std::to_string(seed) +
             " SJ_FUZZ_COUNT=1), channel block " + std::to_string(block) + "\n" + to_text(outs);
         std::vector<Function::Arg> args(g.values.begin(), g.values.end());
+        std::vector<Array> before;
+        for (const Array& v : g.values)
+            before.push_back(v.clone());
+        // one step on a backend from the variables' first values: the outputs, then the
+        // variables' new values
+        auto step = [&](const char* backend, bool* post_ops) {
+            for (size_t i = 0; i < state.size(); ++i)
+                state[i].assign(state_values[i].clone());
+            Function f = function(g.inputs, outs, updates, on(backend));
+            std::vector<Array> r = f.call(args);
+            for (const Variable& v : state)
+                r.push_back(v.value());
+            if (post_ops)
+                *post_ops = f.dump().find("post-ops:") != std::string::npos;
+            return r;
+        };
         std::vector<Array> got, want;
         try {
-            Function f = function(g.inputs, outs, {}, on("cpu"));
-            got = f.call(args);
-            with_post_ops += f.dump().find("post-ops:") != std::string::npos;
-            want = function(g.inputs, outs, {}, on("reference")).call(args);
+            bool post_ops = false;
+            got = step("cpu", &post_ops);
+            with_post_ops += post_ops;
+            // a sum post-op accumulates into a copy of its operand, never into the caller's array
+            for (size_t i = 0; i < before.size(); ++i)
+                for (int64_t k = 0; k < before[i].size(); ++k)
+                    ASSERT_EQ(g.values[i].at(k), before[i].at(k))
+                        << "input " << g.inputs[i].name() << " changed at " << k << " by " << where;
+            want = step("reference", nullptr);
         } catch (const std::exception& e) {
             ADD_FAILURE() << where << "threw: " << e.what();
             continue;
@@ -219,7 +276,8 @@ TEST(FuzzEpilogue, RandomChainsAfterLibraryCallsMatchReference) {
         // the chains subtract values of the same size: each output is compared against its own
         // scale, to the 1e-4 that tests/parity/CnnParityTest.cpp holds against PyTorch
         for (size_t i = 0; i < got.size(); ++i) {
-            ASSERT_EQ(got[i].shape(), want[i].shape()) << "output " << i << " of " << where;
+            // outputs, then the variables after the step
+            ASSERT_EQ(got[i].shape(), want[i].shape()) << "result " << i << " of " << where;
             double scale = 0, err = 0;
             int64_t worst = 0;
             for (int64_t k = 0; k < want[i].size(); ++k) {
@@ -229,7 +287,7 @@ TEST(FuzzEpilogue, RandomChainsAfterLibraryCallsMatchReference) {
                     err = e, worst = k;
             }
             EXPECT_LE(err, 1e-4 * std::max(scale, 1.0))
-                << "output " << i << " element " << worst << ": " << got[i].at(worst) << " vs "
+                << "result " << i << " element " << worst << ": " << got[i].at(worst) << " vs "
                 << want[i].at(worst) << ", of " << where;
         }
     }
