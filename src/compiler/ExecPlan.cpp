@@ -76,6 +76,16 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
         for (size_t k = 0; k < g.roots.size(); ++k)
             add_slot(g.result(k).get(), SlotSource::Step, -1);
 
+    // the slot a step reads n from: a value that no group computes (a node fused into another
+    // group's epilogue and read from outside it, say) is the compiler's error, reported here
+    // rather than read as a missing buffer when the step runs
+    auto read_slot = [&](const Node* reader, const Node* n) {
+        auto it = plan.slot_of.find(n);
+        SJ_CHECK(it != plan.slot_of.end(), InternalError)
+            << "plan: " << reader->describe(1) << " reads " << n->describe(1)
+            << ", which no group computes";
+        return it->second;
+    };
     for (size_t gi = 0; gi < c.plan.groups.size(); ++gi) {
         const Group& g = c.plan.groups[gi];
         Step s;
@@ -83,20 +93,18 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
         s.kind = g.kind;
         if (g.kind == Group::Kind::Kernel) {
             for (const auto& l : g.loads)
-                s.in_slots.push_back(plan.slot_of.at(l.buffer.get()));
+                s.in_slots.push_back(read_slot(g.roots[0].get(), l.buffer.get()));
         } else {
             const Node* r = g.roots[0].get();
             for (size_t i = 0; i < r->num_inputs(); ++i) {
                 if (detail::shape_only_input(*r, i))
                     continue;
-                auto it = plan.slot_of.find(r->input(i).get());
-                if (it != plan.slot_of.end())
-                    s.in_slots.push_back(it->second);
+                s.in_slots.push_back(read_slot(r, r->input(i).get()));
             }
         }
         for (const auto& po : g.epilogue)
             if (po.operand)
-                s.in_slots.push_back(plan.slot_of.at(po.operand.get()));
+                s.in_slots.push_back(read_slot(g.roots[0].get(), po.operand.get()));
         for (size_t k = 0; k < g.roots.size(); ++k)
             s.out_slots.push_back(plan.slot_of.at(g.result(k).get()));
         plan.steps.push_back(std::move(s));
