@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include "backend/cpu/CpuTarget.h"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -12,6 +14,16 @@
 #include <utility>
 
 namespace sj::test {
+
+/// Functions compiled while it lives use the cpu backend's channel blocks of the width given
+/// (0: plain layout; otherwise 8 or 16). The suite runs in the machine's own width.
+struct ChannelBlocks {
+    int64_t saved;
+    explicit ChannelBlocks(int64_t block) : saved(cpu::set_channel_block(block)) {}
+    ~ChannelBlocks() { cpu::set_channel_block(saved); }
+    ChannelBlocks(const ChannelBlocks&) = delete;
+    ChannelBlocks& operator=(const ChannelBlocks&) = delete;
+};
 
 /// Uniform values in [lo, hi), drawn in f64 from a fixed seed, then cast to `t`.
 inline Array random_array(DType t, const Shape& s, uint64_t seed, double lo = -2, double hi = 2) {

@@ -21,8 +21,6 @@
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
-#include "backend/cpu/CpuTarget.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +30,7 @@
 #include <vector>
 
 using namespace sj;
+using sj::test::ChannelBlocks;
 using sj::test::on;
 using sj::test::random_array;
 
@@ -180,13 +179,6 @@ EpilogueGraph make_graph(uint64_t seed) {
     g.grads = seed % 3 == 0;
     return g;
 }
-
-/// Functions compiled while it lives use channel blocks of the width given (0: plain).
-struct ChannelBlocks {
-    int64_t saved;
-    explicit ChannelBlocks(int64_t block) : saved(cpu::set_channel_block(block)) {}
-    ~ChannelBlocks() { cpu::set_channel_block(saved); }
-};
 
 uint64_t env_u64(const char* name, uint64_t fallback) {
     const char* e = std::getenv(name);

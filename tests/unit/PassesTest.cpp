@@ -32,6 +32,7 @@
 #include <set>
 
 using namespace sj;
+using sj::test::ChannelBlocks;
 using sj::test::on;
 using sj::test::random_array;
 namespace cc = sj::compiler;
@@ -918,12 +919,6 @@ void expect_cpu_near_reference(const std::vector<Tensor>& ins, const std::vector
 std::vector<NodePtr> layout8(const std::vector<NodePtr>& roots, cc::RewriteStats* stats) {
     return cpu::layout(roots, 8, stats);
 }
-/// Functions compiled while it lives use channel blocks of the width given.
-struct ChannelBlocks {
-    int64_t saved;
-    explicit ChannelBlocks(int64_t block) : saved(cpu::set_channel_block(block)) {}
-    ~ChannelBlocks() { cpu::set_channel_block(saved); }
-};
 
 int64_t mask_of(const std::vector<Tensor>& outs, Op op) {
     std::vector<const Node*> rs;
