@@ -325,7 +325,31 @@ bool splat_value(const Node& n, double* value) {
     return true;
 }
 
+// Note [Order memo]
+// A pass that changes nothing hands the next pass the same roots: a function's compile walks
+// one final graph about nine times (loop merging, each round of the rewrite driver, constant
+// merging, fusion, the plan). Nodes never change after construction and ids are never reused,
+// so the same root ids give the same order while the caller holds them; each thread keeps its
+// last walk and returns a copy for the same ids. Keyed by id, not address: a freed graph's
+// addresses come back for the next one. The copy costs 8 bytes per node; the walk it saves
+// misses the cache on every node once the graph outgrows it (docs/performance.md, "Tables by
+// id"). The memo holds no node alive, and a thread keeps at most its last order.
+namespace {
+struct OrderMemo {
+    std::vector<uint64_t> roots; // ids; 0 for a null root
+    std::vector<const Node*> order;
+};
+thread_local OrderMemo t_order_memo;
+} // namespace
+
 std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
+    std::vector<uint64_t> key;
+    key.reserve(roots.size());
+    for (const Node* r : roots)
+        key.push_back(r ? r->id() : 0);
+    OrderMemo& memo = t_order_memo;
+    if (!key.empty() && key == memo.roots)
+        return memo.order;
     std::vector<const Node*> order;
     detail::NodeMap<uint8_t> done; // Note [Flat node tables]
     std::vector<std::pair<const Node*, size_t>> stack;
@@ -346,6 +370,8 @@ std::vector<const Node*> topo_order(const std::vector<const Node*>& roots) {
             stack.pop_back();
         }
     }
+    memo.roots = std::move(key);
+    memo.order = order;
     return order;
 }
 

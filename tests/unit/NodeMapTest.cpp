@@ -105,3 +105,38 @@ TEST(NodeMap, TopologicalOrderPutsInputsFirst) {
     EXPECT_EQ(order.size(), reach.size());
     EXPECT_GT(order.size(), 2000u);
 }
+
+namespace {
+/// The nodes reachable from root, with std::set and no memo.
+std::set<const Node*> reachable(const Node* root) {
+    std::set<const Node*> reach;
+    std::vector<const Node*> todo{root};
+    while (!todo.empty()) {
+        const Node* n = todo.back();
+        todo.pop_back();
+        if (reach.insert(n).second)
+            for (const auto& in : n->inputs())
+                todo.push_back(in.get());
+    }
+    return reach;
+}
+} // namespace
+
+// Note [Order memo]: the same roots twice give the same order, and graphs made and freed one
+// after another, each of another size (their nodes reuse the freed ones' addresses), each get
+// their own order: a memo keyed by address could hand a new root the freed graph's order
+TEST(NodeMap, TopologicalOrderMemoFollowsTheRoots) {
+    for (int round = 0; round < 60; ++round) {
+        std::vector<Tensor> c = chain(20 + (round * 37) % 200, 0);
+        const Node* root = c.back().node().get();
+        Tensor y = c.front() * 2.0; // other roots
+        std::vector<const Node*> order = topo_order({root});
+        std::set<const Node*> reach = reachable(root);
+        ASSERT_EQ(order.size(), reach.size()) << "round " << round;
+        ASSERT_EQ(order.back(), root);
+        for (const Node* n : order)
+            ASSERT_TRUE(reach.count(n)) << "round " << round << ": a node of another graph";
+        EXPECT_EQ(topo_order({root}), order) << "the same roots again";
+        EXPECT_NE(topo_order({y.node().get()}), order);
+    }
+}
