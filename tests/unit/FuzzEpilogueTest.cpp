@@ -1,12 +1,12 @@
 // Differential fuzzing of the epilogues of library calls (Note [Epilogue fusion] in
 // src/compiler/Fusion.cpp): seeded random chains of post-op candidates after a conv or a matmul
 // (per-channel and scalar add/sub/mul, relu and leaky-relu selects, max with 0, residual sums,
-// scaled residuals), then max or average pools and a second conv, in plain layout and in 8- and
-// 16-channel blocks, with intermediates that the function returns or that other ops also read.
-// Weights and per-channel operands are placeholders or variables; every third graph is a training
-// step that returns the inputs' gradients and updates the variables by SGD or momentum. The cpu
-// backend is compared with the reference interpreter: outputs, variables after the step, and
-// the caller's arrays, which no call may change.
+// scaled residuals, batch statistics), then max or average pools and a second conv, in plain
+// layout and in 8- and 16-channel blocks, with intermediates that the function returns or that
+// other ops also read. Weights and per-channel operands are placeholders or variables; every
+// third graph is a training step that returns the inputs' gradients and updates the variables
+// by SGD or momentum. The cpu backend is compared with the reference interpreter: outputs,
+// variables after the step, and the caller's arrays, which no call may change.
 //
 // FuzzFusion (FuzzFusionTest.cpp) covers kernels; this covers which ops a library call may
 // absorb, where a wrong decision reads a buffer that was never written (a relu select with a
@@ -112,7 +112,7 @@ EpilogueGraph make_graph(uint64_t seed) {
     std::vector<Tensor> earlier = {h};
     const int64_t steps = r.pick(1, 5);
     for (int64_t i = 0; i < steps; ++i) {
-        switch (r.pick(0, 11)) { // relu selects twice as often: the multi-reader case
+        switch (r.pick(0, 12)) { // relu selects twice as often: the multi-reader case
         case 0:
             h = h + channel_operand();
             break;
@@ -145,6 +145,11 @@ EpilogueGraph make_graph(uint64_t seed) {
         case 9:
             h = h - r.of(earlier);
             break;
+        case 12: { // batch statistics: per channel over the batch (and the image)
+            const Axes axes = conv ? Axes{0, 2, 3} : Axes{0};
+            h = (h - mean(h, axes, true)) * rsqrt(var(h, axes, true) + 1e-3);
+            break;
+        }
         }
         earlier.push_back(h);
         // other readers of this step's value: a returned intermediate, or another op
