@@ -8,12 +8,21 @@
 #include "backend/cpu/CpuTarget.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <typeinfo>
 #include <utility>
 
 namespace sj::test {
+
+/// The unsigned integer in environment variable `name`, or `fallback` when it is unset or empty
+/// (the fuzzers' SJ_FUZZ_SEED and SJ_FUZZ_COUNT).
+inline uint64_t env_u64(const char* name, uint64_t fallback) {
+    const char* e = std::getenv(name);
+    return e && *e ? std::strtoull(e, nullptr, 10) : fallback;
+}
 
 /// Functions compiled while it lives use the cpu backend's channel blocks of the width given
 /// (0: plain layout; otherwise 8 or 16). The suite runs in the machine's own width.

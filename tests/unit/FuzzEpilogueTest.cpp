@@ -31,6 +31,7 @@
 
 using namespace sj;
 using sj::test::ChannelBlocks;
+using sj::test::env_u64;
 using sj::test::on;
 using sj::test::random_array;
 
@@ -187,11 +188,6 @@ EpilogueGraph make_graph(uint64_t seed) {
     g.outputs.push_back(h);
     g.grads = seed % 3 == 0;
     return g;
-}
-
-uint64_t env_u64(const char* name, uint64_t fallback) {
-    const char* e = std::getenv(name);
-    return e && *e ? std::strtoull(e, nullptr, 10) : fallback;
 }
 
 } // namespace

@@ -43,6 +43,8 @@
 // Discontinuous ops (comparisons feeding where, the masks of max gradients) are assumed not to
 // flip: values within a few ulp of a comparison threshold are improbable for continuous random
 // inputs, and the seeds run in CI are fixed.
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/ir/Node.h>
 #include <symjax/symjax.h>
@@ -61,6 +63,7 @@
 #include <unordered_map>
 
 using namespace sj;
+using sj::test::env_u64;
 
 namespace {
 
@@ -736,11 +739,6 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
         }
     }
     return true;
-}
-
-uint64_t env_u64(const char* name, uint64_t dflt) {
-    const char* e = std::getenv(name);
-    return e && *e ? std::strtoull(e, nullptr, 10) : dflt;
 }
 
 } // namespace

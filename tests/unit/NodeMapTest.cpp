@@ -28,6 +28,19 @@ std::vector<Tensor> chain(int n, int gap) {
     return out;
 }
 
+/// The nodes reachable from root, with std::set and no memo.
+std::set<const Node*> reachable(const Node* root) {
+    std::set<const Node*> reach;
+    std::vector<const Node*> todo{root};
+    while (!todo.empty()) {
+        const Node* n = todo.back();
+        todo.pop_back();
+        if (reach.insert(n).second)
+            for (const auto& in : n->inputs())
+                todo.push_back(in.get());
+    }
+    return reach;
+}
 void check_map(const std::vector<Tensor>& nodes) {
     detail::NodeMap<int> m;
     std::vector<int*> first;
@@ -92,35 +105,9 @@ TEST(NodeMap, TopologicalOrderPutsInputsFirst) {
     for (size_t i = 0; i < order.size(); ++i)
         for (const auto& in : order[i]->inputs())
             EXPECT_LT(*pos.find(in.get()), i);
-    // every node reachable, counted with std::set
-    std::set<const Node*> reach;
-    std::vector<const Node*> todo{y.node().get()};
-    while (!todo.empty()) {
-        const Node* n = todo.back();
-        todo.pop_back();
-        if (reach.insert(n).second)
-            for (const auto& in : n->inputs())
-                todo.push_back(in.get());
-    }
-    EXPECT_EQ(order.size(), reach.size());
+    EXPECT_EQ(order.size(), reachable(y.node().get()).size()) << "every node reachable";
     EXPECT_GT(order.size(), 2000u);
 }
-
-namespace {
-/// The nodes reachable from root, with std::set and no memo.
-std::set<const Node*> reachable(const Node* root) {
-    std::set<const Node*> reach;
-    std::vector<const Node*> todo{root};
-    while (!todo.empty()) {
-        const Node* n = todo.back();
-        todo.pop_back();
-        if (reach.insert(n).second)
-            for (const auto& in : n->inputs())
-                todo.push_back(in.get());
-    }
-    return reach;
-}
-} // namespace
 
 // Note [Order memo]: the same roots twice give the same order, and graphs made and freed one
 // after another, each of another size (their nodes reuse the freed ones' addresses), each get
