@@ -41,6 +41,7 @@ std::set<const Node*> reachable(const Node* root) {
     }
     return reach;
 }
+
 void check_map(const std::vector<Tensor>& nodes) {
     detail::NodeMap<int> m;
     std::vector<int*> first;

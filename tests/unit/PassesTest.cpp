@@ -1277,9 +1277,6 @@ TEST(Epilogue, LeakyReluAndScalarAffine) {
     expect_cpu_near_reference({x, w, b}, {y}, args);
 }
 
-// the epilogue stops where the graph needs a value the call would no longer write: the conv
-// result also read by a reduction (no epilogue at all), an operand of full size (the bias
-// folds, the product with z and the relu stay in a kernel), the chain's value a function output
 // a relu select whose input has a third reader keeps that input: the post-ops never write it. In
 // channel blocks the function's output a is unblock(a), not a itself, so the "function output"
 // stop does not see it. Before the readers were counted, the relu post-op left unblock(a) or
@@ -1307,9 +1304,12 @@ TEST(Epilogue, ReluSelectWithAThirdReaderKeepsItsInput) {
     }
 }
 
+// the epilogue stops where the graph needs a value the call would no longer write: the conv
+// result also read by a reduction (no epilogue at all), an operand of full size (the bias
+// folds, the product with z and the relu stay in a kernel), the chain's value a function output
 TEST(Epilogue, StopsAtOtherReadersAndFullSizeOperands) {
-    ChannelBlocks plain(
-        0); // the plain graph's stops (blocked: ReluSelectWithAThirdReaderKeepsItsInput)
+    // the plain graph's stops (in blocks: ReluSelectWithAThirdReaderKeepsItsInput)
+    ChannelBlocks plain(0);
     Placeholder x({2, 8, 5, 5}, f32, "x");
     Placeholder w({8, 8, 3, 3}, f32, "w");
     Placeholder b({8}, f32, "b");

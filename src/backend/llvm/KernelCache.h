@@ -8,8 +8,9 @@
 
 namespace sj::codegen {
 
-/// The cpu entries' version, part of their keys: 2: one entry per bundle of kernels; 3:
-/// row-order kernels.
+/// The entries' version, in every entry's header (cpu objects and PTX alike) and in the cpu
+/// keys; bumping it makes every entry a miss. 2: one entry per bundle of kernels; 3: row-order
+/// kernels.
 inline constexpr uint32_t kCacheSchema = 3;
 
 /// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else
