@@ -3,7 +3,8 @@
 #   tools/sanitize.sh asan [GTEST_FILTER]   AddressSanitizer + UndefinedBehaviorSanitizer, the
 #                                           whole gtest binary (default filter: everything)
 #   tools/sanitize.sh tsan [GTEST_FILTER]   ThreadSanitizer, the threaded tests: the loader, the
-#                                           thread team, concurrent calls and snapshots, interrupts
+#                                           thread team, concurrent calls and snapshots, interrupts,
+#                                           nodes made and dropped on several threads
 # Build folders: build-asan / build-tsan (SJ_SANITIZE_BUILD overrides); RelWithDebInfo, ccache when
 # installed. A clean build takes about 25 minutes on 2 cores, the asan tests about 5, the tsan
 # subset about 2. Prints the gtest summary; exits non-zero on a failed test or any report.
@@ -16,7 +17,7 @@ case $mode in
     filter=${2:-*} ;;
   tsan)
     flag=-DSJ_TSAN=ON
-    filter=${2:-DataLoader.*:Snapshot.*:Interrupt.*:RandomTest.NextSeedIsThreadSafe:CpuBackend.*:ConvCpu.*:ThreadCount.*} ;;
+    filter=${2:-DataLoader.*:Snapshot.*:Interrupt.*:RandomTest.NextSeedIsThreadSafe:CpuBackend.*:ConvCpu.*:ThreadCount.*:Scale.ThreadsMakeAndDropNodesTogether} ;;
   *)
     echo "usage: tools/sanitize.sh asan|tsan [GTEST_FILTER]" >&2
     exit 2 ;;

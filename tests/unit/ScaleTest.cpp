@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -164,4 +165,50 @@ TEST(Scale, ManyVariablesWithTheSameName) {
     // Linear work is ~5k hash lookups (milliseconds); scanning every taken suffix on each
     // creation is ~1.25e7 string builds and lookups (seconds). The bound is 40x above linear.
     EXPECT_LT(secs, 1.0) << "creating same-named variables looks quadratic";
+}
+
+// Nodes are made and dropped on several threads at once (Note [Node pool] in
+// src/core/Node.cpp): each thread builds chains over shared leaves, so the threads find each
+// other's nodes in the intern table while others drop them, and every block goes back to the
+// pool on whichever thread drops it last. Each chain must have its closed-form size and value,
+// and every node must be gone at the end.
+TEST(Scale, ThreadsMakeAndDropNodesTogether) {
+    constexpr int kThreads = 4, kRounds = 6;
+    constexpr int64_t kSteps = 3000;
+    const size_t base = live_node_count();
+    {
+        Placeholder x0({}, f64, "pool_x0");
+        Tensor a = scalar(kA, f64), b = scalar(kB, f64);
+        std::vector<std::string> errors(kThreads);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t)
+            threads.emplace_back([&, t] {
+                for (int r = 0; r < kRounds && errors[size_t(t)].empty(); ++r) {
+                    // shared with every other thread: the same nodes (hash-consing)
+                    Tensor shared = affine_chain(x0, kSteps, a, b);
+                    // this thread's own: its step constants are leaves of their own
+                    Tensor own = affine_chain(x0, kSteps / 3);
+                    if (graph_size({shared}) != size_t(2 * kSteps + 3) ||
+                        graph_size({own}) != size_t(4 * (kSteps / 3) + 1))
+                        errors[size_t(t)] = "round " + std::to_string(r) + ": wrong graph size";
+                }
+                // a short chain evaluated: the blocks the pool handed out hold what was built
+                FunctionOptions reference;
+                reference.backend = "reference";
+                Tensor y = affine_chain(x0, 40, a, b);
+                Function f = function({x0}, {y}, {}, reference);
+                double got = f(Array::scalar(2.0))[0].item<double>();
+                double want = 2.0;
+                for (int k = 0; k < 40; ++k)
+                    want = want * kA + kB;
+                if (std::abs(got - want) > 1e-9 * std::abs(want))
+                    errors[size_t(t)] =
+                        "chain value " + std::to_string(got) + ", expected " + std::to_string(want);
+            });
+        for (auto& th : threads)
+            th.join();
+        for (int t = 0; t < kThreads; ++t)
+            EXPECT_EQ(errors[size_t(t)], "") << "thread " << t;
+    }
+    EXPECT_EQ(live_node_count(), base);
 }
