@@ -112,15 +112,16 @@ struct NodeInterner {
 // and frees hundreds of thousands of node blocks, of one size, between the vectors, strings and
 // tables of other sizes that the passes allocate. From glibc's malloc such blocks come
 // interleaved with those others, and each free may merge chunks (unlink, consolidation): a walk
-// over the graph then touches more cache lines and pages per node as the graph grows, and
-// compiles cost 1.3x more per node at 3x10^4 steps than at 10^3 (docs/performance.md, "A pool
-// for the nodes"). The blocks (node and counts, Note [Node memory]) come from a pool instead:
+// over the graph then touches more cache lines and pages per node as the graph grows (with
+// jemalloc preloaded, a shared recurrence's compile cost the same per node at 10^3 and 3x10^4
+// steps; with glibc 1.35x more: docs/performance.md, "The work per node is flat; a pool for the
+// nodes"). The blocks (node and counts, Note [Node memory]) come from a pool instead:
 // slabs of one block size, carved in order and reused newest-freed first, so the nodes of a
 // graph sit side by side whatever else the passes allocate. A slab is never returned to the
-// system; its blocks are reused by the next graph (a freed 10^5-node graph keeps its ~40 MB for
-// the next one, as glibc's fragmented heap would). AddressSanitizer builds use operator new, so
-// that every use of a freed node is still reported; ThreadSanitizer sees the pool's mutex
-// order a block's last use on one thread before its reuse on another
+// system; its blocks are reused by the next graph (a freed 10^5-node graph keeps its ~35 MB, 344
+// bytes a block, for the next one, as glibc's fragmented heap would). AddressSanitizer builds use
+// operator new, so that every use of a freed node is still reported; ThreadSanitizer sees the
+// pool's mutex order a block's last use on one thread before its reuse on another
 // (`Scale.ThreadsMakeAndDropNodesTogether` runs under it).
 namespace {
 #if defined(__SANITIZE_ADDRESS__)
