@@ -24,6 +24,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/MemoryBuffer.h>
@@ -77,6 +78,11 @@ struct Jit {
         std::string err;
         const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
         SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
+        if (const char* e = std::getenv("SJ_JIT_CPU"); e && *e) {
+            check_jit_cpu(e); // Note [Kernels for an older CPU]
+            cpu = e;
+            features.clear(); // the named CPU's own
+        }
         llvm::TargetOptions opts;
         tm.reset(target->createTargetMachine(triple, cpu, features, opts, llvm::Reloc::PIC_, std::nullopt,
                                              llvm::CodeGenOptLevel::Aggressive));
@@ -122,6 +128,41 @@ struct Jit {
 };
 
 } // namespace
+
+// Note [Kernels for an older CPU]
+// SJ_JIT_CPU=<LLVM CPU name> (x86-64-v3: AVX2 and FMA; x86-64-v2: SSE4.2; haswell, ...) compiles
+// the generated kernels for that CPU instead of the host: the same kernel code on every machine
+// of a cluster whose CPUs differ (an AVX-512 host's kernels otherwise keep 16-lane partial sums
+// where an AVX2 host's keep 8), and the narrower vector code tested on a wider machine (the
+// ctest entry jit_cpu_x86_64_v2). Every ISA feature the named CPU implies must be on the host,
+// or its kernels would stop on an illegal instruction. The check compares against the host's
+// detected features only: a CPU's tuning flags (macro-fusion, slow LEA) are not ISA. The kernel
+// cache keys on the CPU name, so entries never mix. Only the generated kernels follow it: the
+// convolutions' channel blocks follow SJ_BLOCKED_LAYOUT, and oneDNN picks its own code
+// (ONEDNN_MAX_CPU_ISA limits it).
+void check_jit_cpu(const std::string& name) {
+    llvm::InitializeNativeTarget();
+    std::string triple = llvm::sys::getProcessTriple(), err;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+    SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
+    // asked of a generic subtarget first: LLVM warns on stderr when made for an unknown CPU
+    std::unique_ptr<llvm::MCSubtargetInfo> generic(
+        target->createMCSubtargetInfo(triple, "generic", ""));
+    SJ_CHECK(generic && generic->isCPUStringValid(name), InputError)
+        << "SJ_JIT_CPU=" << name << ": LLVM " << LLVM_VERSION_STRING << " knows no such CPU for "
+        << triple << " (x86-64-v2, x86-64-v3, x86-64-v4, haswell, skylake-avx512, znver3, ...)";
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, name, ""));
+    const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+    std::string missing;
+    for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures()) {
+        auto it = host.find(kv.Key);
+        if (sti->getFeatureBits().test(kv.Value) && it != host.end() && !it->second)
+            missing += std::string(missing.empty() ? "" : ", ") + kv.Key;
+    }
+    SJ_CHECK(missing.empty(), InputError)
+        << "SJ_JIT_CPU=" << name << " needs " << missing << ", which this CPU ("
+        << llvm::sys::getHostCPUName().str() << ") does not have";
+}
 
 std::string host_cpu_description() {
     Jit& j = Jit::get();

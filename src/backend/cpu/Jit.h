@@ -43,7 +43,12 @@ KernelCacheStats kernel_cache_stats();
 /// The LLVM IR (after optimisation) that get_kernel would compile for `spec` (for SJ_DEBUG/dumps).
 std::string kernel_llvm_ir(const compiler::KernelSpec& spec);
 
-/// Host CPU name and features, as used in cache keys ("skylake-avx512 +avx512f,...").
+/// The CPU the kernels are compiled for and its features, as used in cache keys
+/// ("skylake-avx512 +avx512f,..."): the host's, or SJ_JIT_CPU's name alone (its own features).
 std::string host_cpu_description();
+
+/// Throws InputError unless `name` is a CPU that LLVM knows and whose every ISA feature this
+/// host has (what SJ_JIT_CPU accepts, Note [Kernels for an older CPU] in Jit.cpp).
+void check_jit_cpu(const std::string& name);
 
 } // namespace sj::cpu
