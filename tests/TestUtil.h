@@ -10,10 +10,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <typeinfo>
 #include <utility>
+
+#include <unistd.h>
 
 namespace sj::test {
 
@@ -89,6 +94,24 @@ template <class E, class F> std::string message_of(F&& f) {
 
 /// The message of the IOError `f` throws.
 template <class F> std::string io_error(F&& f) { return message_of<IOError>(std::forward<F>(f)); }
+
+/// Runs this test binary's disabled test `test` ("Suite.DISABLED_Name") in a child process with
+/// the shell assignments `env` before it ("SJ_NUM_THREADS='4' X=1"): for settings read once per
+/// process. Returns the child's exit status and its output, stdout and stderr together.
+inline std::pair<int, std::string> run_child_test(const std::string& env, const std::string& test) {
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    std::string log = (std::filesystem::temp_directory_path() /
+                       ("sj_child_" + std::to_string(::getpid()) + ".log"))
+                          .string();
+    std::string cmd = env + " '" + self +
+                      "' --gtest_also_run_disabled_tests --gtest_filter=" + test + " >'" + log +
+                      "' 2>&1";
+    int rc = std::system(cmd.c_str());
+    std::ifstream f(log);
+    std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(log);
+    return {rc, out};
+}
 
 } // namespace sj::test
 

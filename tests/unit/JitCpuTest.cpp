@@ -11,10 +11,7 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 
 using namespace sj;
 using sj::test::message_of;
@@ -44,22 +41,10 @@ TEST(JitCpuChild, DISABLED_Run) {
 }
 
 namespace {
-/// Runs JitCpuChild.DISABLED_Run with SJ_JIT_CPU=`cpu` and no disk cache; returns its exit
-/// status and output.
+/// Runs JitCpuChild.DISABLED_Run with SJ_JIT_CPU=`cpu` and no disk cache.
 std::pair<int, std::string> run_child(const std::string& cpu) {
-    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string log = (std::filesystem::temp_directory_path() /
-                       ("sj_jit_cpu_" + std::to_string(::getpid()) + ".log"))
-                          .string();
-    std::string cmd =
-        "SJ_CACHE_DIR=off SJ_JIT_CPU='" + cpu + "' '" + self +
-        "' --gtest_also_run_disabled_tests --gtest_filter=JitCpuChild.DISABLED_Run >'" + log +
-        "' 2>&1";
-    int rc = std::system(cmd.c_str());
-    std::ifstream f(log);
-    std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::filesystem::remove(log);
-    return {rc, out};
+    return sj::test::run_child_test("SJ_CACHE_DIR=off SJ_JIT_CPU='" + cpu + "'",
+                                    "JitCpuChild.DISABLED_Run");
 }
 } // namespace
 

@@ -9,10 +9,7 @@
 #include <symjax/symjax.h>
 
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <thread>
-#include <unistd.h>
 
 using namespace sj;
 using sj::test::message_of;
@@ -72,18 +69,8 @@ TEST(ThreadCountChild, DISABLED_Run) {
 namespace {
 /// Runs ThreadCountChild.DISABLED_Run with SJ_NUM_THREADS=`value`; returns its exit status and output.
 std::pair<int, std::string> run_child(const std::string& value, const std::string& expect) {
-    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string log = (std::filesystem::temp_directory_path() /
-                       ("sj_thread_count_" + std::to_string(::getpid()) + ".log"))
-                          .string();
-    std::string cmd = "SJ_NUM_THREADS='" + value + "' SJ_TC_EXPECT=" + expect + " '" + self +
-                      "' --gtest_also_run_disabled_tests" +
-                      " --gtest_filter=ThreadCountChild.DISABLED_Run >'" + log + "' 2>&1";
-    int rc = std::system(cmd.c_str());
-    std::ifstream f(log);
-    std::string out((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::filesystem::remove(log);
-    return {rc, out};
+    return sj::test::run_child_test("SJ_NUM_THREADS='" + value + "' SJ_TC_EXPECT=" + expect,
+                                    "ThreadCountChild.DISABLED_Run");
 }
 } // namespace
 
