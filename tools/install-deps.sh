@@ -11,7 +11,7 @@ pkgs=(
   libopenmpi-dev openmpi-bin
   dataset-fashion-mnist gnuplot-nox graphviz
   pybind11-dev python3-dev python3-numpy python3-pytest
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev valgrind
 )
 if [ "${SJ_BENCH_DEPS:-0}" = 1 ]; then pkgs+=(python3-torch python3-numpy libtorch-dev); fi
 SUDO=""

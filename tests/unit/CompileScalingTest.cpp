@@ -329,3 +329,28 @@ TEST(CompileScaling, PlanSizeIsLinearForEveryChainKind) {
             << kind << ": kernel instructions " << insts[0] << " -> " << insts[1];
     }
 }
+
+// Compiled under callgrind by tests/integration/compile_cost_test.sh (ctest's compile_cost_flat),
+// which counts the instructions of function() per graph node at two sizes: a pass whose work
+// per node grows with the graph shows there without timing noise. Disabled: it runs only there.
+TEST(CompileCostChild, DISABLED_Run) {
+    const std::string kind = std::getenv("SJ_CC_KIND") ? std::getenv("SJ_CC_KIND") : "";
+    const int steps = int(sj::test::env_u64("SJ_CC_STEPS", 0));
+    ASSERT_GT(steps, 0) << "SJ_CC_STEPS is set by compile_cost_test.sh";
+    Placeholder x({256}, f32, "x"), c({256}, f32, "c");
+    std::vector<Tensor> outs;
+    if (kind == "shared_recurrence") {
+        outs = {sum(shared_recurrence(x, c, c * 0.5, steps))};
+    } else if (kind == "select_grad") {
+        // masks read again by the backward (Note [Bounded recomputation] in Fusion.cpp)
+        Tensor h = x;
+        for (int i = 0; i < steps; ++i)
+            h = where(h > c, h - c, h * 0.5);
+        auto gs = gradients(sum(h * h), {x, c});
+        outs = {sum(h * h), gs[0], gs[1]};
+    } else {
+        FAIL() << "SJ_CC_KIND must be shared_recurrence or select_grad, got '" << kind << "'";
+    }
+    Function f = function({x, c}, outs);
+    std::printf("compile_cost nodes %zu kernels %zu\n", graph_size(outs), f.stats().kernels);
+}
