@@ -461,7 +461,7 @@ void compile_scaling() {
                 for (auto& d : s) d = d < 0 ? 8 : d;
                 args.emplace_back(randn(s, 1, 0.1));
             }
-            // --first_call 0 leaves the first call out, so that tools/compile_cost.sh counts
+            // --first_call 0 leaves the first call out, so that bench/run compile_cost counts
             // the instructions of function() alone under callgrind
             double first_call_ms = 0;
             if (opt("first_call", "1") != "0") {

@@ -124,14 +124,13 @@ struct NodeInterner {
 // pool's mutex order a block's last use on one thread before its reuse on another
 // (`Scale.ThreadsMakeAndDropNodesTogether` runs under it).
 namespace {
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPoolNodes = false;
-#elif defined(__has_feature)
+#if defined(__has_feature) // clang says so here, gcc with __SANITIZE_ADDRESS__
 #if __has_feature(address_sanitizer)
-constexpr bool kPoolNodes = false;
-#else
-constexpr bool kPoolNodes = true;
+#define SJ_NODE_ASAN 1
 #endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(SJ_NODE_ASAN)
+constexpr bool kPoolNodes = false;
 #else
 constexpr bool kPoolNodes = true;
 #endif

@@ -6,7 +6,7 @@
 # counts have no timing noise; a pass that is quadratic in the graph grows them ~LARGE/SMALL
 # times (10x here), a linear one 0.9-1.1x (bench/run compile_cost: 0.88-1.05x from 10^3 to
 # 3x10^4 steps). LIMIT 1.3 leaves room for the hash tables' and the memo's size steps.
-# Usage: compile_cost_test.sh <symjax_tests binary>      (~30 s of one core)
+# Usage: compile_cost_test.sh <symjax_tests binary>      (35-45 s of one core)
 set -euo pipefail
 bin=${1:?usage: compile_cost_test.sh <symjax_tests binary>}
 SMALL=200 LARGE=2000 LIMIT=1.3

@@ -339,8 +339,11 @@ TEST(CompileCostChild, DISABLED_Run) {
     ASSERT_GT(steps, 0) << "SJ_CC_STEPS is set by compile_cost_test.sh";
     Placeholder x({256}, f32, "x"), c({256}, f32, "c");
     std::vector<Tensor> outs;
+    size_t nodes = 0; // what the script divides by: the graph as built (closed form or bounds)
     if (kind == "shared_recurrence") {
         outs = {sum(shared_recurrence(x, c, c * 0.5, steps))};
+        // per step mul, add, tanh, the constant 0.5 and its mul, add; x, c, 0.5, c * 0.5, sum
+        nodes = 6 * size_t(steps) + 5;
     } else if (kind == "select_grad") {
         // masks read again by the backward (Note [Bounded recomputation] in Fusion.cpp)
         Tensor h = x;
@@ -348,9 +351,15 @@ TEST(CompileCostChild, DISABLED_Run) {
             h = where(h > c, h - c, h * 0.5);
         auto gs = gradients(sum(h * h), {x, c});
         outs = {sum(h * h), gs[0], gs[1]};
+        // forward: compare, sub, the constant 0.5 and its mul, where per step; the backward is
+        // linear too (Note [Bounded recomputation]): at most 4x the forward
+        EXPECT_GE(graph_size(outs), 5 * size_t(steps));
+        EXPECT_LE(graph_size(outs), 20 * size_t(steps) + 20);
     } else {
         FAIL() << "SJ_CC_KIND must be shared_recurrence or select_grad, got '" << kind << "'";
     }
+    if (nodes)
+        ASSERT_EQ(graph_size(outs), nodes) << kind << ", " << steps << " steps";
     Function f = function({x, c}, outs);
     std::printf("compile_cost nodes %zu kernels %zu\n", graph_size(outs), f.stats().kernels);
 }

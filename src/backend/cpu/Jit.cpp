@@ -53,6 +53,16 @@ using codegen::write_cache_entry;
 
 namespace {
 
+/// LLVM's target for this process (initialised on first use); sets `triple` to its triple.
+const llvm::Target& native_target(std::string& triple) {
+    llvm::InitializeNativeTarget();
+    triple = llvm::sys::getProcessTriple();
+    std::string err;
+    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
+    SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
+    return *target;
+}
+
 struct Jit {
     std::mutex mu;
     std::unique_ptr<llvm::orc::LLJIT> jit;
@@ -68,16 +78,13 @@ struct Jit {
 
     Jit() {
         auto t0 = std::chrono::steady_clock::now();
-        llvm::InitializeNativeTarget();
+        std::string triple;
+        const llvm::Target* target = &native_target(triple);
         llvm::InitializeNativeTargetAsmPrinter();
         cpu = llvm::sys::getHostCPUName().str();
         llvm::SubtargetFeatures f;
         for (const auto& [name, on] : llvm::sys::getHostCPUFeatures()) f.AddFeature(name, on);
         features = f.getString();
-        std::string triple = llvm::sys::getProcessTriple();
-        std::string err;
-        const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
-        SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
         if (const char* e = std::getenv("SJ_JIT_CPU"); e && *e) {
             check_jit_cpu(e); // Note [Kernels for an older CPU]
             cpu = e;
@@ -140,11 +147,9 @@ struct Jit {
 // cache keys on the CPU name, so entries never mix. Only the generated kernels follow it: the
 // convolutions' channel blocks follow SJ_BLOCKED_LAYOUT, and oneDNN picks its own code
 // (ONEDNN_MAX_CPU_ISA limits it).
-void check_jit_cpu(const std::string& name) {
-    llvm::InitializeNativeTarget();
-    std::string triple = llvm::sys::getProcessTriple(), err;
-    const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, err);
-    SJ_CHECK(target, Error) << "cpu backend: no LLVM target for " << triple << ": " << err;
+void check_jit_cpu(const std::string& name, const std::vector<std::string>& absent) {
+    std::string triple;
+    const llvm::Target* target = &native_target(triple);
     // asked of a generic subtarget first: LLVM warns on stderr when made for an unknown CPU
     std::unique_ptr<llvm::MCSubtargetInfo> generic(
         target->createMCSubtargetInfo(triple, "generic", ""));
@@ -152,7 +157,9 @@ void check_jit_cpu(const std::string& name) {
         << "SJ_JIT_CPU=" << name << ": LLVM " << LLVM_VERSION_STRING << " knows no such CPU for "
         << triple << " (x86-64-v2, x86-64-v3, x86-64-v4, haswell, skylake-avx512, znver3, ...)";
     std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, name, ""));
-    const llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+    llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+    for (const std::string& a : absent)
+        host[a] = false;
     std::string missing;
     for (const llvm::SubtargetFeatureKV& kv : sti->getAllProcessorFeatures()) {
         auto it = host.find(kv.Key);
