@@ -308,17 +308,19 @@ TEST(ConvCpu, BlockedLayoutsMatchTheReference) {
 }
 
 TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
-    // conv_backward_filter sums min(N, 16) chunks of the batch (Note [Thread-count-independent
-    // weight gradients]): one image per chunk, equal chunks, chunks of two sizes (37 = 11 x 2 +
-    // 5 x 3), on blocked (16 channels), plain (3) and grouped layouts
+    // conv_backward_filter sums filter_chunk_count(N, positions) chunks of the batch (Note
+    // [Thread-count-independent weight gradients]): one chunk (N = 1), one image per chunk (3
+    // images of 48x48), equal chunks, chunks of two sizes (37 = 3 x 9 + 10 on 4 chunks; 37 =
+    // 11 x 2 + 5 x 3 on 16), on blocked (16 channels), plain (3) and grouped layouts
     struct Config {
         Shape x, w;
         int64_t groups;
     };
     std::vector<Config> configs = {
-        {{1, 16, 8, 8}, {16, 16, 3, 3}, 1},  {{5, 16, 8, 8}, {32, 16, 3, 3}, 1},
-        {{32, 16, 6, 6}, {16, 16, 3, 3}, 1}, {{37, 16, 6, 7}, {32, 16, 3, 3}, 1},
-        {{37, 3, 9, 9}, {16, 3, 3, 3}, 1},   {{19, 32, 6, 6}, {32, 16, 3, 3}, 2},
+        {{1, 16, 8, 8}, {16, 16, 3, 3}, 1},   {{5, 16, 8, 8}, {32, 16, 3, 3}, 1},
+        {{32, 16, 6, 6}, {16, 16, 3, 3}, 1},  {{37, 16, 6, 7}, {32, 16, 3, 3}, 1},
+        {{37, 3, 9, 9}, {16, 3, 3, 3}, 1},    {{19, 32, 6, 6}, {32, 16, 3, 3}, 2},
+        {{3, 16, 48, 48}, {16, 16, 3, 3}, 1}, {{37, 3, 40, 40}, {16, 3, 3, 3}, 1},
     };
     for (size_t k = 0; k < configs.size(); ++k) {
         const Config& c = configs[k];
@@ -344,6 +346,22 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
         Array again = f(xv, wv, rv)[0];
         EXPECT_EQ(std::memcmp(again.raw(), got.raw(), size_t(got.nbytes())), 0) << "config " << k;
     }
+}
+
+TEST(ConvCpu, WeightGradientChunksFollowTheWork) {
+    // Note [Thread-count-independent weight gradients]: at least 2048 output positions (images
+    // x positions per image) a chunk, between min(N, 4) and min(N, 16) chunks
+    EXPECT_EQ(cpu::filter_chunk_count(1, 64), 1);     // one image: one chunk
+    EXPECT_EQ(cpu::filter_chunk_count(2, 10), 2);     // no more chunks than images
+    EXPECT_EQ(cpu::filter_chunk_count(5, 64), 4);     // little work: still four
+    EXPECT_EQ(cpu::filter_chunk_count(32, 16), 4);    // 4x4 maps
+    EXPECT_EQ(cpu::filter_chunk_count(32, 64), 4);    // 8x8: one chunk's worth, the floor
+    EXPECT_EQ(cpu::filter_chunk_count(32, 256), 4);   // 16x16: 8192 positions
+    EXPECT_EQ(cpu::filter_chunk_count(64, 200), 6);   // 12800 / 2048, rounded down
+    EXPECT_EQ(cpu::filter_chunk_count(32, 1024), 16); // 32x32
+    EXPECT_EQ(cpu::filter_chunk_count(128, 256), 16); // capped at 16
+    EXPECT_EQ(cpu::filter_chunk_count(3, 2304), 3);   // 48x48: an image a chunk, capped at N
+    EXPECT_EQ(cpu::filter_chunk_count(37, 1600), 16); // 40x40
 }
 
 TEST(ConvCpu, WidePoolsMatchTheReference) {

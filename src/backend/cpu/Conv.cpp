@@ -57,8 +57,8 @@ namespace sj::cpu {
 // work for the thread count when the primitive is made: it gives each of up to T threads part of
 // the batch and adds their partial gradients, so 1 and 2 threads summed in different orders and
 // CNN training differed between them in the last bits (oneDNN 3.4 added a deterministic mode;
-// 2.6 has none). So conv_backward_filter cuts the batch into min(N, kFilterChunks) chunks, a
-// function of the batch size alone, runs each chunk through a primitive planned for one thread
+// 2.6 has none). So conv_backward_filter cuts the batch into filter_chunk_count(N, ...) chunks, a
+// function of the shapes alone (below), runs each chunk through a primitive planned for one thread
 // into its own partial gradient, and adds the partials in chunk order (in double): the threads
 // only decide who computes which chunk, as in Note [Thread-count-independent sums] in
 // CpuExecutable.cpp. The primitives must be *planned* for one thread (OneDnnlThread): oneDNN
@@ -73,7 +73,26 @@ namespace sj::cpu {
 // batch 32 (two images a chunk) the weight gradients take ~10% longer, 0-5% of the step.
 // The inputs are reordered to the chunks' layout once for the whole batch: nC(d)hw16c and plain
 // layouts keep the batch outermost, so a chunk is a contiguous piece of the reordered buffer.
+//
+// How many chunks (filter_chunk_count): each chunk writes a whole partial gradient and the sum
+// reads it back, and each is a primitive call of its own, so a chunk pays for the weights'
+// size once whatever its images, while its useful work grows with its images times their output
+// positions (the multiply-adds per weight). Until 2026-12-03 the count was min(N, 16); on an
+// AVX-512 EPYC at 2 threads (docs/performance.md, "Weight-gradient chunks by work") that cost
+// the SymJAX paper's network's step ~0.4 of its 9.3 ms: its 8x8 and 4x4 layers (128 and 256
+// channels) ran their weight gradients 35-65% slower on 16 chunks than on 4. So a chunk now holds
+// at least kChunkPositions output positions (images x positions per image), and there are
+// between min(N, 4) and min(N, 16) chunks: large images keep 16, small ones fall to 4. The floor
+// is for machines with more cores than ours: 4 chunks cost the same as 2 here (measured), and
+// leave 4 threads work. The count is still a function of the shapes alone.
 constexpr int64_t kFilterChunks = 16;
+constexpr int64_t kMinFilterChunks = 4;
+constexpr int64_t kChunkPositions = 2048;
+
+int64_t filter_chunk_count(int64_t batch, int64_t positions) {
+    const int64_t by_work = batch * positions / kChunkPositions;
+    return std::clamp(by_work, std::min(batch, kMinFilterChunks), std::min(batch, kFilterChunks));
+}
 
 namespace {
 
@@ -289,7 +308,10 @@ std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w,
                                                  const ConvAttrs& a, Layout& layout) {
     auto f = std::make_unique<FilterChunks>();
     f->batch = x[0];
-    f->count = int(std::min(x[0], kFilterChunks));
+    int64_t positions = 1; // y is [N, C, spatial...] (logical_operands)
+    for (size_t i = 2; i < y.size(); ++i)
+        positions *= y[i];
+    f->count = int(filter_chunk_count(x[0], positions));
     OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
     // `weights`: the layout of the diff weights, or null for the primitive's choice
     auto pd_for = [&](int64_t images, Layout l, const memory::desc* weights) {

@@ -26,6 +26,11 @@ std::shared_ptr<const WindowPrimitive>
 window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
                  const std::vector<compiler::PostOp>& epilogue = {}, bool keep_workspace = false);
 
+/// How many fixed chunks of the batch conv_backward_filter sums (Note [Thread-count-independent
+/// weight gradients] in Conv.cpp): a function of the batch and of the output positions per image
+/// (the product of the output's spatial dims) alone.
+int64_t filter_chunk_count(int64_t batch, int64_t positions);
+
 /// Whether `backward` (a max_pool_backward primitive) can read the workspace that `forward` (a
 /// pool made with keep_workspace) writes: the same argmax layout.
 bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward);
