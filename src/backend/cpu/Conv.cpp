@@ -75,12 +75,12 @@ namespace sj::cpu {
 // layouts keep the batch outermost, so a chunk is a contiguous piece of the reordered buffer.
 //
 // How many chunks (filter_chunk_count): each chunk writes a whole partial gradient and the sum
-// reads it back, and each is a primitive call of its own, so a chunk pays for the weights'
-// size once whatever its images, while its useful work grows with its images times their output
-// positions (the multiply-adds per weight). Until 2026-12-03 the count was min(N, 16); on an
-// AVX-512 EPYC at 2 threads (docs/performance.md, "Weight-gradient chunks by work") that cost
-// the SymJAX paper's network's step ~0.4 of its 9.3 ms: its 8x8 and 4x4 layers (128 and 256
-// channels) ran their weight gradients 35-65% slower on 16 chunks than on 4. So a chunk now holds
+// reads it back, and each is a primitive call of its own, so a chunk has a fixed cost whatever
+// its images, while its useful work grows with its images times their output positions (the
+// multiply-adds per weight). Until 2026-12-03 the count was min(N, 16); on an AVX-512 EPYC at 2
+// threads (docs/performance.md, "Weight-gradient chunks by work") that cost the SymJAX paper's
+// network's step ~0.4 ms of its 9.3: its 8x8 and 4x4 layers (32 channels) ran their weight
+// gradients 35-65% slower on 16 chunks than on 4. So a chunk now holds
 // at least kChunkPositions output positions (images x positions per image), and there are
 // between min(N, 4) and min(N, 16) chunks: large images keep 16, small ones fall to 4. The floor
 // is for machines with more cores than ours: 4 chunks cost the same as 2 here (measured), and
