@@ -17,8 +17,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <mutex>
+#include <numeric>
 #include <unordered_map>
 
 namespace sj::cpu {
@@ -80,11 +82,11 @@ namespace sj::cpu {
 // multiply-adds per weight). Until 2026-12-03 the count was min(N, 16); on an AVX-512 EPYC at 2
 // threads (docs/performance.md, "Weight-gradient chunks by work") that cost the SymJAX paper's
 // network's step ~0.4 ms of its 9.3: its 8x8 and 4x4 layers (32 channels) ran their weight
-// gradients 35-65% slower on 16 chunks than on 4. So a chunk now holds
-// at least kChunkPositions output positions (images x positions per image), and there are
-// between min(N, 4) and min(N, 16) chunks: large images keep 16, small ones fall to 4. The floor
-// is for machines with more cores than ours: 4 chunks cost the same as 2 here (measured), and
-// leave 4 threads work. The count is still a function of the shapes alone.
+// gradients 35-65% slower on 16 chunks than on 4. So a chunk now holds at least kChunkPositions
+// output positions (images x positions per image), and there are between min(N, 4) and
+// min(N, 16) chunks: large images keep 16, small ones fall to 4. The floor is for machines with
+// more cores than ours: 4 chunks cost the same as 2 here (measured), and leave 4 threads work.
+// The count is still a function of the shapes alone.
 constexpr int64_t kFilterChunks = 16;
 constexpr int64_t kMinFilterChunks = 4;
 constexpr int64_t kChunkPositions = 2048;
@@ -308,10 +310,9 @@ std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w,
                                                  const ConvAttrs& a, Layout& layout) {
     auto f = std::make_unique<FilterChunks>();
     f->batch = x[0];
-    int64_t positions = 1; // y is [N, C, spatial...] (logical_operands)
-    for (size_t i = 2; i < y.size(); ++i)
-        positions *= y[i];
-    f->count = int(filter_chunk_count(x[0], positions));
+    // y is [N, C, spatial...] (logical_operands)
+    f->count = int(filter_chunk_count(
+        x[0], std::accumulate(y.begin() + 2, y.end(), int64_t{1}, std::multiplies<>())));
     OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
     // `weights`: the layout of the diff weights, or null for the primitive's choice
     auto pd_for = [&](int64_t images, Layout l, const memory::desc* weights) {

@@ -213,8 +213,10 @@ struct CallPlan {
 /// a GEMM's kernel on its first call, the first touch of a buffer), which averaged into a short
 /// run's ms/call made a 0.1 ms GEMM look like 0.43 ms.
 struct Profile {
-    double first_ms = 0, first_bytes = 0, first_flops = 0;
-    double ms = 0, bytes = 0, flops = 0; // the calls after the first
+    struct Times {
+        double ms = 0, bytes = 0, flops = 0;
+    };
+    Times first, rest; // rest: the calls after the first, summed
     int64_t calls = 0;
 };
 
@@ -278,15 +280,13 @@ public:
                                : g.roots[0]->is(Op::Cond)             ? "cond"
                                : has_trait(g.roots[0]->op(), kRegion) ? "loop"
                                                                       : "reference";
-            const bool one = p.calls == 1;
-            const double ms = one ? p.first_ms : p.ms, s = ms / 1e3;
-            const double bytes = one ? p.first_bytes : p.bytes;
-            const double flops = one ? p.first_flops : p.flops;
+            const Profile::Times& t = p.calls == 1 ? p.first : p.rest;
+            const double s = t.ms / 1e3;
             std::snprintf(line, sizeof line,
                           "  %-4zu %-10s %10.4f %10.4f %8lld %10.2f %10.2f  %s\n", i, kind,
-                          ms / double(one ? 1 : p.calls - 1), p.first_ms,
-                          static_cast<long long>(p.calls), s > 0 ? bytes / s / 1e9 : 0.0,
-                          s > 0 ? flops / s / 1e9 : 0.0, g.roots[0]->describe(1).c_str());
+                          t.ms / double(std::max<int64_t>(p.calls - 1, 1)), p.first.ms,
+                          static_cast<long long>(p.calls), s > 0 ? t.bytes / s / 1e9 : 0.0,
+                          s > 0 ? t.flops / s / 1e9 : 0.0, g.roots[0]->describe(1).c_str());
             os << line;
         }
         // each loop body's own table, after the table with the loop's step
@@ -375,12 +375,10 @@ public:
                 double ms =
                     ms_since(t0);
                 Profile& p = prof_[si];
-                const double bytes = double(plan.bound.steps[si].bytes),
-                             flops = plan.code[si].flops;
-                if (p.calls++ == 0)
-                    p.first_ms = ms, p.first_bytes = bytes, p.first_flops = flops;
-                else
-                    p.ms += ms, p.bytes += bytes, p.flops += flops;
+                Profile::Times& t = p.calls++ == 0 ? p.first : p.rest;
+                t.ms += ms;
+                t.bytes += double(plan.bound.steps[si].bytes);
+                t.flops += plan.code[si].flops;
                 if (detail::debug_level() >= 2)
                     std::fprintf(stderr, "[symjax] group %zu %s: %.3f ms\n", si,
                                  g.roots[0]->describe(1).c_str(), ms);
