@@ -564,9 +564,14 @@ void cnn_train() {
                  ", \"kernels\": " + std::to_string(f.stats().kernels) +
                  ", \"library_calls\": " + std::to_string(f.stats().library_calls) +
                  ", \"post_ops\": " + std::to_string(f.stats().post_ops) +
-                 ", \"parallel_regions\": " + std::to_string(f.stats().parallel_regions));
-        if (profile) std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
-                                  static_cast<long long>(batch), f.profile_report().c_str());
+                 ", \"parallel_regions\": " + std::to_string(f.stats().parallel_regions) +
+                 ", \"intermediate_mb\": " +
+                 std::to_string(double(f.stats().intermediate_bytes) / 1048576.0) +
+                 ", \"peak_live_mb\": " +
+                 std::to_string(double(f.stats().peak_arena_bytes) / 1048576.0));
+        if (profile)
+            std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
+                         static_cast<long long>(batch), f.profile_report().c_str());
     };
     if (cs == "train" || cs == "all") {
         nn::optim::Adam adam(1e-3);

@@ -92,9 +92,13 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
 // over a sum, so it cannot blow up, and it stops at 32 terms, 16 levels, and 32 factors a term
 // (a product chain of 10^5 steps once overflowed the stack here, and repeated squaring took
 // 2^steps calls: Specialize.FactoringLongProductChainsIsBounded). It fires only when some term has
-// an invariant factor computed from a reduction (a constant or a parameter inside a sum delays
-// nothing, and outside it would cost a kernel after the sum); the sums it builds have no
-// invariant factor, so it does not fire on its own result.
+// an invariant factor computed from a reduction, a variable or an input (a constant inside a sum
+// delays nothing, and outside it would cost a multiply after the sum); the sums it builds have no
+// invariant factor, so it does not fire on its own result. Parameters count because of sharing:
+// sum(dy * gamma * d) is gamma * sum(dy * d), and sum(dy * d) is also batch norm's dgamma
+// (autodiff sums a broadcast operand's gradient over all its axes at once: sum_to_shape in
+// src/ops/OpTable.cpp), so dgamma and dbeta cost no pass of their own
+// (Specialize.NormalisationParameterGradientsShareTheSums).
 // Terms with the same varying product share one sum (nodes are hash-consed). Float sums only:
 // the reassociation changes rounding, by no more than summation order does.
 //
@@ -296,10 +300,15 @@ struct Walk {
     }
 };
 
-/// Whether f is computed from a reduction (at most 64 nodes are looked at; beyond, yes): only
-/// such a factor makes a sum wait for another pass. Constants and parameters stay inside (moving
-/// them out would cost a kernel after the sum and save nothing).
-bool reads_a_reduction(const NodePtr& f) {
+/// Whether a factor is worth moving out of a sum over a tensor of shape `full`: computed from a
+/// reduction (only such a factor makes the sum wait for another pass), or broadcast from a
+/// variable or an input (a batch norm's gamma: outside, sum(dy * gamma * d) is gamma times
+/// sum(dy * d), the very sum of dgamma, and the graph computes it once). At most 64 nodes are
+/// looked at; beyond, yes. Constants stay inside (sum(x * 0.5) gains nothing from a multiply
+/// after it), and so does a full-shaped operand that is invariant only because the summed axes
+/// have size 1 (sum(dy * dy) over a batch of one).
+bool worth_factoring(const NodePtr& f, const Shape& full) {
+    const bool broadcast = f->shape() != full || f->is(Op::Broadcast);
     std::vector<const Node*> stack{f.get()};
     std::vector<const Node*> seen;
     while (!stack.empty()) {
@@ -307,6 +316,8 @@ bool reads_a_reduction(const NodePtr& f) {
         stack.pop_back();
         if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
         if (seen.size() >= 64 || has_trait(n->op(), kReduce)) return true;
+        if (broadcast && (n->is(Op::Variable) || n->is(Op::Placeholder)))
+            return true;
         seen.push_back(n);
         for (const auto& i : n->inputs()) stack.push_back(i.get());
     }
@@ -326,7 +337,8 @@ NodePtr apply(const NodePtr& n) {
     bool any = false;
     for (const Term& t : w.terms) {
         if (t.varying.empty()) return nullptr; // a sum of invariants: a count we do not build
-        for (const auto& f : t.invariant) any = any || reads_a_reduction(f.first);
+        for (const auto& f : t.invariant)
+            any = any || worth_factoring(f.first, x->shape());
     }
     if (!any) return nullptr;
     // one sum per distinct varying product, times the sum of its terms' invariant products

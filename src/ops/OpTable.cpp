@@ -165,14 +165,18 @@ Tensor sum_to_shape(const Tensor& g, const Shape& shape) {
     Axes ones;
     for (size_t i = 0; i < shape.size(); ++i)
         if (shape[i] == 1 && gs[i + lead] != 1) ones.push_back(static_cast<int64_t>(i + lead));
-    Tensor r = g;
-    if (!ones.empty()) r = sum(r, ones, /*keepdims=*/true);
-    if (lead > 0) {
-        Axes lead_axes;
-        for (int i = 0; i < lead; ++i) lead_axes.push_back(i);
-        r = sum(r, lead_axes, false);
-    }
-    return r;
+    Axes lead_axes;
+    for (int i = 0; i < lead; ++i)
+        lead_axes.push_back(i);
+    if (ones.empty())
+        return lead > 0 ? sum(g, lead_axes, false) : g;
+    // one sum over every axis, not one over the size-1 dims and another over the leading ones: a
+    // batch norm's dgamma and dbeta are then the very sums its dx needs (Note [Factoring
+    // reductions] in src/compiler/Specialize.cpp), and the graph computes each once
+    Axes all = lead_axes;
+    all.insert(all.end(), ones.begin(), ones.end());
+    Tensor r = sum(g, all, /*keepdims=*/true);
+    return lead > 0 ? squeeze(r, lead_axes) : r;
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const InferCtx& ctx) {
