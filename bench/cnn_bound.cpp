@@ -12,7 +12,11 @@
 // counted too, as an entry named reorder.*. value uses each primitive's median time
 // (fastest_ms_per_step sums the fastest samples instead). Not counted: the loss (softmax
 // cross-entropy on [B, 10]) and the Adam update (about 1e5 parameters: a few MB of memory traffic,
-// tens of us). Threads: oneDNN's OpenMP runtime, OMP_NUM_THREADS.
+// tens of us). Threads: oneDNN's OpenMP runtime, OMP_NUM_THREADS. Inference is timed twice: with
+// direct convolutions (impl "bound") and with oneDNN's own choice of algorithm per layer
+// (convolution_auto, impl "bound_auto": Winograd where oneDNN has it and expects it faster),
+// since symjax runs Winograd in inference (Note [Winograd convolutions] in
+// src/backend/cpu/Conv.cpp).
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -92,7 +96,9 @@ std::vector<Layer> network(const std::string& arch) {
 /// one inference forward (forward_inference) and returns them as timed entries.
 class Builder {
 public:
-    Builder(dnnl::engine& eng, dnnl::stream& s, bool train) : eng_(eng), s_(s), train_(train) {}
+    /// conv_alg: the forward convolutions' algorithm (the backward ones are direct)
+    Builder(dnnl::engine& eng, dnnl::stream& s, bool train, algorithm conv_alg)
+        : eng_(eng), s_(s), train_(train), conv_alg_(conv_alg) {}
 
     std::vector<Entry> build(const std::vector<Layer>& net, int64_t batch) {
         int64_t c = 3, h = 32, w = 32;
@@ -133,6 +139,7 @@ private:
     dnnl::engine& eng_;
     dnnl::stream& s_;
     bool train_;
+    algorithm conv_alg_;
     std::vector<Entry> entries_;
     std::mt19937 gen_{1};
 
@@ -173,8 +180,7 @@ private:
         memory::desc w_any({dst_dims[1], sd[1], 3, 3}, dt::f32, tag::any);
         const memory::dims strides{1, 1}, pad{1, 1};
         dnnl::convolution_forward::primitive_desc f(
-            {fwd(), algorithm::convolution_direct, src_any, w_any, dst_any, strides, pad, pad},
-            eng_);
+            {fwd(), conv_alg_, src_any, w_any, dst_any, strides, pad, pad}, eng_);
         reorder_if(n + ".src", src_in, f.src_desc());
         memory x = mem(f.src_desc()), wt = mem(f.weights_desc(), -0.1f, 0.1f),
                y = mem(f.dst_desc());
@@ -350,10 +356,13 @@ double peak_rss_mb() {
     return double(u.ru_maxrss) / 1024.0;
 }
 
-void run_case(const Options& o, bool train) {
+/// impl "bound": direct convolutions; "bound_auto": oneDNN's choice between direct and Winograd
+/// per layer (convolution_auto; inference only), the bound of symjax's Winograd inference
+/// (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp).
+void run_case(const Options& o, bool train, algorithm conv_alg = algorithm::convolution_direct) {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
-    std::vector<Entry> es = Builder(eng, s, train).build(network(o.arch), o.batch);
+    std::vector<Entry> es = Builder(eng, s, train, conv_alg).build(network(o.arch), o.batch);
     double sum_s = 0, sum_fastest_s = 0;
     for (Entry& e : es) {
         try {
@@ -387,15 +396,16 @@ void run_case(const Options& o, bool train) {
         impls += (i ? ", \"" : "\"") + es[i].name + "\": \"" + es[i].impl + "\"";
     }
     std::printf(
-        "{\"bench\": \"cnn_train\", \"case\": \"%s\", \"impl\": \"bound\", \"threads\": %d, "
+        "{\"bench\": \"cnn_train\", \"case\": \"%s\", \"impl\": \"%s\", \"threads\": %d, "
         "\"arch\": \"%s\", \"batch\": %lld, \"value\": %.6g, \"unit\": \"images/s\", "
         "\"ms_per_step\": %.4f, \"fastest_ms_per_step\": %.4f, \"sequence_ms\": %.4f, "
         "\"sequence_images_per_s\": %.6g, "
         "\"primitives\": %zu, \"peak_rss_mb\": %.1f, \"primitive_ms\": %s}, \"primitive_impl\": "
         "%s}}\n",
-        train ? "train" : "infer", omp_get_max_threads(), o.arch.c_str(),
-        static_cast<long long>(o.batch), o.batch / sum_s, sum_s * 1e3, sum_fastest_s * 1e3,
-        seq_s * 1e3, o.batch / seq_s, es.size(), peak_rss_mb(), ms.c_str(), impls.c_str());
+        train ? "train" : "infer", conv_alg == algorithm::convolution_auto ? "bound_auto" : "bound",
+        omp_get_max_threads(), o.arch.c_str(), static_cast<long long>(o.batch), o.batch / sum_s,
+        sum_s * 1e3, sum_fastest_s * 1e3, seq_s * 1e3, o.batch / seq_s, es.size(), peak_rss_mb(),
+        ms.c_str(), impls.c_str());
     std::fflush(stdout);
 }
 
@@ -426,8 +436,10 @@ int main(int argc, char** argv) {
     try {
         if (o.cs == "train" || o.cs == "all")
             run_case(o, true);
-        if (o.cs == "infer" || o.cs == "all")
+        if (o.cs == "infer" || o.cs == "all") {
             run_case(o, false);
+            run_case(o, false, algorithm::convolution_auto);
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "cnn_bound: %s\n", e.what());
         return 1;

@@ -138,6 +138,10 @@ TEST(Determinism, DISABLED_Digests) {
     for (int s = 0; s < 3; ++s)
         print("cnn_loss" + std::to_string(s),
               step(random_array(f32, {64, 3, 32, 32}, 10 + s), yb)[0]);
+    // the trained network in inference: its 3x3 convs of 16 and 32 channels run as Winograd on
+    // AVX-512 (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp)
+    print("cnn_eval", function({images}, {net(images, nn::Mode::Eval)})(
+                          random_array(f32, {64, 3, 32, 32}, 20))[0]);
     for (const Variable& v : net.variables())
         print(v.full_name(), v.value());
     for (const Variable& v : adam.variables())

@@ -173,6 +173,9 @@ struct WindowPrimitive {
     // the epilogue's first `affine` steps are the bias and weight scales (Note [Affine prefix])
     size_t affine = 0;
     bool scale_weights = false;
+    /// a Winograd conv: its weights, in oneDNN's Winograd layout, are kept between calls
+    /// (Note [Winograd convolutions])
+    bool keep_weights = false;
     memory::desc bias, weights_user;
     std::unique_ptr<const FilterChunks> filter; // conv_backward_filter (p.main is empty)
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
@@ -292,16 +295,65 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
     return make(Layout::Plain);
 }
 
+// Note [Winograd convolutions]
+// oneDNN has Winograd kernels for f32 3x3 convolutions on AVX-512 (F(4x4, 3x3), and F(2x2, 3x3)
+// for a single image): on this project's 2-core AVX-512 EPYC they ran the CNN benchmarks' 3x3
+// layers 1.4-2.1x faster than the direct kernels at batch 32 and maps of 8x8 to 32x32, and
+// slower at 4x4 and for one image at 8x8 or less (/tmp harness of the session, docs/performance.md
+// "Winograd convolutions"). So a forward convolution whose shapes have them runs as Winograd:
+// f32, one group, a 3x3 kernel, stride and dilation 1, channels in the CPU's 16-channel blocks on
+// both sides, an output of at least 8x8 (kMinWinogradSide). The rule reads the shapes alone.
+// oneDNN's own choice (convolution_auto) was tried and is not used: it picked Winograd for a
+// 64-channel 8x8 layer with one thread and the direct kernel with two, and 1 and 2 threads must
+// give the same bits (Note [Thread-count-independent weight gradients]); the Winograd kernels
+// themselves gave the same bits with 1 and 2 threads on every shape tried
+// (Determinism.OneAndTwoThreadsGiveTheSameBits runs such layers). Where oneDNN has no Winograd
+// kernel for the shapes, the CPU or the post-ops, the direct one runs. Winograd rounds
+// differently: its outputs differed from the direct kernel's by up to 2e-6 of the largest output
+// (|y| ~ 10, 3x3x64 taps), a few ulp of f32 more than a direct sum. Backward passes stay
+// direct. SJ_WINOGRAD=0 turns it off (the direct kernels' bits).
+constexpr int64_t kMinWinogradSide = 8;
+
+bool winograd_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("SJ_WINOGRAD");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+/// Whether a forward convolution of these logical shapes runs as Winograd (Note [Winograd
+/// convolutions]).
+bool winograd_shapes(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a) {
+    if (!winograd_enabled() || isa_channel_block() != 16 || a.groups != 1 || x.size() != 4 ||
+        w.size() != 4 || w[2] != 3 || w[3] != 3 || x[1] % 16 != 0 || y[1] % 16 != 0)
+        return false;
+    for (size_t i = 0; i < 2; ++i)
+        if (a.strides[i] != 1 || a.dilation[i] != 1 || y[2 + i] < kMinWinogradSide)
+            return false;
+    return true;
+}
+
 dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
                                                           const dnnl::primitive_attr& attr,
-                                                          const memory::desc& bias = {}) {
-    auto alg = dnnl::algorithm::convolution_direct;
-    auto desc = bias.get_size()
-                    ? dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, bias, d.dst,
-                                                      d.strides, d.dilates, d.lo, d.hi)
-                    : dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, d.dst, d.strides,
-                                                      d.dilates, d.lo, d.hi);
-    return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
+                                                          const memory::desc& bias = {},
+                                                          bool winograd = false) {
+    auto make = [&](dnnl::algorithm alg) {
+        auto desc = bias.get_size()
+                        ? dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, bias, d.dst,
+                                                          d.strides, d.dilates, d.lo, d.hi)
+                        : dnnl::convolution_forward::desc(pk, alg, d.src, d.weights, d.dst,
+                                                          d.strides, d.dilates, d.lo, d.hi);
+        return dnnl::convolution_forward::primitive_desc(desc, attr, dnnl_engine());
+    };
+    if (winograd) {
+        try {
+            return make(dnnl::algorithm::convolution_winograd);
+        } catch (const dnnl::error&) {
+            // no Winograd kernel for these shapes, CPU or post-ops: the direct one
+        }
+    }
+    return make(dnnl::algorithm::convolution_direct);
 }
 
 /// conv_backward_filter (x, dy) -> dw for the whole batch as fixed chunks (Note
@@ -355,7 +407,8 @@ std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w,
 }
 
 std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
-                                           const std::vector<compiler::PostOp>& epilogue) {
+                                           const std::vector<compiler::PostOp>& epilogue,
+                                           bool fixed_weights) {
     const auto& a = n.attr<ConvAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
@@ -374,8 +427,9 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         dnnl::primitive_attr conv_attr = user_scratchpad();
         set_post_ops(conv_attr, epilogue, p->channel, p->affine);
         auto pd = first_fast([&](Layout l) {
-            return conv_forward_pd(conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference,
-                                   conv_attr, p->bias);
+            return conv_forward_pd(
+                conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference, conv_attr, p->bias,
+                fixed_weights && l == Layout::Blocked && winograd_shapes(x, w, y, a));
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.out_block());
         if (p->scale_weights) p->weights_user = d.weights_user;
@@ -386,6 +440,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                 compiler::sum_post_op(epilogue) != nullptr);
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
+        p->keep_weights = p->impl.find("wino") != std::string::npos;
         break;
     }
     case Op::ConvBackwardData: { // (dy, w) -> dx
@@ -583,11 +638,14 @@ Cache& cache() {
 }
 
 std::string cache_key(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                      const std::vector<compiler::PostOp>& epilogue, bool keep_workspace) {
+                      const std::vector<compiler::PostOp>& epilogue, bool keep_workspace,
+                      bool fixed_weights) {
     std::string k = op_name(n.op());
     for (const auto& t : in) k += type_str(t);
     k += "->" + type_str(out) + "|" + attrs_str(n.attrs()) + post_ops_key(epilogue);
     if (keep_workspace) k += "|workspace";
+    if (fixed_weights)
+        k += "|fixed";
     return k;
 }
 
@@ -595,10 +653,12 @@ std::string cache_key(const Node& n, const std::vector<TensorType>& in, const Te
 
 std::shared_ptr<const WindowPrimitive>
 window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                 const std::vector<compiler::PostOp>& epilogue, bool keep_workspace) {
+                 const std::vector<compiler::PostOp>& epilogue, bool keep_workspace,
+                 bool fixed_weights) {
     SJ_ASSERT(epilogue.empty() || n.is(Op::Conv)) << "post-ops on " << op_name(n.op());
     keep_workspace = keep_workspace && n.is(Op::Pool) && n.attr<PoolAttrs>().kind == PoolKind::Max;
-    std::string key = cache_key(n, in, out, epilogue, keep_workspace);
+    fixed_weights = fixed_weights && n.is(Op::Conv);
+    std::string key = cache_key(n, in, out, epilogue, keep_workspace, fixed_weights);
     Cache& c = cache();
     {
         std::lock_guard<std::mutex> lock(c.mu);
@@ -622,8 +682,8 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
             std::shared_ptr<WindowPrimitive> made =
                 n.is(Op::BlockChannels)     ? make_reblock(n, in[0].shape)
                 : n.is(Op::UnblockChannels) ? make_reblock(n, out.shape)
-                : conv                      ? make_conv(n, logical_operands(n, in, out), epilogue)
-                                            : make_pool(n, logical_operands(n, in, out), keep_workspace);
+                : conv ? make_conv(n, logical_operands(n, in, out), epilogue, fixed_weights)
+                       : make_pool(n, logical_operands(n, in, out), keep_workspace);
             made->temp_bytes = temp_bytes(*made);
             p = std::move(made);
         } catch (const dnnl::error& e) {
@@ -761,6 +821,31 @@ void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
     f.scale = scale;
 }
 
+/// A Winograd conv's weights in the primitive's layout, kept in `f` while their bytes do not
+/// change (Note [Winograd convolutions]; the check is Note [Folded weights cache]'s): oneDNN's
+/// Winograd weight transform took 0.23 ms a call for 32x32 3x3 weights, more than the
+/// convolution of an 8x8 map.
+void keep_reordered_weights(const WindowArg& a, const Array& w, FoldedWeights& f, dnnl::stream& s) {
+    const size_t bytes = size_t(w.nbytes());
+    const auto* src = static_cast<const unsigned char*>(w.raw());
+    const bool hit = f.weights.defined() && f.source.size() == bytes &&
+                     std::memcmp(f.source.data(), src, bytes) == 0;
+    ++(hit ? g_folded_hits : g_folded_misses);
+    if (hit)
+        return;
+    const size_t size = a.prim.get_size();
+    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
+        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
+    memory user(a.user, dnnl_engine(), const_cast<void*>(w.raw()));
+    memory kept(a.prim, dnnl_engine(), f.weights.raw());
+    if (a.reorder)
+        dnnl::reorder(a.reorder).execute(s, user, kept);
+    else
+        std::memcpy(f.weights.raw(), w.raw(), bytes);
+    f.source.assign(src, src + bytes);
+    f.scale.clear();
+}
+
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
                      const std::vector<const Array*>& post_operands, Array* workspace,
                      FoldedWeights* folded) {
@@ -789,9 +874,18 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
                 }
         }
     }
+    if (p.keep_weights && !p.scale_weights) {
+        FoldedWeights local; // a caller that keeps none: made for this call
+        FoldedWeights& f = folded ? *folded : local;
+        for (const WindowArg& a : p.args)
+            if (a.operand == 1) {
+                keep_reordered_weights(a, *in[1], f, s);
+                args[a.id] = memory(a.prim, e, f.weights.raw());
+            }
+    }
     for (const WindowArg& a : p.args) {
-        if (a.operand == 1 && p.scale_weights)
-            continue; // the folded weights
+        if (a.operand == 1 && (p.scale_weights || p.keep_weights))
+            continue; // the folded or kept weights
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
         memory user(a.user, e, ptr);
         if (!a.reorder) {

@@ -22,9 +22,12 @@ struct WindowPrimitive;
 /// call; `out` is then the epilogue's result.
 /// `keep_workspace` (max pooling only): the forward runs in training mode and writes the
 /// workspace that a paired max_pool_backward reads (Note [Max-pool workspace] in Conv.cpp).
+/// `fixed_weights` (conv only): the weights come from variables the function does not update,
+/// so a Winograd kernel's weight transform is made once and kept (Note [Winograd convolutions]).
 std::shared_ptr<const WindowPrimitive>
 window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorType& out,
-                 const std::vector<compiler::PostOp>& epilogue = {}, bool keep_workspace = false);
+                 const std::vector<compiler::PostOp>& epilogue = {}, bool keep_workspace = false,
+                 bool fixed_weights = false);
 
 /// How many fixed chunks of the batch conv_backward_filter sums (Note [Thread-count-independent
 /// weight gradients] in Conv.cpp): a function of the batch and of the output positions per image

@@ -31,6 +31,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace sj::cpu {
 
@@ -1007,6 +1008,31 @@ private:
         return true;
     }
 
+    /// Whether a conv's weights are computed from constants and from variables this function does
+    /// not update (at most 256 nodes looked at): then oneDNN's Winograd kernels, whose weight
+    /// transform is kept between calls, pay off (Note [Winograd convolutions] in Conv.cpp).
+    bool fixed_weights(const Node* w) const {
+        std::unordered_set<const Node*> updated;
+        for (const auto& u : plan_.program.updates)
+            updated.insert(plan_.program.variables[u.first].get());
+        std::vector<const Node*> stack{w}, seen;
+        while (!stack.empty()) {
+            const Node* n = stack.back();
+            stack.pop_back();
+            if (std::find(seen.begin(), seen.end(), n) != seen.end())
+                continue;
+            if (seen.size() >= 256 || n->is(Op::Placeholder) || has_trait(n->op(), kRandom) ||
+                (n->is(Op::Variable) && updated.count(n)))
+                return false;
+            if (has_trait(n->op(), kLeaf) && !n->is(Op::Variable) && !n->is(Op::Constant))
+                return false; // an rng counter, a loop's carry: changes between calls
+            seen.push_back(n);
+            for (const auto& i : n->inputs())
+                stack.push_back(i.get());
+        }
+        return true;
+    }
+
     /// Binds the shapes of one call (compiler::bind: concrete types, which also checks every op
     /// on these shapes before anything runs; kernel launches) and makes its code: the kernels,
     /// compiled together, and oneDNN's primitives.
@@ -1046,7 +1072,8 @@ private:
                 std::vector<TensorType> ins;
                 for (const auto& x : r->inputs())
                     ins.push_back(types.at(x.get()));
-                sc.window = window_primitive(*r, ins, types.at(r), g.epilogue);
+                sc.window = window_primitive(*r, ins, types.at(r), g.epilogue, false,
+                                             r->is(Op::Conv) && fixed_weights(r->input(1).get()));
                 sc.flops = window_flops(*r, ins, types.at(r));
                 break;
             }
