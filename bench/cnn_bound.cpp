@@ -13,10 +13,10 @@
 // (fastest_ms_per_step sums the fastest samples instead). Not counted: the loss (softmax
 // cross-entropy on [B, 10]) and the Adam update (about 1e5 parameters: a few MB of memory traffic,
 // tens of us). Threads: oneDNN's OpenMP runtime, OMP_NUM_THREADS. Inference is timed twice: with
-// direct convolutions (impl "bound") and with oneDNN's own choice of algorithm per layer
-// (convolution_auto, impl "bound_auto": Winograd where oneDNN has it and expects it faster),
-// since symjax runs Winograd in inference (Note [Winograd convolutions] in
-// src/backend/cpu/Conv.cpp).
+// direct convolutions (impl "bound") and with Winograd ones wherever oneDNN has a kernel for the
+// layer and symjax's rule gives it to (impl "bound_winograd"), since symjax runs Winograd in
+// inference (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp). (convolution_auto, tried
+// for that row, picks the NHWC brgemm kernels when the layouts are format any.)
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -179,8 +179,20 @@ private:
         memory::desc src_any(sd, dt::f32, tag::any), dst_any(dst_dims, dt::f32, tag::any);
         memory::desc w_any({dst_dims[1], sd[1], 3, 3}, dt::f32, tag::any);
         const memory::dims strides{1, 1}, pad{1, 1};
-        dnnl::convolution_forward::primitive_desc f(
-            {fwd(), conv_alg_, src_any, w_any, dst_any, strides, pad, pad}, eng_);
+        auto make = [&](algorithm alg) {
+            return dnnl::convolution_forward::primitive_desc(
+                {fwd(), alg, src_any, w_any, dst_any, strides, pad, pad}, eng_);
+        };
+        // Winograd on the layers symjax gives it (Note [Winograd convolutions]): 16-channel
+        // blocks on both sides and an output of at least 8x8
+        const bool wino = conv_alg_ == algorithm::convolution_winograd && sd[1] % 16 == 0 &&
+                          dst_dims[1] % 16 == 0 && dst_dims[2] >= 8 && dst_dims[3] >= 8;
+        dnnl::convolution_forward::primitive_desc f;
+        try {
+            f = make(wino ? algorithm::convolution_winograd : algorithm::convolution_direct);
+        } catch (const dnnl::error&) { // no Winograd kernel on this CPU
+            f = make(algorithm::convolution_direct);
+        }
         reorder_if(n + ".src", src_in, f.src_desc());
         memory x = mem(f.src_desc()), wt = mem(f.weights_desc(), -0.1f, 0.1f),
                y = mem(f.dst_desc());
@@ -356,8 +368,8 @@ double peak_rss_mb() {
     return double(u.ru_maxrss) / 1024.0;
 }
 
-/// impl "bound": direct convolutions; "bound_auto": oneDNN's choice between direct and Winograd
-/// per layer (convolution_auto; inference only), the bound of symjax's Winograd inference
+/// impl "bound": direct convolutions; "bound_winograd": Winograd on the layers symjax runs it on,
+/// else direct (inference only), the bound of symjax's Winograd inference
 /// (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp).
 void run_case(const Options& o, bool train, algorithm conv_alg = algorithm::convolution_direct) {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -402,7 +414,8 @@ void run_case(const Options& o, bool train, algorithm conv_alg = algorithm::conv
         "\"sequence_images_per_s\": %.6g, "
         "\"primitives\": %zu, \"peak_rss_mb\": %.1f, \"primitive_ms\": %s}, \"primitive_impl\": "
         "%s}}\n",
-        train ? "train" : "infer", conv_alg == algorithm::convolution_auto ? "bound_auto" : "bound",
+        train ? "train" : "infer",
+        conv_alg == algorithm::convolution_winograd ? "bound_winograd" : "bound",
         omp_get_max_threads(), o.arch.c_str(), static_cast<long long>(o.batch), o.batch / sum_s,
         sum_s * 1e3, sum_fastest_s * 1e3, seq_s * 1e3, o.batch / seq_s, es.size(), peak_rss_mb(),
         ms.c_str(), impls.c_str());
@@ -438,7 +451,7 @@ int main(int argc, char** argv) {
             run_case(o, true);
         if (o.cs == "infer" || o.cs == "all") {
             run_case(o, false);
-            run_case(o, false, algorithm::convolution_auto);
+            run_case(o, false, algorithm::convolution_winograd);
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "cnn_bound: %s\n", e.what());
