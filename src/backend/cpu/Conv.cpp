@@ -779,6 +779,26 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
     });
 }
 
+/// Whether the kept weights in `f` were made from w's bytes and this scale (counted as a hit or
+/// a miss); on a miss, sizes f.weights for `bytes` of the primitive's layout.
+bool kept_weights_current(FoldedWeights& f, const Array& w, const std::vector<float>& scale,
+                          size_t bytes) {
+    const size_t n = size_t(w.nbytes());
+    const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == n &&
+                     std::memcmp(f.source.data(), w.raw(), n) == 0;
+    ++(hit ? g_folded_hits : g_folded_misses);
+    if (!hit && (!f.weights.defined() || size_t(f.weights.nbytes()) != bytes))
+        f.weights = Array::uninitialized(DType::U8, {int64_t(bytes)});
+    return hit;
+}
+
+/// Records what the kept weights were made from.
+void remember_source(FoldedWeights& f, const Array& w, const std::vector<float>& scale) {
+    const auto* src = static_cast<const unsigned char*>(w.raw());
+    f.source.assign(src, src + w.nbytes());
+    f.scale = scale;
+}
+
 // Note [Folded weights cache]
 // In inference a convolution followed by batch norm scales its weights' rows by
 // gamma / sqrt(var + eps) on every call (Note [Affine prefix] in Dnnl.cpp), and oneDNN then
@@ -794,16 +814,8 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
 void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
                   const std::vector<float>& scale, FoldedWeights& f, Arena& arena,
                   dnnl::stream& s) {
-    const size_t bytes = size_t(w.nbytes());
-    const auto* src = static_cast<const unsigned char*>(w.raw());
-    const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == bytes &&
-                     std::memcmp(f.source.data(), src, bytes) == 0;
-    ++(hit ? g_folded_hits : g_folded_misses);
-    if (hit)
+    if (kept_weights_current(f, w, scale, a.prim.get_size()))
         return;
-    const size_t size = a.prim.get_size();
-    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
-        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
     // scaled straight into the kept buffer when the primitive takes our layout
     memory scaled =
         a.reorder ? arena.take(p.weights_user) : memory(a.prim, dnnl_engine(), f.weights.raw());
@@ -817,8 +829,7 @@ void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
         memory kept(a.prim, dnnl_engine(), f.weights.raw());
         dnnl::reorder(a.reorder).execute(s, scaled, kept);
     }
-    f.source.assign(src, src + bytes);
-    f.scale = scale;
+    remember_source(f, w, scale);
 }
 
 /// A Winograd conv's weights in the primitive's layout, kept in `f` while their bytes do not
@@ -826,24 +837,15 @@ void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
 /// Winograd weight transform took 0.23 ms a call for 32x32 3x3 weights, more than the
 /// convolution of an 8x8 map.
 void keep_reordered_weights(const WindowArg& a, const Array& w, FoldedWeights& f, dnnl::stream& s) {
-    const size_t bytes = size_t(w.nbytes());
-    const auto* src = static_cast<const unsigned char*>(w.raw());
-    const bool hit = f.weights.defined() && f.source.size() == bytes &&
-                     std::memcmp(f.source.data(), src, bytes) == 0;
-    ++(hit ? g_folded_hits : g_folded_misses);
-    if (hit)
+    if (kept_weights_current(f, w, {}, a.prim.get_size()))
         return;
-    const size_t size = a.prim.get_size();
-    if (!f.weights.defined() || size_t(f.weights.nbytes()) != size)
-        f.weights = Array::uninitialized(DType::U8, {int64_t(size)});
     memory user(a.user, dnnl_engine(), const_cast<void*>(w.raw()));
     memory kept(a.prim, dnnl_engine(), f.weights.raw());
     if (a.reorder)
         dnnl::reorder(a.reorder).execute(s, user, kept);
     else
-        std::memcpy(f.weights.raw(), w.raw(), bytes);
-    f.source.assign(src, src + bytes);
-    f.scale.clear();
+        std::memcpy(f.weights.raw(), w.raw(), size_t(w.nbytes()));
+    remember_source(f, w, {});
 }
 
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
