@@ -260,18 +260,22 @@ TEST(CpuBackend, SmallKernelsRunOnOneThread) {
 }
 
 // Note [Long contractions] in src/backend/cpu/Dot.cpp: a long contraction into a small result
-// runs in fixed pieces of K; with the operands plain, transposed and batched, the result is the
-// double-precision sum (f32 rounding of 3000-term sums: 1e-5 relative to the sum of |terms|).
+// runs in fixed pieces of K, or as one call on one thread when it is at most 2^22 multiply-adds
+// (the first four cases; the last two are pieces); with the operands plain, transposed and
+// batched, the result is the double-precision sum (f32 rounding of 5000-term sums: 1e-5
+// relative to the sum of |terms|).
 TEST(CpuBackend, LongContractionsInPiecesMatchTheSum) {
     struct Case {
         Shape a, b;
         DotDims d;
     };
     std::vector<Case> cases = {
-        {{3, 2500}, {2500, 7}, {{}, {}, {1}, {0}}},        // [M, K] x [K, N]
-        {{2500, 3}, {2500, 7}, {{}, {}, {0}, {0}}},        // lhs transposed (a weight gradient)
-        {{3, 2500}, {7, 2500}, {{}, {}, {1}, {1}}},        // rhs transposed
+        {{3, 2500}, {2500, 7}, {{}, {}, {1}, {0}}},         // [M, K] x [K, N]
+        {{2500, 3}, {2500, 7}, {{}, {}, {0}, {0}}},         // lhs transposed (a weight gradient)
+        {{3, 2500}, {7, 2500}, {{}, {}, {1}, {1}}},         // rhs transposed
         {{2, 5, 3000}, {2, 3000, 4}, {{0}, {0}, {2}, {1}}}, // batched
+        {{64, 5000}, {5000, 16}, {{}, {}, {1}, {0}}},       // 5.1M multiply-adds: pieces
+        {{5000, 64}, {5000, 16}, {{}, {}, {0}, {0}}},       // and transposed
     };
     for (const auto& c : cases) {
         Placeholder a(c.a, f32, "a"), b(c.b, f32, "b");
@@ -286,4 +290,31 @@ TEST(CpuBackend, LongContractionsInPiecesMatchTheSum) {
         for (int64_t i = 0; i < got.size(); ++i)
             ASSERT_NEAR(got.at(i), want.at(i), 1e-5 * mag.at(i)) << shape_str(c.a) << " at " << i;
     }
+}
+
+// The one-thread call of a small long contraction applies its epilogue itself: a dense layer's
+// bias and relu (the brief network's inference), and the sum post-op of momentum's
+// v' = 0.9 v + p^T q (a weight gradient over a batch of 2048). Values against the reference.
+TEST(CpuBackend, SmallLongContractionsApplyTheirEpilogue) {
+    Placeholder a({32, 4096}, f32, "a"), w({4096, 10}, f32, "w"), b({10}, f32, "b");
+    Tensor y = maximum(matmul(a, w) + b, 0.0); // bias and relu: the matmul's post-ops
+    std::vector<Array> args = {random_array(f32, {32, 4096}, 6),
+                               random_array(f32, {4096, 10}, 7, -0.05, 0.05),
+                               random_array(f32, {10}, 8)};
+    Array got = function({a, w, b}, {y})(args[0], args[1], args[2])[0];
+    Array want = function({a, w, b}, {y}, {}, on("reference"))(args[0], args[1], args[2])[0];
+    expect_close(got, want, 1e-5, 1e-5, "relu(a w + b)");
+
+    Placeholder p({2048, 64}, f32, "p"), q({2048, 10}, f32, "q");
+    Array v0 = random_array(f32, {64, 10}, 9);
+    Array pv = random_array(f32, {2048, 64}, 10), qv = random_array(f32, {2048, 10}, 11);
+    Array next[2];
+    for (int k = 0; k < 2; ++k) {
+        Variable v(v0.clone(), k ? "one_thread_v_ref" : "one_thread_v");
+        Function f = function({p, q}, {}, {{v, v * 0.9 + matmul(transpose(p), q)}},
+                              k ? on("reference") : FunctionOptions{});
+        f(pv, qv);
+        next[k] = v.value();
+    }
+    expect_close(next[0], next[1], 1e-5, 1e-4, "0.9 v + p^T q");
 }
