@@ -299,14 +299,14 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 // oneDNN has Winograd kernels for f32 3x3 convolutions on AVX-512 (F(4x4, 3x3), and F(2x2, 3x3)
 // for a single image): on this project's 2-core AVX-512 EPYC they ran the CNN benchmarks' 3x3
 // layers 1.4-2.1x faster than the direct kernels at batch 32 and maps of 8x8 to 32x32, and
-// slower at 4x4 and for one image at 8x8 or less (/tmp harness of the session, docs/performance.md
-// "Winograd convolutions"). So a forward convolution whose shapes have them runs as Winograd:
-// f32, one group, a 3x3 kernel, stride and dilation 1, channels in the CPU's 16-channel blocks on
-// both sides, an output of at least 8x8 (kMinWinogradSide). The rule reads the shapes alone.
-// oneDNN's own choice (convolution_auto) was tried and is not used: it picked Winograd for a
-// 64-channel 8x8 layer with one thread and the direct kernel with two, and 1 and 2 threads must
-// give the same bits (Note [Thread-count-independent weight gradients]); the Winograd kernels
-// themselves gave the same bits with 1 and 2 threads on every shape tried
+// slower at 4x4 and for one image at 8x8 or less (a standalone oneDNN harness; docs/performance.md,
+// "Shared normalisation sums and Winograd inference"). So a forward convolution whose shapes have
+// them runs as Winograd: f32, one group, a 3x3 kernel, stride and dilation 1, channels in the CPU's
+// 16-channel blocks on both sides, an output of at least 8x8 (kMinWinogradSide). The rule reads the
+// shapes alone. oneDNN's own choice (convolution_auto) was tried and is not used: it picked
+// Winograd for a 64-channel 8x8 layer with one thread and the direct kernel with two, and 1 and 2
+// threads must give the same bits (Note [Thread-count-independent weight gradients]); the Winograd
+// kernels themselves gave the same bits with 1 and 2 threads on every shape tried
 // (Determinism.OneAndTwoThreadsGiveTheSameBits runs such layers). Where oneDNN has no Winograd
 // kernel for the shapes, the CPU or the post-ops, the direct one runs. Winograd rounds
 // differently: its outputs differed from the direct kernel's by up to 2e-6 of the largest output
@@ -858,36 +858,32 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
     std::unordered_map<int, memory> args;
     std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
     memory out_user;
+    thread_local std::vector<float> scale; // the weights' per-channel scale (p.scale_weights)
     if (p.affine) {
         int64_t c = p.channel.channels;
-        thread_local std::vector<float> scale;
         scale.resize(size_t(c));
         memory bias = arena.take(p.bias);
         affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
                   static_cast<float*>(bias.get_data_handle()));
         args[DNNL_ARG_BIAS] = bias;
-        if (p.scale_weights) {
-            FoldedWeights local; // a caller that keeps none: made for this call
-            FoldedWeights& f = folded ? *folded : local;
-            for (const WindowArg& a : p.args)
-                if (a.operand == 1) {
-                    fold_weights(p, a, *in[1], scale, f, arena, s);
-                    args[a.id] = memory(a.prim, e, f.weights.raw());
-                }
-        }
     }
-    if (p.keep_weights && !p.scale_weights) {
+    // weights kept between calls: folded with a batch norm's scale, or in Winograd's layout
+    const bool kept = p.scale_weights || p.keep_weights;
+    if (kept) {
         FoldedWeights local; // a caller that keeps none: made for this call
         FoldedWeights& f = folded ? *folded : local;
         for (const WindowArg& a : p.args)
             if (a.operand == 1) {
-                keep_reordered_weights(a, *in[1], f, s);
+                if (p.scale_weights)
+                    fold_weights(p, a, *in[1], scale, f, arena, s);
+                else
+                    keep_reordered_weights(a, *in[1], f, s);
                 args[a.id] = memory(a.prim, e, f.weights.raw());
             }
     }
     for (const WindowArg& a : p.args) {
-        if (a.operand == 1 && (p.scale_weights || p.keep_weights))
-            continue; // the folded or kept weights
+        if (a.operand == 1 && kept)
+            continue; // the kept weights
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
         memory user(a.user, e, ptr);
         if (!a.reorder) {

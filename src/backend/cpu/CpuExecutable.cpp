@@ -1008,24 +1008,30 @@ private:
         return true;
     }
 
-    /// Whether a conv's weights are computed from constants and from variables this function does
-    /// not update (at most 256 nodes looked at): then oneDNN's Winograd kernels, whose weight
-    /// transform is kept between calls, pay off (Note [Winograd convolutions] in Conv.cpp).
-    bool fixed_weights(const Node* w) const {
+    /// The variables this function updates.
+    std::unordered_set<const Node*> updated_variables() const {
         std::unordered_set<const Node*> updated;
         for (const auto& u : plan_.program.updates)
             updated.insert(plan_.program.variables[u.first].get());
+        return updated;
+    }
+
+    /// Whether a conv's weights are computed from constants and from variables not in `updated`
+    /// (at most 256 nodes looked at): then oneDNN's Winograd kernels, whose weight transform is
+    /// kept between calls, pay off (Note [Winograd convolutions] in Conv.cpp). An input, an rng
+    /// counter or random bits change between calls.
+    static bool fixed_weights(const Node* w, const std::unordered_set<const Node*>& updated) {
         std::vector<const Node*> stack{w}, seen;
         while (!stack.empty()) {
             const Node* n = stack.back();
             stack.pop_back();
             if (std::find(seen.begin(), seen.end(), n) != seen.end())
                 continue;
-            if (seen.size() >= 256 || n->is(Op::Placeholder) || has_trait(n->op(), kRandom) ||
-                (n->is(Op::Variable) && updated.count(n)))
+            const bool fixed_leaf =
+                n->is(Op::Constant) || (n->is(Op::Variable) && !updated.count(n));
+            if (seen.size() >= 256 || has_trait(n->op(), kRandom) ||
+                (has_trait(n->op(), kLeaf) && !fixed_leaf))
                 return false;
-            if (has_trait(n->op(), kLeaf) && !n->is(Op::Variable) && !n->is(Op::Constant))
-                return false; // an rng counter, a loop's carry: changes between calls
             seen.push_back(n);
             for (const auto& i : n->inputs())
                 stack.push_back(i.get());
@@ -1044,6 +1050,7 @@ private:
         plan.bound = compiler::bind(plan_, in);
         const auto& types = plan.bound.node_types;
         plan.code.resize(plan_.steps.size());
+        const std::unordered_set<const Node*> updated = updated_variables();
         for (size_t si = 0; si < plan_.steps.size(); ++si) {
             const compiler::Step& st = plan_.steps[si];
             const Group& g = plan_.group(st);
@@ -1072,8 +1079,9 @@ private:
                 std::vector<TensorType> ins;
                 for (const auto& x : r->inputs())
                     ins.push_back(types.at(x.get()));
-                sc.window = window_primitive(*r, ins, types.at(r), g.epilogue, false,
-                                             r->is(Op::Conv) && fixed_weights(r->input(1).get()));
+                sc.window =
+                    window_primitive(*r, ins, types.at(r), g.epilogue, false,
+                                     r->is(Op::Conv) && fixed_weights(r->input(1).get(), updated));
                 sc.flops = window_flops(*r, ins, types.at(r));
                 break;
             }
