@@ -268,6 +268,14 @@ std::string shapes_str(const Case& c) {
 
 const std::vector<std::string>& test_backends() {
     static const std::vector<std::string> list = [] {
+        const auto required = [](const std::string& b) {
+            const char* env = std::getenv("SJ_TEST_REQUIRE_BACKENDS");
+            std::stringstream ss(env ? env : "");
+            for (std::string r; std::getline(ss, r, ',');)
+                if (r == b)
+                    return true;
+            return false;
+        };
         std::vector<std::string> names{"cpu", "cuda"};
         if (const char* env = std::getenv("SJ_TEST_BACKENDS")) {
             std::stringstream ss(env);
@@ -289,8 +297,13 @@ const std::vector<std::string>& test_backends() {
                     return o;
                 }());
                 out.push_back(b);
-            } catch (const Error&) {
-                // not built into this library, or no device: nothing to compare
+            } catch (const Error& e) {
+                // not built into this library, or no device: nothing to compare, unless the run
+                // asked for this backend ($SJ_TEST_REQUIRE_BACKENDS, set by the gpu label's
+                // tests): then a GPU test cannot pass by testing nothing
+                if (required(b))
+                    throw std::runtime_error("SJ_TEST_REQUIRE_BACKENDS names \"" + b +
+                                             "\", which cannot run here: " + e.what());
             }
         }
         return out;

@@ -121,7 +121,8 @@ const OpRow* find_row(const std::string& name);
 
 /// Backends compared with the reference: those among "cpu", "cuda" and the comma-separated list
 /// in $SJ_TEST_BACKENDS that are built and can run here (a function compiles on them: "cuda"
-/// needs a GPU or SJ_CUDA_DEVICE=emulator). "reference" is always first.
+/// needs a GPU or SJ_CUDA_DEVICE=emulator). "reference" is always first. A backend named in
+/// $SJ_TEST_REQUIRE_BACKENDS that cannot run is an error, not a silent omission.
 const std::vector<std::string>& test_backends();
 
 /// The cases actually run for a row (its cases plus the specials case).
