@@ -46,7 +46,8 @@ struct FunctionOptions {
     /// Starting value of the call counter random ops use.
     uint64_t rng_counter = 0;
     /// Checks every computed value for NaN/Inf and throws naming the first node producing one.
-    bool nan_guard = false;
+    /// SJ_NAN_GUARD=1 in the environment turns it on by default (like JAX_DEBUG_NANS).
+    bool nan_guard = default_nan_guard();
     /// Times every kernel; Function::profile_report() prints the table.
     bool profile = false;
     /// Lets variable updates write into the variable's own buffer when provably safe.
@@ -57,6 +58,7 @@ struct FunctionOptions {
     bool overlap_collectives = true;
 
     static std::string default_backend();
+    static bool default_nan_guard();
 };
 
 /// Statistics of the compiled program (filled by the backend).

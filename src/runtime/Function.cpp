@@ -347,6 +347,10 @@ std::string FunctionOptions::default_backend() {
         return b;
     return "cpu";
 }
+bool FunctionOptions::default_nan_guard() {
+    const char* g = std::getenv("SJ_NAN_GUARD");
+    return g && *g && std::string_view(g) != "0";
+}
 uint64_t Function::calls() const {
     return impl_ ? impl_->calls : 0;
 }
