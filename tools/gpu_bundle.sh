@@ -12,7 +12,8 @@
 #       On the GPU machine, from a checkout of the same commit: unpacks, prints the device, and
 #       runs, in parallel shards on GPU 0, what `ctest -L gpu` runs: the op harness with cuda
 #       required, the CNN/MLP-optimizer/RNN parity tests and the fusion fuzzer on cuda, sj-train
-#       (MLP and CNN) on cuda against the cpu; then the GPU benchmarks unless QUICK=1. Logs go to
+#       (MLP and CNN) on cuda against the cpu; then the GPU benchmarks (with PyTorch's MLP step
+#       on the same GPU, bench/peers/torch_gpu_mlp.py) unless QUICK=1. Logs go to
 #       LOGDIR (default gpu-bundle-<utc>/); a summary line per part, exit status 0 when all passed.
 #       TIMEOUT (seconds, default 300) bounds each part.
 set -uo pipefail
@@ -117,8 +118,10 @@ check() {
   done
   part training SJ_BACKEND=cuda SJ_TEST_REQUIRE_BACKENDS=cuda timeout "$t" "$tests" --gtest_brief=1 \
     --gtest_filter='Backends/CnnParity.*/cuda:*NnOptimParity*:*RnnParity*'
-  part fuzz SJ_FUZZ_BACKEND=cuda timeout "$t" "$tests" --gtest_brief=1 \
-    --gtest_filter=FuzzFusion.RandomGraphsMatchReference
+  for i in 0 1 2; do # 600 graphs, in three processes
+    part "fuzz$i" SJ_FUZZ_BACKEND=cuda SJ_FUZZ_SEED=$((1 + 200 * i)) SJ_FUZZ_COUNT=200 timeout "$t" "$tests" \
+      --gtest_brief=1 --gtest_filter=FuzzFusion.RandomGraphsMatchReference
+  done
   part sj_train_mlp timeout "$t" bash "$root/tests/integration/sj_train_backend_test.sh" "$b/bin/sj-train" cuda \
     --data "$b/fashion-mnist"
   part sj_train_cnn timeout "$t" bash "$root/tests/integration/sj_train_backend_test.sh" "$b/bin/sj-train" cuda \
@@ -144,6 +147,9 @@ check() {
     SJ_BACKEND=cuda timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" mlp_train --batch 128 2>&1 |
       sed 's/"impl": "symjax"/"impl": "symjax-cuda"/' | tee -a "$logs/bench.jsonl"
     timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" mlp_train --batch 128 2>&1 | tee -a "$logs/bench.jsonl"
+    # the peer: PyTorch on the same GPU, when this machine's python has it
+    timeout "${BENCH_TIMEOUT:-60}" python3 "$root/bench/peers/torch_gpu_mlp.py" --batch 128 2>&1 |
+      tee -a "$logs/bench.jsonl"
   fi
   echo "== $(date -u +%H:%M:%S) done: status $status, logs in $logs" | tee -a "$logs/summary.log"
   return $status
@@ -152,5 +158,5 @@ check() {
 case ${1:-} in
   pack) [ $# = 3 ] || { echo "usage: $0 pack BUILD FILE.tar.xz" >&2; exit 2; }; pack "$2" "$3" ;;
   check) [ $# -ge 2 ] || { echo "usage: $0 check FILE.tar.xz [LOGDIR]" >&2; exit 2; }; check "$2" "${3:-}" ;;
-  *) sed -n 2,17p "$0" >&2; exit 2 ;;
+  *) sed -n 2,18p "$0" >&2; exit 2 ;;
 esac

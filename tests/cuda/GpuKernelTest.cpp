@@ -355,3 +355,30 @@ TEST(GpuKernel, BlocksKernelRunsOnlyWithItsOwnWidth) {
     auto k = dev->load(l.kernel);
     EXPECT_THROW(dev->launch(*k, 1, l.block / 2, 0, 0), InternalError);
 }
+
+// The kernel caches (the device's table, the PTX on disk) are keyed by GpuKernel::str: kernels
+// that differ in any field, the split reduction's phase and chunk count too, have different
+// keys and different code.
+TEST(GpuKernel, EveryFieldIsInTheCacheKey) {
+    Placeholder x({1, 4096}, f32, "x");
+    Bound b = bind_one({sum(x, {1})});
+    ASSERT_NE(b.group, nullptr);
+    cuda::GpuKernel whole;
+    whole.spec = b.launch.spec;
+    whole.map = cuda::ThreadMap::Blocks;
+    whole.block = 64;
+    cuda::GpuKernel partials4 = whole, partials8 = whole, combine = whole, points = whole;
+    partials4.phase = partials8.phase = cuda::GpuPhase::Partials;
+    partials4.chunks = 4;
+    partials8.chunks = 8;
+    points.map = combine.map = cuda::ThreadMap::Points;
+    combine.phase = cuda::GpuPhase::Combine;
+    combine.chunks = 4;
+    const std::vector<cuda::GpuKernel> ks{whole, partials4, partials8, points, combine};
+    auto dev = cuda::make_emulator();
+    for (size_t i = 0; i < ks.size(); ++i)
+        for (size_t j = i + 1; j < ks.size(); ++j) {
+            EXPECT_NE(ks[i].str(), ks[j].str()) << i << " and " << j;
+            EXPECT_NE(dev->load(ks[i]), dev->load(ks[j])) << i << " and " << j;
+        }
+}

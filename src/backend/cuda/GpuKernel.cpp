@@ -6,8 +6,20 @@
 namespace sj::cuda {
 
 std::string GpuKernel::str() const {
-    return spec.str() + (map == ThreadMap::Points ? "|points|" : "|blocks|") +
-           std::to_string(block);
+    // every field: the phase and the chunk count change the code as much as the map does (two
+    // kernels that differed only in them once shared a cache entry, and a split reduction ran
+    // with another one's chunk count, writing past its scratch buffer)
+    std::string s =
+        spec.str() + (map == ThreadMap::Points ? "|points|" : "|blocks|") + std::to_string(block);
+    switch (phase) {
+    case GpuPhase::Whole:
+        return s;
+    case GpuPhase::Partials:
+        return s + "|partials|" + std::to_string(chunks);
+    case GpuPhase::Combine:
+        return s + "|combine|" + std::to_string(chunks);
+    }
+    return s;
 }
 
 namespace {

@@ -40,7 +40,7 @@ struct GpuKernel {
     GpuPhase phase = GpuPhase::Whole;
     /// Partials and Combine: the chunks each kept point's reduction is split into.
     int64_t chunks = 0;
-    /// Canonical text (the cache key).
+    /// Canonical text of every field above: the key of the in-process and disk kernel caches.
     std::string str() const;
 };
 

@@ -550,7 +550,8 @@ void link_libdevice(llvm::Module& mod) {
 // depends on: the kernel (GpuKernel::str, which the device's in-memory table also keys by), the
 // architecture, LLVM's version, the PTX features, libdevice's path and size, and a hash of the
 // GPU code generator's source (SJ_GPU_CODEGEN_HASH, computed by CMake), so an edit to the
-// renderer or a new toolkit never reads an old entry.
+// renderer or a new toolkit never reads an old entry. Schema 2: GpuKernel::str names the phase
+// and chunk count of a split reduction (schema 1 entries could hold another phase's code).
 std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats) {
     PtxCacheStats local;
     PtxCacheStats& st = stats ? *stats : local;
@@ -563,7 +564,7 @@ std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats) {
     std::error_code ec;
     const auto libdevice_bytes = std::filesystem::file_size(libdevice, ec);
     const std::string key =
-        "cuda-ptx schema=1 llvm=" LLVM_VERSION_STRING " sm=" + std::to_string(sm) +
+        "cuda-ptx schema=2 llvm=" LLVM_VERSION_STRING " sm=" + std::to_string(sm) +
         " features=" + kPtxFeatures + " libdevice=" + libdevice + ":" +
         std::to_string(ec ? 0 : libdevice_bytes) + " codegen=" SJ_GPU_CODEGEN_HASH "\n" + k.str();
     const std::string path = dir + "/ptx-sm" + std::to_string(sm) + "-" +
