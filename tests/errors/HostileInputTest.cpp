@@ -10,6 +10,7 @@
 #include <symjax/symjax.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -195,6 +196,31 @@ TEST(HostileInput, SubscriptOutOfRangeOnAnUnknownDim) {
 
 // nan_guard used to do nothing on the reference backend. On both it names the first node that
 // produced a NaN, and (with an update read alongside) the variable keeps its value.
+// SJ_NAN_GUARD=1 in the environment turns the guard on for functions made without asking for
+// it (a whole program, sj-train included, debugged without a rebuild); 0 or unset leaves it off.
+TEST(HostileInput, NanGuardFromTheEnvironment) {
+    struct Env {
+        std::string old;
+        bool had;
+        Env() : had(std::getenv("SJ_NAN_GUARD") != nullptr) {
+            if (had) old = std::getenv("SJ_NAN_GUARD");
+        }
+        ~Env() { had ? setenv("SJ_NAN_GUARD", old.c_str(), 1) : unsetenv("SJ_NAN_GUARD"); }
+    } restore;
+    Placeholder x({2}, f32, "env_nan_x");
+    Tensor y = log(x).named("env_log");
+    const Array bad(std::vector<float>{1, -1}, {2});
+    unsetenv("SJ_NAN_GUARD");
+    EXPECT_FALSE(FunctionOptions{}.nan_guard);
+    EXPECT_TRUE(std::isnan(function({x}, {y})(bad)[0].at(1)));
+    setenv("SJ_NAN_GUARD", "0", 1);
+    EXPECT_FALSE(FunctionOptions{}.nan_guard);
+    setenv("SJ_NAN_GUARD", "1", 1);
+    EXPECT_TRUE(FunctionOptions{}.nan_guard);
+    std::string m = message_of<Error>([&] { function({x}, {y})(bad); });
+    EXPECT_THAT(m, HasSubstr("NaN guard: env_log"));
+}
+
 TEST(HostileInput, NanGuardOnEveryBackend) {
     for (const char* b : kBackends) {
         Placeholder x({2, 2}, f32, "nan_x");
