@@ -1,6 +1,6 @@
 // symjax's side of the benchmarks: one JSON line per result (run by bench/run next to the peers).
 //
-//   symjax_bench elementwise_chain [--n N] [--case fwd|fwd_bwd]
+//   symjax_bench elementwise_chain [--n N] [--case fwd|fwd_bwd] [--profile 1]
 //   symjax_bench mlp_train [--batch B] [--profile 1]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
@@ -94,18 +94,24 @@ void elementwise_chain() {
     Placeholder a({}, f32, "a"), b({}, f32, "b");
     Tensor y = sum(tanh(x * a + b) * sigmoid(x) + exp(-x * x));
     Array xv = randn({n}, 0);
+    FunctionOptions fo; // --profile 1: each step timed to its end (on a GPU: kernel vs transfers)
+    fo.profile = opt("profile", "0") != "0";
     if (cs == "fwd" || cs == "all") {
-        Function f = function({x, a, b}, {y});
+        Function f = function({x, a, b}, {y}, {}, fo);
         double s = measure([&] { f(xv, 0.7, -0.2); });
         emit("elementwise_chain", "fwd", s * 1e3, "ms",
              "\"n\": " + std::to_string(n) + ", \"kernels\": " + std::to_string(f.stats().kernels));
+        if (fo.profile) // (the report itself is printed when f goes)
+            std::fprintf(stderr, "# elementwise_chain fwd\n");
     }
     if (cs == "fwd_bwd" || cs == "all") {
         auto g = gradients(y, {x, a, b});
-        Function f = function({x, a, b}, {y, g[0], g[1], g[2]});
+        Function f = function({x, a, b}, {y, g[0], g[1], g[2]}, {}, fo);
         double s = measure([&] { f(xv, 0.7, -0.2); });
         emit("elementwise_chain", "fwd_bwd", s * 1e3, "ms",
              "\"n\": " + std::to_string(n) + ", \"kernels\": " + std::to_string(f.stats().kernels));
+        if (fo.profile) // (the report itself is printed when f goes)
+            std::fprintf(stderr, "# elementwise_chain fwd_bwd\n");
     }
 }
 

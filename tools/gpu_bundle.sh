@@ -73,7 +73,7 @@ EOF
 check() {
   local file=$1 logs=${2:-$root/gpu-bundle-$(date -u +%Y%m%dT%H%M%SZ)} b
   mkdir -p "$logs"
-  b=$(mktemp -d /tmp/sj-bundle.XXXX)
+  b=${SJ_BUNDLE_DIR:-$(mktemp -d /tmp/sj-bundle.XXXX)}; mkdir -p "$b"
   xz -dc "$file" | tar -C "$b" -xf - || { echo "gpu_bundle: cannot unpack $file"; return 1; }
   [ "$(cat "$b/COMMIT")" = "$(git -C "$root" rev-parse HEAD 2>/dev/null || cat "$b/COMMIT")" ] ||
     echo "gpu_bundle: warning: the bundle is from $(cat "$b/COMMIT"), the checkout is not"
@@ -140,17 +140,18 @@ check() {
     echo "== $(date -u +%H:%M:%S) benchmarks" | tee -a "$logs/summary.log"
     timeout "${BENCH_TIMEOUT:-60}" "$b/bin/gpu_bandwidth" 2>&1 | tee -a "$logs/bench.jsonl"
     for n in $((1 << 20)) $((1 << 26)); do
-      SJ_BACKEND=cuda timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" elementwise_chain --n $n 2>&1 |
+      SJ_BACKEND=cuda timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" elementwise_chain --n $n --profile 1 2>>"$logs/profile.log" |
         sed 's/"impl": "symjax"/"impl": "symjax-cuda"/' | tee -a "$logs/bench.jsonl"
       timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" elementwise_chain --n $n 2>&1 | tee -a "$logs/bench.jsonl"
     done
-    SJ_BACKEND=cuda timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" mlp_train --batch 128 2>&1 |
+    SJ_BACKEND=cuda timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" mlp_train --batch 128 --profile 1 2>>"$logs/profile.log" |
       sed 's/"impl": "symjax"/"impl": "symjax-cuda"/' | tee -a "$logs/bench.jsonl"
     timeout "${BENCH_TIMEOUT:-60}" "$b/bin/symjax_bench" mlp_train --batch 128 2>&1 | tee -a "$logs/bench.jsonl"
     # the peer: PyTorch on the same GPU, when this machine's python has it
     timeout "${BENCH_TIMEOUT:-60}" python3 "$root/bench/peers/torch_gpu_mlp.py" --batch 128 2>&1 |
       tee -a "$logs/bench.jsonl"
   fi
+  [ -s "$logs/profile.log" ] && { echo "== cuda step profiles"; cat "$logs/profile.log"; }
   echo "== $(date -u +%H:%M:%S) done: status $status, logs in $logs" | tee -a "$logs/summary.log"
   return $status
 }
