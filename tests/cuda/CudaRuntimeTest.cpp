@@ -457,6 +457,18 @@ TEST(CudaRuntimeBackend, ABadDeviceNameListsTheAcceptedValues) {
     EXPECT_CONTAINS(m, "SJ_CUDA_DEVICE='bogus'");
     EXPECT_CONTAINS(m, "GPU ordinal");
     EXPECT_CONTAINS(m, "\"emulator\"");
+    EXPECT_CONTAINS(m, "\"emulator-h200\"");
+}
+
+// SJ_CUDA_DEVICE=emulator-h200: the emulator with an H200's launch limits, so that launches
+// (block widths, grids, split chunk counts) are the GPU's; plain "emulator" keeps small ones.
+TEST(CudaRuntimeBackend, TheH200EmulatorHasTheGpusLaunchLimits) {
+    const cuda::DeviceLimits h200 = cuda::make_emulator_h200()->info().limits, gpu{};
+    EXPECT_EQ(h200.multiprocessors, gpu.multiprocessors);
+    EXPECT_EQ(h200.max_threads_per_block, gpu.max_threads_per_block);
+    EXPECT_EQ(cuda::make_emulator()->info().limits.max_threads_per_block, 64);
+    ScopedEnv env("SJ_CUDA_DEVICE", "emulator-h200");
+    EXPECT_EQ(cuda::open_device()->info().name, "emulator-h200");
 }
 
 // ---- the runner on a device of the test's own ----------------------------------------------

@@ -320,7 +320,8 @@ private:
     std::unordered_map<std::string, std::shared_ptr<CudaKernel>> kernels_;
 };
 
-/// $SJ_CUDA_DEVICE: the GPU ordinal (default 0), or -1 for the emulator.
+/// $SJ_CUDA_DEVICE: the GPU ordinal (default 0), or -1 for the emulator, -2 for the emulator
+/// with an H200's launch limits.
 int requested_device() {
     const char* e = std::getenv("SJ_CUDA_DEVICE");
     if (!e || !*e)
@@ -328,12 +329,15 @@ int requested_device() {
     const std::string s = e;
     if (s == "emulator")
         return -1;
+    if (s == "emulator-h200")
+        return -2;
     bool digits = s.size() <= 6;
     for (char c : s)
         digits = digits && c >= '0' && c <= '9';
     SJ_CHECK(digits, Error) << "SJ_CUDA_DEVICE='" << s
                             << "' is not a device: expected a GPU ordinal (0, 1, ...: unset means "
-                               "0) or \"emulator\" (the host emulator of the cuda backend)";
+                               "0), \"emulator\" (the host emulator of the cuda backend) or "
+                               "\"emulator-h200\" (the emulator with an H200's launch limits)";
     return std::atoi(s.c_str());
 }
 
@@ -363,7 +367,7 @@ std::shared_ptr<Device> open_device() {
         return it->second;
     std::shared_ptr<Device> d;
     if (ordinal < 0) {
-        d = make_emulator();
+        d = ordinal == -1 ? make_emulator() : make_emulator_h200();
     } else {
         const Driver& drv = driver();
         int count = 0;

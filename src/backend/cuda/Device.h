@@ -76,8 +76,9 @@ public:
     virtual void window(const WindowCall& c, DevicePtr a, DevicePtr b, DevicePtr out) = 0;
 };
 
-/// The host emulator (Emulator.cpp).
+/// The host emulator (Emulator.cpp), with small launch limits, or with an H200's.
 std::shared_ptr<Device> make_emulator();
+std::shared_ptr<Device> make_emulator_h200();
 
 /// The device the cuda backend runs on: $SJ_CUDA_DEVICE, a GPU's ordinal (default 0) or
 /// "emulator". Throws sj::Error saying what is missing (no driver, no GPU, a bad ordinal).

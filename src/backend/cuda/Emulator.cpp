@@ -41,7 +41,9 @@ namespace sj::cuda {
 // (SJ_CUDA_DEVICE=emulator). What it cannot check: the hardware's memory model (threads run
 // one at a time, so a missing barrier that a GPU would need can go unnoticed), timing, and the
 // driver and library calls themselves. Its limits are small (64 threads a block, 32 blocks) so
-// that grid-stride loops go round several times even on test-sized shapes.
+// that grid-stride loops go round several times even on test-sized shapes; "emulator-h200" takes
+// an H200's limits instead, so that every launch (grid, block width, split chunks) is the one
+// the GPU gets.
 // With $SJ_CUDA_CHECK_PTX (say "80,90"), every kernel it loads is also compiled to PTX for those
 // architectures and assembled by ptxas, so one run of the op harness on the emulator checks
 // both what each kernel computes and that a GPU's toolchain accepts it.
@@ -111,11 +113,16 @@ std::vector<int> ptx_check_archs() {
 
 class Emulator final : public Device {
 public:
-    Emulator() {
-        info_.name = "emulator";
+    /// h200: an H200's launch limits (DeviceLimits' defaults) instead of the small ones, so that
+    /// choose_launch picks the grids, block widths and split-reduction chunk counts it picks on
+    /// that GPU (SJ_CUDA_DEVICE=emulator-h200; slower: every one of those threads runs here).
+    explicit Emulator(bool h200) {
+        info_.name = h200 ? "emulator-h200" : "emulator";
         info_.sm = 0;
-        info_.limits.multiprocessors = 1;
-        info_.limits.max_threads_per_block = 64;
+        if (!h200) {
+            info_.limits.multiprocessors = 1;
+            info_.limits.max_threads_per_block = 64;
+        }
         info_.memory = int64_t(1) << 34;
         llvm::InitializeNativeTarget();
         llvm::InitializeNativeTargetAsmPrinter();
@@ -318,7 +325,11 @@ private:
 } // namespace
 
 std::shared_ptr<Device> make_emulator() {
-    static std::shared_ptr<Device> d = std::make_shared<Emulator>();
+    static std::shared_ptr<Device> d = std::make_shared<Emulator>(false);
+    return d;
+}
+std::shared_ptr<Device> make_emulator_h200() {
+    static std::shared_ptr<Device> d = std::make_shared<Emulator>(true);
     return d;
 }
 
