@@ -117,7 +117,7 @@ check() {
       timeout "$t" "$tests" --gtest_brief=1 --gtest_filter='OpTable/*'
   done
   part training SJ_BACKEND=cuda SJ_TEST_REQUIRE_BACKENDS=cuda timeout "$t" "$tests" --gtest_brief=1 \
-    --gtest_filter='Backends/CnnParity.*/cuda:*NnOptimParity*:*RnnParity*'
+    --gtest_filter='Backends/CnnParity.*/cuda:*NnOptimParity*:*RnnParity*:GpuLayers.*'
   for i in 0 1 2; do # 600 graphs, in three processes
     part "fuzz$i" SJ_FUZZ_BACKEND=cuda SJ_FUZZ_SEED=$((1 + 200 * i)) SJ_FUZZ_COUNT=200 timeout "$t" "$tests" \
       --gtest_brief=1 --gtest_filter=FuzzFusion.RandomGraphsMatchReference
