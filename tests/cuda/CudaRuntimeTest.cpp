@@ -737,3 +737,27 @@ TEST(CudaRuntimeRunner, VariablesStayOnTheDeviceBetweenCalls) {
     EXPECT_GE(dev->uploaded - before, n * 4);
     EXPECT_EQ(w.value().at(0), 1.0);
 }
+
+// Note [Emulator guards]: a new buffer holds 0xff bytes, not zeros (a GPU's cached block holds
+// its last owner's data), and a write past either end of a buffer makes synchronize() throw.
+TEST(CudaRuntimeEmulator, FreshBuffersAreNotZeroAndStrayWritesAreReported) {
+    auto dev = cuda::make_emulator();
+    cuda::DevicePtr p = dev->alloc(10);
+    unsigned char got[10];
+    dev->download(got, p, sizeof got);
+    for (unsigned char c : got)
+        EXPECT_EQ(c, 0xff);
+    const unsigned char one = 1;
+    dev->upload(p + 9, &one, 1); // the last byte: fine
+    EXPECT_NO_THROW(dev->synchronize());
+    dev->upload(p + 12, &one, 1); // inside the 256-byte rounding, but past the 10 bytes
+    std::string m = test::message_of<InternalError>([&] { dev->synchronize(); });
+    EXPECT_CONTAINS(m, "past the end of a device buffer of 10 bytes (at byte 12)");
+    dev->free(p);
+    EXPECT_NO_THROW(dev->synchronize()); // reported once
+    p = dev->alloc(64);
+    dev->upload(p - 3, &one, 1);
+    dev->free(p); // found when freed, reported at the next synchronize
+    m = test::message_of<InternalError>([&] { dev->synchronize(); });
+    EXPECT_CONTAINS(m, "before the start of a device buffer of 64 bytes (3 bytes before it)");
+}

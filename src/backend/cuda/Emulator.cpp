@@ -136,19 +136,37 @@ public:
         jit_->getMainJITDylib().addGenerator(std::move(*gen));
     }
     ~Emulator() override {
-        for (auto& [p, n] : live_)
-            std::free(reinterpret_cast<void*>(p));
+        for (auto& [p, b] : live_)
+            std::free(reinterpret_cast<void*>(p - kGuard));
     }
 
     const DeviceInfo& info() const override { return info_; }
 
+    // Note [Emulator guards]
+    // A GPU's caching allocator hands out blocks that hold whatever their last owner left, side
+    // by side in one address space; host memory from aligned_alloc is often fresh zeros with
+    // the malloc heap around it. So a kernel that relies on zeroed memory, or writes past its
+    // buffer, can pass here and fail on a GPU (a split reduction given another launch's chunk
+    // count did, on an H200). The emulator therefore fills each new buffer with 0xff bytes (NaN
+    // as a float, -1 as an integer) and surrounds it with guard bytes: kGuard (4 KiB) before, and
+    // after it up to kGuard past its 256-byte rounding (the H200's stray partials ran 2.8 KB
+    // past their buffer). A buffer's guards are checked when it is freed
+    // and, for every live buffer, at each synchronize(); a broken guard makes synchronize()
+    // throw, naming the buffer's size and the first byte written out of bounds.
+    static constexpr size_t kGuard = 4096;
+    static constexpr unsigned char kGuardByte = 0xa5;
+
     DevicePtr alloc(size_t bytes) override {
         size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-        void* p = std::aligned_alloc(256, n);
-        SJ_CHECK(p, Error) << "cuda emulator: out of memory allocating " << bytes << " bytes";
+        auto* base = static_cast<unsigned char*>(std::aligned_alloc(256, n + 2 * kGuard));
+        SJ_CHECK(base, Error) << "cuda emulator: out of memory allocating " << bytes << " bytes";
+        std::memset(base, kGuardByte, kGuard);
+        std::memset(base + kGuard, 0xff, bytes);
+        std::memset(base + kGuard + bytes, kGuardByte, n - bytes + kGuard);
+        const DevicePtr p = DevicePtr(base + kGuard);
         std::lock_guard<std::mutex> lock(mu_);
-        live_[DevicePtr(p)] = n;
-        return DevicePtr(p);
+        live_[p] = bytes;
+        return p;
     }
     void free(DevicePtr p) override {
         if (!p)
@@ -157,8 +175,10 @@ public:
         auto it = live_.find(p);
         SJ_CHECK(it != live_.end(), InternalError)
             << "cuda emulator: free of an address it did not allocate";
+        if (broken_.empty())
+            broken_ = check_guards(p, it->second);
         live_.erase(it);
-        std::free(reinterpret_cast<void*>(p));
+        std::free(reinterpret_cast<void*>(p - kGuard));
     }
     void upload(DevicePtr dst, const void* src, size_t bytes) override {
         if (bytes)
@@ -172,7 +192,17 @@ public:
         if (bytes)
             std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
     }
-    void synchronize() override {}
+    void synchronize() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [p, bytes] : live_)
+            if (broken_.empty())
+                broken_ = check_guards(p, bytes);
+        if (!broken_.empty()) {
+            std::string m = std::move(broken_);
+            broken_.clear();
+            SJ_THROW(InternalError) << m;
+        }
+    }
 
     std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override {
         std::lock_guard<std::mutex> lock(mu_);
@@ -251,7 +281,32 @@ private:
     std::unique_ptr<llvm::orc::LLJIT> jit_;
     std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<EmuKernel>> kernels_;
-    std::unordered_map<DevicePtr, size_t> live_;
+    std::unordered_map<DevicePtr, size_t> live_; // buffer -> the bytes asked for
+    std::string
+        broken_; // the first broken guard found and not yet reported (Note [Emulator guards])
+
+    /// "" when the guards around buffer p of `bytes` bytes are intact; else what broke them
+    /// (and the guards are rewritten, so that one stray write is reported once).
+    static std::string check_guards(DevicePtr p, size_t bytes) {
+        const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+        auto* base = reinterpret_cast<unsigned char*>(p - kGuard);
+        auto first_bad = [](const unsigned char* a, size_t len) -> int64_t {
+            for (size_t i = 0; i < len; ++i)
+                if (a[i] != kGuardByte)
+                    return int64_t(i);
+            return -1;
+        };
+        std::ostringstream os;
+        if (int64_t i = first_bad(base, kGuard); i >= 0)
+            os << "cuda emulator: a kernel or copy wrote before the start of a device buffer of "
+               << bytes << " bytes (" << kGuard - size_t(i) << " bytes before it)";
+        else if (int64_t j = first_bad(base + kGuard + bytes, n - bytes + kGuard); j >= 0)
+            os << "cuda emulator: a kernel or copy wrote past the end of a device buffer of "
+               << bytes << " bytes (at byte " << bytes + size_t(j) << ")";
+        std::memset(base, kGuardByte, kGuard);
+        std::memset(base + kGuard + bytes, kGuardByte, n - bytes + kGuard);
+        return os.str();
+    }
 
     void run_block(const EmuKernel& k, int64_t blk, int64_t grid, int block, const void* bufs,
                    const void* params, void* shared, char* stacks) {
