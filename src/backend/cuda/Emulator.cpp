@@ -149,10 +149,11 @@ public:
     // buffer, can pass here and fail on a GPU (a split reduction given another launch's chunk
     // count did, on an H200). The emulator therefore fills each new buffer with 0xff bytes (NaN
     // as a float, -1 as an integer) and surrounds it with guard bytes: kGuard (4 KiB) before, and
-    // after it up to kGuard past its 256-byte rounding (the H200's stray partials ran 2.8 KB
-    // past their buffer). A buffer's guards are checked when it is freed
-    // and, for every live buffer, at each synchronize(); a broken guard makes synchronize()
-    // throw, naming the buffer's size and the first byte written out of bounds.
+    // after it up to kGuard past its 256-byte rounding. A buffer's guards are checked when it is
+    // freed and, for every live buffer, at each synchronize(); a broken guard makes synchronize()
+    // throw, naming the buffer's size and the first byte written out of bounds. A write that
+    // lands further away still reaches the host heap (the H200 emulator with the old cache key
+    // shows such a one as heap corruption).
     static constexpr size_t kGuard = 4096;
     static constexpr unsigned char kGuardByte = 0xa5;
 
@@ -282,8 +283,8 @@ private:
     std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<EmuKernel>> kernels_;
     std::unordered_map<DevicePtr, size_t> live_; // buffer -> the bytes asked for
-    std::string
-        broken_; // the first broken guard found and not yet reported (Note [Emulator guards])
+    /// The first broken guard found and not yet reported (Note [Emulator guards]).
+    std::string broken_;
 
     /// "" when the guards around buffer p of `bytes` bytes are intact; else what broke them
     /// (and the guards are rewritten, so that one stray write is reported once).
