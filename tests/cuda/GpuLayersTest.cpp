@@ -169,7 +169,7 @@ TEST(GpuLayers, SjTrainCnnTrainsAsOnTheCpu) {
     Placeholder y({-1}, i32, "labels");
     Tensor logits = net(x, nn::Mode::Train);
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, logits));
-    nn::optim::Adam adam(1e-3);
+    nn::optim::Adam adam(1e-3); // (lr below)
     Updates updates = adam.minimize(loss, net.trainable_variables()) + state_updates(loss);
     std::map<std::string, Array> start;
     for (const auto& [v, _] : updates.items())
@@ -199,9 +199,25 @@ TEST(GpuLayers, SjTrainCnnTrainsAsOnTheCpu) {
         EXPECT_NEAR(lg[size_t(t)], lc[size_t(t)], 1e-4 * std::abs(lc[size_t(t)]))
             << "loss at step " << t;
     }
-    for (const auto& [name, want] : ec)
-        expect_near_scale(eg.at(name), want, name + " after " + std::to_string(steps) + " steps",
-                          1e-3);
+    // Adam's moments and the running statistics are smooth in the gradients: within 1e-3 of
+    // their scale. A weight is not: Adam moves it by about lr times the sign of its gradient, so
+    // an element whose gradient is rounding noise (a sum that cancels) may step either way on
+    // the two backends. Weights are held to that bound, 2 lr a step, which catches garbage and
+    // NaN; the moments catch a wrong gradient.
+    const double lr = 1e-3;
+    for (const auto& [name, want] : ec) {
+        const std::string what = name + " after " + std::to_string(steps) + " steps";
+        const bool weight = name.find("/adam/") == std::string::npos &&
+                            name.find("running_") == std::string::npos;
+        if (!weight) {
+            expect_near_scale(eg.at(name), want, what, 1e-3);
+            continue;
+        }
+        double scale = 0;
+        for (int64_t i = 0; i < want.size(); ++i)
+            scale = std::max(scale, std::abs(want.at(i)));
+        expect_near_scale(eg.at(name), want, what, 2 * lr * steps / std::max(scale, 1e-12));
+    }
 }
 
 /// The fusion fuzzer's graph seed 120 (output 1), the first graph that differed on an H200:
