@@ -15,7 +15,8 @@
 #       (MLP and CNN) on cuda against the cpu; then the GPU benchmarks (with PyTorch's MLP step
 #       on the same GPU, bench/peers/torch_gpu_mlp.py) unless QUICK=1. Logs go to
 #       LOGDIR (default gpu-bundle-<utc>/); a summary line per part, exit status 0 when all passed.
-#       TIMEOUT (seconds, default 300) bounds each part.
+#       TIMEOUT (seconds, default 300) bounds each part. SANITIZE=1 also runs the GPU layer tests
+#       and the reduction ops under compute-sanitizer's memcheck.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -135,7 +136,26 @@ check() {
       "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests ran|sj-train on|^FAILED' "$logs/$n.log" | tr '\n' ' ' | cut -c1-160)"
   done >"$logs/summary.log"
   cat "$logs/summary.log"
-  grep -h -A12 '^\[  FAILED  \]\|Failure$\|terminate called\|what()' "$logs"/*.log 2>/dev/null | head -150 >"$logs/failures.log"
+  # SANITIZE=1: the GPU layer tests and a few ops again under NVIDIA's Compute Sanitizer
+  # (memcheck: out-of-bounds and misaligned accesses by real GPU threads, which the emulator
+  # can only partly see; docs/gpu.md, "The emulator")
+  if [ "${SANITIZE:-0}" = 1 ]; then
+    local cs
+    cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    if [ -n "$cs" ]; then
+      echo "== $(date -u +%H:%M:%S) compute-sanitizer memcheck" | tee -a "$logs/summary.log"
+      SJ_TEST_REQUIRE_BACKENDS=cuda SJ_BACKEND=cuda timeout "$t" "$cs" --tool memcheck --error-exitcode 9 \
+        "$tests" --gtest_brief=1 --gtest_filter='GpuLayers.*:-GpuLayers.SjTrainCnnTrainsAsOnTheCpu:OpTable/OpForward.*/reduce_*' \
+        >"$logs/memcheck.log" 2>&1
+      rc=$?
+      [ "$rc" = 0 ] || status=1
+      printf '%-14s rc %-4s %s\n' memcheck "$rc" "$(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$logs/memcheck.log" | tr '\n' ' ' | cut -c1-160)" |
+        tee -a "$logs/summary.log"
+    else
+      echo "gpu_bundle: SANITIZE=1 but no compute-sanitizer here" | tee -a "$logs/summary.log"
+    fi
+  fi
+  grep -h -A12 '^\[  FAILED  \]\|Failure$\|terminate called\|what()\|Invalid __global__' "$logs"/*.log 2>/dev/null | head -150 >"$logs/failures.log"
   if [ "${QUICK:-0}" != 1 ]; then
     echo "== $(date -u +%H:%M:%S) benchmarks" | tee -a "$logs/summary.log"
     timeout "${BENCH_TIMEOUT:-60}" "$b/bin/gpu_bandwidth" 2>&1 | tee -a "$logs/bench.jsonl"
