@@ -750,6 +750,8 @@ TEST(CudaRuntimeEmulator, FreshBuffersAreNotZeroAndStrayWritesAreReported) {
     const unsigned char one = 1;
     dev->upload(p + 9, &one, 1); // the last byte: fine
     EXPECT_NO_THROW(dev->synchronize());
+    dev->free(p);
+    p = dev->alloc(10); // (a call's writes all go to buffers made since the last synchronize)
     dev->upload(p + 12, &one, 1); // inside the 256-byte rounding, but past the 10 bytes
     std::string m = test::message_of<InternalError>([&] { dev->synchronize(); });
     EXPECT_CONTAINS(m, "past the end of a device buffer of 10 bytes (at byte 12)");

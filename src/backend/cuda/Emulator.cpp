@@ -150,7 +150,8 @@ public:
     // count did, on an H200). The emulator therefore fills each new buffer with 0xff bytes (NaN
     // as a float, -1 as an integer) and surrounds it with guard bytes: kGuard (4 KiB) before, and
     // after it up to kGuard past its 256-byte rounding. A buffer's guards are checked when it is
-    // freed and, for every live buffer, at each synchronize(); a broken guard makes synchronize()
+    // freed and, if it was made since the last synchronize(), at the next one (the runner never
+    // writes an older buffer: no in-place updates on cuda); a broken guard makes synchronize()
     // throw, naming the buffer's size and the first byte written out of bounds. A write that
     // lands further away still reaches the host heap (the H200 emulator with the old cache key
     // shows such a one as heap corruption).
@@ -167,6 +168,7 @@ public:
         const DevicePtr p = DevicePtr(base + kGuard);
         std::lock_guard<std::mutex> lock(mu_);
         live_[p] = bytes;
+        fresh_.push_back(p);
         return p;
     }
     void free(DevicePtr p) override {
@@ -195,9 +197,12 @@ public:
     }
     void synchronize() override {
         std::lock_guard<std::mutex> lock(mu_);
-        for (const auto& [p, bytes] : live_)
-            if (broken_.empty())
-                broken_ = check_guards(p, bytes);
+        // the buffers made since the last synchronize: a call's outputs, scratch and uploads are
+        // all new ones (the cuda runner writes no older buffer), and freed ones were checked
+        for (DevicePtr p : fresh_)
+            if (auto it = live_.find(p); it != live_.end() && broken_.empty())
+                broken_ = check_guards(p, it->second);
+        fresh_.clear();
         if (!broken_.empty()) {
             std::string m = std::move(broken_);
             broken_.clear();
@@ -283,6 +288,7 @@ private:
     std::mutex mu_;
     std::unordered_map<std::string, std::shared_ptr<EmuKernel>> kernels_;
     std::unordered_map<DevicePtr, size_t> live_; // buffer -> the bytes asked for
+    std::vector<DevicePtr> fresh_;               // allocated since the last synchronize()
     /// The first broken guard found and not yet reported (Note [Emulator guards]).
     std::string broken_;
 
