@@ -266,23 +266,25 @@ std::string shapes_str(const Case& c) {
 
 // ---- backends --------------------------------------------------------------------------------
 
+namespace {
+/// The non-empty names in the comma-separated list of environment variable `var`.
+std::vector<std::string> env_names(const char* var) {
+    std::vector<std::string> out;
+    const char* env = std::getenv(var);
+    std::stringstream ss(env ? env : "");
+    for (std::string b; std::getline(ss, b, ',');)
+        if (!b.empty())
+            out.push_back(b);
+    return out;
+}
+} // namespace
+
 const std::vector<std::string>& test_backends() {
     static const std::vector<std::string> list = [] {
-        const auto required = [](const std::string& b) {
-            const char* env = std::getenv("SJ_TEST_REQUIRE_BACKENDS");
-            std::stringstream ss(env ? env : "");
-            for (std::string r; std::getline(ss, r, ',');)
-                if (r == b)
-                    return true;
-            return false;
-        };
+        const std::vector<std::string> required = env_names("SJ_TEST_REQUIRE_BACKENDS");
         std::vector<std::string> names{"cpu", "cuda"};
-        if (const char* env = std::getenv("SJ_TEST_BACKENDS")) {
-            std::stringstream ss(env);
-            for (std::string b; std::getline(ss, b, ',');)
-                if (!b.empty())
-                    names.push_back(b);
-        }
+        for (auto& b : env_names("SJ_TEST_BACKENDS"))
+            names.push_back(b);
         std::vector<std::string> out{"reference"};
         for (const auto& b : names) {
             if (std::find(out.begin(), out.end(), b) != out.end())
@@ -301,7 +303,7 @@ const std::vector<std::string>& test_backends() {
                 // not built into this library, or no device: nothing to compare, unless the run
                 // asked for this backend ($SJ_TEST_REQUIRE_BACKENDS, set by the gpu label's
                 // tests): then a GPU test cannot pass by testing nothing
-                if (required(b))
+                if (std::find(required.begin(), required.end(), b) != required.end())
                     throw std::runtime_error("SJ_TEST_REQUIRE_BACKENDS names \"" + b +
                                              "\", which cannot run here: " + e.what());
             }

@@ -158,8 +158,11 @@ public:
     static constexpr size_t kGuard = 4096;
     static constexpr unsigned char kGuardByte = 0xa5;
 
+    /// A buffer's bytes rounded up to 256, as a GPU allocator's alignment would.
+    static size_t rounded(size_t bytes) { return (std::max<size_t>(bytes, 1) + 255) / 256 * 256; }
+
     DevicePtr alloc(size_t bytes) override {
-        size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+        const size_t n = rounded(bytes);
         auto* base = static_cast<unsigned char*>(std::aligned_alloc(256, n + 2 * kGuard));
         SJ_CHECK(base, Error) << "cuda emulator: out of memory allocating " << bytes << " bytes";
         std::memset(base, kGuardByte, kGuard);
@@ -295,7 +298,7 @@ private:
     /// "" when the guards around buffer p of `bytes` bytes are intact; else what broke them
     /// (and the guards are rewritten, so that one stray write is reported once).
     static std::string check_guards(DevicePtr p, size_t bytes) {
-        const size_t n = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+        const size_t n = rounded(bytes);
         auto* base = reinterpret_cast<unsigned char*>(p - kGuard);
         auto first_bad = [](const unsigned char* a, size_t len) -> int64_t {
             for (size_t i = 0; i < len; ++i)
