@@ -12,6 +12,8 @@
 //   symjax_bench per_example_grads [--batch 128] [--hidden 512]
 //   symjax_bench scan_checkpoint
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
+//   symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone, its
+//                                 weight-gradient matmul alone, and both in one function)
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
@@ -705,14 +707,36 @@ void lstm() {
     }
 }
 
+/// Note [Tasks stay on their thread]: the MLP's first weight gradient (x^T g, 784x128x512) with
+/// its momentum folded in, the SGD update that follows it, and both in one function, where the
+/// update reads what the matmul's threads just wrote. Microseconds per call.
+void matmul_update() {
+    const int64_t rows = 784, cols = 512, batch = 128;
+    Variable W(randn({rows, cols}, 1), "W"), v(randn({rows, cols}, 2), "v");
+    Placeholder x({batch, rows}, f32, "x"), g({batch, cols}, f32, "g");
+    Array xv = randn({batch, rows}, 3), gv = randn({batch, cols}, 4);
+    Tensor v_new = 0.9 * v + matmul(transpose(x), g);
+    Updates update, grad, both;
+    update.add(W, W - 0.01 * v);
+    grad.add(v, v_new);
+    both.add(v, v_new);
+    both.add(W, W - 0.01 * v_new);
+    Function fu = function({}, {}, update), fg = function({x, g}, {}, grad),
+             fb = function({x, g}, {}, both);
+    emit("matmul_update", "update", measure([&] { fu(); }) * 1e6, "us");
+    emit("matmul_update", "matmul", measure([&] { fg(xv, gv); }) * 1e6, "us");
+    emit("matmul_update", "matmul_then_update", measure([&] { fb(xv, gv); }) * 1e6, "us");
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     if (argc < 2) {
         std::fprintf(stderr,
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
-                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|scan_checkpoint|"
-                     "parallel_threshold "
+                     "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|"
+                     "scan_checkpoint|"
+                     "parallel_threshold|matmul_update "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -738,6 +762,8 @@ int main(int argc, char** argv) {
             scan_checkpoint();
         else if (b == "parallel_threshold")
             parallel_threshold();
+        else if (b == "matmul_update")
+            matmul_update();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -8,8 +8,14 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <vector>
+
+#include <omp.h>
 
 using namespace sj;
 using sj::test::message_of;
@@ -87,4 +93,58 @@ TEST(ThreadCount, SjNumThreadsThatIsNotANumberIsAnError) {
         EXPECT_EQ(rc, 0) << bad << ": " << out;
         EXPECT_CONTAINS(out, "[  PASSED  ] 1 test");
     }
+}
+
+namespace {
+/// Waits up to 10 s for `flag`; whether it came.
+bool wait_for(const std::atomic<bool>& flag) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!flag.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+    return flag.load();
+}
+} // namespace
+
+// Note [Tasks stay on their thread]: thread i runs the i-th contiguous block of tasks. Each task
+// waits until the other block's task of the same rank has started, so a pool that hands tasks
+// out in any other order (the shared counter it had: thread 1 takes task 1) leaves the waits
+// unanswered and tasks on the wrong threads; and neither thread is free to take the other's
+// tasks before it has started them itself.
+TEST(ThreadPool, EachThreadRunsItsOwnContiguousBlockOfTasks) {
+    cpu::ThreadPool pool(2);
+    std::array<std::thread::id, 4> ran_on{};
+    std::array<std::atomic<bool>, 4> started{};
+    std::array<bool, 4> answered{};
+    pool.run(4, [&](int t) {
+        ran_on[size_t(t)] = std::this_thread::get_id();
+        started[size_t(t)] = true;
+        // thread 0's block: tasks 0 and 1; thread 1's: 2 and 3
+        answered[size_t(t)] = wait_for(started[size_t(t ^ 2)]);
+    });
+    EXPECT_EQ(answered, (std::array<bool, 4>{true, true, true, true}));
+    // thread 0 of the team is the caller
+    const auto me = std::this_thread::get_id();
+    EXPECT_EQ(ran_on[0], me);
+    EXPECT_EQ(ran_on[1], me);
+    EXPECT_NE(ran_on[2], me);
+    EXPECT_EQ(ran_on[3], ran_on[2]);
+}
+
+// A thread that never comes (here no region may be active, so OpenMP gives the pool a team of
+// one) leaves its block to the others: every task still runs, once, on the thread that came.
+TEST(ThreadPool, TheBlocksOfMissingThreadsAreTakenByTheOthers) {
+    cpu::ThreadPool pool(2);
+    const int levels = omp_get_max_active_levels();
+    omp_set_max_active_levels(0);
+    std::vector<std::atomic<int>> runs(7);
+    std::vector<std::thread::id> ran_on(7);
+    pool.run(7, [&](int t) {
+        runs[size_t(t)]++;
+        ran_on[size_t(t)] = std::this_thread::get_id();
+    });
+    omp_set_max_active_levels(levels);
+    for (const auto& id : ran_on)
+        EXPECT_EQ(id, std::this_thread::get_id());
+    for (auto& r : runs)
+        EXPECT_EQ(r.load(), 1);
 }

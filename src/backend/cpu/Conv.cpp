@@ -742,7 +742,8 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
         // it runs (outside a parallel region, with one task, that would be the pool's)
         OneDnnlThread one;
         dnnl::stream s(e);
-        for (int c = t; c < f.count; c += f.tasks) {
+        // a contiguous run of chunks (Note [Tasks stay on their thread] in ThreadPool.cpp)
+        for (int c = f.count * t / f.tasks; c < f.count * (t + 1) / f.tasks; ++c) {
             int64_t begin = f.batch * c / f.count, end = f.batch * (c + 1) / f.count;
             const FilterChunk& k = f.sizes[end - begin == f.sizes[0].images ? 0 : 1];
             std::unordered_map<int, memory> args{

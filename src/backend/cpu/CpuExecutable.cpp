@@ -1428,12 +1428,9 @@ private:
                         } else {
                             part[size_t(c)].emplace_back();
                         }
-                int tasks = std::min(nt, nc);
-                pool.run(tasks, [&](int t) {
-                    for (int c = t; c < nc; c += tasks) {
-                        int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
-                        fn(tb[size_t(c)].data(), L.params.data(), b, e);
-                    }
+                pool.run(nc, [&](int c) { // (contiguous chunks per thread)
+                    int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
+                    fn(tb[size_t(c)].data(), L.params.data(), b, e);
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
                     if (g.outputs[k].reduced)

@@ -211,7 +211,7 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     const int tasks = int(std::min<int64_t>(count, pool.threads()));
     pool.run(tasks, [&](int t) {
         OneDnnlThread one;
-        for (int64_t p = t; p < count; p += tasks) {
+        for (int64_t p = count * t / tasks; p < count * (t + 1) / tasks; ++p) {
             const int64_t k0 = p * kChunkK, kc = std::min(kChunkK, K - k0);
             GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
             const float* ap = a + (key.ta ? k0 * key.m : k0);

@@ -12,6 +12,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <omp.h>
 
@@ -55,6 +56,18 @@ ThreadPool& ThreadPool::get() {
     return *p;
 }
 
+// Note [Tasks stay on their thread]
+// Thread i of the team runs the i-th contiguous block of the tasks ([tasks*i/nt, tasks*(i+1)/nt)),
+// and only then takes tasks left in other blocks. Every caller numbers its tasks in data order
+// (rows of a kernel's loop 0, images of a batch, pieces of a contraction), so a thread works on
+// the same part of the data in consecutive regions, where its previous region left it: in its
+// own core's caches. The tasks used to go to whichever thread asked first. On our 2-core VM a
+// line moved between the cores can cost as much as one read from memory: a function of an
+// MLP's weight-gradient matmul (oneDNN's, on the same team) and the SGD update after it
+// (`W - 0.01 * v`, 784x512) took 520 us, the update alone 29 us and the matmul alone 365 us;
+// with blocks, 394 us (2026-12-04, AMD EPYC, 2 threads; docs/performance.md, "Tasks stay on
+// their thread"). Taking the leftovers keeps what the shared counter gave a loaded machine: a
+// thread that arrives late (descheduled) finds its block done by the others.
 void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
     if (tasks <= 0) return;
     int nt = std::min(tasks, threads_);
@@ -62,18 +75,34 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
         for (int t = 0; t < tasks; ++t) fn(t);
         return;
     }
-    std::atomic<int> next{0};
+    struct alignas(64) Block { // (a cache line each: the threads bump different counters)
+        std::atomic<int> next;
+        int end;
+    };
+    Block local[8]; // (no allocation for the usual team)
+    std::vector<Block> more(nt > 8 ? static_cast<size_t>(nt) : 0);
+    Block* blocks = nt > 8 ? more.data() : local;
+    for (int i = 0; i < nt; ++i) {
+        blocks[i].next.store(int(int64_t(tasks) * i / nt), std::memory_order_relaxed);
+        blocks[i].end = int(int64_t(tasks) * (i + 1) / nt);
+    }
     std::mutex mu;
     std::exception_ptr error;
 #pragma omp parallel num_threads(nt)
     {
-        // OpenMP may give fewer threads than asked: whoever is there takes the next task
-        for (int t; (t = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-            try {
-                fn(t);
-            } catch (...) {
-                std::lock_guard<std::mutex> lock(mu);
-                if (!error) error = std::current_exception();
+        // OpenMP may give fewer threads than asked: the blocks of those that never come are
+        // taken like any leftovers
+        const int me = omp_get_thread_num();
+        for (int k = 0; k < nt; ++k) {
+            Block& b = blocks[(me + k) % nt];
+            for (int t; (t = b.next.fetch_add(1, std::memory_order_relaxed)) < b.end;) {
+                try {
+                    fn(t);
+                } catch (...) {
+                    std::lock_guard<std::mutex> lock(mu);
+                    if (!error)
+                        error = std::current_exception();
+                }
             }
         }
     }

@@ -20,7 +20,9 @@ public:
     explicit ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {}
     int threads() const { return threads_; }
     /// Runs fn(t) for t in [0, tasks) on up to threads() threads, the caller among them; returns
-    /// when all are done. The first exception thrown by a task is rethrown here. Inside another
+    /// when all are done. Thread i runs the i-th contiguous block of tasks unless it comes late
+    /// (Note [Tasks stay on their thread] in ThreadPool.cpp): callers number their tasks in
+    /// data order. The first exception thrown by a task is rethrown here. Inside another
     /// parallel region the tasks run one after the other on the calling thread.
     void run(int tasks, const std::function<void(int)>& fn) const;
 

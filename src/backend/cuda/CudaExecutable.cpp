@@ -424,6 +424,13 @@ private:
                 sc.kernel = device_->load(sc.launch.kernel);
                 if (sc.launch.kernel.phase == GpuPhase::Partials)
                     sc.combine = device_->load(sc.launch.combine);
+                if (detail::debug_level() >= 2)
+                    std::fprintf(
+                        stderr, "[symjax] cuda step %zu launch: %s grid %lld%s\n", si,
+                        sc.launch.kernel.str().c_str(), (long long)sc.launch.grid,
+                        sc.combine
+                            ? (" + combine grid " + std::to_string(sc.launch.combine_grid)).c_str()
+                            : "");
                 break;
             }
             case compiler::StepKind::Dot: {
