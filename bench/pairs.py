@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Ours and a reference, alternately, for a few rounds: the ratio of each round's neighbours.
+
+Issue 16's targets are ratios (a CNN training step's time over the summed times of the same
+layers' oneDNN primitives; the MLP step's throughput over PyTorch's best), and this VM's speed
+drifts by +-15% between minutes, so one run of each, minutes apart, carries that drift into the
+ratio. Here each round runs both back to back (the order alternating between rounds) and the
+ratio is taken within the round; the median over the rounds is the row's value.
+
+    pairs.py cnn --arch brief --batch 32 --bench build/symjax_bench --bound build/cnn_bound
+    pairs.py mlp --bench build/symjax_bench --peer ../shared/bench/torch_mlp.py --python PY
+             [--peer-env K=V ...] [--blas-core C]
+
+Common options: --rounds N (default 3), --threads T (default 2). Prints one JSON line:
+  cnn: value = median of ours' ms per step / the bound's summed ms (lower is better; issue 16
+       asks <= 1.15), with each round's ratio, and the same against the bound's back-to-back
+       sequence;
+  mlp: value = median of ours' steps/s / PyTorch's best steps/s of the round (issue 16 asks
+       >= 1.5), with each round's figures.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+def lines(cmd, env):
+    """The JSON lines a command prints."""
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    if p.returncode != 0:
+        sys.exit(f"pairs.py: {' '.join(cmd)} exited with {p.returncode}")
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip().startswith("{")]
+
+
+def one(rows, **want):
+    for d in rows:
+        if all(d.get(k) == v for k, v in want.items()):
+            return d
+    sys.exit(f"pairs.py: no result with {want} in {rows}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["cnn", "mlp"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--arch", default="brief")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--bound")
+    ap.add_argument("--peer")
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--blas-core", default="")
+    ap.add_argument("--peer-env", action="append", default=[])
+    a = ap.parse_args()
+    env = dict(os.environ, SJ_NUM_THREADS=str(a.threads), OMP_NUM_THREADS=str(a.threads))
+    peer_env = dict(env)
+    for kv in a.peer_env:
+        k, _, v = kv.partition("=")
+        peer_env[k] = v
+    rounds = []
+    for r in range(a.rounds):
+        if a.what == "cnn":
+            ours = lambda: one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
+                                      "--case", "train", "--repeats", "3", "--min-sample-s", "0.2"],
+                                     env), case="train", impl="symjax")
+            ref = lambda: one(lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case",
+                                     "train", "--repeats", "3", "--min-s", "0.05"], env),
+                              case="train", impl="bound")
+        else:
+            ours = lambda: one(lines([a.bench, "mlp_train", "--batch", "128"], env), case="train")
+            def ref():
+                rows = lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core", a.blas_core,
+                              "--batch", "128", "--impl", "all", "--repeats", "3", "--min-sample-s",
+                              "0.1", "--warmup", "1"], peer_env)
+                return max((d for d in rows if d.get("case") == "train"), key=lambda d: d["value"])
+        o, f = (ours(), ref()) if r % 2 == 0 else tuple(reversed((ref(), ours())))
+        rounds.append((o, f))
+    if a.what == "cnn":
+        ratio = [o["ms_per_step"] / f["ms_per_step"] for o, f in rounds]
+        seq = [o["ms_per_step"] / f["sequence_ms"] for o, f in rounds]
+        out = {"bench": "cnn_train", "case": "train_pairs", "impl": "symjax/bound",
+               "threads": a.threads, "arch": a.arch, "batch": a.batch,
+               "value": round(statistics.median(ratio), 4), "unit": "x time",
+               "rounds": a.rounds, "ratios": [round(x, 4) for x in ratio],
+               "sequence_ratios": [round(x, 4) for x in seq],
+               "ours_ms": [round(o["ms_per_step"], 4) for o, _ in rounds],
+               "bound_ms": [round(f["ms_per_step"], 4) for _, f in rounds]}
+    else:
+        ratio = [o["value"] / f["value"] for o, f in rounds]
+        out = {"bench": "mlp_train", "case": "train_pairs", "impl": "symjax/pytorch_best",
+               "threads": a.threads, "batch": 128, "value": round(statistics.median(ratio), 4),
+               "unit": "x throughput", "rounds": a.rounds, "ratios": [round(x, 4) for x in ratio],
+               "ours_steps_per_s": [round(o["value"], 2) for o, _ in rounds],
+               "pytorch_steps_per_s": [round(f["value"], 2) for _, f in rounds],
+               "pytorch_impl": [f["impl"] for _, f in rounds]}
+    print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()
