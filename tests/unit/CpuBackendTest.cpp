@@ -1,6 +1,8 @@
 // The cpu backend against the reference backend: fused kernels, reductions, GEMM, fallbacks.
 #include "TestUtil.h"
 
+#include "backend/cpu/ThreadPool.h"
+
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
@@ -317,4 +319,26 @@ TEST(CpuBackend, SmallLongContractionsApplyTheirEpilogue) {
         next[k] = v.value();
     }
     expect_close(next[0], next[1], 1e-5, 1e-4, "0.9 v + p^T q");
+}
+
+// Note [Small matmuls on one thread]: a matmul of at most 2^20 multiply-adds runs on the calling
+// thread with its epilogue (the paper network's dense layer, 32x32x10), a larger one on the team;
+// FunctionStats counts the regions started. Values against the reference interpreter.
+TEST(CpuBackend, SmallMatmulsRunOnTheCallingThread) {
+    Placeholder a({32, 32}, f32, "a"), w({32, 10}, f32, "w"), b({10}, f32, "b");
+    Tensor y = maximum(matmul(a, w) + b, 0.0);
+    std::vector<Array> args = {random_array(f32, {32, 32}, 12), random_array(f32, {32, 10}, 13),
+                               random_array(f32, {10}, 14)};
+    Function f = function({a, w, b}, {y});
+    Array got = f(args[0], args[1], args[2])[0];
+    Array want = function({a, w, b}, {y}, {}, on("reference"))(args[0], args[1], args[2])[0];
+    expect_close(got, want, 1e-5, 1e-5, "relu(a w + b)");
+    EXPECT_EQ(f.stats().library_calls, 1);
+    EXPECT_EQ(f.stats().parallel_regions, 0);
+
+    // 128x512x512: the team, when there is one (a pool of one thread starts none)
+    Placeholder p({128, 512}, f32, "p"), q({512, 512}, f32, "q");
+    Function g = function({p, q}, {matmul(p, q)});
+    g(random_array(f32, {128, 512}, 15), random_array(f32, {512, 512}, 16));
+    EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
 }

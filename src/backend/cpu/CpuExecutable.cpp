@@ -129,6 +129,8 @@ struct StepCode {
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     double flops = 0;
+    /// dot steps: how many times the call starts the team (dot_parallel_regions)
+    int regions = 0;
     /// a max pool and its backward sharing a workspace: its index in CallPlan::workspaces
     /// (Note [Max-pool workspace] in Conv.cpp); -1 otherwise
     int workspace = -1;
@@ -1072,6 +1074,9 @@ private:
                 const Node* r = g.roots[0].get();
                 sc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(),
                                      types.at(r).shape);
+                sc.regions = dot_parallel_regions(types.at(r->input(0).get()).shape,
+                                                  types.at(r->input(1).get()).shape,
+                                                  r->attr<DotAttrs>(), types.at(r).dtype);
                 break;
             }
             case compiler::StepKind::Window: {
@@ -1108,7 +1113,8 @@ private:
                          info.kernels, info.memory_hits, info.disk_hits, info.compiled, info.ms);
         stats_.intermediate_bytes = plan.bound.intermediate_bytes;
         stats_.peak_arena_bytes = plan.bound.peak_bytes;
-        // a library call starts the team once; a kernel when it splits (run_kernel)
+        // a window call starts the team once; a kernel when it splits (run_kernel); a matmul
+        // unless it is small (dot_parallel_regions)
         const bool team = ThreadPool::get().threads() > 1;
         stats_.parallel_regions = 0;
         for (size_t si = 0; si < plan_.steps.size() && team; ++si) {
@@ -1116,7 +1122,9 @@ private:
             const auto& b = plan.bound.steps[si];
             if (step.kind == compiler::StepKind::Kernel)
                 stats_.parallel_regions += splits(b);
-            else if (step.kind == compiler::StepKind::Dot || step.kind == compiler::StepKind::Window)
+            else if (step.kind == compiler::StepKind::Dot)
+                stats_.parallel_regions += plan.code[si].regions;
+            else if (step.kind == compiler::StepKind::Window)
                 ++stats_.parallel_regions;
         }
         return plan;

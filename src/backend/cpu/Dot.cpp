@@ -127,6 +127,16 @@ constexpr int64_t kSmallResult = int64_t(1) << 18;
 /// At most this many multiply-adds, a long contraction runs as one call on one thread instead
 /// of pieces (Note [Long contractions]).
 constexpr int64_t kOneThreadWork = int64_t(1) << 22;
+// Note [Small matmuls on one thread]
+// oneDNN splits every matmul over the team, and for a small one the parallel region costs more
+// than the split saves. Measured through a function of one matmul (2026-12-04, AMD EPYC, 2
+// threads against 1, us per call): 32x32x10 7.6 / 2.6, 128x512x10 15.3 / 14.6, 128x10x512
+// 16.0 / 9.4, 512x128x10 14.2 / 13.6, 64x256x256 (4.2M multiply-adds) 30.9 / 44.7. So a call of
+// at most kSmallGemmWork multiply-adds is planned for one thread and runs on one, like a small
+// long contraction: the paper network's dense layer (32x32x10) and its gradients took 0.13 ms
+// of its step in three calls, the bound's inner products 0.014. A function of the shapes
+// alone, so the bits stay the same at any thread count.
+constexpr int64_t kSmallGemmWork = int64_t(1) << 20;
 
 /// The GEMM's [batch, M, N] result holds the channels along N.
 ChannelDim gemm_channels(const GemmKey& key) { return {3, 2, key.n}; }
@@ -247,8 +257,13 @@ struct GemmDims {
     }
     /// A long contraction into a small result (Note [Long contractions]).
     bool long_contraction() const { return K > kChunkK && B * M * N <= kSmallResult; }
-    /// Whether such a call is little work: one call on one thread, its epilogue included.
-    bool one_thread() const { return long_contraction() && B * M * N * K <= kOneThreadWork; }
+    /// Whether the call is little work: one call on one thread, its epilogue included (a small
+    /// long contraction, or any call of at most kSmallGemmWork multiply-adds: Note [Small
+    /// matmuls on one thread]).
+    bool one_thread() const {
+        const int64_t work = B * M * N * K;
+        return (long_contraction() && work <= kOneThreadWork) || work <= kSmallGemmWork;
+    }
     /// Whether the f32 call runs as fixed pieces of K, which apply no epilogue.
     bool in_pieces() const { return long_contraction() && !one_thread(); }
     /// Whether an f32 call computing `out` applies an accumulating post-op.
@@ -256,6 +271,13 @@ struct GemmDims {
         return out.dtype() == DType::F32 && out.size() > 0 && K > 0 && !in_pieces();
     }
 };
+
+int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& d, DType out) {
+    const GemmDims g(lhs, rhs, d);
+    if (out != DType::F32 || g.B * g.M * g.N == 0 || g.K == 0 || g.one_thread())
+        return 0;
+    return g.in_pieces() ? 2 : 1;
+}
 
 bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& d, const Array& out) {
     return GemmDims(lhs.shape(), rhs.shape(), d).can_accumulate(out);

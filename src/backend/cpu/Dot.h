@@ -25,6 +25,11 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array
 /// contraction in fixed pieces (Note [Long contractions]).
 bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& dims, const Array& out);
 
+/// How many times the call starts the team (FunctionStats::parallel_regions): 0 for f64 and for
+/// small f32 calls, which run on the calling thread (Note [Small matmuls on one thread] in
+/// Dot.cpp), 2 for a long contraction in pieces (the pieces, their sum), else 1.
+int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& dims, DType out);
+
 /// Estimated floating-point operations of the call (2 M N K per batch).
 double dot_flops(const Shape& lhs, const DotAttrs& dims, const Shape& out);
 
