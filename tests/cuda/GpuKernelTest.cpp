@@ -87,8 +87,17 @@ std::vector<Array> emulate(const Bound& b, const cuda::GpuLaunch& l,
     cuda::DevicePtr params = dev->alloc(b.launch.params.size() * 8);
     dev->upload(params, b.launch.params.data(), b.launch.params.size() * 8);
     dev->launch(*dev->load(l.kernel), l.grid, l.block, table, params);
-    if (l.kernel.phase == cuda::GpuPhase::Partials)
+    if (l.kernel.phase == cuda::GpuPhase::Partials) {
+        // the Combine launch reads the partials alone: inputs overwritten with 0xff bytes (NaN,
+        // -1) here must not change the result (a Combine that recomputed the whole reduction,
+        // one thread per kept point, once gave right values at one-thread speed)
+        for (size_t i = 0; i < b.group->loads.size(); ++i) {
+            const Array& a = args.at(b.group->loads[i].buffer.get());
+            std::vector<unsigned char> junk(size_t(a.nbytes()), 0xff);
+            dev->upload(bufs[i], junk.data(), junk.size());
+        }
         dev->launch(*dev->load(l.combine), l.combine_grid, l.combine.block, table, params);
+    }
     for (size_t o = 0; o < outs.size(); ++o)
         dev->download(outs[o].raw(), bufs[b.group->loads.size() + o], size_t(outs[o].nbytes()));
     for (auto p : bufs)

@@ -407,7 +407,9 @@ struct Renderer {
         }
         b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
         prologue();
-        if (k.map == ThreadMap::Points)
+        if (k.phase == GpuPhase::Combine)
+            emit_combine(); // (a Points kernel that reads only the partials)
+        else if (k.map == ThreadMap::Points)
             emit_points();
         else
             emit_blocks();
