@@ -60,23 +60,32 @@ def main():
     for kv in a.peer_env:
         k, _, v = kv.partition("=")
         peer_env[k] = v
+    if a.what == "cnn":
+        def ours():
+            return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
+                              "--case", "train", "--repeats", "3", "--min-sample-s", "0.2"], env),
+                       case="train", impl="symjax")
+
+        def ref():
+            return one(lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case", "train",
+                              "--repeats", "3", "--min-s", "0.05"], env), case="train", impl="bound")
+    else:
+        def ours():
+            return one(lines([a.bench, "mlp_train", "--batch", "128"], env), case="train")
+
+        def ref():
+            rows = lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core", a.blas_core,
+                          "--batch", "128", "--impl", "all", "--repeats", "3", "--min-sample-s",
+                          "0.1", "--warmup", "1"], peer_env)
+            return max((d for d in rows if d.get("case") == "train"), key=lambda d: d["value"])
     rounds = []
-    for r in range(a.rounds):
-        if a.what == "cnn":
-            ours = lambda: one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
-                                      "--case", "train", "--repeats", "3", "--min-sample-s", "0.2"],
-                                     env), case="train", impl="symjax")
-            ref = lambda: one(lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case",
-                                     "train", "--repeats", "3", "--min-s", "0.05"], env),
-                              case="train", impl="bound")
+    for r in range(a.rounds):  # the order alternates between rounds
+        if r % 2 == 0:
+            o = ours()
+            f = ref()
         else:
-            ours = lambda: one(lines([a.bench, "mlp_train", "--batch", "128"], env), case="train")
-            def ref():
-                rows = lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core", a.blas_core,
-                              "--batch", "128", "--impl", "all", "--repeats", "3", "--min-sample-s",
-                              "0.1", "--warmup", "1"], peer_env)
-                return max((d for d in rows if d.get("case") == "train"), key=lambda d: d["value"])
-        o, f = (ours(), ref()) if r % 2 == 0 else tuple(reversed((ref(), ours())))
+            f = ref()
+            o = ours()
         rounds.append((o, f))
     if a.what == "cnn":
         ratio = [o["ms_per_step"] / f["ms_per_step"] for o, f in rounds]

@@ -129,8 +129,6 @@ struct StepCode {
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     double flops = 0;
-    /// dot steps: how many times the call starts the team (dot_parallel_regions)
-    int regions = 0;
     /// a max pool and its backward sharing a workspace: its index in CallPlan::workspaces
     /// (Note [Max-pool workspace] in Conv.cpp); -1 otherwise
     int workspace = -1;
@@ -1074,9 +1072,6 @@ private:
                 const Node* r = g.roots[0].get();
                 sc.flops = dot_flops(types.at(r->input(0).get()).shape, r->attr<DotAttrs>(),
                                      types.at(r).shape);
-                sc.regions = dot_parallel_regions(types.at(r->input(0).get()).shape,
-                                                  types.at(r->input(1).get()).shape,
-                                                  r->attr<DotAttrs>(), types.at(r).dtype);
                 break;
             }
             case compiler::StepKind::Window: {
@@ -1122,8 +1117,12 @@ private:
             const auto& b = plan.bound.steps[si];
             if (step.kind == compiler::StepKind::Kernel)
                 stats_.parallel_regions += splits(b);
-            else if (step.kind == compiler::StepKind::Dot)
-                stats_.parallel_regions += plan.code[si].regions;
+            else if (step.kind == compiler::StepKind::Dot) {
+                const Node* r = plan_.group(step).roots[0].get();
+                stats_.parallel_regions += dot_parallel_regions(
+                    types.at(r->input(0).get()).shape, types.at(r->input(1).get()).shape,
+                    r->attr<DotAttrs>(), types.at(r).dtype);
+            }
             else if (step.kind == compiler::StepKind::Window)
                 ++stats_.parallel_regions;
         }

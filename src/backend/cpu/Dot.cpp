@@ -218,16 +218,13 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     storage.resize(out * size_t(count));
     float* partial = storage.data(); // the caller's: the tasks run on other threads too
     const ThreadPool& pool = ThreadPool::get();
-    const int tasks = int(std::min<int64_t>(count, pool.threads()));
-    pool.run(tasks, [&](int t) {
+    pool.run(int(count), [&](int p) { // (a contiguous run of pieces per thread)
         OneDnnlThread one;
-        for (int64_t p = count * t / tasks; p < count * (t + 1) / tasks; ++p) {
-            const int64_t k0 = p * kChunkK, kc = std::min(kChunkK, K - k0);
-            GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
-            const float* ap = a + (key.ta ? k0 * key.m : k0);
-            const float* bp = b + (key.tb ? k0 : k0 * key.n);
-            gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {});
-        }
+        const int64_t k0 = p * kChunkK, kc = std::min(kChunkK, K - k0);
+        GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
+        const float* ap = a + (key.ta ? k0 * key.m : k0);
+        const float* bp = b + (key.tb ? k0 : k0 * key.n);
+        gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {});
     });
     const int nt = int(std::min<int64_t>(pool.threads(), int64_t(out)));
     pool.run(nt, [&](int t) {

@@ -313,8 +313,10 @@ private:
         else if (int64_t j = first_bad(base + kGuard + bytes, n - bytes + kGuard); j >= 0)
             os << "cuda emulator: a kernel or copy wrote past the end of a device buffer of "
                << bytes << " bytes (at byte " << bytes + size_t(j) << ")";
-        std::memset(base, kGuardByte, kGuard);
-        std::memset(base + kGuard + bytes, kGuardByte, n - bytes + kGuard);
+        if (os.tellp() > 0) { // (intact guards need no rewrite)
+            std::memset(base, kGuardByte, kGuard);
+            std::memset(base + kGuard + bytes, kGuardByte, n - bytes + kGuard);
+        }
         return os.str();
     }
 
