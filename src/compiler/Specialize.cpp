@@ -1,6 +1,9 @@
 // Specialisation patterns: cheaper forms for pow by constants, transposes folded into dots,
-// factors that do not vary along a sum's axes moved out of it.
+// factors that do not vary along a sum's axes moved out of it, relu masks of a normalisation
+// computed from its input.
 #include "Specialize.h"
+
+#include "../ops/OpDef.h"
 
 #include <symjax/Ops.h>
 #include <symjax/ir/Attrs.h>
@@ -64,6 +67,68 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
     }
     if (!changed) return nullptr;
     return Node::make(Op::DotGeneral, a, {l, r});
+}
+
+// Note [Masks of a normalised relu]
+// The gradient of a relu reads its mask from the output, out <= 0 (Note [Relu masks] in
+// src/ops/Elementwise.cpp), so that the pre-activation x need not be kept. When x normalises a
+// value y (x = (y - mean(y)) * rstd * gamma + beta: batch norm, layer norm in training), the
+// backward reads y anyway, for d = y - mean(y) in the sums and in dx, and x is a few per-channel
+// operations on it. There the mask read from the output is one more activation-sized load in
+// each of the backward's two kernels, next to the y they load already: batch norm + relu's
+// backward read y, the output and its gradient, three streams where two suffice. So
+// le(where(x <= 0, x * s, x), 0) becomes x <= 0 again (the same set of points, NaN included;
+// it is the forward's own compare) when x has a term y - m with m computed from y itself, at most
+// 64 nodes away. Elsewhere (a dense layer's bias and relu inside its matmul) nothing reads the
+// pre-activation's inputs in the backward, and the mask stays on the output.
+
+/// True when the elementwise tree of x (at most 64 nodes) has a term sub(y, m), y of x's shape,
+/// whose m is computed from y (a statistic of y: its mean), within 64 nodes.
+bool normalises(const NodePtr& x) {
+    auto reaches = [](const Node* from, const Node* target) {
+        std::vector<const Node*> stack{from}, seen;
+        while (!stack.empty() && seen.size() < 64) {
+            const Node* n = stack.back();
+            stack.pop_back();
+            if (n == target)
+                return true;
+            if (std::find(seen.begin(), seen.end(), n) != seen.end())
+                continue;
+            seen.push_back(n);
+            for (const auto& i : n->inputs())
+                stack.push_back(i.get());
+        }
+        return false;
+    };
+    std::vector<const Node*> stack{x.get()}, seen;
+    while (!stack.empty() && seen.size() < 64) {
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (std::find(seen.begin(), seen.end(), n) != seen.end() ||
+            !has_trait(n->op(), kElementwise))
+            continue;
+        seen.push_back(n);
+        if (n->is(Op::Sub) && n->input(0)->shape() == x->shape() &&
+            reaches(n->input(1).get(), n->input(0).get()))
+            return true;
+        for (const auto& i : n->inputs())
+            if (i->shape() == x->shape())
+                stack.push_back(i.get());
+    }
+    return false;
+}
+
+/// le(where(x <= 0, x * s, x), 0) -> x <= 0 where x is a normalisation (Note [Masks of a
+/// normalised relu])
+NodePtr mask_of_normalised_relu(const NodePtr& n) {
+    double k;
+    if (!n->is(Op::Le) || !splat_value(*in1(n), &k) || k != 0)
+        return nullptr;
+    const NodePtr& w = in0(n);
+    if (!w->is(Op::Where) || !detail::output_mask(*w) || !normalises(w->input(2)))
+        return nullptr;
+    const NodePtr& cond = w->input(0); // x <= 0, the forward's own compare
+    return cond->shape() == n->shape() ? cond : nullptr;
 }
 
 // Note [Factoring reductions]
@@ -404,6 +469,7 @@ const std::vector<Pattern>& specialize_patterns() {
         {"pow_small", pow_small},
         {"fold_transpose_into_dot", fold_transpose_into_dot},
         {"factor_sum", factor_sum::apply},
+        {"mask_of_normalised_relu", mask_of_normalised_relu},
     };
     return p;
 }

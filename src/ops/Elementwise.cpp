@@ -108,36 +108,6 @@ void register_unary_grads(OpDef* t) {
     // sign, floor, ceil, round, stop_gradient, logical and compare ops: no gradient (grad = nullptr)
 }
 
-// Note [Relu masks]
-// nn::relu is where(x <= 0, 0, x) and nn::leaky_relu where(x <= 0, x * s, x) (s > 0): NaN
-// passes through both, and the gradient at 0 is PyTorch's and jax.nn.relu's (0, and s). Their
-// backward needs the mask x <= 0, and read from x it keeps the pre-activation alive until the
-// backward pass: the bias add and the relu that make it cannot run inside the matmul or
-// convolution as its epilogue (Note [Epilogue fusion] in src/compiler/Fusion.cpp), and x is one
-// more activation stored per layer. The same mask is out <= 0, read from the output the
-// backward needs anyway: x <= 0 gives out = 0 (or x * s <= 0, -0 on underflow) and x > 0 gives
-// out = x > 0, NaN gives NaN on both sides. So the gradient of such a where uses out <= 0.
-/// True when where(c, a, b) is a relu or a leaky relu of b whose mask c can be read from the
-/// output: c = b <= 0 and a is the constant 0 or b * s with s > 0 a constant.
-bool output_mask(const Node& n) {
-    const Node& c = *n.input(0);
-    const NodePtr& x = n.input(2);
-    double k, s;
-    if (!c.is(Op::Le) || c.input(0) != x || !splat_value(*c.input(1), &k) || k != 0)
-        return false;
-    if (x->shape() != n.shape() || !is_float(n.dtype()))
-        return false;
-    const Node& a = *n.input(1);
-    if (splat_value(a, &s))
-        return s == 0;
-    if (!a.is(Op::Mul))
-        return false;
-    for (int i = 0; i < 2; ++i)
-        if (a.input(size_t(i)) == x && splat_value(*a.input(size_t(1 - i)), &s))
-            return s > 0;
-    return false;
-}
-
 void register_binary_grads(OpDef* t) {
     auto set = [&](Op op, GradFn f) { t[int(op)].grad = f; };
     // d(a+b) = 1, 1
@@ -207,6 +177,37 @@ void register_binary_grads(OpDef* t) {
 }
 
 } // namespace
+
+// Note [Relu masks]
+// nn::relu is where(x <= 0, 0, x) and nn::leaky_relu where(x <= 0, x * s, x) (s > 0): NaN
+// passes through both, and the gradient at 0 is PyTorch's and jax.nn.relu's (0, and s). Their
+// backward needs the mask x <= 0, and read from x it keeps the pre-activation alive until the
+// backward pass: the bias add and the relu that make it cannot run inside the matmul or
+// convolution as its epilogue (Note [Epilogue fusion] in src/compiler/Fusion.cpp), and x is one
+// more activation stored per layer. The same mask is out <= 0, read from the output the
+// backward needs anyway: x <= 0 gives out = 0 (or x * s <= 0, -0 on underflow) and x > 0 gives
+// out = x > 0, NaN gives NaN on both sides. So the gradient of such a where uses out <= 0.
+// Where x is a normalisation of a value the backward reads anyway (batch norm's d = y - mean(y)),
+// the compiler turns the mask back into x <= 0, computed from y in the kernels that read it
+// (Note [Masks of a normalised relu] in src/compiler/Specialize.cpp).
+bool output_mask(const Node& n) {
+    const Node& c = *n.input(0);
+    const NodePtr& x = n.input(2);
+    double k, s;
+    if (!c.is(Op::Le) || c.input(0) != x || !splat_value(*c.input(1), &k) || k != 0)
+        return false;
+    if (x->shape() != n.shape() || !is_float(n.dtype()))
+        return false;
+    const Node& a = *n.input(1);
+    if (splat_value(a, &s))
+        return s == 0;
+    if (!a.is(Op::Mul))
+        return false;
+    for (int i = 0; i < 2; ++i)
+        if (a.input(size_t(i)) == x && splat_value(*a.input(size_t(1 - i)), &s))
+            return s > 0;
+    return false;
+}
 
 void register_elementwise_ops(OpDef* t) {
     for (int i = 0; i < kNumOps; ++i) {

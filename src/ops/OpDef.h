@@ -179,6 +179,10 @@ NodePtr shared_constant(const Array& value);
 NodePtr shared_constant(const Node& c);
 /// Builds (or finds) the node op(inputs) with attrs and returns its handle.
 Tensor make(Op op, const std::vector<Tensor>& inputs, Attrs attrs = NoAttrs{});
+/// True when where(c, a, b) is a relu or a leaky relu of b whose mask c can be read from the
+/// output: c = b <= 0 and a is the constant 0 or b * s with s > 0 a constant (Note [Relu masks]
+/// in src/ops/Elementwise.cpp).
+bool output_mask(const Node& where);
 /// Sums g down to `shape` (the static shape of an input that was broadcast to g's shape):
 /// leading extra dims and dims that are 1 in `shape` are reduced.
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);

@@ -23,6 +23,7 @@
 #include "compiler/Specialize.h"
 #include "compiler/Stabilize.h"
 #include "ops/ChannelBlocking.h"
+#include "ops/OpDef.h"
 
 #include <cmath>
 #include <cstring>
@@ -761,6 +762,63 @@ TEST(Specialize, NormalisationParameterGradientsShareTheSums) {
         for (int64_t k = 0; k < cpu_out[i].size(); ++k)
             EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k),
                         2e-4 * (1 + std::fabs(ref_out[i].at(k))))
+                << "output " << i << " at " << k;
+}
+
+// Note [Masks of a normalised relu]: the backward of batch norm + leaky relu reads the relu's
+// mask from the pre-activation, recomputed from the conv-like input x it loads anyway, not from
+// the relu's output (one activation-sized stream fewer in each of its two kernels; before, both
+// loaded y). A relu of a plain product keeps reading its output (Note [Relu masks]).
+TEST(Specialize, MasksOfANormalisedReluReadThePreActivation) {
+    Placeholder x({-1, 4, 5, 5}, f32, "x"), w({-1, 4, 5, 5}, f32, "w"), b({-1, 4, 5, 5}, f32, "b");
+    Placeholder gamma({4}, f32, "gamma"), beta({4}, f32, "beta");
+    Tensor m = mean(x, {0, 2, 3}, true);
+    Tensor xhat = (x - m) * rsqrt(var(x, {0, 2, 3}, true) + 1e-5);
+    Tensor y = nn::leaky_relu(xhat * reshape(gamma, {4, 1, 1}) + reshape(beta, {4, 1, 1}), 0.1);
+    Tensor plain = nn::leaky_relu(x * b, 0.1);
+    // y and plain are outputs too, so their buffers exist and a backward kernel could load them
+    auto loads_of = [](const cc::Compiled& c, const Tensor& t) {
+        int n = 0;
+        for (const auto& grp : c.plan.groups)
+            for (const auto& l : grp.loads)
+                n += grp.kind == cc::Group::Kind::Kernel && l.buffer->is(Op::Where) &&
+                     detail::output_mask(*l.buffer) && l.buffer->shape() == t.shape();
+        return n;
+    };
+    std::vector<Tensor> g = gradients(sum(y * w), {x, gamma, beta});
+    std::vector<Tensor> outs = g;
+    outs.push_back(y);
+    cc::Compiled c = compile(outs);
+    EXPECT_EQ(loads_of(c, y), 0) << "the backward reads x, not y\n" << c.plan.str();
+    Rewritten s = run(cc::specialize, outs);
+    EXPECT_GE(s.stats.hits["mask_of_normalised_relu"], 1);
+    std::vector<Tensor> gp = gradients(sum(plain * w), {x, b});
+    gp.push_back(plain);
+    EXPECT_EQ(run(cc::specialize, gp).stats.hits["mask_of_normalised_relu"], 0)
+        << "a plain relu's mask stays on its output";
+    // values against the reference, with points where the pre-activation is exactly 0 (beta = 0
+    // and x constant along a channel: xhat = 0) and NaN (x = NaN in one image)
+    Array xv = random_array(f32, {6, 4, 5, 5}, 61);
+    for (int64_t k = 0; k < 6 * 25; ++k)
+        xv.data<float>()[(k / 25) * 100 + 25 + k % 25] = 0.5f; // channel 1: constant
+    Array betav = random_array(f32, {4}, 64);
+    betav.data<float>()[1] = 0.f;
+    std::vector<Array> args = {xv, random_array(f32, {6, 4, 5, 5}, 62),
+                               random_array(f32, {4}, 63, 0.5, 2), betav};
+    auto cpu_out = eval_on("cpu", {x, w, gamma, beta}, outs, args);
+    auto ref_out = eval_on("reference", {x, w, gamma, beta}, outs, args);
+    // f32 sums reassociated (the reference sums in the graph's order): 2e-4 relative, as above
+    for (size_t i = 0; i < outs.size(); ++i)
+        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
+            EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k),
+                        2e-4 * (1 + std::fabs(ref_out[i].at(k))))
+                << "output " << i << " at " << k;
+    xv.data<float>()[7] = std::nanf("");
+    cpu_out = eval_on("cpu", {x, w, gamma, beta}, outs, args = {xv, args[1], args[2], args[3]});
+    ref_out = eval_on("reference", {x, w, gamma, beta}, outs, args);
+    for (size_t i = 0; i < outs.size(); ++i)
+        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
+            EXPECT_EQ(std::isnan(cpu_out[i].at(k)), std::isnan(ref_out[i].at(k)))
                 << "output " << i << " at " << k;
 }
 
