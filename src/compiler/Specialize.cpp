@@ -83,11 +83,14 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
 // pre-activation's inputs in the backward, and the mask stays on the output.
 
 /// True when the elementwise tree of x (at most 64 nodes) has a term sub(y, m), y of x's shape,
-/// whose m is computed from y (a statistic of y: its mean), within 64 nodes.
+/// whose m is computed from y (a statistic of y: its mean), within 64 nodes. The walks share a
+/// budget of 512 nodes, so that a relu after a long elementwise chain costs no more.
 bool normalises(const NodePtr& x) {
-    auto reaches = [](const Node* from, const Node* target) {
+    size_t budget = 512;
+    auto reaches = [&budget](const Node* from, const Node* target) {
         std::vector<const Node*> stack{from}, seen;
-        while (!stack.empty() && seen.size() < 64) {
+        while (!stack.empty() && seen.size() < 64 && budget > 0) {
+            --budget;
             const Node* n = stack.back();
             stack.pop_back();
             if (n == target)
@@ -101,7 +104,8 @@ bool normalises(const NodePtr& x) {
         return false;
     };
     std::vector<const Node*> stack{x.get()}, seen;
-    while (!stack.empty() && seen.size() < 64) {
+    while (!stack.empty() && seen.size() < 64 && budget > 0) {
+        --budget;
         const Node* n = stack.back();
         stack.pop_back();
         if (std::find(seen.begin(), seen.end(), n) != seen.end() ||
