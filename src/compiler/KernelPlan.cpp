@@ -104,12 +104,12 @@ struct Loop {
 // double accumulators (8 KiB) and an f32 block row (Note [f32 sums]) per output leave most of
 // L1 to the data. The width is a constant of the spec (KernelSpec::row, part of its text): a
 // short row (16 in nChw16c) is unrolled into vector registers, a long one needs no remainder.
-// Threads split loop 0 (CpuExecutable's run_kernel): the kept-outer loop when there is one
-// (C/16 channel blocks: each thread streams its own blocks and writes its own outputs, so with
-// 2 blocks and 2 threads the work halves with nothing to combine; splitting a reduction loop
-// instead would add private outputs and a combine for no gain in balance), otherwise the
-// outermost reduction loop into private outputs that are combined afterwards (the bias
-// gradient).
+// Threads split loop 0 (CpuExecutable's run_kernel): the kept-outer loop when there is one,
+// otherwise the outermost reduction loop into private outputs that are combined afterwards (the
+// bias gradient). A kept-outer loop of few trips (C/16 channel blocks) is not split: the cpu
+// runner cuts the first reduction loop after it (the batch) into fixed chunks with private
+// outputs instead, so that each thread reads the images its core wrote (Note [Reductions split
+// along the batch] in src/backend/cpu/CpuExecutable.cpp; KernelLaunch::first_reduce).
 constexpr int64_t kMaxRow = 1024;
 
 /// Whether the nest `ls` (kept loops first, `nkept` of them, then reduction loops) runs
@@ -260,6 +260,11 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     for (const auto& l : ls) L.points *= l.size;
     for (int64_t d : space) L.points = d == 0 ? 0 : L.points;
     L.split_reduce = ls[0].reduce;
+    for (size_t k = 1; k < ls.size() && !L.split_reduce; ++k)
+        if (ls[k].reduce) {
+            L.first_reduce = int(k);
+            break;
+        }
     return L;
 }
 

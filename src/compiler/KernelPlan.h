@@ -17,6 +17,10 @@ struct KernelLaunch {
     int64_t outer = 0;             // trip count of loop 0 (what threads split)
     int64_t points = 0;            // iteration points in total
     bool split_reduce = false;     // loop 0 is a reduction loop: threads write partial results
+    /// the first reduction loop when loop 0 is kept (a batch norm's statistics: loop 0 the
+    /// channel blocks, then the batch), else -1; the cpu runner may cut it into fixed chunks
+    /// (Note [Reductions split along the batch] in src/backend/cpu/CpuExecutable.cpp)
+    int first_reduce = -1;
 };
 
 using ShapeOf = std::function<const Shape&(const Node*)>;

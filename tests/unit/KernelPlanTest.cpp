@@ -67,17 +67,21 @@ std::string shape_text(const Shape& s) {
 }
 
 /// Batch-norm statistics of a channel-blocked [N, C/16, H, W, 16] tensor and a bias gradient
-/// ([B, F] over 0), with sizes that engage both ways of splitting over threads when the pool
-/// has two: a kept-outer loop of 2 and 3 channel blocks, and a reduction loop with private
-/// outputs (the bias gradient, and a single channel block).
+/// ([B, F] over 0), with sizes that engage every way of splitting over threads when the pool
+/// has two: a kept-outer loop of 2 and 3 channel blocks, a reduction loop with private outputs
+/// (the bias gradient, and a single channel block), and at 32 images (2 MB, over the work
+/// threshold) the batch cut into chunks with private outputs, the full output y written at each
+/// chunk's images (Note [Reductions split along the batch]).
 void threaded_cases() {
-    for (int64_t c16 : {1, 2, 3}) {
-        Shape s{4, c16, 16, 16, 16};
-        Placeholder x(s, f32, "x");
-        Tensor y = x * 2.0 - 1.0; // a full output of the same kernel (a sibling merged by Fusion)
-        compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y},
-                {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s));
-    }
+    for (int64_t n : {4, 32})
+        for (int64_t c16 : {1, 2, 3}) {
+            Shape s{n, c16, 16, 16, 16};
+            Placeholder x(s, f32, "x");
+            Tensor y =
+                x * 2.0 - 1.0; // a full output of the same kernel (a sibling merged by Fusion)
+            compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y},
+                    {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s));
+        }
     Placeholder dy({300, 200}, f32, "dy");
     compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)},
             "bias 300x200");
@@ -95,6 +99,9 @@ TEST(KernelPlan, ContiguousKeptRowGoesInnermost) {
         EXPECT_EQ(L.spec.reduce_rank, 2);
         EXPECT_EQ(L.outer, 2);
         EXPECT_FALSE(L.split_reduce);
+        // the batch: what the runner cuts into chunks (Note [Reductions split along the batch])
+        EXPECT_EQ(L.first_reduce, 1);
+        EXPECT_EQ(L.params[1], 32);
         EXPECT_NE(L.spec.str().find("row=16"), std::string::npos) << L.spec.str(); // the cache key
     }
     {
@@ -104,6 +111,7 @@ TEST(KernelPlan, ContiguousKeptRowGoesInnermost) {
         EXPECT_EQ(L.spec.row, 512) << L.spec.str();
         EXPECT_EQ(L.spec.rank, 2);
         EXPECT_TRUE(L.split_reduce);
+        EXPECT_EQ(L.first_reduce, -1);
     }
     {
         // a transposed view whose kept dim is the contiguous one

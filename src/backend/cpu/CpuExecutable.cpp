@@ -95,6 +95,20 @@ bool splits(const compiler::BoundStep& b) {
 // partial outputs, which are small (the kept dims of a bias or batch-norm gradient).
 constexpr int64_t kReduceChunks = 16;
 
+// Note [Reductions split along the batch]
+// A reduction that keeps an outer dim puts its kept loops first (KernelPlan.cpp): batch norm's
+// statistics over a channel-blocked [N, C/16, H, W, 16] loop over the C/16 blocks, then the
+// batch and the positions. Split over loop 0, thread t summed channel block t over every image.
+// But the convolution (or pooling backward) that wrote the tensor just before gave each thread
+// half the batch, so half of what a thread read sat in the other core's cache; on a 2-core EPYC
+// the statistics kernel right after a conv ran as fast on two threads as on one. When loop 0
+// has fewer than kReduceChunks trips (a few channel blocks, little to share) and a reduced loop
+// follows, that loop (the batch) is cut into the fixed chunks of Note [Thread-count-independent
+// sums] instead: each chunk runs the kernel over every kept point with the loop's range and the
+// operands' offsets moved to its images, into private partial results combined in chunk order
+// in double. Thread t takes the t-th contiguous run of chunks: the images its core wrote. The
+// bits depend on the shapes alone, as before.
+
 // Note [Interrupts between steps]
 // A call polls poll_interrupt() (include/symjax/Interrupt.h) before each step and stops with
 // sj::Interrupted when asked to, so Ctrl-C in Python stops a long graph between its steps, and a
@@ -1424,20 +1438,34 @@ private:
                 // into private outputs, combined in chunk order (Note [Thread-count-independent
                 // sums])
                 int nc = int(std::min<int64_t>(kReduceChunks, L.outer));
-                size_t nl = gc.in_slots.size();
-                std::vector<std::vector<Array>> part(static_cast<size_t>(nc));
-                std::vector<std::vector<void*>> tb(static_cast<size_t>(nc), bufs);
-                for (int c = 0; c < nc; ++c)
-                    for (size_t k = 0; k < outs.size(); ++k)
-                        if (g.outputs[k].reduced) {
-                            part[size_t(c)].emplace_back(outs[k].dtype(), outs[k].shape());
-                            tb[size_t(c)][nl + k] = part[size_t(c)].back().raw();
-                        } else {
-                            part[size_t(c)].emplace_back();
-                        }
+                std::vector<std::vector<Array>> part;
+                std::vector<std::vector<void*>> tb;
+                partial_outputs(g, outs, bufs, gc.in_slots.size(), nc, part, tb);
                 pool.run(nc, [&](int c) { // (contiguous chunks per thread)
                     int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
                     fn(tb[size_t(c)].data(), L.params.data(), b, e);
+                });
+                for (size_t k = 0; k < outs.size(); ++k)
+                    if (g.outputs[k].reduced)
+                        combine(outs[k], part, k, g.outputs[k].reduce_op);
+            } else if (parallel && batch_chunks(L) > 1) {
+                // the first reduced loop in fixed chunks (Note [Reductions split along the batch])
+                const size_t j = size_t(L.first_reduce), rank = size_t(L.spec.rank);
+                const int64_t n = L.params[j];
+                const int nc = batch_chunks(L);
+                std::vector<std::vector<Array>> part;
+                std::vector<std::vector<void*>> tb;
+                partial_outputs(g, outs, bufs, gc.in_slots.size(), nc, part, tb);
+                std::vector<std::vector<int64_t>> params(size_t(nc), L.params);
+                for (int c = 0; c < nc; ++c) {
+                    const int64_t b = n * c / nc, e = n * (c + 1) / nc;
+                    std::vector<int64_t>& p = params[size_t(c)];
+                    p[j] = e - b;
+                    for (size_t o = 0; o < bufs.size(); ++o) // operand o: strides, then offset
+                        p[rank + o * (rank + 1) + rank] += b * p[rank + o * (rank + 1) + j];
+                }
+                pool.run(nc, [&](int c) { // (contiguous chunks per thread)
+                    fn(tb[size_t(c)].data(), params[size_t(c)].data(), 0, L.outer);
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
                     if (g.outputs[k].reduced)
@@ -1454,6 +1482,32 @@ private:
         }
         for (size_t k = 0; k < gc.out_slots.size(); ++k)
             env[gc.out_slots[k]] = std::move(outs[k]);
+    }
+
+    /// Chunks of a kernel's first reduced loop (Note [Reductions split along the batch]); 0 when
+    /// the kernel is not cut that way.
+    static int batch_chunks(const compiler::KernelLaunch& L) {
+        if (L.first_reduce < 0 || L.outer >= kReduceChunks)
+            return 0;
+        return int(std::min<int64_t>(kReduceChunks, L.params[size_t(L.first_reduce)]));
+    }
+
+    /// Per chunk, private buffers for a kernel's reduced outputs (its other outputs stay in
+    /// `outs`), and the chunk's operand pointers: `bufs` with those buffers in place.
+    static void partial_outputs(const Group& g, const std::vector<Array>& outs,
+                                const std::vector<void*>& bufs, size_t loads, int nc,
+                                std::vector<std::vector<Array>>& part,
+                                std::vector<std::vector<void*>>& tb) {
+        part.assign(size_t(nc), {});
+        tb.assign(size_t(nc), bufs);
+        for (size_t c = 0; c < size_t(nc); ++c)
+            for (size_t k = 0; k < outs.size(); ++k)
+                if (g.outputs[k].reduced) {
+                    part[c].emplace_back(outs[k].dtype(), outs[k].shape());
+                    tb[c][loads + k] = part[c].back().raw();
+                } else {
+                    part[c].emplace_back();
+                }
     }
 
     /// The variable's buffer is held only by its state, the call's snapshot and our environment
