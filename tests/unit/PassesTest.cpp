@@ -126,6 +126,18 @@ void expect_cpu_matches_reference(const std::vector<Tensor>& ins, const std::vec
     for (size_t i = 0; i < c.size(); ++i) expect_close(c[i], r[i], rtol, "output " + std::to_string(i));
 }
 
+/// The cpu backend against the reference on f32 graphs whose sums factor_sum reassociated (the
+/// reference sums in the graph's order): within 2e-4 of 1 + |reference|.
+void expect_cpu_near_reference_f32(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                                   const std::vector<Array>& args) {
+    auto c = eval_on("cpu", ins, outs, args);
+    auto r = eval_on("reference", ins, outs, args);
+    for (size_t i = 0; i < outs.size(); ++i)
+        for (int64_t k = 0; k < c[i].size(); ++k)
+            EXPECT_NEAR(c[i].at(k), r[i].at(k), 2e-4 * (1 + std::fabs(r[i].at(k))))
+                << "output " << i << " at " << k;
+}
+
 } // namespace
 
 // ---- merge constants (Note [Constant identity]) -------------------------------------------
@@ -702,12 +714,7 @@ TEST(Specialize, NormalisationBackwardTakesTwoPasses) {
     // values: the cpu backend against the reference interpreter (f32: reassociated sums)
     std::vector<Array> args = {random_array(f32, {6, 4, 5, 5}, 41), random_array(f32, {6, 4, 5, 5}, 42),
                                random_array(f32, {1, 4, 1, 1}, 43, 0.5, 2)};
-    auto cpu_out = eval_on("cpu", {x, w, gamma}, g, args);
-    auto ref_out = eval_on("reference", {x, w, gamma}, g, args);
-    for (size_t i = 0; i < g.size(); ++i)
-        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
-            EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k), 2e-4 * (1 + std::fabs(ref_out[i].at(k))))
-                << "output " << i << " at " << k;
+    expect_cpu_near_reference_f32({x, w, gamma}, g, args);
 
     // layer norm over the last axis (a dynamic batch in front): the same two passes
     Placeholder h({-1, 16, 64}, f32, "h"), v({-1, 16, 64}, f32, "v");
@@ -755,14 +762,7 @@ TEST(Specialize, NormalisationParameterGradientsShareTheSums) {
     std::vector<Array> args = {random_array(f32, {6, 4, 5, 5}, 51),
                                random_array(f32, {6, 4, 5, 5}, 52),
                                random_array(f32, {4}, 53, 0.5, 2), random_array(f32, {4}, 54)};
-    auto cpu_out = eval_on("cpu", {x, w, gamma, beta}, g, args);
-    auto ref_out = eval_on("reference", {x, w, gamma, beta}, g, args);
-    // f32 sums reassociated (the reference sums in the graph's order): 2e-4 relative, as above
-    for (size_t i = 0; i < g.size(); ++i)
-        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
-            EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k),
-                        2e-4 * (1 + std::fabs(ref_out[i].at(k))))
-                << "output " << i << " at " << k;
+    expect_cpu_near_reference_f32({x, w, gamma, beta}, g, args);
 }
 
 // Note [Masks of a normalised relu]: the backward of batch norm + leaky relu reads the relu's
@@ -805,17 +805,11 @@ TEST(Specialize, MasksOfANormalisedReluReadThePreActivation) {
     betav.data<float>()[1] = 0.f;
     std::vector<Array> args = {xv, random_array(f32, {6, 4, 5, 5}, 62),
                                random_array(f32, {4}, 63, 0.5, 2), betav};
+    expect_cpu_near_reference_f32({x, w, gamma, beta}, outs, args);
+    xv.data<float>()[7] = std::nanf("");
+    args[0] = xv;
     auto cpu_out = eval_on("cpu", {x, w, gamma, beta}, outs, args);
     auto ref_out = eval_on("reference", {x, w, gamma, beta}, outs, args);
-    // f32 sums reassociated (the reference sums in the graph's order): 2e-4 relative, as above
-    for (size_t i = 0; i < outs.size(); ++i)
-        for (int64_t k = 0; k < cpu_out[i].size(); ++k)
-            EXPECT_NEAR(cpu_out[i].at(k), ref_out[i].at(k),
-                        2e-4 * (1 + std::fabs(ref_out[i].at(k))))
-                << "output " << i << " at " << k;
-    xv.data<float>()[7] = std::nanf("");
-    cpu_out = eval_on("cpu", {x, w, gamma, beta}, outs, args = {xv, args[1], args[2], args[3]});
-    ref_out = eval_on("reference", {x, w, gamma, beta}, outs, args);
     for (size_t i = 0; i < outs.size(); ++i)
         for (int64_t k = 0; k < cpu_out[i].size(); ++k)
             EXPECT_EQ(std::isnan(cpu_out[i].at(k)), std::isnan(ref_out[i].at(k)))
