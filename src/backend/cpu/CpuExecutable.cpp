@@ -138,8 +138,19 @@ struct StepKernel {
 };
 
 /// What the runner made of one step for the shapes of a call.
+/// One fixed chunk of a reduction kernel (Note [Thread-count-independent sums], Note [Reductions
+/// split along the batch]): its loop-0 range and, when they differ from the launch's, its
+/// kernel parameters (the batch loop's size and the operands' offsets moved to its images).
+struct ReduceChunk {
+    std::vector<int64_t> params; // empty: the launch's
+    int64_t begin = 0, end = 0;
+};
+
 struct StepCode {
     KernelFn fn = nullptr; // kernel steps: the compiled code
+    /// kernel steps that reduce in fixed chunks into private outputs: the chunks (made once per
+    /// call plan); empty otherwise
+    std::vector<ReduceChunk> chunks;
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     double flops = 0;
@@ -1073,6 +1084,8 @@ private:
             case compiler::StepKind::Kernel: {
                 const auto& launch = plan.bound.steps[si].launch;
                 sc.flops = double(launch.points) * double(g.insts.size());
+                if (splits(plan.bound.steps[si]))
+                    sc.chunks = reduce_chunks(launch);
                 if (detail::debug_level() >= 4)
                     std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", si,
                                  launch.spec.str().c_str());
@@ -1433,39 +1446,26 @@ private:
             ThreadPool& pool = ThreadPool::get();
             const bool parallel = splits(plan.bound.steps[si]);
             int nt = parallel ? int(std::min<int64_t>(pool.threads(), L.outer)) : 1;
-            if (parallel && L.split_reduce) {
-                // reduction over loop 0: fixed chunks, whatever the thread count, each reduced
-                // into private outputs, combined in chunk order (Note [Thread-count-independent
-                // sums])
-                int nc = int(std::min<int64_t>(kReduceChunks, L.outer));
-                std::vector<std::vector<Array>> part;
-                std::vector<std::vector<void*>> tb;
-                partial_outputs(g, outs, bufs, gc.in_slots.size(), nc, part, tb);
-                pool.run(nc, [&](int c) { // (contiguous chunks per thread)
-                    int64_t b = L.outer * c / nc, e = L.outer * (c + 1) / nc;
-                    fn(tb[size_t(c)].data(), L.params.data(), b, e);
-                });
-                for (size_t k = 0; k < outs.size(); ++k)
-                    if (g.outputs[k].reduced)
-                        combine(outs[k], part, k, g.outputs[k].reduce_op);
-            } else if (parallel && batch_chunks(L) > 1) {
-                // the first reduced loop in fixed chunks (Note [Reductions split along the batch])
-                const size_t j = size_t(L.first_reduce), rank = size_t(L.spec.rank);
-                const int64_t n = L.params[j];
-                const int nc = batch_chunks(L);
-                std::vector<std::vector<Array>> part;
-                std::vector<std::vector<void*>> tb;
-                partial_outputs(g, outs, bufs, gc.in_slots.size(), nc, part, tb);
-                std::vector<std::vector<int64_t>> params(size_t(nc), L.params);
-                for (int c = 0; c < nc; ++c) {
-                    const int64_t b = n * c / nc, e = n * (c + 1) / nc;
-                    std::vector<int64_t>& p = params[size_t(c)];
-                    p[j] = e - b;
-                    for (size_t o = 0; o < bufs.size(); ++o) // operand o: strides, then offset
-                        p[rank + o * (rank + 1) + rank] += b * p[rank + o * (rank + 1) + j];
-                }
-                pool.run(nc, [&](int c) { // (contiguous chunks per thread)
-                    fn(tb[size_t(c)].data(), params[size_t(c)].data(), 0, L.outer);
+            if (const std::vector<ReduceChunk>& chunks = plan.code[si].chunks; !chunks.empty()) {
+                // fixed chunks, whatever the thread count, each reduced into private outputs,
+                // combined in chunk order (Note [Thread-count-independent sums]): of loop 0, or of
+                // the batch after a few kept channel blocks (Note [Reductions split along the
+                // batch])
+                const size_t nc = chunks.size(), nl = gc.in_slots.size();
+                std::vector<std::vector<Array>> part(nc);
+                std::vector<std::vector<void*>> tb(nc, bufs);
+                for (size_t c = 0; c < nc; ++c)
+                    for (size_t k = 0; k < outs.size(); ++k)
+                        if (g.outputs[k].reduced) {
+                            part[c].emplace_back(outs[k].dtype(), outs[k].shape());
+                            tb[c][nl + k] = part[c].back().raw();
+                        } else {
+                            part[c].emplace_back();
+                        }
+                pool.run(int(nc), [&](int c) { // (contiguous chunks per thread)
+                    const ReduceChunk& k = chunks[size_t(c)];
+                    fn(tb[size_t(c)].data(), (k.params.empty() ? L.params : k.params).data(),
+                       k.begin, k.end);
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
                     if (g.outputs[k].reduced)
@@ -1484,30 +1484,32 @@ private:
             env[gc.out_slots[k]] = std::move(outs[k]);
     }
 
-    /// Chunks of a kernel's first reduced loop (Note [Reductions split along the batch]); 0 when
-    /// the kernel is not cut that way.
-    static int batch_chunks(const compiler::KernelLaunch& L) {
+    /// The fixed chunks of a reduction kernel that splits over the team: of loop 0 when it is
+    /// reduced (Note [Thread-count-independent sums]), of the first reduced loop after fewer
+    /// than kReduceChunks kept trips (Note [Reductions split along the batch]); none otherwise
+    /// (the threads split a kept loop 0).
+    static std::vector<ReduceChunk> reduce_chunks(const compiler::KernelLaunch& L) {
+        std::vector<ReduceChunk> chunks;
+        if (L.split_reduce) {
+            const int64_t nc = std::min(kReduceChunks, L.outer);
+            for (int64_t c = 0; c < nc; ++c)
+                chunks.push_back({{}, L.outer * c / nc, L.outer * (c + 1) / nc});
+            return chunks;
+        }
         if (L.first_reduce < 0 || L.outer >= kReduceChunks)
-            return 0;
-        return int(std::min<int64_t>(kReduceChunks, L.params[size_t(L.first_reduce)]));
-    }
-
-    /// Per chunk, private buffers for a kernel's reduced outputs (its other outputs stay in
-    /// `outs`), and the chunk's operand pointers: `bufs` with those buffers in place.
-    static void partial_outputs(const Group& g, const std::vector<Array>& outs,
-                                const std::vector<void*>& bufs, size_t loads, int nc,
-                                std::vector<std::vector<Array>>& part,
-                                std::vector<std::vector<void*>>& tb) {
-        part.assign(size_t(nc), {});
-        tb.assign(size_t(nc), bufs);
-        for (size_t c = 0; c < size_t(nc); ++c)
-            for (size_t k = 0; k < outs.size(); ++k)
-                if (g.outputs[k].reduced) {
-                    part[c].emplace_back(outs[k].dtype(), outs[k].shape());
-                    tb[c][loads + k] = part[c].back().raw();
-                } else {
-                    part[c].emplace_back();
-                }
+            return chunks;
+        const size_t j = size_t(L.first_reduce), rank = size_t(L.spec.rank);
+        const size_t operands = (L.params.size() - rank) / (rank + 1); // strides, then offset
+        const int64_t n = L.params[j], nc = std::min(kReduceChunks, n);
+        for (int64_t c = 0; nc > 1 && c < nc; ++c) {
+            const int64_t b = n * c / nc, e = n * (c + 1) / nc;
+            ReduceChunk k{L.params, 0, L.outer};
+            k.params[j] = e - b;
+            for (size_t o = 0; o < operands; ++o)
+                k.params[rank + o * (rank + 1) + rank] += b * k.params[rank + o * (rank + 1) + j];
+            chunks.push_back(std::move(k));
+        }
+        return chunks;
     }
 
     /// The variable's buffer is held only by its state, the call's snapshot and our environment
