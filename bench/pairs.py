@@ -1,22 +1,30 @@
 #!/usr/bin/env python3
 """Ours and a reference, alternately, for a few rounds: the ratio of each round's neighbours.
 
-Issue 16's targets are ratios (a CNN training step's time over the summed times of the same
-layers' oneDNN primitives; the MLP step's throughput over PyTorch's best), and this VM's speed
+Issue 16's targets are ratios (a CNN training step's or inference call's time over the summed
+times of the same layers' oneDNN primitives, its inference throughput over PyTorch's best; the
+MLP step's throughput over PyTorch's best), and this VM's speed
 drifts by +-15% between minutes, so one run of each, minutes apart, carries that drift into the
 ratio. Here each round runs both back to back (the order alternating between rounds) and the
 ratio is taken within the round; the median over the rounds is the row's value.
 
     pairs.py cnn --arch brief --batch 32 --bench build/symjax_bench --bound build/cnn_bound
+    pairs.py cnn-infer --arch brief --batch 32 --bench B --bound B2 --peer ../shared/bench/torch_cnn.py
+             --python PY [--peer-env K=V ...] [--blas-core C]
     pairs.py mlp --bench build/symjax_bench --peer ../shared/bench/torch_mlp.py --python PY
              [--peer-env K=V ...] [--blas-core C]
 
-Common options: --rounds N (default 3), --threads T (default 2). Prints one JSON line:
+Common options: --rounds N (default 3), --threads T (default 2). Prints one JSON line
+(cnn-infer: two):
   cnn: value = median of ours' ms per step / the bound's summed ms (lower is better; issue 16
        asks <= 1.15), with each round's ratio, and the same against the bound's back-to-back
        sequence;
   mlp: value = median of ours' steps/s / PyTorch's best steps/s of the round (issue 16 asks
        >= 1.5), with each round's figures.
+  cnn-infer: two lines, each round running ours, the bound and PyTorch (every implementation,
+       plain and channels-last layouts): value = median of ours' ms per batch / the bound's
+       summed direct primitives (issue 16 asks <= 1.0; the Winograd bound's ratios beside it),
+       and median of ours' images/s / PyTorch's best of the round (issue 16 asks >= 1.3).
 """
 import argparse
 import json
@@ -43,7 +51,7 @@ def one(rows, **want):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["cnn", "mlp"])
+    ap.add_argument("what", choices=["cnn", "mlp", "cnn-infer"])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--arch", default="brief")
@@ -60,7 +68,26 @@ def main():
     for kv in a.peer_env:
         k, _, v = kv.partition("=")
         peer_env[k] = v
-    if a.what == "cnn":
+    if a.what == "cnn-infer":
+        def ours():
+            return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
+                              "--case", "infer", "--repeats", "3", "--min-sample-s", "0.2"], env),
+                       case="infer", impl="symjax")
+
+        def ref():
+            rows = lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case", "infer",
+                          "--repeats", "3", "--min-s", "0.05"], env)
+            torch = []
+            for layout in ([], ["--channels-last"]):
+                torch += lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core",
+                                a.blas_core, "--batch", str(a.batch), "--arch", a.arch, "--case",
+                                "infer", "--impl", "all", "--repeats", "3", "--min-sample-s", "0.1",
+                                "--warmup", "1"] + layout, peer_env)
+            best = max((d for d in torch if d.get("case") == "infer"), key=lambda d: d["value"])
+            return {"bound": one(rows, case="infer", impl="bound"),
+                    "winograd": next((d for d in rows if d.get("impl") == "bound_winograd"), None),
+                    "torch": best}
+    elif a.what == "cnn":
         def ours():
             return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
                               "--case", "train", "--repeats", "3", "--min-sample-s", "0.2"], env),
@@ -87,7 +114,24 @@ def main():
             f = ref()
             o = ours()
         rounds.append((o, f))
-    if a.what == "cnn":
+    if a.what == "cnn-infer":
+        ratio = [o["ms_per_step"] / f["bound"]["ms_per_step"] for o, f in rounds]
+        wino = [o["ms_per_step"] / f["winograd"]["ms_per_step"] for o, f in rounds if f["winograd"]]
+        base = {"bench": "cnn_train", "case": "infer_pairs", "threads": a.threads,
+                "arch": a.arch, "batch": a.batch, "rounds": a.rounds,
+                "ours_ms": [round(o["ms_per_step"], 4) for o, _ in rounds]}
+        print(json.dumps(dict(base, impl="symjax/bound", value=round(statistics.median(ratio), 4),
+                              unit="x time", ratios=[round(x, 4) for x in ratio],
+                              winograd_ratios=[round(x, 4) for x in wino],
+                              bound_ms=[round(f["bound"]["ms_per_step"], 4) for _, f in rounds])),
+              flush=True)
+        vs = [o["value"] / f["torch"]["value"] for o, f in rounds]
+        out = dict(base, impl="symjax/pytorch_best", value=round(statistics.median(vs), 4),
+                   unit="x throughput", ratios=[round(x, 4) for x in vs],
+                   pytorch_images_per_s=[round(f["torch"]["value"], 2) for _, f in rounds],
+                   pytorch_impl=[f["torch"]["impl"] + (" channels_last" if f["torch"].get(
+                       "channels_last") else "") for _, f in rounds])
+    elif a.what == "cnn":
         ratio = [o["ms_per_step"] / f["ms_per_step"] for o, f in rounds]
         seq = [o["ms_per_step"] / f["sequence_ms"] for o, f in rounds]
         out = {"bench": "cnn_train", "case": "train_pairs", "impl": "symjax/bound",
