@@ -68,15 +68,21 @@ def main():
     for kv in a.peer_env:
         k, _, v = kv.partition("=")
         peer_env[k] = v
+    def cnn_ours(case):
+        return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch), "--case",
+                          case, "--repeats", "3", "--min-sample-s", "0.2"], env),
+                   case=case, impl="symjax")
+
+    def cnn_bound(case):
+        return lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case", case,
+                      "--repeats", "3", "--min-s", "0.05"], env)
+
     if a.what == "cnn-infer":
         def ours():
-            return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
-                              "--case", "infer", "--repeats", "3", "--min-sample-s", "0.2"], env),
-                       case="infer", impl="symjax")
+            return cnn_ours("infer")
 
         def ref():
-            rows = lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case", "infer",
-                          "--repeats", "3", "--min-s", "0.05"], env)
+            rows = cnn_bound("infer")
             torch = []
             for layout in ([], ["--channels-last"]):
                 torch += lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core",
@@ -89,13 +95,10 @@ def main():
                     "torch": best}
     elif a.what == "cnn":
         def ours():
-            return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch),
-                              "--case", "train", "--repeats", "3", "--min-sample-s", "0.2"], env),
-                       case="train", impl="symjax")
+            return cnn_ours("train")
 
         def ref():
-            return one(lines([a.bound, "--arch", a.arch, "--batch", str(a.batch), "--case", "train",
-                              "--repeats", "3", "--min-s", "0.05"], env), case="train", impl="bound")
+            return one(cnn_bound("train"), case="train", impl="bound")
     else:
         def ours():
             return one(lines([a.bench, "mlp_train", "--batch", "128"], env), case="train")
