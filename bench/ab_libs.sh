@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Paired A/B of two builds of libsymjax on the CNN (and MLP) training steps: the same symjax_bench binary
-# runs with LD_LIBRARY_PATH pointing at either library (it loads libsymjax through its RUNPATH,
-# which LD_LIBRARY_PATH overrides), the order alternating each round, and each round prints
-# after/before. On a VM whose speed drifts by +-15% between minutes, only such neighbours
-# compare (docs/performance.md, "Tasks stay on their thread").
+# Paired A/B of two builds of libsymjax on the CNN (and MLP) training steps: the same
+# symjax_bench binary runs with LD_LIBRARY_PATH pointing at either library (it loads libsymjax
+# through its RUNPATH, which LD_LIBRARY_PATH overrides), the order alternating each round, and
+# each round prints after/before. On a VM whose speed drifts by +-15% between minutes, only such
+# neighbours compare (docs/performance.md, "Tasks stay on their thread").
 #
 #   bench/ab_libs.sh BEFORE_DIR AFTER_DIR
 #
 # BEFORE_DIR and AFTER_DIR each hold a copy of a Release build's libsymjax.so* and
 # libsymjax_env.so (cp -a build-bench/libsymjax.so* build-bench/libsymjax_env.so DIR/).
 # Environment: N rounds (default 4); ROWS, "arch:batch ..." (default "symjax:32 brief:32
-# brief:128"; "mlp:128" is the MLP training step of mlp_train); SJ_BENCH_BUILD, the build whose symjax_bench runs (default build-bench).
+# brief:128"; "mlp:128" is the MLP training step of mlp_train); SJ_BENCH_BUILD, the build
+# whose symjax_bench runs (default build-bench).
 set -euo pipefail
 if [ $# -ne 2 ] || [ ! -d "$1" ] || [ ! -d "$2" ]; then
   echo "usage: bench/ab_libs.sh BEFORE_DIR AFTER_DIR (directories holding libsymjax.so*)" >&2

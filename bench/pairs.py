@@ -9,8 +9,8 @@ ratio. Here each round runs both back to back (the order alternating between rou
 ratio is taken within the round; the median over the rounds is the row's value.
 
     pairs.py cnn --arch brief --batch 32 --bench build/symjax_bench --bound build/cnn_bound
-    pairs.py cnn-infer --arch brief --batch 32 --bench B --bound B2 --peer ../shared/bench/torch_cnn.py
-             --python PY [--peer-env K=V ...] [--blas-core C]
+    pairs.py cnn-infer --arch brief --batch 32 --bench build/symjax_bench --bound build/cnn_bound
+             --peer ../shared/bench/torch_cnn.py --python PY [--peer-env K=V ...] [--blas-core C]
     pairs.py mlp --bench build/symjax_bench --peer ../shared/bench/torch_mlp.py --python PY
              [--peer-env K=V ...] [--blas-core C]
 
@@ -68,6 +68,15 @@ def main():
     for kv in a.peer_env:
         k, _, v = kv.partition("=")
         peer_env[k] = v
+    def peer(*args):
+        """The PyTorch peer's rows, every implementation, short samples."""
+        return lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core", a.blas_core,
+                      "--impl", "all", "--repeats", "3", "--min-sample-s", "0.1", "--warmup", "1",
+                      *args], peer_env)
+
+    def best_peer(rows, case):
+        return max((d for d in rows if d.get("case") == case), key=lambda d: d["value"])
+
     def cnn_ours(case):
         return one(lines([a.bench, "cnn_train", "--arch", a.arch, "--batch", str(a.batch), "--case",
                           case, "--repeats", "3", "--min-sample-s", "0.2"], env),
@@ -85,14 +94,10 @@ def main():
             rows = cnn_bound("infer")
             torch = []
             for layout in ([], ["--channels-last"]):
-                torch += lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core",
-                                a.blas_core, "--batch", str(a.batch), "--arch", a.arch, "--case",
-                                "infer", "--impl", "all", "--repeats", "3", "--min-sample-s", "0.1",
-                                "--warmup", "1"] + layout, peer_env)
-            best = max((d for d in torch if d.get("case") == "infer"), key=lambda d: d["value"])
+                torch += peer("--batch", str(a.batch), "--arch", a.arch, "--case", "infer", *layout)
             return {"bound": one(rows, case="infer", impl="bound"),
                     "winograd": next((d for d in rows if d.get("impl") == "bound_winograd"), None),
-                    "torch": best}
+                    "torch": best_peer(torch, "infer")}
     elif a.what == "cnn":
         def ours():
             return cnn_ours("train")
@@ -104,10 +109,7 @@ def main():
             return one(lines([a.bench, "mlp_train", "--batch", "128"], env), case="train")
 
         def ref():
-            rows = lines([a.python, a.peer, "--threads", str(a.threads), "--blas-core", a.blas_core,
-                          "--batch", "128", "--impl", "all", "--repeats", "3", "--min-sample-s",
-                          "0.1", "--warmup", "1"], peer_env)
-            return max((d for d in rows if d.get("case") == "train"), key=lambda d: d["value"])
+            return best_peer(peer("--batch", "128"), "train")
     rounds = []
     for r in range(a.rounds):  # the order alternates between rounds
         if r % 2 == 0:
