@@ -728,6 +728,44 @@ void matmul_update() {
     emit("matmul_update", "matmul_then_update", measure([&] { fb(xv, gv); }) * 1e6, "us");
 }
 
+/// Adam's update alone (lr 1e-3, the defaults' betas and eps; bench/peers/torch_optimizer.py is
+/// PyTorch's): the parameters of the SymJAX paper's network (8 3x3 convolutions of 32 channels,
+/// the first from 3, 8 batch norms, a dense 32 -> 10), or --tensors K of --size N elements
+/// each, their gradients given as inputs. Microseconds per step. Note [Math libraries] in
+/// src/backend/llvm/KernelExpr.cpp: the bias corrections' powf once per kernel, not per element.
+void optimizer_step() {
+    std::vector<Shape> shapes;
+    if (const int64_t k = std::stoll(opt("tensors", "0")); k > 0) {
+        const int64_t n = std::stoll(opt("size", "9216"));
+        for (int64_t i = 0; i < k; ++i)
+            shapes.push_back({n});
+    } else {
+        for (int l = 0; l < 8; ++l) {
+            shapes.push_back({32, l == 0 ? 3 : 32, 3, 3});
+            shapes.push_back({32}); // batch norm's scale and shift
+            shapes.push_back({32});
+        }
+        shapes.push_back({32, 10});
+        shapes.push_back({10});
+    }
+    std::vector<Variable> params;
+    std::vector<Tensor> grads;
+    std::vector<Array> gv;
+    int64_t total = 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        params.emplace_back(randn(shapes[i], 100 + i, 0.1), "p" + std::to_string(i));
+        grads.push_back(Placeholder(shapes[i], f32, "g" + std::to_string(i)));
+        gv.push_back(randn(shapes[i], 200 + i, 0.01));
+        total += numel(shapes[i]);
+    }
+    nn::optim::Adam adam(1e-3);
+    Function f = function(grads, {}, adam.apply(grads, params));
+    const std::vector<Function::Arg> args(gv.begin(), gv.end());
+    emit("optimizer_step", "adam", measure([&] { f.call(args); }) * 1e6, "us",
+         "\"tensors\": " + std::to_string(shapes.size()) + ", \"parameters\": " +
+             std::to_string(total) + ", \"kernels\": " + std::to_string(f.stats().kernels));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -736,7 +774,7 @@ int main(int argc, char** argv) {
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
                      "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|"
                      "scan_checkpoint|"
-                     "parallel_threshold|matmul_update "
+                     "parallel_threshold|matmul_update|optimizer_step "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -764,6 +802,8 @@ int main(int argc, char** argv) {
             parallel_threshold();
         else if (b == "matmul_update")
             matmul_update();
+        else if (b == "optimizer_step")
+            optimizer_step();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -10,8 +10,9 @@ namespace sj::codegen {
 
 /// The entries' version, in every entry's header (cpu objects and PTX alike) and in the cpu
 /// keys; bumping it makes every entry a miss. 2: one entry per bundle of kernels; 3: row-order
-/// kernels.
-inline constexpr uint32_t kCacheSchema = 3;
+/// kernels; 4: math library calls computed once per loop (Note [Math libraries] in
+/// KernelExpr.cpp).
+inline constexpr uint32_t kCacheSchema = 4;
 
 /// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else
 /// ~/.cache/symjax ("" disables the disk cache: SJ_CACHE_DIR=off).
