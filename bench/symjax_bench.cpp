@@ -766,6 +766,27 @@ void optimizer_step() {
              std::to_string(total) + ", \"kernels\": " + std::to_string(f.stats().kernels));
 }
 
+/// One elementwise function of 4M f32 (--op sin|cos|tan|log2|exp, --n N): milliseconds per call
+/// (bench/peers/torch_unary.py is PyTorch's). sin, cos, tan and log2 are vectorised in double
+/// precision (Note [Inline sin and cos] in src/backend/llvm/LlvmMath.cpp); exp in f32.
+void unary() {
+    const std::string op = opt("op", "sin");
+    const int64_t n = std::stoll(opt("n", "4194304"));
+    Placeholder x({n}, f32, "x");
+    Array xv(f32, {n});
+    for (int64_t i = 0; i < n; ++i) // (the peer's values: 0.5 .. 1.499)
+        xv.data<float>()[i] = 0.5f + float(i % 1000) * 0.001f;
+    SJ_CHECK(op == "sin" || op == "cos" || op == "tan" || op == "log2" || op == "exp", InputError)
+        << "unary: --op must be sin, cos, tan, log2 or exp, got '" << op << "'";
+    Tensor y = op == "sin"    ? sin(x)
+               : op == "cos"  ? cos(x)
+               : op == "tan"  ? tan(x)
+               : op == "log2" ? log2(x)
+                              : exp(x);
+    Function f = function({x}, {y});
+    emit("unary", op, measure([&] { f(xv); }) * 1e3, "ms", "\"n\": " + std::to_string(n));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -774,7 +795,7 @@ int main(int argc, char** argv) {
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
                      "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|"
                      "scan_checkpoint|"
-                     "parallel_threshold|matmul_update|optimizer_step "
+                     "parallel_threshold|matmul_update|optimizer_step|unary "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -804,6 +825,8 @@ int main(int argc, char** argv) {
             matmul_update();
         else if (b == "optimizer_step")
             optimizer_step();
+        else if (b == "unary")
+            unary();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

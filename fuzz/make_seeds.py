@@ -43,11 +43,11 @@ put('safetensors', 'empty-and-bool', safetensors(
     {'e': ('F64', [0, 3], b''), 'b': ('BOOL', [3], bytes([1, 0, 1]))}))
 
 # kernel-cache entries (fuzz/fuzz_kernel_cache.cpp): the first byte is the mode. 0: the entry file
-# itself, here well-formed but for its checksum (KernelCache.h's schema 4, the target's fixed key);
+# itself, here well-formed but for its checksum (KernelCache.h's schema 5, the target's fixed key);
 # 1 and 2: a key length, the key and an object that the target wraps into an entry.
 KEY = b'kernel sjk_fuzz\nfuzz'
 OBJ = b'\x7fELF' + bytes(range(60))
-put('kernel_cache', 'raw-entry', bytes([0]) + b'SJKCACHE' + struct.pack('<IQ', 4, len(KEY)) + KEY +
+put('kernel_cache', 'raw-entry', bytes([0]) + b'SJKCACHE' + struct.pack('<IQ', 5, len(KEY)) + KEY +
     struct.pack('<QQ', len(OBJ), 0x1234) + OBJ)
 put('kernel_cache', 'wrapped', bytes([1, 8]) + b'key-bits' + OBJ)
 put('kernel_cache', 'damaged', bytes([2, 4]) + b'abcd' + OBJ)

@@ -1,5 +1,5 @@
 // Accuracy of the cpu backend's f32 transcendentals (src/backend/llvm/LlvmMath.cpp and the libm
-// calls of LlvmRenderer.cpp), in ulp against std:: functions evaluated in long double.
+// calls of KernelExpr.cpp), in ulp against std:: functions evaluated in long double.
 //
 // Each function runs as a one-op graph compiled by the cpu backend, so what is measured is the
 // vectorised code the kernels really execute. The oracle is the long double (x87, 64-bit
@@ -120,6 +120,8 @@ long double ld_tanh(long double x) { return std::tanh(x); }
 long double ld_erf(long double x) { return std::erf(x); }
 long double ld_sin(long double x) { return std::sin(x); }
 long double ld_cos(long double x) { return std::cos(x); }
+long double ld_tan(long double x) { return std::tan(x); }
+long double ld_log2(long double x) { return std::log2(x); }
 long double ld_sqrt(long double x) { return std::sqrt(x); }
 long double ld_rsqrt(long double x) { return 1.0L / std::sqrt(x); }
 long double ld_reciprocal(long double x) { return 1.0L / x; }
@@ -132,6 +134,8 @@ Tensor op_tanh(const Tensor& x) { return sj::tanh(x); }
 Tensor op_erf(const Tensor& x) { return sj::erf(x); }
 Tensor op_sin(const Tensor& x) { return sj::sin(x); }
 Tensor op_cos(const Tensor& x) { return sj::cos(x); }
+Tensor op_tan(const Tensor& x) { return sj::tan(x); }
+Tensor op_log2(const Tensor& x) { return sj::log2(x); }
 Tensor op_sqrt(const Tensor& x) { return sj::sqrt(x); }
 Tensor op_rsqrt(const Tensor& x) { return sj::rsqrt(x); }
 Tensor op_reciprocal(const Tensor& x) { return sj::reciprocal(x); }
@@ -206,12 +210,32 @@ TEST(TranscendentalAccuracy, Erf) {
     expect_within("erf", measure(op_erf, ld_erf, xs), 2.0);
 }
 
-// sin and cos call libm's sinf/cosf (glibc: < 1 ulp over the whole range, with Payne-Hanek
-// reduction for huge arguments): bound 1. Centres: 0, pi/2 and a large argument.
+// sin, cos and tan are computed in double (Note [Inline sin and cos] in LlvmMath.cpp): the
+// reduction by pi/2 keeps ~2^-52 of the reduced argument and the polynomials leave out less than
+// 2^-32 of the result, so the f32 result is the correctly rounded one up to a double rounding:
+// bound 0.51 (0.5 would fail on a value within 2^-32 ulp of a halfway point). Centres: 0, pi/2,
+// pi, the switch to no reduction (0.78125), the first exponent of the reduction's bits (0.5),
+// large arguments (1e6, 1e29) and the largest finite.
 TEST(TranscendentalAccuracy, SinCos) {
-    auto xs = sweep(kStride, {1.5707964f, 3.1415927f, 1e-4f, 1e6f});
-    expect_within("sin", measure(op_sin, ld_sin, xs), 1.0);
-    expect_within("cos", measure(op_cos, ld_cos, xs), 1.0);
+    auto xs = sweep(kStride, {1.5707964f, 3.1415927f, 1e-4f, 0.78125f, 0.5f, 1e6f, 1e29f, kMax});
+    expect_within("sin", measure(op_sin, ld_sin, xs), 0.51);
+    expect_within("cos", measure(op_cos, ld_cos, xs), 0.51);
+    expect_within("tan", measure(op_tan, ld_tan, xs), 0.51);
+}
+
+// log2 in double: x = m 2^e and e + 2 atanh((m - 1) / (m + 1)) / ln 2, the series leaving out
+// less than 2^-37: the correctly rounded result up to a double rounding, bound 0.51. Centres: 1
+// (cancellation), sqrt(1/2) and sqrt(2) (the switch of m), powers of two, the denormal range.
+TEST(TranscendentalAccuracy, Log2) {
+    auto xs =
+        positive(sweep(kStride, {1.0f, 0.70710677f, 1.4142135f, 2.0f, 1024.0f, kMin, 1e-40f}));
+    expect_within("log2", measure(op_log2, ld_log2, xs), 0.51);
+    // exact powers of two give their exponent exactly
+    std::vector<float> pw;
+    for (int e = -149; e <= 127; ++e) pw.push_back(std::ldexp(1.0f, e));
+    std::vector<float> got = run_cpu(op_log2, pw);
+    for (size_t i = 0; i < pw.size(); ++i)
+        EXPECT_EQ(got[i], float(int(i) - 149)) << "log2(2^" << int(i) - 149 << ")";
 }
 
 // sqrt is the IEEE intrinsic (correctly rounded: 0.5 ulp); reciprocal is one division: 0.5.
@@ -249,8 +273,13 @@ TEST(TranscendentalAccuracy, SpecialValues) {
         {"sqrt", op_sqrt, {{0, 0}, {-0.0f, -0.0f}, {kInf, kInf}, {-1, n}, {n, n}}},
         {"rsqrt", op_rsqrt, {{0, kInf}, {-0.0f, -kInf}, {kInf, 0}, {-1, n}, {n, n}}},
         {"reciprocal", op_reciprocal, {{0, kInf}, {-0.0f, -kInf}, {kInf, 0}, {-kInf, -0.0f}, {n, n}}},
-        {"sin", op_sin, {{0, 0}, {-0.0f, -0.0f}, {kInf, n}, {-kInf, n}, {n, n}}},
-        {"cos", op_cos, {{0, 1}, {kInf, n}, {n, n}}},
+        {"sin", op_sin, {{0, 0}, {-0.0f, -0.0f}, {kInf, n}, {-kInf, n}, {n, n}, {kDenorm, kDenorm},
+                         {-kDenorm, -kDenorm}}},
+        {"cos", op_cos, {{0, 1}, {-0.0f, 1}, {kInf, n}, {-kInf, n}, {n, n}, {kDenorm, 1}}},
+        {"tan", op_tan, {{0, 0}, {-0.0f, -0.0f}, {kInf, n}, {-kInf, n}, {n, n}, {kDenorm, kDenorm},
+                         {-kDenorm, -kDenorm}}},
+        {"log2", op_log2, {{0, -kInf}, {-0.0f, -kInf}, {-1, n}, {-kInf, n}, {kInf, kInf}, {n, n},
+                           {1, 0}, {-kDenorm, n}, {kDenorm, -149}, {8, 3}}},
     };
     for (const auto& r : rows) {
         std::vector<float> xs;

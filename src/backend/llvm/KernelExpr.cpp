@@ -137,7 +137,7 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
     case Op::Log1p:
         return f32 ? emit_log1pf(b, x) : math_call("log1pf", "log1p", {x});
     case Op::Log2:
-        return math_call("log2f", "log2", {x});
+        return f32 && lib == MathLibrary::Libm ? emit_log2f(b, x) : math_call("log2f", "log2", {x});
     case Op::Tanh:
         return f32 ? emit_tanhf(b, x) : math_call("tanhf", "tanh", {x});
     case Op::Erf:
@@ -148,12 +148,17 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
         return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
     case Op::Reciprocal:
         return b.CreateFDiv(fconst(ty, 1.0), x);
+    // sin, cos, tan and log2 inline on the cpu (Note [Inline sin and cos] in LlvmMath.cpp);
+    // NVPTX keeps libdevice's
     case Op::Sin:
-        return math_call("sinf", "sin", {x});
+        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Sin)
+                                               : math_call("sinf", "sin", {x});
     case Op::Cos:
-        return math_call("cosf", "cos", {x});
+        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Cos)
+                                               : math_call("cosf", "cos", {x});
     case Op::Tan:
-        return math_call("tanf", "tan", {x});
+        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Tan)
+                                               : math_call("tanf", "tan", {x});
     case Op::Floor:
         return intrinsic(llvm::Intrinsic::floor, {x});
     case Op::Ceil:

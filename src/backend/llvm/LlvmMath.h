@@ -3,6 +3,8 @@
 
 #include <llvm/IR/IRBuilder.h>
 
+#include <cstdint>
+
 namespace sj::codegen {
 
 /// Each takes and returns a float (scalar) value; the loop vectoriser widens them.
@@ -14,5 +16,11 @@ llvm::Value* emit_tanhf(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_erff(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_expm1f(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_log1pf(llvm::IRBuilder<>& b, llvm::Value* x);
+/// sin, cos or tan of x, computed in double precision (Note [Inline sin and cos] in
+/// LlvmMath.cpp).
+enum class Trig : uint8_t { Sin, Cos, Tan };
+llvm::Value* emit_trigf(llvm::IRBuilder<>& b, llvm::Value* x, Trig fn);
+/// log2 of x, computed in double precision.
+llvm::Value* emit_log2f(llvm::IRBuilder<>& b, llvm::Value* x);
 
 } // namespace sj::codegen
