@@ -766,9 +766,10 @@ void optimizer_step() {
              std::to_string(total) + ", \"kernels\": " + std::to_string(f.stats().kernels));
 }
 
-/// One elementwise function of 4M f32 (--op sin|cos|tan|log2|exp, --n N): milliseconds per call
-/// (bench/peers/torch_unary.py is PyTorch's). sin, cos, tan and log2 are vectorised in double
-/// precision (Note [Inline sin and cos] in src/backend/llvm/LlvmMath.cpp); exp in f32.
+/// One elementwise function of 4M f32 (--op sin|cos|tan|log2|exp|atan2, --n N; atan2(x, x - 1)):
+/// milliseconds per call (bench/peers/torch_unary.py is PyTorch's). sin, cos, tan, log2 and atan2
+/// are vectorised in double precision (Note [Inline sin and cos] in
+/// src/backend/llvm/LlvmMath.cpp); exp in f32.
 void unary() {
     const std::string op = opt("op", "sin");
     const int64_t n = std::stoll(opt("n", "4194304"));
@@ -776,13 +777,16 @@ void unary() {
     Array xv(f32, {n});
     for (int64_t i = 0; i < n; ++i) // (the peer's values: 0.5 .. 1.499)
         xv.data<float>()[i] = 0.5f + float(i % 1000) * 0.001f;
-    SJ_CHECK(op == "sin" || op == "cos" || op == "tan" || op == "log2" || op == "exp", InputError)
-        << "unary: --op must be sin, cos, tan, log2 or exp, got '" << op << "'";
+    SJ_CHECK(op == "sin" || op == "cos" || op == "tan" || op == "log2" || op == "exp" ||
+                 op == "atan2",
+             InputError)
+        << "unary: --op must be sin, cos, tan, log2, exp or atan2, got '" << op << "'";
     Tensor y = op == "sin"    ? sin(x)
                : op == "cos"  ? cos(x)
                : op == "tan"  ? tan(x)
                : op == "log2" ? log2(x)
-                              : exp(x);
+               : op == "exp"  ? exp(x)
+                              : atan2(x, x - 1.0); // (as the peer's)
     Function f = function({x}, {y});
     emit("unary", op, measure([&] { f(xv); }) * 1e3, "ms", "\"n\": " + std::to_string(n));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch peer of `symjax_bench unary`: one elementwise function (--op sin, cos, tan, log2 or exp) of --n
-floats (default 4M, the values 0.5 .. 1.499 as ours), torch.sin and the like, eager.
-Milliseconds per call.
+"""PyTorch peer of `symjax_bench unary`: one elementwise function (--op sin, cos, tan, log2, exp,
+or atan2 of x and x - 1) of --n floats (default 4M, the values 0.5 .. 1.499 as ours), torch.sin
+and the like, eager. Milliseconds per call.
 
   /usr/bin/python3 bench/peers/torch_unary.py --threads 2 --op sin
 """
@@ -14,7 +14,7 @@ import peerbench as pb  # noqa: E402
 
 def main():
     p = pb.base_parser(__doc__)
-    p.add_argument("--op", choices=["sin", "cos", "tan", "log2", "exp"], default="sin")
+    p.add_argument("--op", choices=["sin", "cos", "tan", "log2", "exp", "atan2"], default="sin")
     p.add_argument("--n", type=int, default=1 << 22)
     args = p.parse_args()
     pb.setup_env(args)
@@ -22,9 +22,13 @@ def main():
 
     torch.set_num_threads(args.threads)
     x = 0.5 + (torch.arange(args.n) % 1000).float() * 0.001
-    f = getattr(torch, args.op)
     ctx = pb.torch_context(torch)
-    r = pb.measure(lambda: f(x), args)
+    if args.op == "atan2":
+        xm1 = x - 1.0
+        r = pb.measure(lambda: torch.atan2(x, xm1), args)
+    else:
+        f = getattr(torch, args.op)
+        r = pb.measure(lambda: f(x), args)
     pb.emit({
         "bench": "unary", "case": args.op, "impl": "torch", "variant": "eager", "n": args.n,
         "value": 1e3 * r["median_s"], "unit": "ms",

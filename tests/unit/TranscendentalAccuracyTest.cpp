@@ -238,6 +238,58 @@ TEST(TranscendentalAccuracy, Log2) {
         EXPECT_EQ(got[i], float(int(i) - 149)) << "log2(2^" << int(i) - 149 << ")";
 }
 
+// atan2 in double (emit_atan2f in LlvmMath.cpp): t = min / max of |y| and |x|, one reduction
+// by pi/4 and a fit with relative error 1.1e-13, then pi/2 - a and pi - a: the correctly rounded
+// result up to a double rounding, bound 0.51. Pairs: every 64th point of the one-dimensional
+// sweep for y against 64 values of x of both signs across the range (the ratios cover every
+// binade), and pairs near the diagonal |y| = |x| and the reduction's switch |y| = tan(pi/8)|x|.
+TEST(TranscendentalAccuracy, Atan2) {
+    std::vector<float> ys, xs;
+    std::vector<float> one = sweep(kStride * 64, {1.0f, 0.41421357f});
+    const std::vector<float> dens = {1e-30f, 1e-10f, 1e-3f, 0.1f, 0.41421357f, 0.5f, 1.0f,
+                                     1.5f, 2.0f, 3.0f, 7.0f, 1e3f, 1e10f, 1e30f, kMin, kMax};
+    for (float y : one)
+        for (float x : dens) {
+            ys.push_back(y), xs.push_back(x);
+            ys.push_back(y), xs.push_back(-x);
+        }
+    for (int k = -2000; k <= 2000; ++k) { // |y| = |x| and |y| = tan(pi/8)|x|, nudged
+        const float x = 1.0f + float(k) * 1e-4f;
+        for (float y : {std::nextafter(x, 0.0f), x, std::nextafter(x, 2.0f), 0.41421357f * x})
+            for (float sx : {1.0f, -1.0f}) {
+                ys.push_back(y), xs.push_back(sx * x);
+                ys.push_back(-y), xs.push_back(sx * x);
+            }
+    }
+    Placeholder py({-1}, f32, "y"), px({-1}, f32, "x");
+    FunctionOptions o;
+    o.backend = "cpu";
+    std::vector<float> got =
+        function({py, px}, {atan2(py, px)}, {}, o)(Array(ys), Array(xs))[0].to_vector<float>();
+    Worst w;
+    for (size_t i = 0; i < ys.size(); ++i) {
+        long double want = std::atan2((long double)ys[i], (long double)xs[i]);
+        double e = ulp_error(got[i], want);
+        if (e > w.ulp || std::isnan(e)) w = {e, ys[i], got[i], want};
+    }
+    expect_within("atan2", w, 0.51); // (x: the worst pair's y)
+    // C's special cases (zeros and infinities of both signs, NaN, and finite values beside
+    // them), against the long double atan2 rounded once: bit for bit, signed zeros included
+    const float n = kNaN;
+    const std::vector<float> sv = {0.0f, -0.0f, kInf, -kInf, n, 1.0f, -1.0f, kDenorm, -kMax};
+    std::vector<float> sy, sx;
+    for (float y : sv)
+        for (float x : sv) sy.push_back(y), sx.push_back(x);
+    std::vector<float> sgot =
+        function({py, px}, {atan2(py, px)}, {}, o)(Array(sy), Array(sx))[0].to_vector<float>();
+    for (size_t i = 0; i < sy.size(); ++i) {
+        const float want = float(std::atan2((long double)sy[i], (long double)sx[i]));
+        const bool ok = std::isnan(want) ? std::isnan(sgot[i]) : to_bits(sgot[i]) == to_bits(want);
+        EXPECT_TRUE(ok) << "atan2(" << sy[i] << ", " << sx[i] << ") = " << sgot[i] << ", expected "
+                        << want;
+    }
+}
+
 // sqrt is the IEEE intrinsic (correctly rounded: 0.5 ulp); reciprocal is one division: 0.5.
 // rsqrt is 1/sqrt(x): two correctly rounded steps, but the sqrt's half ulp is relative to its own
 // binade, and when sqrt(x) has a mantissa near 1 its result 1/sqrt(x) has one near 2 (ulp half

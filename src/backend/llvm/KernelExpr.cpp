@@ -185,8 +185,9 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
         return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
     case Op::Pow:
         return math_call("powf", "pow", {x, y});
-    case Op::Atan2:
-        return math_call("atan2f", "atan2", {x, y});
+    case Op::Atan2: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
+        return f32 && lib == MathLibrary::Libm ? emit_atan2f(b, x, y)
+                                               : math_call("atan2f", "atan2", {x, y});
     case Op::Hypot:
         return math_call("hypotf", "hypot", {x, y});
     case Op::Max:
