@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch peer of `symjax_bench unary`: one elementwise function (--op sin, cos, tan, log2, exp,
-or atan2 of x and x - 1) of --n floats (default 4M, the values 0.5 .. 1.499 as ours), torch.sin
+or atan2 and pow of x and x - 1) of --n floats (default 4M, the values 0.5 .. 1.499 as ours), torch.sin
 and the like, eager. Milliseconds per call.
 
   /usr/bin/python3 bench/peers/torch_unary.py --threads 2 --op sin
@@ -14,7 +14,7 @@ import peerbench as pb  # noqa: E402
 
 def main():
     p = pb.base_parser(__doc__)
-    p.add_argument("--op", choices=["sin", "cos", "tan", "log2", "exp", "atan2"], default="sin")
+    p.add_argument("--op", choices=["sin", "cos", "tan", "log2", "exp", "atan2", "pow"], default="sin")
     p.add_argument("--n", type=int, default=1 << 22)
     args = p.parse_args()
     pb.setup_env(args)
@@ -23,9 +23,10 @@ def main():
     torch.set_num_threads(args.threads)
     x = 0.5 + (torch.arange(args.n) % 1000).float() * 0.001
     ctx = pb.torch_context(torch)
-    if args.op == "atan2":
+    if args.op in ("atan2", "pow"):
         xm1 = x - 1.0
-        r = pb.measure(lambda: torch.atan2(x, xm1), args)
+        f = getattr(torch, args.op)
+        r = pb.measure(lambda: f(x, xm1), args)
     else:
         f = getattr(torch, args.op)
         r = pb.measure(lambda: f(x), args)

@@ -290,6 +290,57 @@ TEST(TranscendentalAccuracy, Atan2) {
     }
 }
 
+// pow in double (emit_powf in LlvmMath.cpp): 2^(y log2|x|) with y log2|x| within 2^-31 wherever
+// the result is a finite nonzero f32: the correctly rounded result up to a double rounding, bound
+// 0.51. Pairs: positive x over the one-dimensional sweep against exponents of both signs (small,
+// integer, and ones that reach overflow and the denormal range), negative x with integer
+// exponents (odd and even), and x near 1 with large exponents.
+TEST(TranscendentalAccuracy, Pow) {
+    std::vector<float> xs, ys;
+    std::vector<float> base = positive(sweep(kStride * 32, {1.0f, 2.0f}));
+    for (float x : base)
+        for (float y : {0.5f, -0.5f, 1.0f, -1.0f, 2.0f, 3.0f, -3.0f, 0.1f, 1.5f, -2.5f, 7.0f})
+            xs.push_back(x), ys.push_back(y);
+    for (int k = -300; k <= 300; ++k) { // x near 1 and exponents to the edges of the range
+        const float x = 1.0f + float(k) * 3e-3f;
+        for (float y : {100.0f, -100.0f, 1000.0f, 12345.5f, -4567.25f, 0.001f})
+            xs.push_back(x), ys.push_back(y);
+    }
+    for (int k = 1; k <= 200; ++k) // negative bases with integer exponents
+        for (float y : {1.0f, 2.0f, 3.0f, 5.0f, -1.0f, -2.0f, -3.0f, 13.0f, 16777217.0f})
+            xs.push_back(-0.37f * float(k)), ys.push_back(y);
+    for (float x : {2.0f, 0.5f, 10.0f, 1.1f}) // results through overflow and the denormals
+        for (float y = -160.0f; y <= 160.0f; y += 0.37f)
+            xs.push_back(x), ys.push_back(y);
+    Placeholder px({-1}, f32, "x"), py({-1}, f32, "y");
+    FunctionOptions o;
+    o.backend = "cpu";
+    Function f = function({px, py}, {pow(px, py)}, {}, o);
+    std::vector<float> got = f(Array(xs), Array(ys))[0].to_vector<float>();
+    Worst w;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        long double want = std::pow((long double)xs[i], (long double)ys[i]);
+        double e = ulp_error(got[i], want);
+        if (e > w.ulp || std::isnan(e)) w = {e, xs[i], got[i], want};
+    }
+    expect_within("pow", w, 0.51); // (x: the worst pair's base)
+    // C's special cases (C11 F.10.4.4): zeros, ones and infinities of both signs, NaN, odd and
+    // even integers and a fraction, against the long double pow rounded once, bit for bit
+    const float n = kNaN;
+    const std::vector<float> sv = {0.0f, -0.0f, 1.0f, -1.0f, kInf, -kInf, n,
+                                   3.0f, -3.0f, 2.0f, -2.0f, 0.5f, -0.5f, 16777216.0f};
+    std::vector<float> sx, sy;
+    for (float x : sv)
+        for (float y : sv) sx.push_back(x), sy.push_back(y);
+    std::vector<float> sgot = f(Array(sx), Array(sy))[0].to_vector<float>();
+    for (size_t i = 0; i < sx.size(); ++i) {
+        const float want = float(std::pow((long double)sx[i], (long double)sy[i]));
+        const bool ok = std::isnan(want) ? std::isnan(sgot[i]) : to_bits(sgot[i]) == to_bits(want);
+        EXPECT_TRUE(ok) << "pow(" << sx[i] << ", " << sy[i] << ") = " << sgot[i] << ", expected "
+                        << want;
+    }
+}
+
 // sqrt is the IEEE intrinsic (correctly rounded: 0.5 ulp); reciprocal is one division: 0.5.
 // rsqrt is 1/sqrt(x): two correctly rounded steps, but the sqrt's half ulp is relative to its own
 // binade, and when sqrt(x) has a mantissa near 1 its result 1/sqrt(x) has one near 2 (ulp half

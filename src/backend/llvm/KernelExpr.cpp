@@ -183,8 +183,9 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
         return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
     case Op::Div:
         return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
-    case Op::Pow:
-        return math_call("powf", "pow", {x, y});
+    case Op::Pow: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
+        return f32 && lib == MathLibrary::Libm ? emit_powf(b, x, y)
+                                               : math_call("powf", "pow", {x, y});
     case Op::Atan2: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
         return f32 && lib == MathLibrary::Libm ? emit_atan2f(b, x, y)
                                                : math_call("atan2f", "atan2", {x, y});

@@ -285,16 +285,13 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
     return b.CreateSelect(b.CreateFCmpOLT(ax, c(b, INFINITY)), y, b.CreateFSub(x, x));
 }
 
-Value* emit_log2f(llvm::IRBuilder<>& b, Value* x) {
-    // Note [Inline sin and cos]'s reason, for log2 (a libm call, 2.5x slower than PyTorch's):
-    // x = m 2^e with m in [sqrt(1/2), sqrt(2)), and in double log2 x = e + 2 atanh(s) / ln 2,
-    // s = (m - 1) / (m + 1), |s| <= 0.172: the series to s^13 leaves out less than 2^-37 of it.
-    // An exact power of two gives m = 1, s = 0 and e exactly.
+namespace {
+/// log2 of a positive finite f32 x, in double: x = m 2^e with m in [sqrt(1/2), sqrt(2)), and
+/// log2 x = e + 2 atanh(s) / ln 2, s = (m - 1) / (m + 1), |s| <= 0.172: the series to s^13
+/// leaves out less than 2^-39 of it. An exact power of two gives m = 1, s = 0 and e exactly.
+Value* log2_double(llvm::IRBuilder<>& b, Value* x) {
     llvm::Type* f64 = b.getDoubleTy();
     auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-    auto dfma = [&](Value* p, Value* q, Value* r) {
-        return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, q, r});
-    };
     Value* small = b.CreateFCmpOLT(x, c(b, std::numeric_limits<float>::min()));
     Value* xs = b.CreateSelect(small, b.CreateFMul(x, c(b, 8388608.0)), x); // denormals: * 2^23
     Value* bits = b.CreateBitCast(xs, b.getInt32Ty());
@@ -309,14 +306,85 @@ Value* emit_log2f(llvm::IRBuilder<>& b, Value* x) {
     Value* s2 = b.CreateFMul(sd, sd);
     Value* p = d(1.0 / 13);
     for (double k : {11.0, 9.0, 7.0, 5.0, 3.0, 1.0})
-        p = dfma(p, s2, d(1.0 / k));
+        p = b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, s2, d(1.0 / k)});
     // 2 / ln 2 = 2 log2(e)
-    Value* y =
-        b.CreateFPTrunc(dfma(b.CreateFMul(sd, p), d(2.8853900817779268), ed), b.getFloatTy());
+    return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64},
+                             {b.CreateFMul(sd, p), d(2.8853900817779268), ed});
+}
+} // namespace
+
+Value* emit_log2f(llvm::IRBuilder<>& b, Value* x) {
+    // Note [Inline sin and cos]'s reason, for log2 (a libm call, 2.5x slower than PyTorch's)
+    Value* y = b.CreateFPTrunc(log2_double(b, x), b.getFloatTy());
     y = b.CreateSelect(b.CreateFCmpOEQ(x, c(b, INFINITY)), x, y);
     y = b.CreateSelect(b.CreateFCmpOEQ(x, c(b, 0.0)), c(b, -INFINITY), y);
     y = b.CreateSelect(b.CreateFCmpOLT(x, c(b, 0.0)), c(b, NAN), y);
     return b.CreateSelect(isnan(b, x), x, y);
+}
+
+Value* emit_powf(llvm::IRBuilder<>& b, Value* x, Value* y) {
+    // Note [Inline sin and cos]'s reason, for pow, in double: |x|^y = 2^(y log2 |x|), log2 as
+    // log2_double (relative error below 2^-39, so y log2|x| within 2^-31 absolutely wherever the
+    // result is a finite nonzero f32), 2^v = 2^n 2^f with n the nearest integer and 2^f by the
+    // Taylor series of exp(f ln 2) to degree 11 (|f| <= 1/2, the rest below 2^-47); rounding the
+    // double to f32 gives denormals and overflow their correct rounding. A negative x with an odd
+    // integer y gives the negative result. Then C's special cases (C11 F.10.4.4), in order.
+    llvm::Type* f64 = b.getDoubleTy();
+    llvm::Type* ft = b.getFloatTy();
+    auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
+    auto dfma = [&](Value* p, Value* q, Value* r) {
+        return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, q, r});
+    };
+    Value* ax = fabs(b, x);
+    Value* ay = fabs(b, y);
+    Value* v = b.CreateFMul(b.CreateFPExt(y, f64), log2_double(b, ax));
+    v = b.CreateIntrinsic(
+        llvm::Intrinsic::maxnum, {f64},
+        {b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {v, d(300.0)}), d(-300.0)});
+    Value* n = b.CreateIntrinsic(llvm::Intrinsic::roundeven, {f64}, {v});
+    Value* g = b.CreateFMul(b.CreateFSub(v, n), d(0.6931471805599453)); // f ln 2, |g| <= 0.347
+    Value* p = d(1.0 / 39916800.0);
+    for (double k : {3628800.0, 362880.0, 40320.0, 5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0})
+        p = dfma(p, g, d(1.0 / k));
+    Value* scale = b.CreateBitCast( // 2^n, n in [-300, 300]
+        b.CreateShl(b.CreateAdd(b.CreateFPToSI(n, b.getInt64Ty()), b.getInt64(1023)),
+                    b.getInt64(52)),
+        f64);
+    Value* r = b.CreateFPTrunc(b.CreateFMul(p, scale), ft);
+    // y an integer, and an odd one (every f32 of magnitude 2^24 or more is even)
+    Value* y_int = b.CreateFCmpOEQ(b.CreateIntrinsic(llvm::Intrinsic::floor, {ft}, {y}), y);
+    Value* y_odd =
+        b.CreateAnd(b.CreateAnd(y_int, b.CreateFCmpOLT(ay, c(b, 16777216.0))),
+                    b.CreateICmpNE(b.CreateAnd(b.CreateFPToSI(b.CreateSelect(y_int, y, c(b, 0.0)),
+                                                              b.getInt32Ty()),
+                                               ci(b, 1)),
+                                   ci(b, 0)));
+    Value* x_signed = b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), ci(b, 0));
+    Value* flip = b.CreateAnd(x_signed, y_odd); // the result takes x's sign
+    auto signed_by_x = [&](Value* mag) { return b.CreateSelect(flip, b.CreateFNeg(mag), mag); };
+    r = signed_by_x(r);
+    Value* inf = c(b, INFINITY);
+    Value* y_neg = b.CreateFCmpOLT(y, c(b, 0.0));
+    // a negative finite x and a finite non-integer y: NaN
+    Value* bad = b.CreateAnd(b.CreateAnd(b.CreateFCmpOLT(x, c(b, 0.0)), b.CreateFCmpOLT(ax, inf)),
+                             b.CreateAnd(b.CreateFCmpOLT(ay, inf), b.CreateNot(y_int)));
+    r = b.CreateSelect(bad, c(b, NAN), r);
+    // x = +-0 or +-inf: 0 or inf by y's sign (swapped for inf), x's sign for odd integer y
+    Value* zero_x = b.CreateFCmpOEQ(ax, c(b, 0.0));
+    r = b.CreateSelect(zero_x, signed_by_x(b.CreateSelect(y_neg, inf, c(b, 0.0))), r);
+    r = b.CreateSelect(b.CreateFCmpOEQ(ax, inf), signed_by_x(b.CreateSelect(y_neg, c(b, 0.0), inf)),
+                       r);
+    // y = +-inf: 1 for |x| = 1, else 0 or inf by whether |x| < 1 and y's sign agree
+    Value* y_inf = b.CreateFCmpOEQ(ay, inf);
+    Value* to_inf = b.CreateICmpEQ(b.CreateFCmpOLT(ax, c(b, 1.0)), y_neg);
+    r = b.CreateSelect(y_inf,
+                       b.CreateSelect(b.CreateFCmpOEQ(ax, c(b, 1.0)), c(b, 1.0),
+                                      b.CreateSelect(to_inf, inf, c(b, 0.0))),
+                       r);
+    // NaN operands give NaN, except pow(x, +-0) = 1 and pow(1, y) = 1
+    r = b.CreateSelect(b.CreateOr(isnan(b, x), isnan(b, y)), b.CreateFAdd(x, y), r);
+    return b.CreateSelect(b.CreateOr(b.CreateFCmpOEQ(ay, c(b, 0.0)), b.CreateFCmpOEQ(x, c(b, 1.0))),
+                          c(b, 1.0), r);
 }
 
 Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
