@@ -409,13 +409,13 @@ Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
     t = b.CreateSelect(b.CreateAnd(b.CreateFCmpOEQ(ax, inf), b.CreateFCmpOEQ(ay, inf)), d(1.0), t);
     t = b.CreateSelect(b.CreateFCmpOEQ(mx, d(0.0)), d(0.0), t);
     Value* far = b.CreateFCmpOGT(t, d(0.41421356237309503)); // tan(pi/8)
-    Value* u = b.CreateSelect(
-        far, b.CreateFDiv(b.CreateFSub(t, d(1.0)), b.CreateFAdd(t, d(1.0))), t);
+    Value* u =
+        b.CreateSelect(far, b.CreateFDiv(b.CreateFSub(t, d(1.0)), b.CreateFAdd(t, d(1.0))), t);
     Value* z = b.CreateFMul(u, u);
     Value* p = d(0.03295679541870136);
-    for (double k : {-0.06027307460946675, 0.07604800046078292, -0.09084101895346429,
-                     0.11110819716745676, -0.142857081103604, 0.19999999949854794,
-                     -0.33333333333266196})
+    for (double k :
+         {-0.06027307460946675, 0.07604800046078292, -0.09084101895346429, 0.11110819716745676,
+          -0.142857081103604, 0.19999999949854794, -0.33333333333266196})
         p = dfma(p, z, d(k));
     Value* a = dfma(b.CreateFMul(u, z), p, u);
     a = b.CreateSelect(far, b.CreateFAdd(a, d(0.7853981633974483)), a);
