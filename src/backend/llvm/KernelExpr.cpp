@@ -324,10 +324,11 @@ Value* ExprEmitter::intrinsic(llvm::Intrinsic::ID id, std::vector<Value*> args) 
 
 // Note [Math libraries]
 // f32 exp, log, tanh, erf, expm1 and log1p are expanded inline (LlvmMath.cpp) on every target,
-// so the cpu and a GPU compute them to the same bits. The rest call a library by name: the C
-// library's on a cpu (resolved by the JIT in the process), NVIDIA's libdevice on NVPTX (its
-// bitcode is linked into the module before optimisation, NvptxRenderer.cpp), whose functions
-// are named "__nv_" and the C name.
+// so the cpu and a GPU compute them to the same bits; f32 sin, cos, tan, log2, atan2 and pow
+// are expanded inline in double on the cpu only (Note [Inline sin and cos] in LlvmMath.cpp).
+// The rest call a library by name: the C library's on a cpu (resolved by the JIT in the
+// process), NVIDIA's libdevice on NVPTX (its bitcode is linked into the module before
+// optimisation, NvptxRenderer.cpp), whose functions are named "__nv_" and the C name.
 // Every such call is declared as touching no memory (what clang does under -fno-math-errno):
 // the C library's may set errno, which no kernel reads. Declared as writing errno (until
 // 2026-12-05), a call could not leave the loop even when its operands do not change in it: an

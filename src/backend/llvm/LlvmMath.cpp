@@ -185,10 +185,10 @@ namespace {
 // no reduction), as 64-bit windows: two words chosen by selects and a funnel shift, all vector
 // operations. A table of F per exponent read per lane (three gathers, masked off or not for
 // small arguments) ran no faster than the libm calls; this runs 1.3-2x faster than them, and
-// still ~1.9x slower than PyTorch's vectorised f32 sin, which works on 16 float lanes where
-// this works on 8 doubles (docs/performance.md, "Vectorised sin and cos"). Measured <= 0.5 ulp
-// plus the double rounding (TranscendentalAccuracy.SinCos, every binade and the large
-// arguments).
+// still ~1.8x slower than PyTorch's vectorised f32 sin, which works on 16 float lanes where
+// this works on 8 doubles (docs/performance.md, "Vectorised sin, cos, tan, log2, atan2 and
+// pow"). Measured <= 0.5 ulp plus the double rounding (TranscendentalAccuracy.SinCos, every
+// binade and the large arguments).
 // The words were made by mpmath at 600 bits, checked against F = fmod(ldexp(2 / pi, E), 4) for
 // every E (to 2^-108).
 constexpr uint64_t kTwoOverPiBits[] = {0x00000028be60db93ull, 0x91054a7f09d5f47dull,
