@@ -1,5 +1,5 @@
 // f32 exp/log/tanh/erf/expm1/log1p as straight-line LLVM IR (Cephes polynomials; erf fitted here),
-// and sin/cos through a double-precision reduction by a table of 2/pi.
+// and f32 sin/cos/tan/log2/atan2/pow computed in double (Note [Inline sin and cos]).
 #include "LlvmMath.h"
 
 #include <llvm/IR/Intrinsics.h>
@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 namespace sj::codegen {
 
@@ -15,6 +16,9 @@ using llvm::Value;
 namespace {
 Value* c(llvm::IRBuilder<>& b, double v) {
     return llvm::ConstantFP::get(b.getFloatTy(), v);
+}
+Value* cd(llvm::IRBuilder<>& b, double v) { // a double constant
+    return llvm::ConstantFP::get(b.getDoubleTy(), v);
 }
 Value* ci(llvm::IRBuilder<>& b, int32_t v) {
     return b.getInt32(static_cast<uint32_t>(v));
@@ -66,9 +70,10 @@ Value* emit_expf(llvm::IRBuilder<>& b, Value* x) {
     return b.CreateSelect(isnan(b, x), x, y);
 }
 
-Value* emit_logf(llvm::IRBuilder<>& b, Value* x) {
-    // x = m 2^e with m in [sqrt(1/2), sqrt(2)); log(m) by the Cephes logf polynomial.
-    // Denormals are scaled by 2^23 first.
+namespace {
+/// A positive finite f32 x as m 2^e with m in [sqrt(1/2), sqrt(2)) (exact): {m, e as i32}.
+/// Denormals are scaled by 2^23 first.
+std::pair<Value*, Value*> split_mantissa(llvm::IRBuilder<>& b, Value* x) {
     Value* small = b.CreateFCmpOLT(x, c(b, std::numeric_limits<float>::min()));
     Value* xs = b.CreateSelect(small, b.CreateFMul(x, c(b, 8388608.0)), x);
     Value* bits = b.CreateBitCast(xs, b.getInt32Ty());
@@ -77,8 +82,16 @@ Value* emit_logf(llvm::IRBuilder<>& b, Value* x) {
     Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, ci(b, 0x007fffff)), ci(b, 0x3f000000)),
                                b.getFloatTy()); // in [0.5, 1)
     Value* lt = b.CreateFCmpOLT(m, c(b, 0.707106781186547524));
-    Value* ef = b.CreateSIToFP(b.CreateSub(e, b.CreateZExt(lt, b.getInt32Ty())), b.getFloatTy());
-    Value* f = b.CreateFSub(b.CreateSelect(lt, b.CreateFAdd(m, m), m), c(b, 1.0));
+    return {b.CreateSelect(lt, b.CreateFAdd(m, m), m),
+            b.CreateSub(e, b.CreateZExt(lt, b.getInt32Ty()))};
+}
+} // namespace
+
+Value* emit_logf(llvm::IRBuilder<>& b, Value* x) {
+    // x = m 2^e with m in [sqrt(1/2), sqrt(2)); log(m) by the Cephes logf polynomial.
+    auto [m, e] = split_mantissa(b, x);
+    Value* ef = b.CreateSIToFP(e, b.getFloatTy());
+    Value* f = b.CreateFSub(m, c(b, 1.0));
     Value* z = b.CreateFMul(f, f);
     Value* p = horner(b, f,
                       {7.0376836292E-2, -1.1514610310E-1, 1.1676998740E-1, -1.2420140846E-1,
@@ -200,10 +213,6 @@ constexpr int kFirstE = -24, kLastE = 104;
 Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
     llvm::Type* f64 = b.getDoubleTy();
     llvm::Type* i64 = b.getInt64Ty();
-    auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-    auto dfma = [&](Value* p, Value* q, Value* r) {
-        return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, q, r});
-    };
     Value* ax = fabs(b, x);
     Value* bits = b.CreateBitCast(ax, b.getInt32Ty());
     Value* biased = b.CreateLShr(bits, ci(b, 23));
@@ -229,7 +238,7 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
     Value* hi = b.CreateIntrinsic(llvm::Intrinsic::fshl, {i64}, {w0, w1, sh}); // bits pos..+63
     Value* lo = b.CreateIntrinsic(llvm::Intrinsic::fshl, {i64}, {w1, w2, sh}); // pos+64..+127
     auto scaled = [&](Value* v, int e) {
-        return b.CreateFMul(b.CreateUIToFP(v, f64), d(std::ldexp(1.0, e)));
+        return b.CreateFMul(b.CreateUIToFP(v, f64), cd(b, std::ldexp(1.0, e)));
     };
     Value* f1 = scaled(b.CreateLShr(hi, b.getInt64(35)), -27); // 29 bits
     Value* f2 =
@@ -238,36 +247,36 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
                                   b.CreateLShr(lo, b.getInt64(17))),
                        -109); // 53 bits
     Value* p1 = b.CreateFMul(md, f1);
-    Value* floor4 = b.CreateIntrinsic(llvm::Intrinsic::floor, {f64}, {b.CreateFMul(p1, d(0.25))});
-    p1 = dfma(floor4, d(-4.0), p1); // M f1 mod 4 (exact)
+    Value* floor4 = b.CreateIntrinsic(llvm::Intrinsic::floor, {f64}, {b.CreateFMul(p1, cd(b, 0.25))});
+    p1 = fma(b, floor4, cd(b, -4.0), p1); // M f1 mod 4 (exact)
     Value* p2 = b.CreateFMul(md, f2);
     Value* p3 = b.CreateFMul(md, f3);
     Value* k = b.CreateIntrinsic(llvm::Intrinsic::roundeven, {f64}, {b.CreateFAdd(p1, p2)});
     Value* f = b.CreateFAdd(b.CreateFAdd(b.CreateFSub(p1, k), p2), p3);
-    Value* r = b.CreateFMul(f, d(1.5707963267948966)); // pi/2 (relative error 2^-54)
+    Value* r = b.CreateFMul(f, cd(b, 1.5707963267948966)); // pi/2 (relative error 2^-54)
     // |x| < 0.78125 < pi/4: no reduction
     Value* small = b.CreateFCmpOLT(ax, c(b, 0.78125));
     r = b.CreateSelect(small, b.CreateFPExt(ax, f64), r);
-    k = b.CreateSelect(small, d(0.0), k);
+    k = b.CreateSelect(small, cd(b, 0.0), k);
     Value* q = b.CreateFPToSI(k, b.getInt32Ty());
     if (fn == Trig::Cos)
         q = b.CreateAdd(q, ci(b, 1));
     Value* r2 = b.CreateFMul(r, r);
     auto dhorner = [&](std::initializer_list<double> cs) {
         auto it = cs.begin();
-        Value* p = d(*it++);
+        Value* p = cd(b, *it++);
         for (; it != cs.end(); ++it)
-            p = dfma(p, r2, d(*it));
+            p = fma(b, p, r2, cd(b, *it));
         return p;
     };
     // sin r = r + r^3 S(r^2), cos r = 1 + r^2 C(r^2): Taylor to r^11 and r^12 (the first terms
     // left out, r^13/13! and r^14/14! at |r| = pi/4, are below 2^-32 of the result)
     Value* sp =
         dhorner({-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0});
-    Value* sn = dfma(b.CreateFMul(r, r2), sp, r);
+    Value* sn = fma(b, b.CreateFMul(r, r2), sp, r);
     Value* cp = dhorner(
         {1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5});
-    Value* cs = dfma(r2, cp, d(1.0));
+    Value* cs = fma(b, r2, cp, cd(b, 1.0));
     Value* odd = b.CreateICmpNE(b.CreateAnd(q, ci(b, 1)), ci(b, 0));
     Value* v;
     if (fn == Trig::Tan) { // tan(k pi/2 + r): tan r for even k, -1 / tan r = -cos r / sin r for odd
@@ -291,25 +300,15 @@ namespace {
 /// leaves out less than 2^-39 of it. An exact power of two gives m = 1, s = 0 and e exactly.
 Value* log2_double(llvm::IRBuilder<>& b, Value* x) {
     llvm::Type* f64 = b.getDoubleTy();
-    auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-    Value* small = b.CreateFCmpOLT(x, c(b, std::numeric_limits<float>::min()));
-    Value* xs = b.CreateSelect(small, b.CreateFMul(x, c(b, 8388608.0)), x); // denormals: * 2^23
-    Value* bits = b.CreateBitCast(xs, b.getInt32Ty());
-    Value* e = b.CreateSub(b.CreateLShr(bits, ci(b, 23)), ci(b, 126));
-    e = b.CreateSub(e, b.CreateSelect(small, ci(b, 23), ci(b, 0)));
-    Value* m = b.CreateBitCast(b.CreateOr(b.CreateAnd(bits, ci(b, 0x007fffff)), ci(b, 0x3f000000)),
-                               b.getFloatTy()); // in [0.5, 1)
-    Value* lt = b.CreateFCmpOLT(m, c(b, 0.707106781186547524));
-    Value* ed = b.CreateSIToFP(b.CreateSub(e, b.CreateZExt(lt, b.getInt32Ty())), f64);
-    Value* md = b.CreateFPExt(b.CreateSelect(lt, b.CreateFAdd(m, m), m), f64); // exact
-    Value* sd = b.CreateFDiv(b.CreateFSub(md, d(1.0)), b.CreateFAdd(md, d(1.0)));
+    auto [m, e] = split_mantissa(b, x);
+    Value* ed = b.CreateSIToFP(e, f64);
+    Value* md = b.CreateFPExt(m, f64); // exact
+    Value* sd = b.CreateFDiv(b.CreateFSub(md, cd(b, 1.0)), b.CreateFAdd(md, cd(b, 1.0)));
     Value* s2 = b.CreateFMul(sd, sd);
-    Value* p = d(1.0 / 13);
+    Value* p = cd(b, 1.0 / 13);
     for (double k : {11.0, 9.0, 7.0, 5.0, 3.0, 1.0})
-        p = b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, s2, d(1.0 / k)});
-    // 2 / ln 2 = 2 log2(e)
-    return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64},
-                             {b.CreateFMul(sd, p), d(2.8853900817779268), ed});
+        p = fma(b, p, s2, cd(b, 1.0 / k));
+    return fma(b, b.CreateFMul(sd, p), cd(b, 2.8853900817779268), ed); // 2 / ln 2 = 2 log2(e)
 }
 } // namespace
 
@@ -331,21 +330,17 @@ Value* emit_powf(llvm::IRBuilder<>& b, Value* x, Value* y) {
     // integer y gives the negative result. Then C's special cases (C11 F.10.4.4), in order.
     llvm::Type* f64 = b.getDoubleTy();
     llvm::Type* ft = b.getFloatTy();
-    auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-    auto dfma = [&](Value* p, Value* q, Value* r) {
-        return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, q, r});
-    };
     Value* ax = fabs(b, x);
     Value* ay = fabs(b, y);
     Value* v = b.CreateFMul(b.CreateFPExt(y, f64), log2_double(b, ax));
     v = b.CreateIntrinsic(
         llvm::Intrinsic::maxnum, {f64},
-        {b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {v, d(300.0)}), d(-300.0)});
+        {b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {v, cd(b, 300.0)}), cd(b, -300.0)});
     Value* n = b.CreateIntrinsic(llvm::Intrinsic::roundeven, {f64}, {v});
-    Value* g = b.CreateFMul(b.CreateFSub(v, n), d(0.6931471805599453)); // f ln 2, |g| <= 0.347
-    Value* p = d(1.0 / 39916800.0);
+    Value* g = b.CreateFMul(b.CreateFSub(v, n), cd(b, 0.6931471805599453)); // f ln 2, |g| <= 0.347
+    Value* p = cd(b, 1.0 / 39916800.0);
     for (double k : {3628800.0, 362880.0, 40320.0, 5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0})
-        p = dfma(p, g, d(1.0 / k));
+        p = fma(b, p, g, cd(b, 1.0 / k));
     Value* scale = b.CreateBitCast( // 2^n, n in [-300, 300]
         b.CreateShl(b.CreateAdd(b.CreateFPToSI(n, b.getInt64Ty()), b.getInt64(1023)),
                     b.getInt64(52)),
@@ -396,32 +391,28 @@ Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
     // negative (or -0), and y's sign. The C library's special cases follow: both infinite give
     // t = 1 (pi/4, 3pi/4), both zero t = 0 (+-0, +-pi), one infinite or zero t = 0.
     llvm::Type* f64 = b.getDoubleTy();
-    auto d = [&](double v) { return llvm::ConstantFP::get(f64, v); };
-    auto dfma = [&](Value* p, Value* q, Value* r) {
-        return b.CreateIntrinsic(llvm::Intrinsic::fma, {f64}, {p, q, r});
-    };
     Value* ay = b.CreateFPExt(fabs(b, y), f64);
     Value* ax = b.CreateFPExt(fabs(b, x), f64);
     Value* mx = b.CreateIntrinsic(llvm::Intrinsic::maxnum, {f64}, {ax, ay});
     Value* mn = b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {ax, ay});
     Value* t = b.CreateFDiv(mn, mx);
-    Value* inf = d(INFINITY);
-    t = b.CreateSelect(b.CreateAnd(b.CreateFCmpOEQ(ax, inf), b.CreateFCmpOEQ(ay, inf)), d(1.0), t);
-    t = b.CreateSelect(b.CreateFCmpOEQ(mx, d(0.0)), d(0.0), t);
-    Value* far = b.CreateFCmpOGT(t, d(0.41421356237309503)); // tan(pi/8)
+    Value* inf = cd(b, INFINITY);
+    t = b.CreateSelect(b.CreateAnd(b.CreateFCmpOEQ(ax, inf), b.CreateFCmpOEQ(ay, inf)), cd(b, 1.0), t);
+    t = b.CreateSelect(b.CreateFCmpOEQ(mx, cd(b, 0.0)), cd(b, 0.0), t);
+    Value* far = b.CreateFCmpOGT(t, cd(b, 0.41421356237309503)); // tan(pi/8)
     Value* u =
-        b.CreateSelect(far, b.CreateFDiv(b.CreateFSub(t, d(1.0)), b.CreateFAdd(t, d(1.0))), t);
+        b.CreateSelect(far, b.CreateFDiv(b.CreateFSub(t, cd(b, 1.0)), b.CreateFAdd(t, cd(b, 1.0))), t);
     Value* z = b.CreateFMul(u, u);
-    Value* p = d(0.03295679541870136);
+    Value* p = cd(b, 0.03295679541870136);
     for (double k :
          {-0.06027307460946675, 0.07604800046078292, -0.09084101895346429, 0.11110819716745676,
           -0.142857081103604, 0.19999999949854794, -0.33333333333266196})
-        p = dfma(p, z, d(k));
-    Value* a = dfma(b.CreateFMul(u, z), p, u);
-    a = b.CreateSelect(far, b.CreateFAdd(a, d(0.7853981633974483)), a);
-    a = b.CreateSelect(b.CreateFCmpOGT(ay, ax), b.CreateFSub(d(1.5707963267948966), a), a);
+        p = fma(b, p, z, cd(b, k));
+    Value* a = fma(b, b.CreateFMul(u, z), p, u);
+    a = b.CreateSelect(far, b.CreateFAdd(a, cd(b, 0.7853981633974483)), a);
+    a = b.CreateSelect(b.CreateFCmpOGT(ay, ax), b.CreateFSub(cd(b, 1.5707963267948966), a), a);
     Value* x_negative = b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), ci(b, 0));
-    a = b.CreateSelect(x_negative, b.CreateFSub(d(3.141592653589793), a), a);
+    a = b.CreateSelect(x_negative, b.CreateFSub(cd(b, 3.141592653589793), a), a);
     Value* r = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
                                  {b.CreateFPTrunc(a, b.getFloatTy()), y});
     return b.CreateSelect(b.CreateOr(isnan(b, x), isnan(b, y)), b.CreateFAdd(x, y), r);
