@@ -152,6 +152,51 @@ void expect_within(const char* name, const Worst& w, double bound) {
     EXPECT_LE(w.ulp, bound) << name << "(" << w.x << ") = " << w.got << ", exact " << double(w.want);
 }
 
+using BinaryOp = Tensor (*)(const Tensor&, const Tensor&);
+using BinaryExact = long double (*)(long double, long double);
+
+/// Runs z = op(a, b) elementwise on the cpu backend.
+std::vector<float> run_cpu2(BinaryOp op, const std::vector<float>& a, const std::vector<float>& b) {
+    Placeholder pa({-1}, f32, "a"), pb({-1}, f32, "b");
+    FunctionOptions o;
+    o.backend = "cpu";
+    return function({pa, pb}, {op(pa, pb)}, {}, o)(Array(a), Array(b))[0].to_vector<float>();
+}
+
+/// Max ulp error of op over the pairs (a[i], b[i]) against exact (Worst::x: the pair's a).
+Worst measure2(BinaryOp op, BinaryExact exact, const std::vector<float>& a,
+               const std::vector<float>& b) {
+    std::vector<float> got = run_cpu2(op, a, b);
+    Worst w;
+    for (size_t i = 0; i < a.size(); ++i) {
+        long double want = exact((long double)a[i], (long double)b[i]);
+        double e = ulp_error(got[i], want);
+        if (e > w.ulp || std::isnan(e)) w = {e, a[i], got[i], want};
+    }
+    return w;
+}
+
+/// op over every pair of `values`, bit for bit against exact rounded once (signed zeros
+/// included; NaN for NaN).
+void expect_special_pairs(const char* name, BinaryOp op, BinaryExact exact,
+                          const std::vector<float>& values) {
+    std::vector<float> a, b;
+    for (float u : values)
+        for (float v : values) a.push_back(u), b.push_back(v);
+    std::vector<float> got = run_cpu2(op, a, b);
+    for (size_t i = 0; i < a.size(); ++i) {
+        const float want = float(exact((long double)a[i], (long double)b[i]));
+        const bool ok = std::isnan(want) ? std::isnan(got[i]) : to_bits(got[i]) == to_bits(want);
+        EXPECT_TRUE(ok) << name << "(" << a[i] << ", " << b[i] << ") = " << got[i]
+                        << ", expected " << want;
+    }
+}
+
+long double ld_atan2(long double y, long double x) { return std::atan2(y, x); }
+long double ld_pow(long double x, long double y) { return std::pow(x, y); }
+Tensor op_atan2(const Tensor& y, const Tensor& x) { return sj::atan2(y, x); }
+Tensor op_pow(const Tensor& x, const Tensor& y) { return sj::pow(x, y); }
+
 constexpr uint32_t kStride = 4099; // ~2 x 520k bit patterns over the finite range (odd: all binade positions)
 
 } // namespace
@@ -261,33 +306,11 @@ TEST(TranscendentalAccuracy, Atan2) {
                 ys.push_back(-y), xs.push_back(sx * x);
             }
     }
-    Placeholder py({-1}, f32, "y"), px({-1}, f32, "x");
-    FunctionOptions o;
-    o.backend = "cpu";
-    std::vector<float> got =
-        function({py, px}, {atan2(py, px)}, {}, o)(Array(ys), Array(xs))[0].to_vector<float>();
-    Worst w;
-    for (size_t i = 0; i < ys.size(); ++i) {
-        long double want = std::atan2((long double)ys[i], (long double)xs[i]);
-        double e = ulp_error(got[i], want);
-        if (e > w.ulp || std::isnan(e)) w = {e, ys[i], got[i], want};
-    }
-    expect_within("atan2", w, 0.51); // (x: the worst pair's y)
+    expect_within("atan2", measure2(op_atan2, ld_atan2, ys, xs), 0.51); // (x: the worst y)
     // C's special cases (zeros and infinities of both signs, NaN, and finite values beside
-    // them), against the long double atan2 rounded once: bit for bit, signed zeros included
-    const float n = kNaN;
-    const std::vector<float> sv = {0.0f, -0.0f, kInf, -kInf, n, 1.0f, -1.0f, kDenorm, -kMax};
-    std::vector<float> sy, sx;
-    for (float y : sv)
-        for (float x : sv) sy.push_back(y), sx.push_back(x);
-    std::vector<float> sgot =
-        function({py, px}, {atan2(py, px)}, {}, o)(Array(sy), Array(sx))[0].to_vector<float>();
-    for (size_t i = 0; i < sy.size(); ++i) {
-        const float want = float(std::atan2((long double)sy[i], (long double)sx[i]));
-        const bool ok = std::isnan(want) ? std::isnan(sgot[i]) : to_bits(sgot[i]) == to_bits(want);
-        EXPECT_TRUE(ok) << "atan2(" << sy[i] << ", " << sx[i] << ") = " << sgot[i] << ", expected "
-                        << want;
-    }
+    // them), against the long double atan2 rounded once
+    expect_special_pairs("atan2", op_atan2, ld_atan2,
+                         {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -1.0f, kDenorm, -kMax});
 }
 
 // pow in double (emit_powf in LlvmMath.cpp): 2^(y log2|x|) with y log2|x| within 2^-31 wherever
@@ -312,33 +335,12 @@ TEST(TranscendentalAccuracy, Pow) {
     for (float x : {2.0f, 0.5f, 10.0f, 1.1f}) // results through overflow and the denormals
         for (float y = -160.0f; y <= 160.0f; y += 0.37f)
             xs.push_back(x), ys.push_back(y);
-    Placeholder px({-1}, f32, "x"), py({-1}, f32, "y");
-    FunctionOptions o;
-    o.backend = "cpu";
-    Function f = function({px, py}, {pow(px, py)}, {}, o);
-    std::vector<float> got = f(Array(xs), Array(ys))[0].to_vector<float>();
-    Worst w;
-    for (size_t i = 0; i < xs.size(); ++i) {
-        long double want = std::pow((long double)xs[i], (long double)ys[i]);
-        double e = ulp_error(got[i], want);
-        if (e > w.ulp || std::isnan(e)) w = {e, xs[i], got[i], want};
-    }
-    expect_within("pow", w, 0.51); // (x: the worst pair's base)
+    expect_within("pow", measure2(op_pow, ld_pow, xs, ys), 0.51); // (x: the worst pair's base)
     // C's special cases (C11 F.10.4.4): zeros, ones and infinities of both signs, NaN, odd and
-    // even integers and a fraction, against the long double pow rounded once, bit for bit
-    const float n = kNaN;
-    const std::vector<float> sv = {0.0f, -0.0f, 1.0f, -1.0f, kInf, -kInf, n,
-                                   3.0f, -3.0f, 2.0f, -2.0f, 0.5f, -0.5f, 16777216.0f};
-    std::vector<float> sx, sy;
-    for (float x : sv)
-        for (float y : sv) sx.push_back(x), sy.push_back(y);
-    std::vector<float> sgot = f(Array(sx), Array(sy))[0].to_vector<float>();
-    for (size_t i = 0; i < sx.size(); ++i) {
-        const float want = float(std::pow((long double)sx[i], (long double)sy[i]));
-        const bool ok = std::isnan(want) ? std::isnan(sgot[i]) : to_bits(sgot[i]) == to_bits(want);
-        EXPECT_TRUE(ok) << "pow(" << sx[i] << ", " << sy[i] << ") = " << sgot[i] << ", expected "
-                        << want;
-    }
+    // even integers and a fraction, against the long double pow rounded once
+    expect_special_pairs("pow", op_pow, ld_pow,
+                         {0.0f, -0.0f, 1.0f, -1.0f, kInf, -kInf, kNaN, 3.0f, -3.0f, 2.0f, -2.0f,
+                          0.5f, -0.5f, 16777216.0f});
 }
 
 // sqrt is the IEEE intrinsic (correctly rounded: 0.5 ulp); reciprocal is one division: 0.5.
