@@ -766,9 +766,9 @@ void optimizer_step() {
              std::to_string(total) + ", \"kernels\": " + std::to_string(f.stats().kernels));
 }
 
-/// One elementwise function of 4M f32 (--op sin|cos|tan|log2|exp|atan2|pow, --n N; the binary
-/// ones of x and x - 1): milliseconds per call (bench/peers/torch_unary.py is PyTorch's). All but
-/// exp are vectorised in double precision (Note [Inline sin and cos] in
+/// One elementwise function of 4M f32 (--op sin|cos|tan|log2|exp|atan2|pow|hypot, --n N; the
+/// binary ones of x and x - 1): milliseconds per call (bench/peers/torch_unary.py is PyTorch's).
+/// All but exp are vectorised in double precision (Note [Inline sin and cos] in
 /// src/backend/llvm/LlvmMath.cpp); exp in f32.
 void unary() {
     const std::string op = opt("op", "sin");
@@ -778,16 +778,17 @@ void unary() {
     for (int64_t i = 0; i < n; ++i) // (the peer's values: 0.5 .. 1.499)
         xv.data<float>()[i] = 0.5f + float(i % 1000) * 0.001f;
     SJ_CHECK(op == "sin" || op == "cos" || op == "tan" || op == "log2" || op == "exp" ||
-                 op == "atan2" || op == "pow",
+                 op == "atan2" || op == "pow" || op == "hypot",
              InputError)
-        << "unary: --op must be sin, cos, tan, log2, exp, atan2 or pow, got '" << op << "'";
+        << "unary: --op must be sin, cos, tan, log2, exp, atan2, pow or hypot, got '" << op << "'";
     Tensor y = op == "sin"     ? sin(x)
                : op == "cos"   ? cos(x)
                : op == "tan"   ? tan(x)
                : op == "log2"  ? log2(x)
                : op == "exp"   ? exp(x)
                : op == "atan2" ? atan2(x, x - 1.0) // (as the peer's)
-                               : pow(x, x - 1.0);
+               : op == "pow"   ? pow(x, x - 1.0)
+                               : hypot(x, x - 1.0);
     Function f = function({x}, {y});
     emit("unary", op, measure([&] { f(xv); }) * 1e3, "ms", "\"n\": " + std::to_string(n));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch peer of `symjax_bench unary`: one elementwise function (--op sin, cos, tan, log2, exp,
-or atan2 and pow of x and x - 1) of --n floats (default 4M, the values 0.5 .. 1.499 as ours), torch.sin
-and the like, eager. Milliseconds per call.
+or atan2, pow and hypot of x and x - 1) of --n floats (default 4M, the values 0.5 .. 1.499 as
+ours), torch.sin and the like, eager. Milliseconds per call.
 
   /usr/bin/python3 bench/peers/torch_unary.py --threads 2 --op sin
 """
@@ -14,7 +14,8 @@ import peerbench as pb  # noqa: E402
 
 def main():
     p = pb.base_parser(__doc__)
-    p.add_argument("--op", choices=["sin", "cos", "tan", "log2", "exp", "atan2", "pow"], default="sin")
+    p.add_argument("--op", default="sin",
+                   choices=["sin", "cos", "tan", "log2", "exp", "atan2", "pow", "hypot"])
     p.add_argument("--n", type=int, default=1 << 22)
     args = p.parse_args()
     pb.setup_env(args)
@@ -23,7 +24,7 @@ def main():
     torch.set_num_threads(args.threads)
     x = 0.5 + (torch.arange(args.n) % 1000).float() * 0.001
     ctx = pb.torch_context(torch)
-    if args.op in ("atan2", "pow"):
+    if args.op in ("atan2", "pow", "hypot"):
         xm1 = x - 1.0
         f = getattr(torch, args.op)
         r = pb.measure(lambda: f(x, xm1), args)

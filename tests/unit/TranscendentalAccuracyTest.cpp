@@ -194,8 +194,10 @@ void expect_special_pairs(const char* name, BinaryOp op, BinaryExact exact,
 
 long double ld_atan2(long double y, long double x) { return std::atan2(y, x); }
 long double ld_pow(long double x, long double y) { return std::pow(x, y); }
+long double ld_hypot(long double x, long double y) { return std::hypot(x, y); }
 Tensor op_atan2(const Tensor& y, const Tensor& x) { return sj::atan2(y, x); }
 Tensor op_pow(const Tensor& x, const Tensor& y) { return sj::pow(x, y); }
+Tensor op_hypot(const Tensor& x, const Tensor& y) { return sj::hypot(x, y); }
 
 constexpr uint32_t kStride = 4099; // ~2 x 520k bit patterns over the finite range (odd: all binade positions)
 
@@ -341,6 +343,19 @@ TEST(TranscendentalAccuracy, Pow) {
     expect_special_pairs("pow", op_pow, ld_pow,
                          {0.0f, -0.0f, 1.0f, -1.0f, kInf, -kInf, kNaN, 3.0f, -3.0f, 2.0f, -2.0f,
                           0.5f, -0.5f, 16777216.0f});
+}
+
+// hypot in double: x^2 + y^2 exact but for one rounding, then sqrt: the correctly rounded
+// result up to a double rounding, bound 0.51. Pairs: the sweep against magnitudes across the
+// range (overflow of the f32 squares, denormals), and C's special cases (an infinity beats NaN).
+TEST(TranscendentalAccuracy, Hypot) {
+    std::vector<float> xs, ys;
+    for (float x : sweep(kStride * 64, {1.0f}))
+        for (float y : {0.0f, kDenorm, 1e-30f, 0.5f, 1.0f, 3.0f, 1e20f, kMax, -2.0f})
+            xs.push_back(x), ys.push_back(y);
+    expect_within("hypot", measure2(op_hypot, ld_hypot, xs, ys), 0.51);
+    expect_special_pairs("hypot", op_hypot, ld_hypot,
+                         {0.0f, -0.0f, kInf, -kInf, kNaN, 1.0f, -3.0f, kDenorm, kMax});
 }
 
 // sqrt is the IEEE intrinsic (correctly rounded: 0.5 ulp); reciprocal is one division: 0.5.

@@ -11,8 +11,8 @@ namespace sj::codegen {
 /// The entries' version, in every entry's header (cpu objects and PTX alike) and in the cpu
 /// keys; bumping it makes every entry a miss. 2: one entry per bundle of kernels; 3: row-order
 /// kernels; 4: math library calls computed once per loop (Note [Math libraries] in
-/// KernelExpr.cpp); 5: f32 sin, cos, tan, log2, atan2 and pow inline (Note [Inline sin and
-/// cos]).
+/// KernelExpr.cpp); 5: f32 sin, cos, tan, log2, atan2, pow and hypot inline (Note [Inline sin
+/// and cos]).
 inline constexpr uint32_t kCacheSchema = 5;
 
 /// The disk cache directory in use: $SJ_CACHE_DIR, else $XDG_CACHE_HOME/symjax, else

@@ -189,8 +189,9 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
     case Op::Atan2: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
         return f32 && lib == MathLibrary::Libm ? emit_atan2f(b, x, y)
                                                : math_call("atan2f", "atan2", {x, y});
-    case Op::Hypot:
-        return math_call("hypotf", "hypot", {x, y});
+    case Op::Hypot: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
+        return f32 && lib == MathLibrary::Libm ? emit_hypotf(b, x, y)
+                                               : math_call("hypotf", "hypot", {x, y});
     case Op::Max:
         if (f)
             return intrinsic(llvm::Intrinsic::maximum, {x, y});
@@ -324,8 +325,9 @@ Value* ExprEmitter::intrinsic(llvm::Intrinsic::ID id, std::vector<Value*> args) 
 
 // Note [Math libraries]
 // f32 exp, log, tanh, erf, expm1 and log1p are expanded inline (LlvmMath.cpp) on every target,
-// so the cpu and a GPU compute them to the same bits; f32 sin, cos, tan, log2, atan2 and pow
-// are expanded inline in double on the cpu only (Note [Inline sin and cos] in LlvmMath.cpp).
+// so the cpu and a GPU compute them to the same bits; f32 sin, cos, tan, log2, atan2, pow and
+// hypot are expanded inline in double on the cpu only (Note [Inline sin and cos] in
+// LlvmMath.cpp).
 // The rest call a library by name: the C library's on a cpu (resolved by the JIT in the
 // process), NVIDIA's libdevice on NVPTX (its bitcode is linked into the module before
 // optimisation, NvptxRenderer.cpp), whose functions are named "__nv_" and the C name.

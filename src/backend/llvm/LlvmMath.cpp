@@ -199,9 +199,9 @@ namespace {
 // operations. A table of F per exponent read per lane (three gathers, masked off or not for
 // small arguments) ran no faster than the libm calls; this runs 1.3-2x faster than them, and
 // still ~1.8x slower than PyTorch's vectorised f32 sin, which works on 16 float lanes where
-// this works on 8 doubles (docs/performance.md, "Vectorised sin, cos, tan, log2, atan2 and
-// pow"). Measured <= 0.5 ulp plus the double rounding (TranscendentalAccuracy.SinCos, every
-// binade and the large arguments).
+// this works on 8 doubles (docs/performance.md, "Vectorised sin, cos, tan, log2, atan2, pow
+// and hypot"). Measured <= 0.5 ulp plus the double rounding (TranscendentalAccuracy.SinCos,
+// every binade and the large arguments).
 // The words were made by mpmath at 600 bits, checked against F = fmod(ldexp(2 / pi, E), 4) for
 // every E (to 2^-108).
 constexpr uint64_t kTwoOverPiBits[] = {0x00000028be60db93ull, 0x91054a7f09d5f47dull,
@@ -247,7 +247,8 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
                                   b.CreateLShr(lo, b.getInt64(17))),
                        -109); // 53 bits
     Value* p1 = b.CreateFMul(md, f1);
-    Value* floor4 = b.CreateIntrinsic(llvm::Intrinsic::floor, {f64}, {b.CreateFMul(p1, cd(b, 0.25))});
+    Value* floor4 =
+        b.CreateIntrinsic(llvm::Intrinsic::floor, {f64}, {b.CreateFMul(p1, cd(b, 0.25))});
     p1 = fma(b, floor4, cd(b, -4.0), p1); // M f1 mod 4 (exact)
     Value* p2 = b.CreateFMul(md, f2);
     Value* p3 = b.CreateFMul(md, f3);
@@ -397,11 +398,12 @@ Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
     Value* mn = b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {ax, ay});
     Value* t = b.CreateFDiv(mn, mx);
     Value* inf = cd(b, INFINITY);
-    t = b.CreateSelect(b.CreateAnd(b.CreateFCmpOEQ(ax, inf), b.CreateFCmpOEQ(ay, inf)), cd(b, 1.0), t);
+    t = b.CreateSelect(b.CreateAnd(b.CreateFCmpOEQ(ax, inf), b.CreateFCmpOEQ(ay, inf)), cd(b, 1.0),
+                       t);
     t = b.CreateSelect(b.CreateFCmpOEQ(mx, cd(b, 0.0)), cd(b, 0.0), t);
     Value* far = b.CreateFCmpOGT(t, cd(b, 0.41421356237309503)); // tan(pi/8)
-    Value* u =
-        b.CreateSelect(far, b.CreateFDiv(b.CreateFSub(t, cd(b, 1.0)), b.CreateFAdd(t, cd(b, 1.0))), t);
+    Value* u = b.CreateSelect(
+        far, b.CreateFDiv(b.CreateFSub(t, cd(b, 1.0)), b.CreateFAdd(t, cd(b, 1.0))), t);
     Value* z = b.CreateFMul(u, u);
     Value* p = cd(b, 0.03295679541870136);
     for (double k :
@@ -416,5 +418,19 @@ Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
     Value* r = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
                                  {b.CreateFPTrunc(a, b.getFloatTy()), y});
     return b.CreateSelect(b.CreateOr(isnan(b, x), isnan(b, y)), b.CreateFAdd(x, y), r);
+}
+
+Value* emit_hypotf(llvm::IRBuilder<>& b, Value* x, Value* y) {
+    // Note [Inline sin and cos]'s reason, for hypot, in double: x^2 and y^2 are exact there and
+    // never overflow or underflow for f32 operands, so sqrt(x^2 + y^2) rounds twice in double and
+    // once to f32. An infinity wins over NaN (C11 F.10.4.3).
+    llvm::Type* f64 = b.getDoubleTy();
+    Value* xd = b.CreateFPExt(x, f64);
+    Value* yd = b.CreateFPExt(y, f64);
+    Value* r =
+        b.CreateIntrinsic(llvm::Intrinsic::sqrt, {f64}, {fma(b, xd, xd, b.CreateFMul(yd, yd))});
+    Value* inf = b.CreateOr(b.CreateFCmpOEQ(fabs(b, x), c(b, INFINITY)),
+                            b.CreateFCmpOEQ(fabs(b, y), c(b, INFINITY)));
+    return b.CreateSelect(inf, c(b, INFINITY), b.CreateFPTrunc(r, b.getFloatTy()));
 }
 } // namespace sj::codegen

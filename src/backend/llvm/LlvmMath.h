@@ -24,6 +24,8 @@ llvm::Value* emit_trigf(llvm::IRBuilder<>& b, llvm::Value* x, Trig fn);
 llvm::Value* emit_log2f(llvm::IRBuilder<>& b, llvm::Value* x);
 /// pow(x, y) with C's special cases, computed in double precision.
 llvm::Value* emit_powf(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y);
+/// hypot(x, y), computed in double precision.
+llvm::Value* emit_hypotf(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y);
 /// atan2(y, x), computed in double precision.
 llvm::Value* emit_atan2f(llvm::IRBuilder<>& b, llvm::Value* y, llvm::Value* x);
 
