@@ -103,6 +103,9 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
     bool f = is_float(t), sg = is_signed(t);
     llvm::Type* ty = x->getType();
     bool f32 = ty->isFloatTy();
+    // f32 functions computed inline in double on the cpu (Note [Inline sin and cos] in
+    // LlvmMath.cpp); NVPTX keeps libdevice's
+    const bool inline_f32 = f32 && lib == MathLibrary::Libm;
     switch (op) {
     // unary
     case Op::Neg:
@@ -137,7 +140,7 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
     case Op::Log1p:
         return f32 ? emit_log1pf(b, x) : math_call("log1pf", "log1p", {x});
     case Op::Log2:
-        return f32 && lib == MathLibrary::Libm ? emit_log2f(b, x) : math_call("log2f", "log2", {x});
+        return inline_f32 ? emit_log2f(b, x) : math_call("log2f", "log2", {x});
     case Op::Tanh:
         return f32 ? emit_tanhf(b, x) : math_call("tanhf", "tanh", {x});
     case Op::Erf:
@@ -148,17 +151,12 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
         return b.CreateFDiv(fconst(ty, 1.0), intrinsic(llvm::Intrinsic::sqrt, {x}));
     case Op::Reciprocal:
         return b.CreateFDiv(fconst(ty, 1.0), x);
-    // sin, cos, tan and log2 inline on the cpu (Note [Inline sin and cos] in LlvmMath.cpp);
-    // NVPTX keeps libdevice's
     case Op::Sin:
-        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Sin)
-                                               : math_call("sinf", "sin", {x});
+        return inline_f32 ? emit_trigf(b, x, Trig::Sin) : math_call("sinf", "sin", {x});
     case Op::Cos:
-        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Cos)
-                                               : math_call("cosf", "cos", {x});
+        return inline_f32 ? emit_trigf(b, x, Trig::Cos) : math_call("cosf", "cos", {x});
     case Op::Tan:
-        return f32 && lib == MathLibrary::Libm ? emit_trigf(b, x, Trig::Tan)
-                                               : math_call("tanf", "tan", {x});
+        return inline_f32 ? emit_trigf(b, x, Trig::Tan) : math_call("tanf", "tan", {x});
     case Op::Floor:
         return intrinsic(llvm::Intrinsic::floor, {x});
     case Op::Ceil:
@@ -183,15 +181,12 @@ Value* ExprEmitter::emit_op(Op op, Value* x, Value* y, DType t) {
         return f ? b.CreateFMul(x, y) : b.CreateMul(x, y);
     case Op::Div:
         return f ? b.CreateFDiv(x, y) : emit_int_div_mod(op, x, y, sg);
-    case Op::Pow: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
-        return f32 && lib == MathLibrary::Libm ? emit_powf(b, x, y)
-                                               : math_call("powf", "pow", {x, y});
-    case Op::Atan2: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
-        return f32 && lib == MathLibrary::Libm ? emit_atan2f(b, x, y)
-                                               : math_call("atan2f", "atan2", {x, y});
-    case Op::Hypot: // inline on the cpu, as sin (Note [Inline sin and cos] in LlvmMath.cpp)
-        return f32 && lib == MathLibrary::Libm ? emit_hypotf(b, x, y)
-                                               : math_call("hypotf", "hypot", {x, y});
+    case Op::Pow:
+        return inline_f32 ? emit_powf(b, x, y) : math_call("powf", "pow", {x, y});
+    case Op::Atan2:
+        return inline_f32 ? emit_atan2f(b, x, y) : math_call("atan2f", "atan2", {x, y});
+    case Op::Hypot:
+        return inline_f32 ? emit_hypotf(b, x, y) : math_call("hypotf", "hypot", {x, y});
     case Op::Max:
         if (f)
             return intrinsic(llvm::Intrinsic::maximum, {x, y});

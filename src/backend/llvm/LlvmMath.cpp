@@ -26,13 +26,18 @@ Value* ci(llvm::IRBuilder<>& b, int32_t v) {
 Value* fma(llvm::IRBuilder<>& b, Value* x, Value* y, Value* z) {
     return b.CreateIntrinsic(llvm::Intrinsic::fma, {x->getType()}, {x, y, z});
 }
-/// Horner evaluation: ((c0*x + c1)*x + c2)...
+/// Horner evaluation: ((c0*x + c1)*x + c2)..., the constants of x's type (float or double)
 Value* horner(llvm::IRBuilder<>& b, Value* x, std::initializer_list<double> cs) {
+    auto k = [&](double v) { return llvm::ConstantFP::get(x->getType(), v); };
     auto it = cs.begin();
-    Value* p = c(b, *it++);
+    Value* p = k(*it++);
     for (; it != cs.end(); ++it)
-        p = fma(b, p, x, c(b, *it));
+        p = fma(b, p, x, k(*it));
     return p;
+}
+/// Whether x's sign bit is set (-0 and negative NaNs included).
+Value* signbit(llvm::IRBuilder<>& b, Value* x) {
+    return b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), b.getInt32(0));
 }
 Value* fabs(llvm::IRBuilder<>& b, Value* x) {
     return b.CreateIntrinsic(llvm::Intrinsic::fabs, {x->getType()}, {x});
@@ -263,25 +268,19 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
     if (fn == Trig::Cos)
         q = b.CreateAdd(q, ci(b, 1));
     Value* r2 = b.CreateFMul(r, r);
-    auto dhorner = [&](std::initializer_list<double> cs) {
-        auto it = cs.begin();
-        Value* p = cd(b, *it++);
-        for (; it != cs.end(); ++it)
-            p = fma(b, p, r2, cd(b, *it));
-        return p;
-    };
     // sin r = r + r^3 S(r^2), cos r = 1 + r^2 C(r^2): Taylor to r^11 and r^12 (the first terms
     // left out, r^13/13! and r^14/14! at |r| = pi/4, are below 2^-32 of the result)
     Value* sp =
-        dhorner({-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0});
+        horner(b, r2, {-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0});
     Value* sn = fma(b, b.CreateFMul(r, r2), sp, r);
-    Value* cp = dhorner(
-        {1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0, 1.0 / 24.0, -0.5});
+    Value* cp = horner(b, r2, {1.0 / 479001600.0, -1.0 / 3628800.0, 1.0 / 40320.0, -1.0 / 720.0,
+                               1.0 / 24.0, -0.5});
     Value* cs = fma(b, r2, cp, cd(b, 1.0));
     Value* odd = b.CreateICmpNE(b.CreateAnd(q, ci(b, 1)), ci(b, 0));
     Value* v;
     if (fn == Trig::Tan) { // tan(k pi/2 + r): tan r for even k, -1 / tan r = -cos r / sin r for odd
-        v = b.CreateSelect(odd, b.CreateFNeg(b.CreateFDiv(cs, sn)), b.CreateFDiv(sn, cs));
+        v = b.CreateFDiv(b.CreateSelect(odd, cs, sn), b.CreateSelect(odd, sn, cs)); // one division
+        v = b.CreateSelect(odd, b.CreateFNeg(v), v);
     } else {
         Value* neg = b.CreateICmpNE(b.CreateAnd(q, ci(b, 2)), ci(b, 0));
         v = b.CreateSelect(odd, cs, sn);
@@ -289,8 +288,7 @@ Value* emit_trigf(llvm::IRBuilder<>& b, Value* x, Trig fn) {
     }
     Value* y = b.CreateFPTrunc(v, b.getFloatTy());
     if (fn != Trig::Cos) // sin and tan are odd: f(-x) = -f(x), and f(-0) = -0
-        y = b.CreateSelect(b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), ci(b, 0)),
-                           b.CreateFNeg(y), y);
+        y = b.CreateSelect(signbit(b, x), b.CreateFNeg(y), y);
     // infinities and NaN: NaN (inf - inf)
     return b.CreateSelect(b.CreateFCmpOLT(ax, c(b, INFINITY)), y, b.CreateFSub(x, x));
 }
@@ -306,9 +304,7 @@ Value* log2_double(llvm::IRBuilder<>& b, Value* x) {
     Value* md = b.CreateFPExt(m, f64); // exact
     Value* sd = b.CreateFDiv(b.CreateFSub(md, cd(b, 1.0)), b.CreateFAdd(md, cd(b, 1.0)));
     Value* s2 = b.CreateFMul(sd, sd);
-    Value* p = cd(b, 1.0 / 13);
-    for (double k : {11.0, 9.0, 7.0, 5.0, 3.0, 1.0})
-        p = fma(b, p, s2, cd(b, 1.0 / k));
+    Value* p = horner(b, s2, {1.0 / 13, 1.0 / 11, 1.0 / 9, 1.0 / 7, 1.0 / 5, 1.0 / 3, 1.0});
     return fma(b, b.CreateFMul(sd, p), cd(b, 2.8853900817779268), ed); // 2 / ln 2 = 2 log2(e)
 }
 } // namespace
@@ -339,9 +335,10 @@ Value* emit_powf(llvm::IRBuilder<>& b, Value* x, Value* y) {
         {b.CreateIntrinsic(llvm::Intrinsic::minnum, {f64}, {v, cd(b, 300.0)}), cd(b, -300.0)});
     Value* n = b.CreateIntrinsic(llvm::Intrinsic::roundeven, {f64}, {v});
     Value* g = b.CreateFMul(b.CreateFSub(v, n), cd(b, 0.6931471805599453)); // f ln 2, |g| <= 0.347
-    Value* p = cd(b, 1.0 / 39916800.0);
-    for (double k : {3628800.0, 362880.0, 40320.0, 5040.0, 720.0, 120.0, 24.0, 6.0, 2.0, 1.0, 1.0})
-        p = fma(b, p, g, cd(b, 1.0 / k));
+    Value* p = horner(b, g,
+                      {1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
+                       1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0,
+                       1.0});
     Value* scale = b.CreateBitCast( // 2^n, n in [-300, 300]
         b.CreateShl(b.CreateAdd(b.CreateFPToSI(n, b.getInt64Ty()), b.getInt64(1023)),
                     b.getInt64(52)),
@@ -355,8 +352,7 @@ Value* emit_powf(llvm::IRBuilder<>& b, Value* x, Value* y) {
                                                               b.getInt32Ty()),
                                                ci(b, 1)),
                                    ci(b, 0)));
-    Value* x_signed = b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), ci(b, 0));
-    Value* flip = b.CreateAnd(x_signed, y_odd); // the result takes x's sign
+    Value* flip = b.CreateAnd(signbit(b, x), y_odd); // the result takes x's sign
     auto signed_by_x = [&](Value* mag) { return b.CreateSelect(flip, b.CreateFNeg(mag), mag); };
     r = signed_by_x(r);
     Value* inf = c(b, INFINITY);
@@ -405,16 +401,14 @@ Value* emit_atan2f(llvm::IRBuilder<>& b, Value* y, Value* x) {
     Value* u = b.CreateSelect(
         far, b.CreateFDiv(b.CreateFSub(t, cd(b, 1.0)), b.CreateFAdd(t, cd(b, 1.0))), t);
     Value* z = b.CreateFMul(u, u);
-    Value* p = cd(b, 0.03295679541870136);
-    for (double k :
-         {-0.06027307460946675, 0.07604800046078292, -0.09084101895346429, 0.11110819716745676,
-          -0.142857081103604, 0.19999999949854794, -0.33333333333266196})
-        p = fma(b, p, z, cd(b, k));
+    Value* p = horner(b, z,
+                      {0.03295679541870136, -0.06027307460946675, 0.07604800046078292,
+                       -0.09084101895346429, 0.11110819716745676, -0.142857081103604,
+                       0.19999999949854794, -0.33333333333266196});
     Value* a = fma(b, b.CreateFMul(u, z), p, u);
     a = b.CreateSelect(far, b.CreateFAdd(a, cd(b, 0.7853981633974483)), a);
     a = b.CreateSelect(b.CreateFCmpOGT(ay, ax), b.CreateFSub(cd(b, 1.5707963267948966), a), a);
-    Value* x_negative = b.CreateICmpSLT(b.CreateBitCast(x, b.getInt32Ty()), ci(b, 0));
-    a = b.CreateSelect(x_negative, b.CreateFSub(cd(b, 3.141592653589793), a), a);
+    a = b.CreateSelect(signbit(b, x), b.CreateFSub(cd(b, 3.141592653589793), a), a);
     Value* r = b.CreateIntrinsic(llvm::Intrinsic::copysign, {b.getFloatTy()},
                                  {b.CreateFPTrunc(a, b.getFloatTy()), y});
     return b.CreateSelect(b.CreateOr(isnan(b, x), isnan(b, y)), b.CreateFAdd(x, y), r);
