@@ -86,6 +86,23 @@ void threaded_cases() {
     Placeholder dy({300, 200}, f32, "dy");
     compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)},
             "bias 300x200");
+    // the chunks' private outputs are kept between calls (Note [Chunk partials stay
+    // allocated]): each call of one function must still sum its own input, in either split
+    Placeholder xb({32, 2, 16, 16, 16}, f32, "xb");
+    Function fc = function({xb, dy}, {sum(xb, {0, 2, 3}), sum(xb * xb, {0, 2, 3}), sum(dy, {0})},
+                           {}, on("cpu"));
+    Function fr = function({xb, dy}, {sum(xb, {0, 2, 3}), sum(xb * xb, {0, 2, 3}), sum(dy, {0})},
+                           {}, on("reference"));
+    for (uint64_t seed : {50, 51, 52}) {
+        std::vector<Function::Arg> a{random_array(f32, {32, 2, 16, 16, 16}, seed),
+                                     random_array(f32, {300, 200}, seed + 10)};
+        auto rc = fc.call(a);
+        auto rr = fr.call(a);
+        for (size_t i = 0; i < rc.size(); ++i)
+            expect_close(rc[i], rr[i], 1e-5, 1e-5,
+                         "call with seed " + std::to_string(seed) + ", output " +
+                             std::to_string(i));
+    }
 }
 
 } // namespace

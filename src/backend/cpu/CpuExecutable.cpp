@@ -95,6 +95,18 @@ bool splits(const compiler::BoundStep& b) {
 // partial outputs, which are small (the kept dims of a bias or batch-norm gradient).
 constexpr int64_t kReduceChunks = 16;
 
+// Note [Chunk partials stay allocated]
+// The private outputs of a chunked reduction are kept by the call plan's step between calls
+// (StepCode::partials), uninitialised: a kernel initialises its accumulators and stores every
+// output point of its range, so nothing needs zeroing. They were allocated (and zeroed) per call,
+// one aligned block per chunk and reduced output: 16 x 3 allocations for a batch-norm backward's
+// sums, and their frees, cost ~7 us a kernel, as much as the reduction itself on a 16x16 map:
+// in the SymJAX paper network's training step (AMD EPYC, 2 threads, `symjax_bench cnn_train
+// --arch symjax --profile 1`; docs/performance.md, "Chunk partials kept between calls") the
+// 16x16 layers' mean kernels took 0.028 ms before and 0.017 after, the variance 0.020 -> 0.015,
+// the 8x8 layers' backward sums 0.032 -> 0.020. Same chunks, same combine order: the same bits.
+// A function runs one call at a time (Function's lock), so a step's partials have one user.
+
 // Note [Reductions split along the batch]
 // A reduction that keeps an outer dim puts its kept loops first (KernelPlan.cpp): batch norm's
 // statistics over a channel-blocked [N, C/16, H, W, 16] loop over the C/16 blocks, then the
@@ -151,6 +163,10 @@ struct StepCode {
     /// kernel steps that reduce in fixed chunks into private outputs: the chunks (made once per
     /// call plan); empty otherwise
     std::vector<ReduceChunk> chunks;
+    /// their private outputs, [chunk][output] (null Arrays for the kept outputs), and each
+    /// chunk's buffer pointers, kept between calls (Note [Chunk partials stay allocated])
+    mutable std::vector<std::vector<Array>> partials;
+    mutable std::vector<void*> chunk_bufs;
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
     std::shared_ptr<const WindowPrimitive> window;
     double flops = 0;
@@ -1451,20 +1467,29 @@ private:
                 // combined in chunk order (Note [Thread-count-independent sums]): of loop 0, or of
                 // the batch after a few kept channel blocks (Note [Reductions split along the
                 // batch])
-                const size_t nc = chunks.size(), nl = gc.in_slots.size();
-                std::vector<std::vector<Array>> part(nc);
-                std::vector<std::vector<void*>> tb(nc, bufs);
-                for (size_t c = 0; c < nc; ++c)
+                const size_t nc = chunks.size(), nl = gc.in_slots.size(), nb = bufs.size();
+                const StepCode& sc = plan.code[si];
+                std::vector<std::vector<Array>>& part = sc.partials;
+                if (part.size() != nc) { // the first call of this plan
+                    part.assign(nc, {});
+                    for (size_t c = 0; c < nc; ++c)
+                        for (size_t k = 0; k < outs.size(); ++k)
+                            part[c].push_back(
+                                g.outputs[k].reduced
+                                    ? Array::uninitialized(outs[k].dtype(), outs[k].shape())
+                                    : Array());
+                }
+                std::vector<void*>& tb = sc.chunk_bufs;
+                tb.resize(nc * nb);
+                for (size_t c = 0; c < nc; ++c) {
+                    std::copy(bufs.begin(), bufs.end(), tb.begin() + std::ptrdiff_t(c * nb));
                     for (size_t k = 0; k < outs.size(); ++k)
-                        if (g.outputs[k].reduced) {
-                            part[c].emplace_back(outs[k].dtype(), outs[k].shape());
-                            tb[c][nl + k] = part[c].back().raw();
-                        } else {
-                            part[c].emplace_back();
-                        }
+                        if (g.outputs[k].reduced)
+                            tb[c * nb + nl + k] = part[c][k].raw();
+                }
                 pool.run(int(nc), [&](int c) { // (contiguous chunks per thread)
                     const ReduceChunk& k = chunks[size_t(c)];
-                    fn(tb[size_t(c)].data(), (k.params.empty() ? L.params : k.params).data(),
+                    fn(tb.data() + size_t(c) * nb, (k.params.empty() ? L.params : k.params).data(),
                        k.begin, k.end);
                 });
                 for (size_t k = 0; k < outs.size(); ++k)
