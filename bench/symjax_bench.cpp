@@ -576,7 +576,8 @@ void cnn_train() {
                  ", \"intermediate_mb\": " +
                  std::to_string(double(f.stats().intermediate_bytes) / 1048576.0) +
                  ", \"peak_live_mb\": " +
-                 std::to_string(double(f.stats().peak_arena_bytes) / 1048576.0));
+                 std::to_string(double(f.stats().peak_arena_bytes) / 1048576.0) +
+                 ", \"buffer_mb\": " + std::to_string(double(f.stats().buffer_bytes) / 1048576.0));
         if (profile)
             std::fprintf(stderr, "# cnn_train %s %s batch %lld\n%s\n", arch.c_str(), c.c_str(),
                          static_cast<long long>(batch), f.profile_report().c_str());

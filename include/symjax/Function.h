@@ -69,6 +69,11 @@ struct FunctionStats {
     size_t post_ops = 0;       // elementwise ops applied inside library calls (oneDNN post-ops)
     int64_t intermediate_bytes = 0;
     int64_t peak_arena_bytes = 0;
+    /// Bytes of the buffers the last call's computed values occupy (cpu backend): values of one
+    /// type whose lifetimes do not overlap share a buffer, so this lies between
+    /// peak_arena_bytes and intermediate_bytes plus the outputs (docs/performance.md, "Buffers
+    /// shared by lifetime").
+    int64_t buffer_bytes = 0;
     /// Steps of one call that start the thread team (generated kernels big enough to split,
     /// library calls), for the shapes of the last call; 0 on one thread.
     size_t parallel_regions = 0;

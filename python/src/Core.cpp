@@ -233,6 +233,7 @@ void bind_core(py::module_& m) {
             d["post_ops"] = s.post_ops;
             d["intermediate_bytes"] = s.intermediate_bytes;
             d["peak_arena_bytes"] = s.peak_arena_bytes;
+            d["buffer_bytes"] = s.buffer_bytes;
             d["parallel_regions"] = s.parallel_regions;
             d["compiled_loops"] = s.compiled_loops;
             d["step_kernels"] = s.step_kernels;

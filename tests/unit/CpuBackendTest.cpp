@@ -128,6 +128,42 @@ TEST(CpuBackend, UpdatesInPlaceKeepTheanoSemantics) {
     EXPECT_EQ(before.to_vector<float>(), (std::vector<float>{10, 20, 30}));
 }
 
+TEST(CpuBackend, ValuesOfOneTypeShareBuffersWhenTheirLifetimesDoNotOverlap) {
+    // eight matmuls in a chain (relu post-ops): each [64, 64] product is read by the next one
+    // only, so after the first two they take turns in the dead ones' buffers (Note [Buffers shared
+    // by lifetime]); the first product is also read at the end, through a view, so its buffer
+    // stays its own. Every call must still give the reference's values.
+    Placeholder x({64, 64}, f32, "x");
+    std::vector<Variable> w;
+    for (uint64_t i = 0; i < 8; ++i) {
+        Array a = random_array(f32, {64, 64}, 70 + i);
+        for (int64_t k = 0; k < a.size(); ++k)
+            a.data<float>()[k] *= 0.2f; // keep the scale ~1
+        w.emplace_back(a, "w" + std::to_string(i));
+    }
+    Tensor h = x, first;
+    for (size_t i = 0; i < w.size(); ++i) {
+        h = maximum(matmul(h, w[i]), 0.0); // a relu post-op
+        if (i == 0)
+            first = h;
+    }
+    std::vector<Tensor> outs{h + 1.0, sum(reshape(first, {32, 128}), {1})};
+    Function fc = function({x}, outs, {}, on("cpu"));
+    Function fr = function({x}, outs, {}, on("reference"));
+    for (uint64_t seed : {80, 81}) {
+        Array xv = random_array(f32, {64, 64}, seed);
+        auto rc = fc(xv);
+        auto rr = fr(xv);
+        for (size_t i = 0; i < rc.size(); ++i)
+            expect_close(rc[i], rr[i], 1e-4, 1e-5, "output " + std::to_string(i));
+    }
+    const int64_t one = 64 * 64 * 4;
+    const FunctionStats st = fc.stats();
+    EXPECT_GE(st.intermediate_bytes, 8 * one) << fc.dump();
+    // the first product, two in turn for the seven others, the two outputs
+    EXPECT_LE(st.buffer_bytes, 4 * one + 32 * 4) << fc.dump();
+}
+
 TEST(CpuBackend, SecondCallWithNewBatchSizeReusesKernels) {
     Placeholder x({-1, 8}, f32, "x");
     Tensor y = sum(exp(x) * 2.0, {1});
