@@ -204,6 +204,26 @@ def test_function_output_forms():
     assert v.value == 2.0
 
 
+
+def test_stats_count_the_buffers_shared_by_lifetime():
+    # a chain of matmuls: each [64, 64] product is read only by the next one, so the products
+    # take turns in two buffers (Note [Buffers shared by lifetime]); the values still match NumPy
+    x = T.Placeholder((64, 64), "float32", name="x_chain")
+    rng = np.random.default_rng(3)
+    ws = [(0.2 * rng.standard_normal((64, 64))).astype(np.float32) for _ in range(6)]
+    h = x
+    for w in ws:
+        h = T.maximum(T.matmul(h, T.Variable(w)), 0.0)
+    f = sj.function(x, outputs=h)
+    xv = rng.standard_normal((64, 64)).astype(np.float32)
+    expected = xv
+    for w in ws:
+        expected = np.maximum(expected @ w, 0.0)
+    np.testing.assert_allclose(f(xv), expected, rtol=1e-4, atol=1e-5)
+    one = 64 * 64 * 4
+    assert f.stats["intermediate_bytes"] >= 5 * one
+    assert f.stats["buffer_bytes"] <= 3 * one  # two in turn and the output
+
 # ---- errors -------------------------------------------------------------------------------------
 def test_error_hierarchy():
     assert issubclass(sj.ShapeError, ValueError) and issubclass(sj.ShapeError, sj.Error)
