@@ -1196,9 +1196,6 @@ private:
         return plan;
     }
 
-    /// Pairs each max_pool_backward(x, dy) step with an earlier step pooling the same x with the
-    /// same window, so that the forward keeps its workspace for the backward (Note [Max-pool
-    /// workspace] in Conv.cpp); pairs whose workspace layouts differ are left alone.
     /// Gives slots of the same type whose lifetimes do not overlap one pool entry, the most
     /// recently freed first (Note [Buffers shared by lifetime]).
     void share_buffers(CallPlan& plan) const {
@@ -1267,6 +1264,9 @@ private:
                                      int64_t(dtype_size(plan.bound.types[sl].dtype));
     }
 
+    /// Pairs each max_pool_backward(x, dy) step with an earlier step pooling the same x with the
+    /// same window, so that the forward keeps its workspace for the backward (Note [Max-pool
+    /// workspace] in Conv.cpp); pairs whose workspace layouts differ are left alone.
     void pair_max_pools(CallPlan& plan) const {
         const auto& types = plan.bound.node_types;
         auto window_types = [&](const Node* r) {
