@@ -162,6 +162,20 @@ TEST(CpuBackend, ValuesOfOneTypeShareBuffersWhenTheirLifetimesDoNotOverlap) {
     EXPECT_GE(st.intermediate_bytes, 8 * one) << fc.dump();
     // the first product, two in turn for the seven others, the two outputs
     EXPECT_LE(st.buffer_bytes, 4 * one + 32 * 4) << fc.dump();
+
+    // residual sums: a matmul may write its result into the value it adds (a sum post-op), so
+    // that value's buffer lives on as the result's and must not go to a later value early
+    Tensor r0 = maximum(matmul(x, w[0]), 0.0), r1 = maximum(matmul(r0, w[1]), 0.0);
+    std::vector<Tensor> hs{r0, r1};
+    for (size_t i = 2; i < w.size(); ++i)
+        hs.push_back(matmul(hs[i - 1], w[i]) * 0.5 + hs[i - 2]);
+    Function gc = function({x}, {hs.back()}, {}, on("cpu"));
+    Function gr = function({x}, {hs.back()}, {}, on("reference"));
+    for (uint64_t seed : {82, 83}) {
+        Array xv = random_array(f32, {64, 64}, seed);
+        expect_close(gc(xv)[0], gr(xv)[0], 1e-4, 1e-5,
+                     "residual chain, seed " + std::to_string(seed));
+    }
 }
 
 TEST(CpuBackend, SecondCallWithNewBatchSizeReusesKernels) {

@@ -1208,8 +1208,15 @@ private:
         std::vector<char> produced(ns, 0), freed(ns, 0), keep(ns, 0), in_place(ns, 0);
         for (size_t si = 0; si < plan_.steps.size(); ++si) {
             const compiler::Step& st = plan_.steps[si];
+            const int acc =
+                st.kind == compiler::StepKind::View ? -1 : accumulated_slot(plan_.group(st));
             if (st.kind == compiler::StepKind::View) {
                 root[size_t(st.out_slots[0])] = root[size_t(view_source(st))];
+            } else if (acc >= 0 && std::find(st.free_after.begin(), st.free_after.end(), acc) !=
+                                       st.free_after.end()) {
+                // the call may write its result into the value it adds to (accumulator()): the
+                // result is that buffer, like a view
+                root[size_t(st.out_slots[0])] = root[size_t(acc)];
             } else {
                 for (size_t k = 0; k < st.out_slots.size(); ++k) {
                     produced[size_t(st.out_slots[k])] = 1;
