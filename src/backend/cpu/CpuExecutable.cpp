@@ -188,7 +188,9 @@ struct StepCode {
 // Now each call plan gives a slot the entry of an earlier slot of the same type (dtype and shape)
 // that died before the slot's step, the most recently dead first (LIFO: its lines are the likeliest
 // still in cache), and its own entry otherwise (share_buffers). A buffer dies when every view of
-// it is freed (the memory plan's free_after), so outputs, values a variable takes in place,
+// it is freed (the memory plan's free_after), a library call's result written into the value
+// its sum post-op adds (accumulator()) counting as a view; so outputs, values a variable takes
+// in place,
 // views that outlive the call and the operands of an all_reduce that may still be reading them
 // after its step (Note [Collective overlap]) keep their own entries. The pool's check stays:
 // an entry whose buffer someone still holds (a reference kernel that returned its input, say)
