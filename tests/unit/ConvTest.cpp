@@ -410,6 +410,42 @@ TEST(ConvCpu, WinogradForWeightsTheFunctionDoesNotUpdate) {
     EXPECT_EQ(after.folded_hits + after.folded_misses, before.folded_hits + before.folded_misses);
 }
 
+TEST(ConvCpu, WinogradInTrainingOnBlockedWeights) {
+    // weights the function updates: Winograd on 16x16-blocked weights, transformed inside each
+    // call, for outputs of at least 16x16 (Note [Winograd convolutions]); direct at 8x8
+    const bool wino = cpu::isa_channel_block() == 16; // oneDNN has Winograd kernels on AVX-512
+    for (int64_t side : {16, 8}) {
+        SCOPED_TRACE("side " + std::to_string(side));
+        Shape xs{4, 32, side, side};
+        Placeholder x(xs, f32, "x");
+        Variable w(random_array(f32, {32, 32, 3, 3}, 64, -0.2, 0.2), "wino_train_w");
+        Tensor y = conv2d(x, w, {}, "SAME");
+        std::vector<TensorType> in{{f32, xs}, {f32, {32, 32, 3, 3}}};
+        auto p = cpu::window_primitive(*y.node(), in, {f32, xs}, {}, false, false);
+        ASSERT_TRUE(p);
+        const bool is_wino = cpu::window_impl(*p).find("wino") != std::string::npos;
+        EXPECT_EQ(is_wino, wino && side >= 16) << cpu::window_impl(*p);
+        // a training step's values: the loss and both gradients (backward data runs as Winograd
+        // too) against the reference; Winograd rounds to ~2e-6 of the largest value (Note
+        // [Winograd convolutions]), so 1e-5 of each output's largest magnitude
+        Tensor loss = mean(y * y);
+        auto g = gradients(loss, {x, w});
+        Function step = function({x}, {loss, g[0], g[1]}, {{w, w - g[1] * 1e-3}});
+        Function ref = function({x}, {loss, g[0], g[1]}, {}, on("reference"));
+        Array xv = random_array(f32, xs, 65);
+        auto want = ref(xv); // before the step changes w
+        auto got = step(xv);
+        for (size_t i = 0; i < got.size(); ++i) {
+            double scale = 0, err = 0;
+            for (int64_t k = 0; k < want[i].size(); ++k) {
+                scale = std::max(scale, std::fabs(want[i].at(k)));
+                err = std::max(err, std::fabs(got[i].at(k) - want[i].at(k)));
+            }
+            EXPECT_LE(err, 1e-5 * scale) << "output " << i;
+        }
+    }
+}
+
 TEST(ConvCpu, WidePoolsMatchTheReference) {
     // 32 channels take oneDNN's jit pooling (the table's few channels take its simple one)
     Placeholder x({2, 32, 9, 8}, f32, "x");

@@ -310,9 +310,24 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 // (Determinism.OneAndTwoThreadsGiveTheSameBits runs such layers). Where oneDNN has no Winograd
 // kernel for the shapes, the CPU or the post-ops, the direct one runs. Winograd rounds
 // differently: its outputs differed from the direct kernel's by up to 2e-6 of the largest output
-// (|y| ~ 10, 3x3x64 taps), a few ulp of f32 more than a direct sum. Backward passes stay
-// direct. SJ_WINOGRAD=0 turns it off (the direct kernels' bits).
+// (|y| ~ 10, 3x3x64 taps), a few ulp of f32 more than a direct sum. SJ_WINOGRAD=0 turns it off
+// (the direct kernels' bits).
+//
+// Training. With weights the function updates, Winograd's own weight layout (format 'any') costs
+// a reorder of ~0.23 ms every call, which made training's forward convolutions slower (measured
+// 2026-12-04). But given 16x16-blocked weights (OIhw16i16o), oneDNN's Winograd kernels transform
+// them inside the call, cheaply: so a forward convolution whose weights change, and every
+// backward-data convolution (whose weights are the forward's), run as Winograd on blocked weights
+// when the shapes rule above holds and the output is at least 16x16 (kMinTrainingWinogradSide:
+// at 8x8 with 32 channels a standalone call was no faster, 0.106 against 0.108 ms forward, 0.109
+// against 0.104 backward). Weight gradients stay direct, in their fixed one-thread chunks (Note
+// [Thread-count-independent weight gradients]). Measured on the AMD EPYC (Zen 5, 2 threads,
+// docs/performance.md, "Winograd in training"): the paper network's 16x16 convolutions 0.38-0.40
+// -> 0.30-0.32 ms a call in its step; training steps 1.06x (paper network, batch 32), 1.19x
+// (brief, 32 and 128) as fast. The bits stay the same for 1 and 2 threads
+// (Determinism.OneAndTwoThreadsGiveTheSameBits trains such a layer).
 constexpr int64_t kMinWinogradSide = 8;
+constexpr int64_t kMinTrainingWinogradSide = 16;
 
 bool winograd_enabled() {
     static const bool on = [] {
@@ -332,6 +347,20 @@ bool winograd_shapes(const Shape& x, const Shape& w, const Shape& y, const ConvA
         if (a.strides[i] != 1 || a.dilation[i] != 1 || y[2 + i] < kMinWinogradSide)
             return false;
     return true;
+}
+
+/// Whether a convolution whose weights change between calls (training's forward, and every
+/// backward-data convolution) runs as Winograd, transforming its weights inside each call (Note
+/// [Winograd convolutions]): the forward's shape rule, and an output of at least 16x16.
+bool winograd_training_shapes(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a) {
+    return winograd_shapes(x, w, y, a) && y[2] >= kMinTrainingWinogradSide &&
+           y[3] >= kMinTrainingWinogradSide;
+}
+
+/// The weights a per-call Winograd primitive is asked for: 16x16-blocked, which its kernels
+/// transform themselves (the 'any' layout is Winograd's own, a reorder of 0.23 ms a call).
+memory::desc winograd_training_weights(const ConvDescs& d) {
+    return memory::desc(d.weights.dims(), dt::f32, memory::format_tag::OIhw16i16o);
 }
 
 dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
@@ -426,10 +455,18 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         if (p->affine) p->bias = memory::desc({y[1]}, dt::f32, memory::format_tag::a);
         dnnl::primitive_attr conv_attr = user_scratchpad();
         set_post_ops(conv_attr, epilogue, p->channel, p->affine);
+        // Winograd with weights the function updates: oneDNN transforms blocked weights inside
+        // the call (Note [Winograd convolutions])
+        const bool per_call = !fixed_weights && winograd_training_shapes(x, w, y, a);
         auto pd = first_fast([&](Layout l) {
+            ConvDescs cd = conv_descs(x, w, y, a, l);
+            if (per_call && l == Layout::Blocked)
+                cd.weights = winograd_training_weights(cd);
             return conv_forward_pd(
-                conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference, conv_attr, p->bias,
-                fixed_weights && l == Layout::Blocked && winograd_shapes(x, w, y, a));
+                cd,
+                per_call ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
+                conv_attr, p->bias,
+                (fixed_weights || per_call) && l == Layout::Blocked && winograd_shapes(x, w, y, a));
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.out_block());
         if (p->scale_weights) p->weights_user = d.weights_user;
@@ -440,18 +477,23 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                 compiler::sum_post_op(epilogue) != nullptr);
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
-        p->keep_weights = p->impl.find("wino") != std::string::npos;
+        // (weights in Winograd's own layout: a reorder worth keeping while they are unchanged)
+        p->keep_weights = !per_call && p->impl.find("wino") != std::string::npos;
         break;
     }
     case Op::ConvBackwardData: { // (dy, w) -> dx
         const Shape &x = o.out, &w = o.in[1], &y = o.in[0];
+        const bool per_call = winograd_training_shapes(x, w, y, a);
         auto pd = first_fast([&](Layout l) {
             ConvDescs d = conv_descs(x, w, y, a, l);
-            auto hint =
-                conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
-            dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
-                                                       d.weights, d.dst, d.strides, d.dilates,
-                                                       d.lo, d.hi);
+            const bool wino = per_call && l == Layout::Blocked;
+            if (wino)
+                d.weights = winograd_training_weights(d);
+            auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training,
+                                        dnnl::primitive_attr(), {}, wino);
+            dnnl::convolution_backward_data::desc desc(
+                wino ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct,
+                d.src, d.weights, d.dst, d.strides, d.dilates, d.lo, d.hi);
             return dnnl::convolution_backward_data::primitive_desc(desc, attr, dnnl_engine(), hint);
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.out_block(), o.in_block(0));
@@ -710,6 +752,10 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
 
 // counted on every folding conv call: atomics, not the primitive cache's lock
 std::atomic<size_t> g_folded_hits{0}, g_folded_misses{0};
+
+std::string window_impl(const WindowPrimitive& p) {
+    return p.impl;
+}
 
 WindowCacheStats window_cache_stats() {
     Cache& c = cache();

@@ -29,6 +29,9 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
                  const std::vector<compiler::PostOp>& epilogue = {}, bool keep_workspace = false,
                  bool fixed_weights = false);
 
+/// oneDNN's name for the implementation the primitive runs ("jit_wino_4x3:avx512_core", ...).
+std::string window_impl(const WindowPrimitive& p);
+
 /// How many fixed chunks of the batch conv_backward_filter sums (Note [Thread-count-independent
 /// weight gradients] in Conv.cpp): a function of the batch and of the output positions per image
 /// (the product of the output's spatial dims) alone.
