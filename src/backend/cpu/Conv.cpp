@@ -21,6 +21,7 @@
 #include <list>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 namespace sj::cpu {
@@ -363,6 +364,20 @@ memory::desc winograd_training_weights(const ConvDescs& d) {
     return memory::desc(d.weights.dims(), dt::f32, memory::format_tag::OIhw16i16o);
 }
 
+/// make()'s primitive descriptor when oneDNN gives it a Winograd kernel; none otherwise (no
+/// kernel for these shapes, post-ops or CPU: the caller plans the usual direct one, so a declined
+/// Winograd never leaves a convolution on blocked weights its direct kernel does not take).
+template <class Make> auto per_call_winograd(Make&& make) -> std::optional<decltype(make())> {
+    try {
+        auto pd = make();
+        if (std::string(pd.impl_info_str()).find("wino") != std::string::npos)
+            return pd;
+    } catch (const dnnl::error&) {
+        // declined: the direct kernel
+    }
+    return std::nullopt;
+}
+
 dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dnnl::prop_kind pk,
                                                           const dnnl::primitive_attr& attr,
                                                           const memory::desc& bias = {},
@@ -458,15 +473,18 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         // Winograd with weights the function updates: oneDNN transforms blocked weights inside
         // the call (Note [Winograd convolutions])
         const bool per_call = !fixed_weights && winograd_training_shapes(x, w, y, a);
-        auto pd = first_fast([&](Layout l) {
-            ConvDescs cd = conv_descs(x, w, y, a, l);
-            if (per_call && l == Layout::Blocked)
+        std::optional<dnnl::convolution_forward::primitive_desc> wino;
+        if (per_call)
+            wino = per_call_winograd([&] {
+                ConvDescs cd = conv_descs(x, w, y, a, Layout::Blocked);
                 cd.weights = winograd_training_weights(cd);
+                return conv_forward_pd(cd, dnnl::prop_kind::forward_training, conv_attr, p->bias,
+                                       true);
+            });
+        auto pd = wino ? *wino : first_fast([&](Layout l) {
             return conv_forward_pd(
-                cd,
-                per_call ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference,
-                conv_attr, p->bias,
-                (fixed_weights || per_call) && l == Layout::Blocked && winograd_shapes(x, w, y, a));
+                conv_descs(x, w, y, a, l), dnnl::prop_kind::forward_inference, conv_attr, p->bias,
+                fixed_weights && l == Layout::Blocked && winograd_shapes(x, w, y, a));
         });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.out_block());
         if (p->scale_weights) p->weights_user = d.weights_user;
@@ -478,15 +496,13 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
         // (weights in Winograd's own layout: a reorder worth keeping while they are unchanged)
-        p->keep_weights = !per_call && p->impl.find("wino") != std::string::npos;
+        p->keep_weights = !wino && p->impl.find("wino") != std::string::npos;
         break;
     }
     case Op::ConvBackwardData: { // (dy, w) -> dx
         const Shape &x = o.out, &w = o.in[1], &y = o.in[0];
-        const bool per_call = winograd_training_shapes(x, w, y, a);
-        auto pd = first_fast([&](Layout l) {
+        auto make = [&](Layout l, bool wino) {
             ConvDescs d = conv_descs(x, w, y, a, l);
-            const bool wino = per_call && l == Layout::Blocked;
             if (wino)
                 d.weights = winograd_training_weights(d);
             auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training,
@@ -495,7 +511,11 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                 wino ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct,
                 d.src, d.weights, d.dst, d.strides, d.dilates, d.lo, d.hi);
             return dnnl::convolution_backward_data::primitive_desc(desc, attr, dnnl_engine(), hint);
-        });
+        };
+        std::optional<dnnl::convolution_backward_data::primitive_desc> wino;
+        if (winograd_training_shapes(x, w, y, a))
+            wino = per_call_winograd([&] { return make(Layout::Blocked, true); });
+        auto pd = wino ? *wino : first_fast([&](Layout l) { return make(l, false); });
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.out_block(), o.in_block(0));
         p->main = dnnl::convolution_backward_data(pd);
         add_arg(*p, DNNL_ARG_DIFF_DST, 0, d.dst_user, pd.diff_dst_desc());
