@@ -164,8 +164,9 @@ struct StepCode {
     /// kernel steps that reduce in fixed chunks into private outputs: the chunks (made once per
     /// call plan); empty otherwise
     std::vector<ReduceChunk> chunks;
-    /// their private outputs, [chunk][output] (null Arrays for the kept outputs), and each
-    /// chunk's buffer pointers, kept between calls (Note [Chunk partials stay allocated])
+    /// their private outputs, [chunk][output] (null Arrays for the kept outputs), made with the
+    /// plan, and each chunk's buffer pointers, kept between calls (Note [Chunk partials stay
+    /// allocated]); the kernels write them during a call
     mutable std::vector<std::vector<Array>> partials;
     mutable std::vector<void*> chunk_bufs;
     /// window steps: oneDNN's primitive for these shapes (null: the reference kernel runs)
@@ -1126,6 +1127,14 @@ private:
                 sc.flops = double(launch.points) * double(g.insts.size());
                 if (splits(plan.bound.steps[si]))
                     sc.chunks = reduce_chunks(launch);
+                // the chunks' private outputs (Note [Chunk partials stay allocated])
+                sc.partials.assign(sc.chunks.size(), {});
+                for (auto& part : sc.partials)
+                    for (size_t k = 0; k < st.out_slots.size(); ++k) {
+                        const TensorType& t = plan.bound.types[size_t(st.out_slots[k])];
+                        part.push_back(g.outputs[k].reduced ? Array::uninitialized(t.dtype, t.shape)
+                                                            : Array());
+                    }
                 if (detail::debug_level() >= 4)
                     std::fprintf(stderr, "[symjax] kernel %zu IR:\n%s", si,
                                  launch.spec.str().c_str());
@@ -1239,15 +1248,17 @@ private:
         for (size_t sl = 0; sl < ns; ++sl)
             if (plan_.slots[sl].source == compiler::SlotSource::Step && !freed[sl])
                 keep[size_t(root[sl])] = 1;
-        auto same_type = [&](int a, int b) {
-            const TensorType &x = plan.bound.types[size_t(a)], &y = plan.bound.types[size_t(b)];
-            return x.dtype == y.dtype && x.shape == y.shape;
-        };
         auto shares = [&](int sl) {
             return produced[size_t(sl)] && root[size_t(sl)] == sl && !keep[size_t(sl)] &&
                    dies[size_t(sl)] >= 0;
         };
-        std::vector<int> free_slots; // dead slots whose entries may be taken, oldest first
+        // per type, the dead slots whose entries may be taken, the most recently dead last (a map,
+        // not a scan of every dead slot: plans of tens of thousands of steps)
+        std::map<std::pair<DType, Shape>, std::vector<int>> free_slots;
+        auto type_of = [&](int sl) {
+            const TensorType& t = plan.bound.types[size_t(sl)];
+            return std::make_pair(t.dtype, t.shape);
+        };
         std::vector<std::vector<int>> dying(plan_.steps.size());
         for (size_t sl = 0; sl < ns; ++sl)
             if (shares(int(sl)))
@@ -1256,15 +1267,14 @@ private:
             for (int out : plan_.steps[si].out_slots) {
                 if (!shares(out))
                     continue;
-                for (size_t j = free_slots.size(); j-- > 0;)
-                    if (same_type(free_slots[j], out)) {
-                        entry[size_t(out)] = entry[size_t(free_slots[j])];
-                        free_slots.erase(free_slots.begin() + std::ptrdiff_t(j));
-                        break;
-                    }
+                auto it = free_slots.find(type_of(out));
+                if (it != free_slots.end() && !it->second.empty()) {
+                    entry[size_t(out)] = entry[size_t(it->second.back())];
+                    it->second.pop_back();
+                }
             }
             for (int d : dying[si])
-                free_slots.push_back(d);
+                free_slots[type_of(d)].push_back(d);
         }
         plan.buffer_bytes = 0;
         for (size_t sl = 0; sl < ns; ++sl)
@@ -1570,16 +1580,7 @@ private:
                 // batch])
                 const size_t nc = chunks.size(), nl = gc.in_slots.size(), nb = bufs.size();
                 const StepCode& sc = plan.code[si];
-                std::vector<std::vector<Array>>& part = sc.partials;
-                if (part.size() != nc) { // the first call of this plan
-                    part.assign(nc, {});
-                    for (size_t c = 0; c < nc; ++c)
-                        for (size_t k = 0; k < outs.size(); ++k)
-                            part[c].push_back(
-                                g.outputs[k].reduced
-                                    ? Array::uninitialized(outs[k].dtype(), outs[k].shape())
-                                    : Array());
-                }
+                std::vector<std::vector<Array>>& part = sc.partials; // (made with the plan)
                 std::vector<void*>& tb = sc.chunk_bufs;
                 tb.resize(nc * nb);
                 for (size_t c = 0; c < nc; ++c) {
