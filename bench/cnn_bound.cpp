@@ -12,11 +12,13 @@
 // counted too, as an entry named reorder.*. value uses each primitive's median time
 // (fastest_ms_per_step sums the fastest samples instead). Not counted: the loss (softmax
 // cross-entropy on [B, 10]) and the Adam update (about 1e5 parameters: a few MB of memory traffic,
-// tens of us). Threads: oneDNN's OpenMP runtime, OMP_NUM_THREADS. Inference is timed twice: with
+// tens of us). Threads: oneDNN's OpenMP runtime, OMP_NUM_THREADS. Each case is timed twice: with
 // direct convolutions (impl "bound") and with Winograd ones wherever oneDNN has a kernel for the
-// layer and symjax's rule gives it to (impl "bound_winograd"), since symjax runs Winograd in
-// inference (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp). (convolution_auto, tried
-// for that row, picks the NHWC brgemm kernels when the layouts are format any.)
+// layer and symjax's rule gives it to (impl "bound_winograd"), since symjax runs Winograd there
+// (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp): in inference, outputs of 8x8 and
+// larger; in training, the forward and backward-data convolutions of outputs of 16x16 and larger
+// (weight gradients direct, as symjax's). (convolution_auto, tried for the inference row, picks
+// the NHWC brgemm kernels when the layouts are format any.)
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -96,7 +98,7 @@ std::vector<Layer> network(const std::string& arch) {
 /// one inference forward (forward_inference) and returns them as timed entries.
 class Builder {
 public:
-    /// conv_alg: the forward convolutions' algorithm (the backward ones are direct)
+    /// conv_alg: winograd for Winograd wherever symjax's rule gives it (conv_layer), else direct
     Builder(dnnl::engine& eng, dnnl::stream& s, bool train, algorithm conv_alg)
         : eng_(eng), s_(s), train_(train), conv_alg_(conv_alg) {}
 
@@ -184,14 +186,17 @@ private:
                 {fwd(), alg, src_any, w_any, dst_any, strides, pad, pad}, eng_);
         };
         // Winograd on the layers symjax gives it (Note [Winograd convolutions]): 16-channel
-        // blocks on both sides and an output of at least 8x8
-        const bool wino = conv_alg_ == algorithm::convolution_winograd && sd[1] % 16 == 0 &&
-                          dst_dims[1] % 16 == 0 && dst_dims[2] >= 8 && dst_dims[3] >= 8;
+        // blocks on both sides and an output of at least 8x8 in inference, 16x16 in training
+        // (the forward and the backward data; weight gradients stay direct there too)
+        const int64_t min_side = train_ ? 16 : 8;
+        bool wino = conv_alg_ == algorithm::convolution_winograd && sd[1] % 16 == 0 &&
+                    dst_dims[1] % 16 == 0 && dst_dims[2] >= min_side && dst_dims[3] >= min_side;
         dnnl::convolution_forward::primitive_desc f;
         try {
             f = make(wino ? algorithm::convolution_winograd : algorithm::convolution_direct);
         } catch (const dnnl::error&) { // no Winograd kernel on this CPU
             f = make(algorithm::convolution_direct);
+            wino = false;
         }
         reorder_if(n + ".src", src_in, f.src_desc());
         memory x = mem(f.src_desc()), wt = mem(f.weights_desc(), -0.1f, 0.1f),
@@ -201,9 +206,16 @@ private:
         if (!train_)
             return f.dst_desc();
         if (!first) { // the input images need no gradient
-            dnnl::convolution_backward_data::primitive_desc bd(
-                {algorithm::convolution_direct, src_any, w_any, dst_any, strides, pad, pad}, eng_,
-                f);
+            auto make_bd = [&](algorithm alg) {
+                return dnnl::convolution_backward_data::primitive_desc(
+                    {alg, src_any, w_any, dst_any, strides, pad, pad}, eng_, f);
+            };
+            dnnl::convolution_backward_data::primitive_desc bd;
+            try {
+                bd = make_bd(wino ? algorithm::convolution_winograd : algorithm::convolution_direct);
+            } catch (const dnnl::error&) { // oneDNN declined the Winograd backward data
+                bd = make_bd(algorithm::convolution_direct);
+            }
             reorder_if(n + ".bwd_data.diff_dst", f.dst_desc(), bd.diff_dst_desc());
             reorder_if(n + ".bwd_data.weights", f.weights_desc(), bd.weights_desc());
             reorder_if(n + ".bwd_data.diff_src", bd.diff_src_desc(), f.src_desc());
@@ -368,8 +380,8 @@ double peak_rss_mb() {
     return double(u.ru_maxrss) / 1024.0;
 }
 
-/// impl "bound": direct convolutions; "bound_winograd": Winograd on the layers symjax runs it on,
-/// else direct (inference only), the bound of symjax's Winograd inference
+/// impl "bound": direct convolutions; "bound_winograd": Winograd on the layers and passes symjax
+/// runs it on, else direct: the bound of symjax's own choice of algorithm
 /// (Note [Winograd convolutions] in src/backend/cpu/Conv.cpp).
 void run_case(const Options& o, bool train, algorithm conv_alg = algorithm::convolution_direct) {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -447,8 +459,10 @@ int main(int argc, char** argv) {
         }
     }
     try {
-        if (o.cs == "train" || o.cs == "all")
+        if (o.cs == "train" || o.cs == "all") {
             run_case(o, true);
+            run_case(o, true, algorithm::convolution_winograd);
+        }
         if (o.cs == "infer" || o.cs == "all") {
             run_case(o, false);
             run_case(o, false, algorithm::convolution_winograd);
