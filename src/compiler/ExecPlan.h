@@ -118,4 +118,13 @@ struct BoundPlan {
 /// and plans each kernel's loops. The result depends only on the input types.
 BoundPlan bind(const ExecPlan& plan, const std::vector<TensorType>& inputs);
 
+/// Buffers shared by lifetime for one call's types (Note [Buffers shared by lifetime] in
+/// MemoryPlan.cpp): per slot, the slot whose buffer (pool entry) it uses, itself when it keeps
+/// its own; and the bytes of the buffers the steps' values use after sharing.
+struct SharedBuffers {
+    std::vector<int> entry;
+    int64_t bytes = 0;
+};
+SharedBuffers share_buffers(const ExecPlan& plan, const std::vector<TensorType>& types);
+
 } // namespace sj::compiler

@@ -216,6 +216,72 @@ TEST(ExecPlan, BindIsPerShapeAndChecksBeforeAnythingRuns) {
     EXPECT_CONTAINS(msg, "[31, 4] and [32, 4] do not broadcast");
 }
 
+// Note [Buffers shared by lifetime]: per bound call, a value may take the buffer of an earlier
+// value of the same type that is dead by then. Checked on the plan alone: the values sharing a
+// buffer have one type and lifetimes that do not overlap, outputs and updates keep their own,
+// and a chain of eight [B, 32] layers needs fewer buffers than values, at each batch size.
+TEST(ExecPlan, SharedBuffersHoldValuesOfOneTypeWhoseLifetimesDoNotOverlap) {
+    Placeholder x({-1, 32}, f32, "x");
+    std::vector<Variable> w;
+    for (uint64_t i = 0; i < 8; ++i)
+        w.emplace_back(random_array(f32, {32, 32}, 90 + i), "w" + std::to_string(i));
+    Tensor h = x;
+    for (const auto& wi : w)
+        h = tanh(matmul(h, wi));
+    std::vector<Tensor> ws(w.begin(), w.end());
+    auto g = gradients(sum(h), ws);
+    detail::Program program;
+    program.inputs = {x.node()};
+    program.outputs = {h.node()};
+    for (size_t i = 0; i < w.size(); ++i) {
+        program.variables.push_back(w[i].node());
+        program.updates.push_back({i, (w[i] - 0.1 * g[i]).node()});
+    }
+    cc::ExecPlan plan = cc::compile(program, cpu::cpu_target());
+    check_lifetimes(plan);
+    for (int64_t batch : {16, 3}) {
+        cc::BoundPlan b = cc::bind(plan, {{f32, {batch, 32}}});
+        cc::SharedBuffers sb = cc::share_buffers(plan, b.types);
+        ASSERT_EQ(sb.entry.size(), plan.slots.size());
+        // each computed slot's lifetime: [its step, the step that frees it] (never freed: the
+        // whole call)
+        const int end = int(plan.steps.size());
+        std::vector<int> def(plan.slots.size(), -1), death(plan.slots.size(), end);
+        for (size_t k = 0; k < plan.steps.size(); ++k) {
+            for (int sl : plan.steps[k].out_slots)
+                def[size_t(sl)] = int(k);
+            for (int sl : plan.steps[k].free_after)
+                death[size_t(sl)] = int(k);
+        }
+        std::set<int> kept(plan.output_slots.begin(), plan.output_slots.end());
+        kept.insert(plan.update_slots.begin(), plan.update_slots.end());
+        int64_t all_bytes = 0;
+        size_t shared = 0;
+        for (size_t sl = 0; sl < plan.slots.size(); ++sl) {
+            const int e = sb.entry[sl];
+            if (plan.slots[sl].source == cc::SlotSource::Step && def[sl] >= 0 &&
+                plan.steps[size_t(def[sl])].kind != cc::StepKind::View)
+                all_bytes += numel(b.types[sl].shape) * 4;
+            if (e == int(sl))
+                continue;
+            ++shared;
+            EXPECT_FALSE(kept.count(int(sl))) << "%" << sl << " is kept, yet shares %" << e;
+            EXPECT_EQ(b.types[sl], b.types[size_t(e)]) << "%" << sl << " and %" << e;
+            EXPECT_EQ(sb.entry[size_t(e)], e) << "an entry is a slot's own";
+        }
+        // every two slots of one entry: one dies before the other is written
+        for (size_t a = 0; a < plan.slots.size(); ++a)
+            for (size_t c = a + 1; c < plan.slots.size(); ++c)
+                if (sb.entry[a] == sb.entry[c] && def[a] >= 0 && def[c] >= 0)
+                    EXPECT_TRUE(death[a] < def[c] || death[c] < def[a])
+                        << "%" << a << " [" << def[a] << ", " << death[a] << "] and %" << c << " ["
+                        << def[c] << ", " << death[c] << "] share a buffer\n"
+                        << plan.str();
+        EXPECT_GT(shared, 4u) << plan.str();
+        EXPECT_LT(sb.bytes, all_bytes);
+    }
+}
+
 TEST(Target, GenericTargetHasNoLibraryCallsAndNoLowering) {
     Placeholder x({2, 16, 8, 8}, f32, "x");
     Variable w(random_array(f32, {16, 16, 3, 3}, 3), "w");

@@ -180,25 +180,6 @@ struct StepCode {
     mutable FoldedWeights folded;
 };
 
-// Note [Buffers shared by lifetime]
-// The pool keeps buffers between calls per entry. An entry was a slot's own, so a call touched
-// one buffer per value it computed: the SymJAX paper network's training step 34 MB of
-// intermediates, while at most 20.6 MB are alive at once. A value written into memory no other
-// value used for a whole step comes from DRAM (a write fetches its lines first): layer 0's
-// max-pool backward wrote its 4 MB at a third of the speed of the same primitive run in a loop.
-// Now each call plan gives a slot the entry of an earlier slot of the same type (dtype and shape)
-// that died before the slot's step, the most recently dead first (LIFO: its lines are the likeliest
-// still in cache), and its own entry otherwise (share_buffers). A buffer dies when every view of
-// it is freed (the memory plan's free_after), a library call's result written into the value
-// its sum post-op adds (accumulator()) counting as a view; so outputs, values a variable takes
-// in place,
-// views that outlive the call and the operands of an all_reduce that may still be reading them
-// after its step (Note [Collective overlap]) keep their own entries. The pool's check stays:
-// an entry whose buffer someone still holds (a reference kernel that returned its input, say)
-// gets a fresh buffer, so sharing can cost an allocation, never a wrong value. Measured
-// (docs/performance.md, "Buffers shared by lifetime"): the paper network's step holds 30 MB
-// less (peak RSS 126 -> 96 MB) and runs 1-5% faster.
-
 /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no allocator
 /// round trips on the hot path). Two per slot: a caller that keeps the last result while calling
 /// again (a loop feeding a body its previous carry) ping-pongs between them. The pool counts its
@@ -264,7 +245,8 @@ struct CallPlan {
     /// buffers of earlier calls, reused when nobody else holds them
     mutable SlotPool pool;
     /// per slot: the pool entry its buffer comes from, a slot's own or that of an earlier slot
-    /// of the same type dead before it (Note [Buffers shared by lifetime])
+    /// of the same type dead before it (Note [Buffers shared by lifetime] in
+    /// src/compiler/MemoryPlan.cpp)
     std::vector<int> pool_entry;
     int64_t buffer_bytes = 0; // of the entries the computed values use (FunctionStats)
     /// the workspaces paired pools write and their backwards read, kept across calls
@@ -1167,7 +1149,11 @@ private:
             }
         }
         pair_max_pools(plan);
-        share_buffers(plan);
+        {
+            compiler::SharedBuffers sb = compiler::share_buffers(plan_, plan.bound.types);
+            plan.pool_entry = std::move(sb.entry);
+            plan.buffer_bytes = sb.bytes;
+        }
         // every kernel's code at once: one object per function (Note [One object per function])
         std::vector<const compiler::KernelSpec*> specs;
         for (size_t si = 0; si < plan_.steps.size(); ++si)
@@ -1205,82 +1191,6 @@ private:
                 ++stats_.parallel_regions;
         }
         return plan;
-    }
-
-    /// Gives slots of the same type whose lifetimes do not overlap one pool entry, the most
-    /// recently freed first (Note [Buffers shared by lifetime]).
-    void share_buffers(CallPlan& plan) const {
-        const size_t ns = plan_.slots.size();
-        std::vector<int>& entry = plan.pool_entry;
-        entry.resize(ns);
-        std::iota(entry.begin(), entry.end(), 0);
-        std::vector<int> root(ns), dies(ns, -1);
-        std::iota(root.begin(), root.end(), 0);
-        std::vector<char> produced(ns, 0), freed(ns, 0), keep(ns, 0), in_place(ns, 0);
-        for (size_t si = 0; si < plan_.steps.size(); ++si) {
-            const compiler::Step& st = plan_.steps[si];
-            const int acc =
-                st.kind == compiler::StepKind::View ? -1 : accumulated_slot(plan_.group(st));
-            if (st.kind == compiler::StepKind::View) {
-                root[size_t(st.out_slots[0])] = root[size_t(view_source(st))];
-            } else if (acc >= 0 && std::find(st.free_after.begin(), st.free_after.end(), acc) !=
-                                       st.free_after.end()) {
-                // the call may write its result into the value it adds to (accumulator()): the
-                // result is that buffer, like a view
-                root[size_t(st.out_slots[0])] = root[size_t(acc)];
-            } else {
-                for (size_t k = 0; k < st.out_slots.size(); ++k) {
-                    produced[size_t(st.out_slots[k])] = 1;
-                    if (!st.inplace_var.empty() && st.inplace_var[k] >= 0)
-                        keep[size_t(st.out_slots[k])] = in_place[size_t(st.out_slots[k])] = 1;
-                }
-                // an all_reduce may read its operands after its step (Note [Collective overlap])
-                if (plan_.group(st).roots[0]->is(Op::AllReduce))
-                    for (int in : st.in_slots)
-                        keep[size_t(root[size_t(in)])] = 1;
-            }
-            for (int sl : st.free_after) {
-                freed[size_t(sl)] = 1;
-                dies[size_t(root[size_t(sl)])] = int(si);
-            }
-        }
-        // a buffer is shared only when every view of it dies in the call
-        for (size_t sl = 0; sl < ns; ++sl)
-            if (plan_.slots[sl].source == compiler::SlotSource::Step && !freed[sl])
-                keep[size_t(root[sl])] = 1;
-        auto shares = [&](int sl) {
-            return produced[size_t(sl)] && root[size_t(sl)] == sl && !keep[size_t(sl)] &&
-                   dies[size_t(sl)] >= 0;
-        };
-        // per type, the dead slots whose entries may be taken, the most recently dead last (a map,
-        // not a scan of every dead slot: plans of tens of thousands of steps)
-        std::map<std::pair<DType, Shape>, std::vector<int>> free_slots;
-        auto type_of = [&](int sl) {
-            const TensorType& t = plan.bound.types[size_t(sl)];
-            return std::make_pair(t.dtype, t.shape);
-        };
-        std::vector<std::vector<int>> dying(plan_.steps.size());
-        for (size_t sl = 0; sl < ns; ++sl)
-            if (shares(int(sl)))
-                dying[size_t(dies[sl])].push_back(int(sl));
-        for (size_t si = 0; si < plan_.steps.size(); ++si) {
-            for (int out : plan_.steps[si].out_slots) {
-                if (!shares(out))
-                    continue;
-                auto it = free_slots.find(type_of(out));
-                if (it != free_slots.end() && !it->second.empty()) {
-                    entry[size_t(out)] = entry[size_t(it->second.back())];
-                    it->second.pop_back();
-                }
-            }
-            for (int d : dying[si])
-                free_slots[type_of(d)].push_back(d);
-        }
-        plan.buffer_bytes = 0;
-        for (size_t sl = 0; sl < ns; ++sl)
-            if (produced[sl] && !in_place[sl] && entry[sl] == int(sl)) // (a variable's buffer)
-                plan.buffer_bytes += numel(plan.bound.types[sl].shape) *
-                                     int64_t(dtype_size(plan.bound.types[sl].dtype));
     }
 
     /// Pairs each max_pool_backward(x, dy) step with an earlier step pooling the same x with the
