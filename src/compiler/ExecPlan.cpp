@@ -115,6 +115,7 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
         plan.update_slots.push_back(plan.slot_of.at(c.roots[p.outputs.size() + k].get()));
 
     auto t0 = std::chrono::steady_clock::now();
+    schedule_locality(plan);
     schedule_collectives(plan);
     plan_memory(plan);
     if (detail::verify_ir_enabled())
@@ -130,6 +131,72 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
     if (detail::dumping())
         dump_file("plan.txt", plan.str());
     return plan;
+}
+
+// Note [Steps follow their inputs]
+// The fusion order is a depth-first walk from the roots in the program's order: outputs, then
+// the updates in the order the user listed the variables, usually the layers' order. So a
+// training step computed every layer's data gradient first (the first layer's update needs the
+// whole backward chain) and the weight gradients and updates after it, in the layers' order: the
+// last layer's weight gradient ran at the end of the step, long after the gradient it reads was
+// written, and every activation stayed alive until then. schedule_locality reorders the steps as
+// a list scheduler that always runs next a step made ready by the most recent one (a stack of
+// ready steps), and of the steps one step makes ready, the one with the shortest way to the end
+// of the plan first (its height): each weight gradient and its update now run as soon as the
+// gradient they read exists, while it is still in cache, before the backward pass goes on, and
+// steps that read only leaves run just before the first step that needs them. Any topological order
+// computes the same values; the memory plan (in-place updates, lifetimes) is made for the new order
+// after it, and the collectives' order (Note [Collective overlap]) after that. Measured
+// (docs/performance.md, "Steps follow their inputs"): the MLP's step ...
+void schedule_locality(ExecPlan& plan) {
+    const size_t n = plan.steps.size();
+    std::vector<int> producer(plan.slots.size(), -1);
+    for (size_t si = 0; si < n; ++si)
+        for (int s : plan.steps[si].out_slots)
+            producer[size_t(s)] = int(si);
+    std::vector<std::vector<int>> consumers(n);
+    std::vector<int> missing(n, 0);
+    for (size_t si = 0; si < n; ++si) {
+        std::vector<int> preds;
+        for (int s : plan.steps[si].in_slots)
+            if (producer[size_t(s)] >= 0)
+                preds.push_back(producer[size_t(s)]);
+        std::sort(preds.begin(), preds.end());
+        preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+        for (int p : preds)
+            consumers[size_t(p)].push_back(int(si));
+        missing[si] = int(preds.size());
+    }
+    // a step's height: the most steps on a path from it to the end of the plan
+    std::vector<int> height(n, 0);
+    for (size_t si = n; si-- > 0;)
+        for (int c : consumers[si])
+            height[si] = std::max(height[si], height[size_t(c)] + 1);
+    std::vector<int> ready;
+    for (size_t si = n; si-- > 0;) // the first in the fusion order on top
+        if (missing[si] == 0)
+            ready.push_back(int(si));
+    std::vector<Step> order;
+    order.reserve(n);
+    std::vector<int> now;
+    while (!ready.empty()) {
+        const int si = ready.back();
+        ready.pop_back();
+        now.clear();
+        for (int c : consumers[size_t(si)])
+            if (--missing[size_t(c)] == 0)
+                now.push_back(c);
+        // the lowest on top: short branches (a weight gradient and its update) before the
+        // chain that goes on (the next layer's data gradient); ties in the fusion order
+        std::sort(now.begin(), now.end(), [&](int a, int b) {
+            return height[size_t(a)] != height[size_t(b)] ? height[size_t(a)] > height[size_t(b)]
+                                                          : a < b;
+        });
+        ready.insert(ready.end(), now.begin(), now.end());
+        order.push_back(std::move(plan.steps[size_t(si)]));
+    }
+    SJ_ASSERT(order.size() == n) << "schedule_locality: the steps' dependencies have a cycle";
+    plan.steps = std::move(order);
 }
 
 // Note [Collective overlap]

@@ -75,6 +75,9 @@ struct ExecPlan {
 /// Compiles `p` for `target`: passes, fusion, slots and steps, memory plan.
 ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptions& o = {});
 
+/// Orders the steps so that each runs as soon after the steps it reads as it can (Note [Steps
+/// follow their inputs]).
+void schedule_locality(ExecPlan& plan);
 /// Moves the steps that read an all_reduce's result after all others (Note [Collective overlap]).
 void schedule_collectives(ExecPlan& plan);
 

@@ -216,6 +216,39 @@ TEST(ExecPlan, BindIsPerShapeAndChecksBeforeAnythingRuns) {
     EXPECT_CONTAINS(msg, "[31, 4] and [32, 4] do not broadcast");
 }
 
+// Note [Steps follow their inputs]: in an SGD step of a two-layer MLP whose variables are listed
+// first layer first, the last layer's weight gradient and update run as soon as the logits'
+// gradient exists, before the backward pass reaches the first layer's weight gradient (the
+// fusion order, a walk from the updates in the variables' order, ran them the other way round).
+TEST(ExecPlan, WeightGradientsRunAsSoonAsTheirInputsExist) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    check_lifetimes(plan);
+    auto step_of = [&](int slot) {
+        for (size_t k = 0; k < plan.steps.size(); ++k)
+            for (int s : plan.steps[k].out_slots)
+                if (s == slot)
+                    return int(k);
+        return -1;
+    };
+    // a variable's weight gradient: the matmul its update reads (or is, with a sum post-op)
+    auto weight_gradient = [&](size_t update) {
+        const int u = step_of(plan.update_slots[update]);
+        if (plan.steps[size_t(u)].kind == cc::StepKind::Dot)
+            return u;
+        for (int s : plan.steps[size_t(u)].in_slots)
+            if (int k = step_of(s); k >= 0 && plan.steps[size_t(k)].kind == cc::StepKind::Dot)
+                return k;
+        return -1;
+    };
+    const int dw1 = weight_gradient(0), dw2 = weight_gradient(2);
+    const int w2_updated = step_of(plan.update_slots[2]);
+    ASSERT_GE(dw1, 0) << plan.str();
+    ASSERT_GE(dw2, 0) << plan.str();
+    EXPECT_LT(dw2, dw1) << plan.str();
+    EXPECT_LT(w2_updated, dw1) << plan.str();
+}
+
 // Note [Buffers shared by lifetime]: per bound call, a value may take the buffer of an earlier
 // value of the same type that is dead by then. Checked on the plan alone: the values sharing a
 // buffer have one type and lifetimes that do not overlap, outputs and updates keep their own,
