@@ -144,10 +144,13 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 // ready steps), and of the steps one step makes ready, the one with the shortest way to the end
 // of the plan first (its height): each weight gradient and its update now run as soon as the
 // gradient they read exists, while it is still in cache, before the backward pass goes on, and
-// steps that read only leaves run just before the first step that needs them. Any topological order
-// computes the same values; the memory plan (in-place updates, lifetimes) is made for the new order
-// after it, and the collectives' order (Note [Collective overlap]) after that. Measured
-// (docs/performance.md, "Steps follow their inputs"): the MLP's step ...
+// steps that read only leaves run just before the first step that needs them. Any topological
+// order computes the same values (the bits too: each step's arithmetic is its own); the memory
+// plan (in-place updates, lifetimes) is made for the new order after it, and the collectives'
+// order (Note [Collective overlap]) after that. Measured on the AMD EPYC, 2 threads
+// (docs/performance.md, "Steps follow their inputs"): the MLP's training step 1-3% faster in
+// paired rounds, the CNN steps the same within the noise (+-3%), and the paper network's step
+// holds 17.1 MB live at most instead of 20.6.
 void schedule_locality(ExecPlan& plan) {
     const size_t n = plan.steps.size();
     std::vector<int> producer(plan.slots.size(), -1);
