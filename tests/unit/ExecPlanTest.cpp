@@ -294,7 +294,7 @@ TEST(ExecPlan, SharedBuffersHoldValuesOfOneTypeWhoseLifetimesDoNotOverlap) {
             const int e = sb.entry[sl];
             if (plan.slots[sl].source == cc::SlotSource::Step && def[sl] >= 0 &&
                 plan.steps[size_t(def[sl])].kind != cc::StepKind::View)
-                all_bytes += numel(b.types[sl].shape) * 4;
+                all_bytes += numel(b.types[sl].shape) * int64_t(dtype_size(b.types[sl].dtype));
             if (e == int(sl))
                 continue;
             ++shared;
