@@ -370,7 +370,7 @@ memory::desc winograd_training_weights(const ConvDescs& d) {
 template <class Make> auto per_call_winograd(Make&& make) -> std::optional<decltype(make())> {
     try {
         auto pd = make();
-        if (std::string(pd.impl_info_str()).find("wino") != std::string::npos)
+        if (winograd_impl(pd.impl_info_str()))
             return pd;
     } catch (const dnnl::error&) {
         // declined: the direct kernel
@@ -496,7 +496,7 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->scratch = pd.scratchpad_desc();
         p->impl = pd.impl_info_str();
         // (weights in Winograd's own layout: a reorder worth keeping while they are unchanged)
-        p->keep_weights = !wino && p->impl.find("wino") != std::string::npos;
+        p->keep_weights = !wino && winograd_impl(p->impl);
         break;
     }
     case Op::ConvBackwardData: { // (dy, w) -> dx
@@ -775,6 +775,10 @@ std::atomic<size_t> g_folded_hits{0}, g_folded_misses{0};
 
 std::string window_impl(const WindowPrimitive& p) {
     return p.impl;
+}
+
+bool winograd_impl(const std::string& impl) {
+    return impl.find("wino") != std::string::npos;
 }
 
 WindowCacheStats window_cache_stats() {

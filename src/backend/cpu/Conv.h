@@ -31,6 +31,8 @@ window_primitive(const Node& n, const std::vector<TensorType>& in, const TensorT
 
 /// oneDNN's name for the implementation the primitive runs ("jit_wino_4x3:avx512_core", ...).
 std::string window_impl(const WindowPrimitive& p);
+/// Whether oneDNN's implementation name is a Winograd kernel's ("jit_wino_4x3:...").
+bool winograd_impl(const std::string& impl);
 
 /// How many fixed chunks of the batch conv_backward_filter sums (Note [Thread-count-independent
 /// weight gradients] in Conv.cpp): a function of the batch and of the output positions per image
