@@ -4,6 +4,8 @@
 //   symjax_bench mlp_train [--batch B] [--profile 1]          symjax_bench call_overhead
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
+//   [--flush_denormals 0|1] (default 1: the step repeats one batch, whose gradients fall below
+//   the normal range as it is learnt; docs/performance.md, "Denormals")
 //   (mlp_train and cnn_train take --relu maximum: the activations before Note [Relu masks])
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
@@ -565,9 +567,11 @@ void cnn_train() {
     for (int64_t i = 0; i < batch; ++i) yb.data<int32_t>()[i] = int32_t(g() % 10);
     FunctionOptions fo;
     fo.profile = profile;
+    fo.flush_denormals = opt("flush_denormals", "1") != "0";
     auto report = [&](const Function& f, const std::string& c, double s) {
         emit("cnn_train", c, batch / s, "images/s",
              "\"arch\": \"" + arch + "\", \"batch\": " + std::to_string(batch) +
+                 ", \"flush_denormals\": " + std::to_string(int(fo.flush_denormals)) +
                  ", \"ms_per_step\": " + std::to_string(s * 1e3) +
                  ", \"kernels\": " + std::to_string(f.stats().kernels) +
                  ", \"library_calls\": " + std::to_string(f.stats().library_calls) +

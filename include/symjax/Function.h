@@ -56,9 +56,17 @@ struct FunctionOptions {
     /// waits for it where its result is first needed, so that communication overlaps the rest
     /// of the step (docs/distributed.md, "Overlap"); false waits at each all_reduce.
     bool overlap_collectives = true;
+    /// Treats floats below the normal range (|x| < 1.2e-38 in f32) as zero while the function
+    /// runs, on every thread that runs it: they then cost what other values cost instead of a
+    /// CPU assist each (up to 3x slower layers in training: docs/performance.md, "Denormals").
+    /// Each thread gets its own arithmetic back when the call returns. False keeps IEEE
+    /// arithmetic, what the reference interpreter computes. SJ_FLUSH_DENORMALS=1 in the
+    /// environment turns it on by default. CPU only: GPU kernels are not affected.
+    bool flush_denormals = default_flush_denormals();
 
     static std::string default_backend();
     static bool default_nan_guard();
+    static bool default_flush_denormals();
 };
 
 /// Statistics of the compiled program (filled by the backend).

@@ -246,7 +246,7 @@ void bind_core(py::module_& m) {
         [](const std::vector<sj::Tensor>& inputs, const std::vector<sj::Tensor>& outputs,
            const std::vector<std::pair<sj::Tensor, sj::Tensor>>& updates, bool single, bool none,
            std::optional<std::string> backend, bool freeze_rng, uint64_t rng_counter,
-           bool nan_guard, bool profile) {
+           bool nan_guard, bool profile, std::optional<bool> flush_denormals) {
             sj::Updates u;
             for (const auto& [var, value] : updates) {
                 SJ_CHECK(var.defined() && var.rank() >= 0, sj::InputError) << "bad update";
@@ -259,6 +259,8 @@ void bind_core(py::module_& m) {
             o.rng_counter = rng_counter;
             o.nan_guard = nan_guard;
             o.profile = profile;
+            if (flush_denormals)
+                o.flush_denormals = *flush_denormals;
             PyFunction f;
             {
                 // the compiler folds loops whose inputs are all constants: that may run long
@@ -275,7 +277,8 @@ void bind_core(py::module_& m) {
         },
         py::arg("inputs"), py::arg("outputs"), py::arg("updates"), py::arg("single"),
         py::arg("none"), py::arg("backend") = py::none(), py::arg("freeze_rng") = false,
-        py::arg("rng_counter") = 0, py::arg("nan_guard") = false, py::arg("profile") = false);
+        py::arg("rng_counter") = 0, py::arg("nan_guard") = false, py::arg("profile") = false,
+        py::arg("flush_denormals") = py::none());
     m.def("available_backends", &sj::available_backends);
     m.def("default_backend", &sj::FunctionOptions::default_backend);
 

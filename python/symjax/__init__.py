@@ -66,7 +66,7 @@ def _update_pairs(updates):
 
 
 def function(*inputs, outputs=None, updates=None, backend=None, frozen=False, rng_counter=0,
-             nan_guard=False, profile=False):
+             nan_guard=False, profile=False, flush_denormals=None):
     """Compiles a function of ``inputs`` (any tensors: placeholders, or variables and
     intermediates to override) returning ``outputs`` and applying ``updates``.
 
@@ -75,7 +75,9 @@ def function(*inputs, outputs=None, updates=None, backend=None, frozen=False, rn
     values (a dict, a list of pairs, or what an optimizer's ``minimize`` returns). Outputs and
     update values are all computed from the variables' values before the call; then every update
     is applied at once. ``frozen`` draws the same random numbers on every call. ``backend`` is
-    "cpu" (the default) or "reference".
+    "cpu" (the default) or "reference". ``flush_denormals=True`` treats floats below the normal
+    range as zero while the function runs, on every thread (faster when gradients become tiny;
+    None: the SJ_FLUSH_DENORMALS environment variable decides, off by default).
     """
     if len(inputs) == 1 and isinstance(inputs[0], (list, tuple)):
         inputs = tuple(inputs[0])
@@ -93,7 +95,8 @@ def function(*inputs, outputs=None, updates=None, backend=None, frozen=False, rn
         if not _is_tensor(t):
             outs[i] = _core.constant(t)
     f = _core.compile(list(inputs), outs, _update_pairs(updates), single, none, backend,
-                      bool(frozen), int(rng_counter), bool(nan_guard), bool(profile))
+                      bool(frozen), int(rng_counter), bool(nan_guard), bool(profile),
+                      None if flush_denormals is None else bool(flush_denormals))
     return _Nested(f, structure) if nested else f
 
 

@@ -205,6 +205,19 @@ def test_function_output_forms():
 
 
 
+def test_flush_denormals_treats_tiny_floats_as_zero_only_when_asked():
+    # 1e-20 * 1e-20 is below float32's normal range: IEEE keeps it, the option writes 0
+    x = T.Placeholder((1 << 21,), "float32", name="tiny")
+    a = np.full(1 << 21, 1e-20, np.float32)
+    ieee = np.float32(1e-20) * np.float32(1e-20)
+    assert ieee != 0
+    np.testing.assert_array_equal(sj.function(x, outputs=x * 1e-20)(a), np.full(a.shape, ieee))
+    np.testing.assert_array_equal(
+        sj.function(x, outputs=x * 1e-20, flush_denormals=True)(a), np.zeros(a.shape, np.float32))
+    # and the interpreter's arithmetic afterwards is IEEE again
+    assert np.float32(1e-20) * np.float32(1e-20) == ieee
+
+
 def test_stats_count_the_buffers_shared_by_lifetime():
     # a chain of matmuls: each [64, 64] product is read only by the next one, so the products
     # take turns in two buffers (Note [Buffers shared by lifetime]); the values still match NumPy

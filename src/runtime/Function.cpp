@@ -351,6 +351,10 @@ bool FunctionOptions::default_nan_guard() {
     const char* g = std::getenv("SJ_NAN_GUARD");
     return g && *g && std::string_view(g) != "0";
 }
+bool FunctionOptions::default_flush_denormals() {
+    const char* g = std::getenv("SJ_FLUSH_DENORMALS");
+    return g && *g && std::string_view(g) != "0";
+}
 uint64_t Function::calls() const {
     return impl_ ? impl_->calls : 0;
 }

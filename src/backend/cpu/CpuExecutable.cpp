@@ -349,6 +349,7 @@ public:
 
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
+        FlushDenormalsInTeam flush(opts_.flush_denormals);
         return run_into(inputs, vals, counter, nullptr);
     }
 

@@ -109,4 +109,57 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
     if (error) std::rethrow_exception(error);
 }
 
+namespace {
+
+// each thread's own MXCSR while a FlushDenormalsInTeam has set its bits
+thread_local uint32_t t_saved_csr = 0;
+thread_local bool t_saved = false;
+// the calling thread has a FlushDenormalsInTeam already (a call inside a call)
+thread_local bool t_team_set = false;
+
+/// Every thread oneDNN, OpenBLAS or our kernels may use: the pool's, and OpenMP's default team
+/// (oneDNN's regions ask for omp_get_max_threads()).
+int team_size() {
+    return std::max(ThreadPool::get().threads(), omp_get_max_threads());
+}
+
+} // namespace
+
+FlushDenormalsInTeam::FlushDenormalsInTeam(bool on) {
+    if (!on || t_team_set)
+        return;
+    if (omp_in_parallel()) {
+        own_.emplace(true);
+        return;
+    }
+#if defined(__SSE__)
+    // The calling thread is set inside the region, with the others: a thread OpenMP creates for
+    // this region copies the creator's bits, which must still be its own to be restored to.
+    team_ = t_team_set = true;
+#pragma omp parallel num_threads(team_size())
+    {
+        if (!t_saved) {
+            t_saved_csr = _mm_getcsr();
+            t_saved = true;
+            _mm_setcsr(t_saved_csr | detail::kFlushDenormalBits);
+        }
+    }
+#endif
+}
+
+FlushDenormalsInTeam::~FlushDenormalsInTeam() {
+    if (!team_)
+        return;
+#if defined(__SSE__)
+#pragma omp parallel num_threads(team_size())
+    {
+        if (t_saved) {
+            _mm_setcsr(t_saved_csr);
+            t_saved = false;
+        }
+    }
+#endif
+    t_team_set = false;
+}
+
 } // namespace sj::cpu

@@ -1,7 +1,10 @@
 // The cpu backend's threads: one OpenMP team shared by our kernels, oneDNN and OpenBLAS.
 #pragma once
 
+#include "../FloatMode.h"
+
 #include <functional>
+#include <optional>
 
 namespace sj::cpu {
 
@@ -28,6 +31,22 @@ public:
 
 private:
     int threads_;
+};
+
+/// FunctionOptions::flush_denormals for one call of the cpu backend (Note [Flushing
+/// denormals] in src/backend/FloatMode.h): when `on`, sets FTZ and DAZ on the calling thread and
+/// each thread of its OpenMP team, and restores each thread's own bits when it goes. Inside a
+/// parallel region only the calling thread's; nothing when an enclosing one has set them.
+class FlushDenormalsInTeam {
+public:
+    explicit FlushDenormalsInTeam(bool on);
+    ~FlushDenormalsInTeam();
+    FlushDenormalsInTeam(const FlushDenormalsInTeam&) = delete;
+    FlushDenormalsInTeam& operator=(const FlushDenormalsInTeam&) = delete;
+
+private:
+    bool team_ = false;
+    std::optional<detail::ScopedFlushDenormals> own_;
 };
 
 } // namespace sj::cpu

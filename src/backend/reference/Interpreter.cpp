@@ -1,6 +1,7 @@
 // The reference interpreter: runs a program node by node with the reference kernels.
 #include "../../ops/OpDef.h"
 #include "../Backend.h"
+#include "../FloatMode.h"
 #include "Reference.h"
 
 #include <symjax/Interrupt.h>
@@ -68,7 +69,8 @@ namespace {
 /// Executes a program with the reference kernels, freeing each intermediate after its last use.
 class Interpreter : public detail::Executable {
 public:
-    Interpreter(const detail::Program& p, bool nan_guard) : p_(p), nan_guard_(nan_guard) {
+    Interpreter(const detail::Program& p, bool nan_guard, bool flush_denormals = false)
+        : p_(p), nan_guard_(nan_guard), flush_denormals_(flush_denormals) {
         std::vector<const Node*> roots;
         for (const auto& o : p.outputs) roots.push_back(o.get());
         for (const auto& u : p.updates) roots.push_back(u.second.get());
@@ -87,6 +89,8 @@ public:
 
     detail::ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& vals,
                            uint64_t counter) override {
+        // (Note [Flushing denormals] in src/backend/FloatMode.h; a region's bodies run inside)
+        detail::ScopedFlushDenormals flush(flush_denormals_);
         std::vector<Array> env(order_.size());
         std::vector<Array> ins;
         std::vector<std::vector<Array>> regions(groups_.size()); // each region's results, once run
@@ -179,6 +183,7 @@ private:
     std::unordered_map<const Node*, size_t> group_of_node_;
     detail::Program p_;
     bool nan_guard_;
+    bool flush_denormals_;
     bool poll_ = true; // polls for an interrupt before each node (not in a loop's bodies)
     std::vector<const Node*> order_;
     std::unordered_map<const Node*, size_t> pos_, input_slot_, var_slot_;
@@ -191,8 +196,9 @@ private:
 
 namespace sj::detail {
 void register_reference_backend() {
-    register_backend("reference", [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
-        return std::make_unique<ref::Interpreter>(p, o.nan_guard);
-    });
+    register_backend(
+        "reference", [](const Program& p, const FunctionOptions& o) -> std::unique_ptr<Executable> {
+            return std::make_unique<ref::Interpreter>(p, o.nan_guard, o.flush_denormals);
+        });
 }
 } // namespace sj::detail
