@@ -312,7 +312,9 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
     // conv_backward_filter sums filter_chunk_count(N, positions) chunks of the batch (Note
     // [Thread-count-independent weight gradients]): one chunk (N = 1), one image per chunk (3
     // images of 48x48), equal chunks, chunks of two sizes (37 = 3 x 9 + 10 on 4 chunks; 37 =
-    // 11 x 2 + 5 x 3 on 16), on blocked (16 channels), plain (3) and grouped layouts
+    // 11 x 2 + 5 x 3 on 16), on blocked (16 channels), plain (3) and grouped layouts; the
+    // partials added by the task that finishes last (up to Conv.cpp's kSerialFilterSum floats) or,
+    // for the last config (4 partials of 64 x 64 x 3 x 3), in a parallel region of their own
     struct Config {
         Shape x, w;
         int64_t groups;
@@ -322,6 +324,7 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
         {{32, 16, 6, 6}, {16, 16, 3, 3}, 1},  {{37, 16, 6, 7}, {32, 16, 3, 3}, 1},
         {{37, 3, 9, 9}, {16, 3, 3, 3}, 1},    {{19, 32, 6, 6}, {32, 16, 3, 3}, 2},
         {{3, 16, 48, 48}, {16, 16, 3, 3}, 1}, {{37, 3, 40, 40}, {16, 3, 3, 3}, 1},
+        {{8, 64, 8, 8}, {64, 64, 3, 3}, 1},
     };
     for (size_t k = 0; k < configs.size(); ++k) {
         const Config& c = configs[k];
