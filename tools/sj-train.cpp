@@ -61,6 +61,7 @@ struct Options {
     int64_t limit = 0, test_limit = 0;
     int64_t stop_after = 0;
     bool profile = false;
+    bool flush_denormals = FunctionOptions::default_flush_denormals();
     std::string progress = "auto";
     bool distributed = false;
     bool sync_bn = false;
@@ -89,6 +90,8 @@ Trains a classifier on Fashion-MNIST with symjax and reports per-epoch test accu
   --backend NAME    cpu, reference or cuda (docs/gpu.md)                [cpu]
   --no-plot         do not run gnuplot
   --profile         print the training step's per-kernel time profile at the end
+  --flush-denormals floats below the normal range count as zero in the steps (faster once
+                    gradients become tiny; docs/functions.md)  [SJ_FLUSH_DENORMALS, else off]
   --progress MODE   auto, bar or lines (bar needs a terminal)           [auto]
   --distributed     data-parallel over the processes of `mpirun -np K`: --batch is the global
                     batch (a multiple of K), each process trains on its share, gradients are
@@ -160,6 +163,8 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--stop-after") o.stop_after = parse_number<int64_t>(a, value());
         else if (a == "--no-plot") o.plot = false;
         else if (a == "--profile") o.profile = true;
+        else if (a == "--flush-denormals")
+            o.flush_denormals = true;
         else if (a == "--distributed") o.distributed = true;
         else if (a == "--sync-bn") o.sync_bn = true;
         else if (a == "--no-overlap")
@@ -543,6 +548,7 @@ int run(Options o) {
 
     FunctionOptions fo;
     if (!o.backend.empty()) fo.backend = o.backend;
+    fo.flush_denormals = o.flush_denormals;
     // Dropout draws from the function's call counter: starting it at the number of steps done
     // makes a resumed run draw the same masks as an uninterrupted one.
     fo.rng_counter = static_cast<uint64_t>((start_epoch - 1) * steps_per_epoch);

@@ -20,6 +20,11 @@ grep -q 'batch .*/16 .*loss .*img/s .*ETA' "$T/a.log" || fail "no progress lines
 acc=$(tail -1 "$T/a/metrics.csv" | cut -d, -f5)
 awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "test accuracy $acc after 2 small epochs"
 
+# 1b. --flush-denormals (FunctionOptions::flush_denormals) trains as well.
+"$BIN" "${SMALL[@]}" --flush-denormals --out "$T/f" >"$T/f.log" 2>&1 || { cat "$T/f.log"; fail "--flush-denormals run exited $?"; }
+acc=$(tail -1 "$T/f/metrics.csv" | cut -d, -f5)
+awk -v a="$acc" 'BEGIN { exit !(a > 0.5) }' || fail "--flush-denormals: test accuracy $acc after 2 small epochs"
+
 # 2. Stop after epoch 1, resume: the final checkpoint equals the uninterrupted run's, byte for
 #    byte (same data order, same dropout masks, same optimizer state).
 "$BIN" "${SMALL[@]}" --out "$T/b" --stop-after 1 >"$T/b1.log" 2>&1 || { cat "$T/b1.log"; fail "stop-after run"; }
