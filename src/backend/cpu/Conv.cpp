@@ -92,7 +92,7 @@ namespace sj::cpu {
 // The sum of the partials ran in a parallel region of its own after the chunks' region. For
 // small weights (the CNN benchmarks' layers: 9,216 floats on 4 chunks) that region cost more
 // than the adding: on the AMD EPYC (Zen 5, 2 threads) a 4x4 layer's call (32 channels, batch
-// 32) spent 13-15 us of its 70 in it. So partials of at most kSerialFilterSum floats in all are
+// 32) spent 14-15 us of its 70 in it. So partials of at most kSerialFilterSum floats in all are
 // added by the task that finishes its chunks last, inside the chunks' region (an atomic count of
 // finished tasks; the adding order is the chunks', as before, so the bits do not change). The
 // call then took 66 us; the paper network's training step, paired, 1.01x (noise: 0.98-1.07).
