@@ -53,6 +53,21 @@ bool some_team_thread_flushes() {
     return any;
 }
 
+/// y(x) over kMany copies of x, on `backend`: every element is `ieee` without the option and 0
+/// with it.
+void expect_ieee_then_zero(const std::string& backend, const Placeholder& x, const Tensor& y,
+                           float xvalue, float ieee) {
+    const Array xv = Array::full(f32, {kMany}, double(xvalue));
+    const auto [zeros_ieee, exact] =
+        count_zero_and(function({x}, {y}, {}, options(backend, false))(xv)[0], ieee);
+    EXPECT_EQ(exact, kMany);
+    EXPECT_EQ(zeros_ieee, 0);
+    const auto [zeros, kept] =
+        count_zero_and(function({x}, {y}, {}, options(backend, true))(xv)[0], ieee);
+    EXPECT_EQ(zeros, kMany) << "every thread's share must be flushed";
+    EXPECT_EQ(kept, 0);
+}
+
 } // namespace
 
 class FlushDenormals : public ::testing::TestWithParam<std::string> {};
@@ -60,40 +75,18 @@ class FlushDenormals : public ::testing::TestWithParam<std::string> {};
 TEST_P(FlushDenormals, ResultsBelowTheNormalRangeAreZeroOnlyWhenAsked) {
     ASSERT_FALSE(detail::flushing_denormals()) << "the test thread must start with IEEE arithmetic";
     Placeholder x({kMany}, f32, "fd_x");
-    Tensor y = x * 1e-20f;
-    const Array xv = Array::full(f32, {kMany}, 1e-20);
     const float ieee = 1e-20f * 1e-20f; // 1e-40: below f32's normal range (1.18e-38)
     ASSERT_NE(ieee, 0.0f);
     ASSERT_LT(ieee, std::numeric_limits<float>::min());
-
-    const auto [zeros_ieee, exact] =
-        count_zero_and(function({x}, {y}, {}, options(GetParam(), false))(xv)[0], ieee);
-    EXPECT_EQ(exact, kMany);
-    EXPECT_EQ(zeros_ieee, 0);
-
-    const auto [zeros, kept] =
-        count_zero_and(function({x}, {y}, {}, options(GetParam(), true))(xv)[0], ieee);
-    EXPECT_EQ(zeros, kMany) << "every thread's share must be flushed";
-    EXPECT_EQ(kept, 0);
-
+    expect_ieee_then_zero(GetParam(), x, x * 1e-20f, 1e-20f, ieee);
     EXPECT_FALSE(detail::flushing_denormals()) << "the calling thread keeps IEEE after the call";
     EXPECT_FALSE(some_team_thread_flushes()) << "the team keeps IEEE after the call";
 }
 
 TEST_P(FlushDenormals, InputsBelowTheNormalRangeAreReadAsZero) {
     Placeholder x({kMany}, f32, "fd_tiny");
-    Tensor y = x * 1e10f;
-    const float tiny = 1e-40f; // denormal
-    const Array xv = Array::full(f32, {kMany}, double(tiny));
-    const float ieee = tiny * 1e10f; // 1e-30, a normal float
-    const auto [zeros_ieee, exact] =
-        count_zero_and(function({x}, {y}, {}, options(GetParam(), false))(xv)[0], ieee);
-    EXPECT_EQ(exact, kMany);
-    EXPECT_EQ(zeros_ieee, 0);
-    const auto [zeros, kept] =
-        count_zero_and(function({x}, {y}, {}, options(GetParam(), true))(xv)[0], ieee);
-    EXPECT_EQ(zeros, kMany);
-    EXPECT_EQ(kept, 0);
+    const float tiny = 1e-40f;                                     // denormal
+    expect_ieee_then_zero(GetParam(), x, x * 1e10f, tiny, tiny * 1e10f); // 1e-30, a normal float
 }
 
 TEST_P(FlushDenormals, ConvolutionsFlushToo) {
