@@ -5,7 +5,8 @@
 //   symjax_bench mvn_logpdf [--n N] [--d D]     symjax_bench compile_time --phase cold|disk
 //   symjax_bench cnn_train --arch brief|symjax --batch B [--case train|infer|all] [--profile 1]
 //   [--flush_denormals 0|1] (default 1: the step repeats one batch, whose gradients fall below
-//   the normal range as it is learnt; docs/performance.md, "Denormals")
+//   the normal range as it is learnt; docs/performance.md, "Denormals") [--static_batch 1]
+//   (placeholders of the batch's size instead of -1; docs/performance.md, "A static batch")
 //   (mlp_train and cnn_train take --relu maximum: the activations before Note [Relu masks])
 //   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
@@ -559,8 +560,9 @@ void cnn_train() {
     const bool profile = opt("profile", "0") != "0";
     Scope scope("cnn_" + arch);
     nn::Sequential net = cnn(arch);
-    Placeholder x({-1, 3, 32, 32}, f32, "images");
-    Placeholder y({-1}, i32, "labels");
+    const int64_t nb = opt("static_batch", "0") != "0" ? batch : -1;
+    Placeholder x({nb, 3, 32, 32}, f32, "images");
+    Placeholder y({nb}, i32, "labels");
     Array xb = randn({batch, 3, 32, 32}, 11);
     Array yb(i32, {batch});
     std::mt19937_64 g(12);

@@ -1183,16 +1183,16 @@ TEST(Layout, BlockWidthsDoNotMix) {
 namespace {
 // a whole training step (conv-BN-ReLU-pool, a residual block, global average pool, dense; loss
 // and every gradient) on the cpu backend with the layout pass against the reference
-// interpreter on the user's graph
-void cnn_train_step_matches_reference(int64_t block) {
+// interpreter on the user's graph; `batch`: the placeholders' batch dim (-1: dynamic)
+void cnn_train_step_matches_reference(int64_t block, int64_t batch = -1) {
     Scope scope("layout_cnn");
     nn::Sequential net;
     const nn::ConvOptions same{.padding = "SAME", .bias = false};
     net.add(nn::Conv2D(3, 16, 3, same)).add(nn::BatchNorm(16)).add(nn::ReLU()).add(nn::MaxPool2D({2, 2}));
     net.add(nn::ResidualBlock(16, 32, {.stride = 2})).add(nn::ResidualBlock(32, 32));
     net.add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));
-    Placeholder x({-1, 3, 12, 12}, f32, "images");
-    Placeholder y({-1}, i32, "labels");
+    Placeholder x({batch, 3, 12, 12}, f32, "images");
+    Placeholder y({batch}, i32, "labels");
     Tensor loss = mean(nn::losses::sparse_softmax_crossentropy_logits(y, net(x, nn::Mode::Train)));
     std::vector<Tensor> outs = {loss};
     std::vector<Tensor> params;
@@ -1227,6 +1227,15 @@ TEST(Layout, CnnTrainStepMatchesReference) {
 TEST(Layout, CnnTrainStepMatchesReferenceInEightChannelBlocks) {
     ChannelBlocks eight(8);
     cnn_train_step_matches_reference(8);
+}
+
+// With a static batch autodiff spreads a reduction's gradient by a broadcast without `like`
+// (batch norm's mean and variance): until 2026-12-05 the pass left those plain, and the
+// backward pass unblocked and reblocked every batch-norm layer's tensors (the SymJAX paper
+// network's step: 23 more library calls, 1.2x slower; docs/performance.md, "A static batch")
+TEST(Layout, CnnTrainStepWithAStaticBatchStaysBlocked) {
+    ChannelBlocks sixteen(16);
+    cnn_train_step_matches_reference(16, 4);
 }
 
 // ---- epilogue fusion (oneDNN post-ops; Note [Epilogue fusion] in src/compiler/Fusion.cpp) ----

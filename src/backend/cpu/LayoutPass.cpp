@@ -68,7 +68,12 @@ bool per_channel(const Shape& s, size_t r) {
 /// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
 /// scalar, a per-channel tensor (a reshape to [1, C / B, 1..., B]), a tensor without a channel
 /// extent (a trailing 1 appended), a splat broadcast. Null otherwise. B: the block width.
-NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B) {
+/// How deep blocked_operand looks through elementwise ops of operands it can block (a static
+/// spread scaled or selected, as autodiff writes an activation's gradient): a bound, so that a
+/// long elementwise chain costs each rewrite a constant (Note [Compile scaling] in Fusion.cpp).
+constexpr int kBlockedOperandDepth = 3;
+
+NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B, int depth = 0) {
     size_t r = out.size();
     if (!blockable(out, B))
         return nullptr;
@@ -101,6 +106,42 @@ NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B) {
     }
     if (p->is(Op::Broadcast) && p->input(0)->rank() == 0 && s == out)
         return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out, B), {}}, {p->input(0)});
+    // a per-channel tensor, one without a channel extent, or one without a spatial extent
+    // ([N, C]: a global pool's gradient) spread over a static `out` by a broadcast without
+    // `like`: autodiff's gradient of a reduction when the batch is static (with a dynamic batch
+    // the broadcast takes `like`, above and in sink_broadcast). Spread its blocked form over the
+    // blocked shape.
+    if (p->is(Op::Broadcast) && p->num_inputs() == 1 && s == out) {
+        const NodePtr& x = p->input(0);
+        const auto& ba = p->attr<BroadcastAttrs>();
+        Shape aligned(r, 1);
+        for (size_t i = 0; i < ba.dims.size(); ++i)
+            aligned[size_t(ba.dims[i])] = x->shape()[i];
+        const bool spread = per_channel(aligned, r) || (pointwise_channels(aligned) &&
+                                                        (aligned[0] == 1 || aligned[0] == out[0]));
+        if (!is_static(aligned) || !spread || (aligned[1] != 1 && aligned[1] != out[1]))
+            return nullptr;
+        NodePtr xb = blocked_operand(reshape_to(x, aligned), aligned, B, depth + 1);
+        if (!xb)
+            return nullptr;
+        std::vector<int64_t> dims(r + 1);
+        for (size_t i = 0; i <= r; ++i)
+            dims[i] = int64_t(i);
+        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out, B), dims}, {xb});
+    }
+    // an elementwise op of `out`'s shape whose operands all have blocked forms: the same op on
+    // them (with a static batch, leaky_relu's gradient where(mask, spread * 0.01, spread) of a
+    // global pool's spread gradient; with a dynamic one the spread sinks as an unblock instead)
+    if (has_trait(p->op(), kElementwise) && s == out && depth < kBlockedOperandDepth) {
+        std::vector<NodePtr> in;
+        for (const auto& i : p->inputs()) {
+            NodePtr b = blocked_operand(i, out, B, depth + 1);
+            if (!b)
+                return nullptr;
+            in.push_back(b);
+        }
+        return make(p->op(), p->attrs(), std::move(in));
+    }
     return nullptr;
 }
 
