@@ -1181,14 +1181,17 @@ TEST(Layout, BlockWidthsDoNotMix) {
 }
 
 namespace {
-// a whole training step (conv-BN-ReLU-pool, a residual block, global average pool, dense; loss
-// and every gradient) on the cpu backend with the layout pass against the reference
+// a whole training step (conv-BN-ReLU-pool, dropout, residual blocks, global average pool, dense;
+// loss and every gradient) on the cpu backend with the layout pass against the reference
 // interpreter on the user's graph; `batch`: the placeholders' batch dim (-1: dynamic)
 void cnn_train_step_matches_reference(int64_t block, int64_t batch = -1) {
     Scope scope("layout_cnn");
     nn::Sequential net;
     const nn::ConvOptions same{.padding = "SAME", .bias = false};
     net.add(nn::Conv2D(3, 16, 3, same)).add(nn::BatchNorm(16)).add(nn::ReLU()).add(nn::MaxPool2D({2, 2}));
+    // a dropout mask drawn over the blocked tensor (philox_bits' blocked draw): the same bits
+    // per element as the reference's, or the values below differ
+    net.add(nn::Dropout(0.25));
     net.add(nn::ResidualBlock(16, 32, {.stride = 2})).add(nn::ResidualBlock(32, 32));
     net.add(nn::AvgPool2D({2, 2})).add(nn::GlobalAvgPool()).add(nn::Dense(32, 10));
     Placeholder x({batch, 3, 12, 12}, f32, "images");

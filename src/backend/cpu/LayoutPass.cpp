@@ -68,6 +68,15 @@ bool per_channel(const Shape& s, size_t r) {
 /// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
 /// scalar, a per-channel tensor (a reshape to [1, C / B, 1..., B]), a tensor without a channel
 /// extent (a trailing 1 appended), a splat broadcast. Null otherwise. B: the block width.
+/// philox_bits `n` drawn over the blocked form of its shape from `in` (the counter, and a blocked
+/// `like` when it has one).
+NodePtr blocked_philox(const NodePtr& n, std::vector<NodePtr> in, int64_t B) {
+    PhiloxAttrs a = n->attr<PhiloxAttrs>();
+    a.shape = blocked_shape(a.shape, B);
+    return Node::make_laid_out(Op::PhiloxBits, a, std::move(in),
+                               kBlockedResult | detail::block_bits(B));
+}
+
 /// How deep blocked_operand looks through elementwise ops of operands it can block (a static
 /// spread scaled or selected, as autodiff writes an activation's gradient): a bound, so that a
 /// long elementwise chain costs each rewrite a constant (Note [Compile scaling] in Fusion.cpp).
@@ -129,6 +138,10 @@ NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B, int depth
             dims[i] = int64_t(i);
         return make(Op::Broadcast, BroadcastAttrs{blocked_shape(out, B), dims}, {xb});
     }
+    // a static draw of random bits over `out` (dropout's mask): drawn blocked, the same bits
+    // per logical element (philox_bits' reference kernel)
+    if (p->is(Op::PhiloxBits) && p->num_inputs() == 1 && s == out && blockable(out, B))
+        return blocked_philox(p, {p->input(0)}, B);
     // an elementwise op of `out`'s shape whose operands all have blocked forms: the same op on
     // them (with a static batch, leaky_relu's gradient where(mask, spread * 0.01, spread) of a
     // global pool's spread gradient; with a dynamic one the spread sinks as an unblock instead)
@@ -311,6 +324,19 @@ NodePtr sink_broadcast(const NodePtr& n) {
     return unblock(make(Op::Broadcast, BroadcastAttrs{out, dims}, {xb, like}));
 }
 
+/// philox_bits(counter, like = unblock(a)) -> unblock(philox_bits'(counter, like = a)), drawn
+/// blocked (a dropout mask after a convolution, with a dynamic batch).
+NodePtr sink_philox(const NodePtr& n) {
+    if (!n->is(Op::PhiloxBits) || n->num_inputs() != 2 || !n->input(1)->is(Op::UnblockChannels) ||
+        n->layout() != 0)
+        return nullptr;
+    const NodePtr& like = n->input(1)->input(0);
+    const int64_t B = width(like);
+    if (!blockable(n->shape(), B) || n->attr<PhiloxAttrs>().shape.size() != n->shape().size())
+        return nullptr;
+    return unblock(blocked_philox(n, {n->input(0), like}, B));
+}
+
 } // namespace
 
 const std::vector<Pattern>& layout_patterns() {
@@ -320,6 +346,7 @@ const std::vector<Pattern>& layout_patterns() {
         {"layout.sink_elementwise", sink_elementwise},
         {"layout.sink_reduce", sink_reduce},
         {"layout.sink_broadcast", sink_broadcast},
+        {"layout.sink_philox", sink_philox},
     };
     return p;
 }
