@@ -347,13 +347,18 @@ std::string FunctionOptions::default_backend() {
         return b;
     return "cpu";
 }
-bool FunctionOptions::default_nan_guard() {
-    const char* g = std::getenv("SJ_NAN_GUARD");
+namespace {
+/// An on/off switch in the environment: set, not empty and not "0".
+bool env_flag(const char* name) {
+    const char* g = std::getenv(name);
     return g && *g && std::string_view(g) != "0";
 }
+} // namespace
+bool FunctionOptions::default_nan_guard() {
+    return env_flag("SJ_NAN_GUARD");
+}
 bool FunctionOptions::default_flush_denormals() {
-    const char* g = std::getenv("SJ_FLUSH_DENORMALS");
-    return g && *g && std::string_view(g) != "0";
+    return env_flag("SJ_FLUSH_DENORMALS");
 }
 uint64_t Function::calls() const {
     return impl_ ? impl_->calls : 0;

@@ -140,7 +140,7 @@ NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B, int depth
     }
     // a static draw of random bits over `out` (dropout's mask): drawn blocked, the same bits
     // per logical element (philox_bits' reference kernel)
-    if (p->is(Op::PhiloxBits) && p->num_inputs() == 1 && s == out && blockable(out, B))
+    if (p->is(Op::PhiloxBits) && p->num_inputs() == 1 && s == out)
         return blocked_philox(p, {p->input(0)}, B);
     // an elementwise op of `out`'s shape whose operands all have blocked forms: the same op on
     // them (with a static batch, leaky_relu's gradient where(mask, spread * 0.01, spread) of a
@@ -332,7 +332,7 @@ NodePtr sink_philox(const NodePtr& n) {
         return nullptr;
     const NodePtr& like = n->input(1)->input(0);
     const int64_t B = width(like);
-    if (!blockable(n->shape(), B) || n->attr<PhiloxAttrs>().shape.size() != n->shape().size())
+    if (!blockable(n->shape(), B))
         return nullptr;
     return unblock(blocked_philox(n, {n->input(0), like}, B));
 }

@@ -35,48 +35,47 @@ void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]
 namespace {
 
 // element i takes word i % 4 of the block for counter {i / 4, call counter} and the node's key
-void philox_fill(uint32_t* po, int64_t n, uint64_t key64, uint64_t counter) {
-    const uint32_t key[2] = {uint32_t(key64), uint32_t(key64 >> 32)};
-    for (int64_t block = 0; block * 4 < n; ++block) {
-        uint64_t b = uint64_t(block);
-        const uint32_t ctr[4] = {uint32_t(b), uint32_t(b >> 32), uint32_t(counter),
+struct Philox {
+    uint32_t key[2];
+    uint64_t counter;
+    /// The 4 words of block q.
+    void block(uint64_t q, uint32_t words[4]) const {
+        const uint32_t ctr[4] = {uint32_t(q), uint32_t(q >> 32), uint32_t(counter),
                                  uint32_t(counter >> 32)};
-        uint32_t words[4];
         philox4x32_10(ctr, key, words);
-        for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w) po[block * 4 + w] = words[w];
     }
-}
+};
 
 // A channel-blocked draw (the cpu layout pass's: Note [Channel-blocked layout] in
 // src/ops/ChannelBlocking.h) holds the same bits per logical element, [N, C, s...], in the
 // blocked order [N, C / B, s..., B]: a dropout mask drawn blocked equals the user's graph's.
 Array philox_bits_kernel(const KernelCtx& c) {
     const auto& a = c.attr<PhiloxAttrs>();
+    const Philox philox{{uint32_t(a.key), uint32_t(a.key >> 32)}, c.counter};
     Array out(DType::U32, c.out.shape);
     uint32_t* po = ptr<uint32_t>(out);
     const int64_t n = out.size();
+    uint32_t words[4];
     if (!(detail::blocked_mask(c.node) & detail::kBlockedResult)) {
-        philox_fill(po, n, a.key, c.counter);
+        for (int64_t block = 0; block * 4 < n; ++block) {
+            philox.block(uint64_t(block), words);
+            for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w)
+                po[block * 4 + w] = words[w];
+        }
         return out;
     }
-    // the logical elements in order, each Philox block's 4 words made once
+    // the logical elements in order, each block's 4 words made once
     const Shape& b = c.out.shape; // [N, C / B, s..., B]
     const int64_t B = b.back(), blocks = b[1];
     int64_t spatial = 1;
     for (size_t i = 2; i + 1 < b.size(); ++i)
         spatial *= b[i];
-    const uint32_t key[2] = {uint32_t(a.key), uint32_t(a.key >> 32)};
-    uint32_t words[4];
     int64_t i = 0; // the logical index
     for (int64_t img = 0; img < b[0]; ++img)
         for (int64_t ch = 0; ch < blocks * B; ++ch)
             for (int64_t p = 0; p < spatial; ++p, ++i) {
-                if (i % 4 == 0) {
-                    const uint64_t q = uint64_t(i / 4);
-                    const uint32_t ctr[4] = {uint32_t(q), uint32_t(q >> 32), uint32_t(c.counter),
-                                             uint32_t(c.counter >> 32)};
-                    philox4x32_10(ctr, key, words);
-                }
+                if (i % 4 == 0)
+                    philox.block(uint64_t(i / 4), words);
                 po[((img * blocks + ch / B) * spatial + p) * B + ch % B] = words[i % 4];
             }
     return out;
