@@ -15,6 +15,7 @@
 //   symjax_bench per_example_grads [--batch 128] [--hidden 512]
 //   symjax_bench scan_checkpoint
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
+//   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
 //   symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone, its
 //                                 weight-gradient matmul alone, and both in one function)
 #include <symjax/nn.h>
@@ -800,6 +801,26 @@ void unary() {
     emit("unary", op, measure([&] { f(xv); }) * 1e3, "ms", "\"n\": " + std::to_string(n));
 }
 
+/// Random draws of --n elements (default 64K: one of sj-train's MLP dropout masks, 128 x 512):
+/// the Philox bits on the cpu target and on the reference interpreter (the draw the cpu target
+/// ran before Note [Philox draws on the team] in src/backend/cpu/Random.cpp), uniform floats,
+/// and a dropout keep-mask (bernoulli 0.8) as f32. Microseconds per call
+/// (bench/peers/torch_random.py is PyTorch's torch.rand and bernoulli_).
+void random_draws() {
+    const int64_t n = std::stoll(opt("n", "65536"));
+    const std::string extra = "\"n\": " + std::to_string(n);
+    FunctionOptions ref;
+    ref.backend = "reference";
+    Tensor bits = random::bits({n}, 7);
+    Function fb = function({}, {bits}), fr = function({}, {bits}, {}, ref);
+    Function fu = function({}, {random::uniform({n}, 0, 1, f32, 8)});
+    Function fm = function({}, {cast(random::bernoulli({n}, 0.8, 9), f32)});
+    emit("random", "bits", measure([&] { fb(); }) * 1e6, "us", extra);
+    emit("random", "bits_reference", measure([&] { fr(); }) * 1e6, "us", extra);
+    emit("random", "uniform", measure([&] { fu(); }) * 1e6, "us", extra);
+    emit("random", "bernoulli", measure([&] { fm(); }) * 1e6, "us", extra);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -808,7 +829,7 @@ int main(int argc, char** argv) {
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
                      "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|"
                      "scan_checkpoint|"
-                     "parallel_threshold|matmul_update|optimizer_step|unary "
+                     "parallel_threshold|matmul_update|optimizer_step|unary|random "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -838,6 +859,8 @@ int main(int argc, char** argv) {
             matmul_update();
         else if (b == "optimizer_step")
             optimizer_step();
+        else if (b == "random")
+            random_draws();
         else if (b == "unary")
             unary();
         else {

@@ -11,6 +11,7 @@
 #include "Dot.h"
 #include "Jit.h"
 #include "Linalg.h"
+#include "Random.h"
 #include "ThreadPool.h"
 
 #include <symjax/Dist.h>
@@ -326,6 +327,7 @@ public:
                                : g.kind == Group::Kind::Window        ? "window"
                                : g.kind == Group::Kind::View          ? "view"
                                : library_kernel(g.roots[0]->op())     ? "lapack"
+                               : g.roots[0]->is(Op::PhiloxBits)       ? "random"
                                : g.roots[0]->is(Op::Cond)             ? "cond"
                                : has_trait(g.roots[0]->op(), kRegion) ? "loop"
                                                                       : "reference";
@@ -1452,6 +1454,11 @@ private:
         if (LibraryKernel k = library_kernel(r.op())) {
             Array out = buffer(plan, slot(&r), t);
             k(r, ins, out);
+            return out;
+        }
+        if (r.is(Op::PhiloxBits)) { // (Note [Philox draws on the team] in Random.cpp)
+            Array out = buffer(plan, slot(&r), t);
+            philox_bits(r, counter, out);
             return out;
         }
         ref::KernelCtx ctx{r, ins, t, counter};

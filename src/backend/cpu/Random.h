@@ -1,0 +1,23 @@
+// philox_bits on the cpu target: the reference kernel's bits, drawn many blocks at a time over
+// the thread team (Note [Philox draws on the team] in Random.cpp).
+#pragma once
+
+#include <symjax/Array.h>
+#include <symjax/ir/Node.h>
+
+#include <cstdint>
+
+namespace sj::cpu {
+
+/// Fills `out` (u32, the node's concrete shape, allocated by the caller) with philox_bits' bits
+/// for this call's counter: bit for bit what the reference kernel draws, in the plain or the
+/// channel-blocked order the node's layout names.
+void philox_bits(const Node& node, uint64_t counter, Array& out);
+
+/// The words of the 64 blocks q0 .. q0 + 63 of a draw in draw order (out[4 l + w]: word w of
+/// block q0 + l), as philox_bits computes them on this CPU, or one block at a time as it does on
+/// CPUs without AVX-512 (`one_at_a_time`): for tests against ref::philox4x32_10.
+void philox_blocks(uint64_t q0, const uint32_t key[2], uint64_t counter, uint32_t out[256],
+                   bool one_at_a_time = false);
+
+} // namespace sj::cpu
