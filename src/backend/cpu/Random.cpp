@@ -138,7 +138,8 @@ WordsFn philox_words() {
 }
 
 /// Where the logical elements of a channel-blocked draw go ([N, C, s...] drawn as
-/// [N, C / B, s..., B]), walked one element at a time from a given one.
+/// [N, C / B, s..., B]), walked from a given one: a channel's run of spatial positions at a
+/// time, B elements apart.
 class BlockedPositions {
 public:
     BlockedPositions(const Shape& blocked_shape, int64_t first) : B_(blocked_shape.back()) {
@@ -149,17 +150,23 @@ public:
         ch_ = (first / spatial_) % C_;
         img_ = first / (spatial_ * C_);
     }
-    /// The current element's position; then moves to the next element.
-    int64_t next() {
-        const int64_t at = ((img_ * (C_ / B_) + ch_ / B_) * spatial_ + p_) * B_ + ch_ % B_;
-        if (++p_ == spatial_) {
-            p_ = 0;
-            if (++ch_ == C_) {
-                ch_ = 0;
-                ++img_;
+    /// Writes the next `count` logical elements' words at their positions in `out`.
+    void write(const uint32_t* words, int64_t count, uint32_t* out) {
+        while (count > 0) {
+            const int64_t run = std::min(count, spatial_ - p_);
+            uint32_t* at = out + ((img_ * (C_ / B_) + ch_ / B_) * spatial_ + p_) * B_ + ch_ % B_;
+            for (int64_t k = 0; k < run; ++k)
+                at[k * B_] = words[k];
+            words += run;
+            count -= run;
+            if ((p_ += run) == spatial_) {
+                p_ = 0;
+                if (++ch_ == C_) {
+                    ch_ = 0;
+                    ++img_;
+                }
             }
         }
-        return at;
     }
 
 private:
@@ -202,8 +209,7 @@ void philox_bits(const Node& node, uint64_t counter, Array& out) {
                 std::copy(words, words + (e1 - e0), po + e0);
                 continue;
             }
-            for (int64_t e = e0; e < e1; ++e)
-                po[pos->next()] = words[e - e0];
+            pos->write(words, e1 - e0, po);
         }
     });
 }
