@@ -804,8 +804,9 @@ void unary() {
 /// Random draws of --n elements (default 64K: one of sj-train's MLP dropout masks, 128 x 512):
 /// the Philox bits on the cpu target and on the reference interpreter (the draw the cpu target
 /// ran before Note [Philox draws on the team] in src/backend/cpu/Random.cpp), uniform floats,
-/// and a dropout keep-mask (bernoulli 0.8) as f32. Microseconds per call
-/// (bench/peers/torch_random.py is PyTorch's torch.rand and bernoulli_).
+/// and a dropout keep-mask (bernoulli 0.8) as f32; then (unless --conv 0) a convolution's
+/// forward with and without a dropout after it, whose mask is drawn channel-blocked.
+/// Microseconds per call (bench/peers/torch_random.py is PyTorch's torch.rand and bernoulli_).
 void random_draws() {
     const int64_t n = std::stoll(opt("n", "65536"));
     const std::string extra = "\"n\": " + std::to_string(n);
@@ -819,6 +820,19 @@ void random_draws() {
     emit("random", "bits_reference", measure([&] { fr(); }) * 1e6, "us", extra);
     emit("random", "uniform", measure([&] { fu(); }) * 1e6, "us", extra);
     emit("random", "bernoulli", measure([&] { fm(); }) * 1e6, "us", extra);
+    if (opt("conv", "1") == "0")
+        return;
+    // a dropout after a convolution draws its mask channel-blocked (the layout pass): the
+    // forward of conv (32 x 32 x 32 x 32, 3x3) with and without dropout(0.25)
+    Scope scope("random_bench");
+    nn::Conv2D conv(32, 32, 3, {.padding = "SAME", .bias = false});
+    nn::Dropout drop(0.25);
+    Placeholder x({32, 32, 32, 32}, f32, "x");
+    Tensor y = conv(x, nn::Mode::Train);
+    Array xv = randn({32, 32, 32, 32}, 10);
+    Function fc = function({x}, {y}), fd = function({x}, {drop(y, nn::Mode::Train)});
+    emit("random", "conv_fwd", measure([&] { fc(xv); }) * 1e6, "us", "\"n\": 1048576");
+    emit("random", "conv_dropout_fwd", measure([&] { fd(xv); }) * 1e6, "us", "\"n\": 1048576");
 }
 
 } // namespace

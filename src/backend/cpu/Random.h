@@ -14,10 +14,11 @@ namespace sj::cpu {
 /// channel-blocked order the node's layout names.
 void philox_bits(const Node& node, uint64_t counter, Array& out);
 
-/// The words of the 64 blocks q0 .. q0 + 63 of a draw in draw order (out[4 l + w]: word w of
-/// block q0 + l), as philox_bits computes them on this CPU, or one block at a time as it does on
-/// CPUs without AVX-512 (`one_at_a_time`): for tests against ref::philox4x32_10.
-void philox_blocks(uint64_t q0, const uint32_t key[2], uint64_t counter, uint32_t out[256],
+/// The words of the 16 blocks q[g] .. q[g] + 15 for g < 4 in draw order (out[64 g + 4 l + w]:
+/// word w of block q[g] + l), as philox_bits computes them on this CPU, or one block at a time
+/// as it does on CPUs without AVX-512 (`one_at_a_time`): for tests against
+/// ref::philox4x32_10.
+void philox_blocks(const uint64_t q[4], const uint32_t key[2], uint64_t counter, uint32_t out[256],
                    bool one_at_a_time = false);
 
 } // namespace sj::cpu
