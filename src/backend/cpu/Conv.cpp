@@ -7,6 +7,7 @@
 #include "../../ops/ChannelBlocking.h"
 #include "CpuTarget.h"
 #include "Dnnl.h"
+#include "Sums.h"
 #include "ThreadPool.h"
 
 #include <symjax/ir/Attrs.h>
@@ -24,9 +25,6 @@
 #include <optional>
 #include <unordered_map>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace sj::cpu {
 
@@ -805,55 +803,6 @@ WindowCacheStats window_cache_stats() {
 }
 
 namespace {
-
-/// sum[i] = float(parts[0][i] + parts[1][i] + ... + parts[count - 1][i]), added in that order
-/// in double, for i in [begin, end): the partial weight gradients' sum (Note
-/// [Thread-count-independent weight gradients]), in vector registers where the CPU has AVX-512
-/// (the same adds in the same order: the same bits). On the AMD EPYC (Zen 5) the baseline
-/// build's SSE2 loop took 15-18 us of a 32x32x3x3 layer's 67 us call (4 partials, on the one
-/// thread that finishes last) in the SymJAX paper network's step.
-void add_in_double_plain(float* const* parts, int count, int64_t begin, int64_t end, float* sum) {
-    constexpr int64_t kBlock = 256;
-    double acc[kBlock];
-    for (int64_t b = begin; b < end; b += kBlock) {
-        const int64_t m = std::min(kBlock, end - b);
-        for (int64_t i = 0; i < m; ++i)
-            acc[i] = parts[0][b + i];
-        for (int c = 1; c < count; ++c)
-            for (int64_t i = 0; i < m; ++i)
-                acc[i] += parts[c][b + i];
-        for (int64_t i = 0; i < m; ++i)
-            sum[b + i] = float(acc[i]);
-    }
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) void add_in_double_avx512(float* const* parts, int count,
-                                                             int64_t begin, int64_t end,
-                                                             float* sum) {
-    int64_t i = begin;
-    for (; i + 16 <= end; i += 16) {
-        __m512d lo = _mm512_cvtps_pd(_mm256_loadu_ps(parts[0] + i));
-        __m512d hi = _mm512_cvtps_pd(_mm256_loadu_ps(parts[0] + i + 8));
-        for (int c = 1; c < count; ++c) {
-            lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm256_loadu_ps(parts[c] + i)));
-            hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_loadu_ps(parts[c] + i + 8)));
-        }
-        _mm256_storeu_ps(sum + i, _mm512_cvtpd_ps(lo));
-        _mm256_storeu_ps(sum + i + 8, _mm512_cvtpd_ps(hi));
-    }
-    add_in_double_plain(parts, count, i, end, sum);
-}
-#endif
-
-void add_in_double(float* const* parts, int count, int64_t begin, int64_t end, float* sum) {
-#if defined(__x86_64__)
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (avx512)
-        return add_in_double_avx512(parts, count, begin, end, sum);
-#endif
-    add_in_double_plain(parts, count, begin, end, sum);
-}
 
 /// conv_backward_filter: each chunk of the batch into its own partial gradient, on one thread,
 /// then the partials added in chunk order (Note [Thread-count-independent weight gradients]).

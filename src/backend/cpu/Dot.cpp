@@ -16,7 +16,7 @@
 // batch 2048 or more (the batch is the contraction) differed in the last bits between thread
 // counts, and so did training. So an f32 matmul whose contraction is longer than kChunkK and
 // whose result has at most kSmallResult elements is cut along K into ceil(K / kChunkK) pieces of
-// kChunkK (the last shorter), a function of the shapes alone; each piece runs through a
+// equal length (to within one), a function of the shapes alone; each piece runs through a
 // primitive planned for one thread into its own partial result, and the partials are added in
 // piece order in double, whoever computed them (as Note [Thread-count-independent weight
 // gradients] in Conv.cpp does for convolutions). Larger results are split by oneDNN over their
@@ -34,6 +34,7 @@
 #include <symjax/ir/Node.h>
 
 #include "Dnnl.h"
+#include "Sums.h"
 #include "ThreadPool.h"
 
 #include <cstring>
@@ -220,20 +221,19 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     const ThreadPool& pool = ThreadPool::get();
     pool.run(int(count), [&](int p) { // (a contiguous run of pieces per thread)
         OneDnnlThread one;
-        const int64_t k0 = p * kChunkK, kc = std::min(kChunkK, K - k0);
+        const int64_t k0 = K * p / count, kc = K * (p + 1) / count - k0; // (equal pieces)
         GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
         const float* ap = a + (key.ta ? k0 * key.m : k0);
         const float* bp = b + (key.tb ? k0 : k0 * key.n);
         gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {});
     });
+    std::vector<float*> parts;
+    for (int64_t p = 0; p < count; ++p)
+        parts.push_back(partial + size_t(p) * out);
     const int nt = int(std::min<int64_t>(pool.threads(), int64_t(out)));
     pool.run(nt, [&](int t) {
-        for (size_t i = out * size_t(t) / size_t(nt), e = out * size_t(t + 1) / size_t(nt); i < e; ++i) {
-            double acc = partial[i];
-            for (int64_t p = 1; p < count; ++p)
-                acc += partial[size_t(p) * out + i];
-            c[i] = float(acc);
-        }
+        add_in_double(parts.data(), int(count), int64_t(out) * t / nt,
+                      int64_t(out) * (t + 1) / nt, c);
     });
 }
 
