@@ -53,10 +53,10 @@ TEST(RandomCpu, BlocksEqualTheReferenceAcrossTheCounterWordCarry) {
 }
 
 TEST(RandomCpu, PlainDrawsEqualTheReference) {
-    // ragged ends (not a whole block, not whole lanes), one task exactly (4096 blocks), and
-    // several tasks with a ragged last one; two calls each (the counter moves on)
-    for (Shape shape : {Shape{1}, Shape{7}, Shape{3, 5}, Shape{65}, Shape{4096 * 4},
-                        Shape{3, 4096 * 4 + 5}, Shape{2, 3, 5, 7, 11}}) {
+    // empty draws, ragged ends (not a whole block, not whole lanes), one task exactly (4096
+    // blocks), and several tasks with a ragged last one; two calls each (the counter moves on)
+    for (Shape shape : {Shape{0}, Shape{2, 0, 3}, Shape{1}, Shape{7}, Shape{3, 5}, Shape{65},
+                        Shape{4096 * 4}, Shape{3, 4096 * 4 + 5}, Shape{2, 3, 5, 7, 11}}) {
         Tensor b = random::bits(shape, 4321);
         Function cpu_f = function({}, {b}, {}, on("cpu"));
         Function ref_f = function({}, {b}, {}, on("reference"));

@@ -25,7 +25,6 @@
 #include <optional>
 #include <unordered_map>
 
-
 namespace sj::cpu {
 
 // Note [Conv layouts]

@@ -226,25 +226,20 @@ private:
     int64_t img_ = 0, ch_ = 0, p_ = 0;
 };
 
-} // namespace
-
-void philox_blocks(const uint64_t q[4], const uint32_t key[2], uint64_t counter, uint32_t out[256],
-                   bool one_at_a_time) {
-    static_assert(kGroups == 4 && kWords == 256);
-    (one_at_a_time ? philox_words_scalar : philox_words())(q, key[0], key[1], counter, out);
+/// The words of the kBlocks blocks from q, in draw order.
+void consecutive_words(const Draw& d, int64_t q, uint32_t out[kWords]) {
+    const uint64_t bases[kGroups] = {uint64_t(q), uint64_t(q) + 16, uint64_t(q) + 32,
+                                     uint64_t(q) + 48};
+    d.words_of(bases, d.key0, d.key1, d.counter, out);
 }
 
-namespace {
-
-/// A plain draw's blocks [b0, b1): 64 consecutive blocks per call of the rounds.
+/// A plain draw's blocks [b0, b1).
 void draw_plain(int64_t b0, int64_t b1, const Draw& d, uint32_t* po) {
     alignas(64) uint32_t words[kWords];
     for (int64_t q = b0; q < b1; q += kBlocks) {
-        const uint64_t bases[kGroups] = {uint64_t(q), uint64_t(q) + 16, uint64_t(q) + 32,
-                                         uint64_t(q) + 48};
         const int64_t e0 = q * 4, e1 = std::min(d.n, std::min(b1, q + kBlocks) * 4);
         uint32_t* into = e1 - e0 == kWords ? po + e0 : words; // a whole run: straight in
-        d.words_of(bases, d.key0, d.key1, d.counter, into);
+        consecutive_words(d, q, into);
         if (into == words)
             std::copy(words, words + (e1 - e0), po + e0);
     }
@@ -295,6 +290,8 @@ void philox_bits(const Node& node, uint64_t counter, Array& out) {
         << "philox_bits: the result must be u32, got " << out.type_str();
     const auto& a = node.attr<PhiloxAttrs>();
     const Draw d{uint32_t(a.key), uint32_t(a.key >> 32), counter, out.size(), philox_words()};
+    if (d.n == 0) // (nothing to draw; a blocked shape with an empty dim has no tiles to size)
+        return;
     uint32_t* po = static_cast<uint32_t*>(out.raw());
     const ThreadPool& pool = ThreadPool::get();
     const int64_t blocks = (d.n + 3) / 4;
@@ -326,13 +323,17 @@ void philox_bits(const Node& node, uint64_t counter, Array& out) {
         BlockedPositions pos(b, b0 * 4);
         alignas(64) uint32_t words[kWords];
         for (int64_t q = b0; q < b1; q += kBlocks) {
-            const uint64_t bases[kGroups] = {uint64_t(q), uint64_t(q) + 16, uint64_t(q) + 32,
-                                             uint64_t(q) + 48};
             const int64_t e0 = q * 4, e1 = std::min(d.n, std::min(b1, q + kBlocks) * 4);
-            d.words_of(bases, d.key0, d.key1, d.counter, words);
+            consecutive_words(d, q, words);
             pos.write(words, e1 - e0, po);
         }
     });
+}
+
+void philox_blocks(const uint64_t q[4], const uint32_t key[2], uint64_t counter, uint32_t out[256],
+                   bool one_at_a_time) {
+    static_assert(kGroups == 4 && kWords == 256);
+    (one_at_a_time ? philox_words_scalar : philox_words())(q, key[0], key[1], counter, out);
 }
 
 } // namespace sj::cpu
