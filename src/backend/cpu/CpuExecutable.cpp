@@ -10,8 +10,7 @@
 #include "CpuTarget.h"
 #include "Dot.h"
 #include "Jit.h"
-#include "Linalg.h"
-#include "Random.h"
+#include "LibraryKernels.h"
 #include "ThreadPool.h"
 
 #include <symjax/Dist.h>
@@ -322,12 +321,12 @@ public:
             if (!p.calls)
                 continue;
             const Group& g = plan_.group(plan_.steps[i]);
+            const char* library = library_kind(g.roots[0]->op());
             const char* kind = g.kind == Group::Kind::Kernel          ? "kernel"
                                : g.kind == Group::Kind::Dot           ? "gemm"
                                : g.kind == Group::Kind::Window        ? "window"
                                : g.kind == Group::Kind::View          ? "view"
-                               : library_kernel(g.roots[0]->op())     ? "lapack"
-                               : g.roots[0]->is(Op::PhiloxBits)       ? "random"
+                               : library                              ? library
                                : g.roots[0]->is(Op::Cond)             ? "cond"
                                : has_trait(g.roots[0]->op(), kRegion) ? "loop"
                                                                       : "reference";
@@ -1453,12 +1452,7 @@ private:
         const TensorType& t = plan.bound.types[slot(&r)];
         if (LibraryKernel k = library_kernel(r.op())) {
             Array out = buffer(plan, slot(&r), t);
-            k(r, ins, out);
-            return out;
-        }
-        if (r.is(Op::PhiloxBits)) { // (Note [Philox draws on the team] in Random.cpp)
-            Array out = buffer(plan, slot(&r), t);
-            philox_bits(r, counter, out);
+            k(r, ins, out, counter);
             return out;
         }
         ref::KernelCtx ctx{r, ins, t, counter};

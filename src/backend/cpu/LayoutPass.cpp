@@ -64,10 +64,6 @@ bool per_channel(const Shape& s, size_t r) {
     return true;
 }
 
-/// The blocked form of `p`, an operand broadcast against a [N, C, spatial...] result `out`
-/// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
-/// scalar, a per-channel tensor (a reshape to [1, C / B, 1..., B]), a tensor without a channel
-/// extent (a trailing 1 appended), a splat broadcast. Null otherwise. B: the block width.
 /// philox_bits `n` drawn over the blocked form of its shape from `in` (the counter, and a blocked
 /// `like` when it has one).
 NodePtr blocked_philox(const NodePtr& n, std::vector<NodePtr> in, int64_t B) {
@@ -82,6 +78,12 @@ NodePtr blocked_philox(const NodePtr& n, std::vector<NodePtr> in, int64_t B) {
 /// long elementwise chain costs each rewrite a constant (Note [Compile scaling] in Fusion.cpp).
 constexpr int kBlockedOperandDepth = 3;
 
+/// The blocked form of `p`, an operand broadcast against a [N, C, spatial...] result `out`
+/// (NumPy rules: right-aligned), when it comes without a reorder: the input of an unblock, a
+/// scalar, a per-channel tensor (a reshape to [1, C / B, 1..., B]), a tensor without a channel
+/// extent (a trailing 1 appended), a splat broadcast, a static spread of one of these, a static
+/// draw of random bits, an elementwise op of such operands (at most kBlockedOperandDepth deep).
+/// Null otherwise. B: the block width.
 NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B, int depth = 0) {
     size_t r = out.size();
     if (!blockable(out, B))

@@ -22,7 +22,6 @@
 #include <omp.h>
 
 #include <cstring>
-#include <utility>
 
 namespace sj::cpu {
 
@@ -85,11 +84,6 @@ template <class T> void cholesky_t(const Node& node, const Array& x, Array& out)
     }
 }
 
-void cholesky(const Node& node, const std::vector<Array>& in, Array& out) {
-    if (out.dtype() == DType::F32) return cholesky_t<float>(node, in[0], out);
-    return cholesky_t<double>(node, in[0], out);
-}
-
 void trsm(CBLAS_SIDE side, CBLAS_UPLO uplo, CBLAS_TRANSPOSE ta, CBLAS_DIAG diag, int m, int n, const float* a,
           int lda, float* b, int ldb) {
     cblas_strsm(CblasRowMajor, side, uplo, ta, diag, m, n, 1.0f, a, lda, b, ldb);
@@ -132,22 +126,18 @@ void triangular_solve_t(const Node& node, const Array& am, const Array& bm, Arra
     });
 }
 
-void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out) {
-    if (out.dtype() == DType::F32) return triangular_solve_t<float>(node, in[0], in[1], out);
-    return triangular_solve_t<double>(node, in[0], in[1], out);
-}
-
 } // namespace
 
-LibraryKernel library_kernel(Op op) {
-    // a table, not a switch: most ops have no LAPACK kernel, and a new op needs no entry here
-    static constexpr std::pair<Op, LibraryKernel> kKernels[] = {
-        {Op::Cholesky, cholesky},
-        {Op::TriangularSolve, triangular_solve},
-    };
-    for (const auto& [o, kernel] : kKernels)
-        if (o == op) return kernel;
-    return nullptr;
+void cholesky(const Node& node, const std::vector<Array>& in, Array& out, uint64_t) {
+    if (out.dtype() == DType::F32)
+        return cholesky_t<float>(node, in[0], out);
+    return cholesky_t<double>(node, in[0], out);
+}
+
+void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out, uint64_t) {
+    if (out.dtype() == DType::F32)
+        return triangular_solve_t<float>(node, in[0], in[1], out);
+    return triangular_solve_t<double>(node, in[0], in[1], out);
 }
 
 } // namespace sj::cpu

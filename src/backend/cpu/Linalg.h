@@ -1,20 +1,18 @@
-// cholesky and triangular_solve on the CPU through LAPACK (potrf) and CBLAS (trsm).
+// cholesky and triangular_solve on the CPU through LAPACK (potrf) and CBLAS (trsm): library
+// kernels (LibraryKernels.h).
 #pragma once
 
 #include <symjax/Array.h>
 #include <symjax/ir/Node.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace sj::cpu {
 
-/// A library implementation of a node whose op has no generated kernel: takes the node and its
-/// input values, and writes every element of `out` (allocated by the caller with the node's
-/// concrete type; reused across calls, so no page faults and no munmap per call).
-using LibraryKernel = void (*)(const Node& node, const std::vector<Array>& in, Array& out);
-
-/// The LAPACK/BLAS implementation of `op` (cholesky, triangular_solve), or null: then the
-/// reference kernel runs.
-LibraryKernel library_kernel(Op op);
+/// cholesky(in[0]) into `out` (LAPACK ?potrf); the counter is unused.
+void cholesky(const Node& node, const std::vector<Array>& in, Array& out, uint64_t counter);
+/// triangular_solve(in[0], in[1]) into `out` (CBLAS ?trsm); the counter is unused.
+void triangular_solve(const Node& node, const std::vector<Array>& in, Array& out, uint64_t counter);
 
 } // namespace sj::cpu

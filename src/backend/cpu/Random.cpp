@@ -53,17 +53,12 @@ constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u; // Weyl key increments
 constexpr int kGroups = kBlocks / kLanes;
 
 /// The words of four runs of 16 blocks, q[g] .. q[g] + 15 for g < 4, in draw order
-/// (out[64 g + 4 l + w]: word w of block q[g] + l), one block at a time:
-/// ref::philox4x32_10's rounds.
+/// (out[64 g + 4 l + w]: word w of block q[g] + l), one block at a time: ref::philox_block.
 void philox_words_scalar(const uint64_t q[kGroups], uint32_t key0, uint32_t key1, uint64_t counter,
                          uint32_t out[kWords]) {
     const uint32_t key[2] = {key0, key1};
-    for (int l = 0; l < kBlocks; ++l) {
-        const uint64_t b = q[l / kLanes] + uint64_t(l % kLanes);
-        const uint32_t ctr[4] = {uint32_t(b), uint32_t(b >> 32), uint32_t(counter),
-                                 uint32_t(counter >> 32)};
-        ref::philox4x32_10(ctr, key, out + 4 * l);
-    }
+    for (int l = 0; l < kBlocks; ++l)
+        ref::philox_block(key, counter, q[l / kLanes] + uint64_t(l % kLanes), out + 4 * l);
 }
 
 #if defined(__x86_64__)
@@ -285,7 +280,7 @@ void draw_blocked_tiles(int64_t t0, int64_t t1, const Draw& d, const BlockedShap
 
 } // namespace
 
-void philox_bits(const Node& node, uint64_t counter, Array& out) {
+void philox_bits(const Node& node, const std::vector<Array>&, Array& out, uint64_t counter) {
     SJ_CHECK(out.dtype() == DType::U32, InternalError)
         << "philox_bits: the result must be u32, got " << out.type_str();
     const auto& a = node.attr<PhiloxAttrs>();

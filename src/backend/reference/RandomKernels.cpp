@@ -32,33 +32,27 @@ void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]
     out[3] = c3;
 }
 
-namespace {
+void philox_block(const uint32_t key[2], uint64_t counter, uint64_t q, uint32_t words[4]) {
+    const uint32_t ctr[4] = {uint32_t(q), uint32_t(q >> 32), uint32_t(counter),
+                             uint32_t(counter >> 32)};
+    philox4x32_10(ctr, key, words);
+}
 
-// element i takes word i % 4 of the block for counter {i / 4, call counter} and the node's key
-struct Philox {
-    uint32_t key[2];
-    uint64_t counter;
-    /// The 4 words of block q.
-    void block(uint64_t q, uint32_t words[4]) const {
-        const uint32_t ctr[4] = {uint32_t(q), uint32_t(q >> 32), uint32_t(counter),
-                                 uint32_t(counter >> 32)};
-        philox4x32_10(ctr, key, words);
-    }
-};
+namespace {
 
 // A channel-blocked draw (the cpu layout pass's: Note [Channel-blocked layout] in
 // src/ops/ChannelBlocking.h) holds the same bits per logical element, [N, C, s...], in the
 // blocked order [N, C / B, s..., B]: a dropout mask drawn blocked equals the user's graph's.
 Array philox_bits_kernel(const KernelCtx& c) {
     const auto& a = c.attr<PhiloxAttrs>();
-    const Philox philox{{uint32_t(a.key), uint32_t(a.key >> 32)}, c.counter};
+    const uint32_t key[2] = {uint32_t(a.key), uint32_t(a.key >> 32)};
     Array out(DType::U32, c.out.shape);
     uint32_t* po = ptr<uint32_t>(out);
     const int64_t n = out.size();
     uint32_t words[4];
     if (!(detail::blocked_mask(c.node) & detail::kBlockedResult)) {
         for (int64_t block = 0; block * 4 < n; ++block) {
-            philox.block(uint64_t(block), words);
+            philox_block(key, c.counter, uint64_t(block), words);
             for (int64_t w = 0; w < 4 && block * 4 + w < n; ++w)
                 po[block * 4 + w] = words[w];
         }
@@ -75,7 +69,7 @@ Array philox_bits_kernel(const KernelCtx& c) {
         for (int64_t ch = 0; ch < blocks * B; ++ch)
             for (int64_t p = 0; p < spatial; ++p, ++i) {
                 if (i % 4 == 0)
-                    philox.block(uint64_t(i / 4), words);
+                    philox_block(key, c.counter, uint64_t(i / 4), words);
                 po[((img * blocks + ch / B) * spatial + p) * B + ch % B] = words[i % 4];
             }
     return out;

@@ -80,5 +80,8 @@ void register_collective_kernels(Kernel* table);
 
 /// Philox4x32-10 (Salmon et al., SC'11): 4 words of output for a 128-bit counter and 64-bit key.
 void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/// Block q of a philox_bits draw: the 4 words for counter {q, the call's counter} under `key`
+/// (element i of a draw is word i % 4 of block i / 4).
+void philox_block(const uint32_t key[2], uint64_t counter, uint64_t q, uint32_t words[4]);
 
 } // namespace sj::ref

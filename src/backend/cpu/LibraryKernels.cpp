@@ -1,0 +1,43 @@
+// The table of the cpu backend's library kernels (LibraryKernels.h).
+#include "LibraryKernels.h"
+
+#include "Linalg.h"
+#include "Random.h"
+
+namespace sj::cpu {
+
+namespace {
+
+struct Entry {
+    Op op;
+    LibraryKernel kernel;
+    const char* kind;
+};
+
+// a table, not a switch: most ops have no library kernel, and a new op needs no entry here
+constexpr Entry kKernels[] = {
+    {Op::Cholesky, cholesky, "lapack"},
+    {Op::TriangularSolve, triangular_solve, "lapack"},
+    {Op::PhiloxBits, philox_bits, "random"},
+};
+
+const Entry* entry(Op op) {
+    for (const Entry& e : kKernels)
+        if (e.op == op)
+            return &e;
+    return nullptr;
+}
+
+} // namespace
+
+LibraryKernel library_kernel(Op op) {
+    const Entry* e = entry(op);
+    return e ? e->kernel : nullptr;
+}
+
+const char* library_kind(Op op) {
+    const Entry* e = entry(op);
+    return e ? e->kind : nullptr;
+}
+
+} // namespace sj::cpu
