@@ -314,7 +314,10 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
     // images of 48x48), equal chunks, chunks of two sizes (37 = 3 x 9 + 10 on 4 chunks; 37 =
     // 11 x 2 + 5 x 3 on 16), on blocked (16 channels), plain (3) and grouped layouts; the
     // partials added by the task that finishes last (up to Conv.cpp's kSerialFilterSum floats) or,
-    // for the last config (4 partials of 64 x 64 x 3 x 3), in a parallel region of their own
+    // for the 64 x 64 x 3 x 3 config (4 partials), in a parallel region of their own; the sum
+    // stored straight into our plain layout from the blocked one (Note [Weight gradients stored
+    // in the caller's layout]); channel counts no blocked kernel takes (24 outputs, 20 inputs)
+    // keep the plain layouts
     struct Config {
         Shape x, w;
         int64_t groups;
@@ -324,7 +327,8 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
         {{32, 16, 6, 6}, {16, 16, 3, 3}, 1},  {{37, 16, 6, 7}, {32, 16, 3, 3}, 1},
         {{37, 3, 9, 9}, {16, 3, 3, 3}, 1},    {{19, 32, 6, 6}, {32, 16, 3, 3}, 2},
         {{3, 16, 48, 48}, {16, 16, 3, 3}, 1}, {{37, 3, 40, 40}, {16, 3, 3, 3}, 1},
-        {{8, 64, 8, 8}, {64, 64, 3, 3}, 1},
+        {{8, 64, 8, 8}, {64, 64, 3, 3}, 1},   {{6, 16, 8, 8}, {24, 16, 3, 3}, 1},
+        {{6, 20, 8, 8}, {16, 20, 3, 3}, 1},
     };
     for (size_t k = 0; k < configs.size(); ++k) {
         const Config& c = configs[k];

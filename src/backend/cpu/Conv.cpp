@@ -159,6 +159,10 @@ struct FilterChunks {
     size_t src_image_bytes = 0, diff_dst_image_bytes = 0;
     int tasks = 1; // threads that run chunks (each has its own scratchpad)
     std::string impl;
+    // for each element of diff_weights, its offset in the caller's layout, or -1 (padding);
+    // empty when the sum is reordered instead (Note [Weight gradients stored in the caller's
+    // layout])
+    std::vector<int32_t> user_offset;
 };
 
 /// One argument of a primitive: where its buffer comes from, the plain layout of our buffer and
@@ -203,15 +207,35 @@ dnnl::primitive_attr user_scratchpad() {
     return a;
 }
 
+// Note [Small reorders on one thread]
+// A training step reorders every convolution's weights between our plain layout and the
+// primitives' blocked ones: to the forward's and the backward-data's layouts, and the weight
+// gradient back, 23 reorders a step in the SymJAX paper's network, all of 36 KB or less. oneDNN
+// fixes a reorder's thread count when it is made (jit_uni_reorder's nthr_, in its pd) and runs
+// it in a parallel region of that many threads, whose fork and join cost more than the copy: on
+// the AMD EPYC (Zen 5, 2 threads) a 32x32x3x3 reorder took 6.3 us on hot data planned for two
+// threads and 2.8 us planned for one (a loop, 1.5 us), and inside the paper network's step
+// (weights cold after the activations streamed through the caches) 9-11 us against 6-7 on one.
+// So a reorder of at most kSmallReorder bytes is made with OneDnnlThread: planned for, and run
+// on, the calling thread. oneDNN's primitive cache keys on the thread count, so the two kinds
+// do not mix.
+constexpr size_t kSmallReorder = size_t(1) << 17;
+
+dnnl::reorder make_reorder(const memory::desc& from, const memory::desc& to) {
+    const auto& e = dnnl_engine();
+    std::optional<OneDnnlThread> one;
+    if (from.get_size() <= kSmallReorder && to.get_size() <= kSmallReorder)
+        one.emplace();
+    return dnnl::reorder(dnnl::reorder::primitive_desc(e, from, e, to));
+}
+
 void add_arg(WindowPrimitive& p, int id, int operand, const memory::desc& user,
              const memory::desc& prim, bool accumulates = false) {
     WindowArg a{id, operand, user, prim, {}, {}};
     if (!(user == prim)) {
-        const auto& e = dnnl_engine();
-        a.reorder = operand >= 0 ? dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim))
-                                 : dnnl::reorder(dnnl::reorder::primitive_desc(e, prim, e, user));
+        a.reorder = operand >= 0 ? make_reorder(user, prim) : make_reorder(prim, user);
         if (operand < 0 && accumulates)
-            a.reorder_in = dnnl::reorder(dnnl::reorder::primitive_desc(e, user, e, prim));
+            a.reorder_in = make_reorder(user, prim);
     }
     p.args.push_back(std::move(a));
 }
@@ -411,6 +435,35 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvDescs& d, dn
     return make(dnnl::algorithm::convolution_direct);
 }
 
+// Note [Weight gradients stored in the caller's layout]
+// The partial weight gradients are in the primitive's blocked layout (OIhw16i16o-like), and so
+// was their sum, which a oneDNN reorder then copied into our plain buffer: 7 of the 23 small
+// reorders of the SymJAX paper network's training step (Note [Small reorders on one thread]).
+// The sum now stores each element straight at its place in the caller's layout: user_offsets
+// gives, per element of the blocked layout, its offset in the plain one (-1 for the blocked
+// layout's padding, e.g. 10 output channels in blocks of 16), made once per primitive by
+// reordering a buffer that holds each element's own offset + 1. Offsets as float are exact
+// below 2^24 elements; a larger weight keeps the reorder.
+std::vector<int32_t> user_offsets(const memory::desc& user, const memory::desc& prim) {
+    if (user == prim)
+        return {};
+    const size_t n = user.get_size() / sizeof(float), m = prim.get_size() / sizeof(float);
+    if (n >= (size_t(1) << 24) || m >= (size_t(1) << 31))
+        return {};
+    std::vector<float> in(n), out(m, 0.0f);
+    for (size_t i = 0; i < n; ++i)
+        in[i] = float(i + 1);
+    const auto& e = dnnl_engine();
+    memory from(user, e, in.data()), to(prim, e, out.data());
+    dnnl::stream s(e);
+    make_reorder(user, prim).execute(s, from, to);
+    s.wait();
+    std::vector<int32_t> offsets(m);
+    for (size_t j = 0; j < m; ++j)
+        offsets[j] = int32_t(out[j]) - 1;
+    return offsets;
+}
+
 /// conv_backward_filter (x, dy) -> dw for the whole batch as fixed chunks (Note
 /// [Thread-count-independent weight gradients]); `layout` is set to the chunks' layout.
 std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w, const Shape& y,
@@ -539,11 +592,15 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
     case Op::ConvBackwardFilter: { // (x, dy) -> dw, summed over fixed chunks of the batch
         const Shape &x = o.in[0], &w = o.out, &y = o.in[1];
         Layout l = Layout::Plain;
-        p->filter = make_filter_chunks(x, w, y, a, l);
+        std::unique_ptr<FilterChunks> f = make_filter_chunks(x, w, y, a, l);
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.in_block(1));
         add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, activation(x, l));
         add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, activation(y, l));
-        add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user, p->filter->diff_weights);
+        f->user_offset = user_offsets(d.weights_user, f->diff_weights);
+        // the sum stores into the caller's buffer, or into a temporary that is reordered
+        add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user,
+                f->user_offset.empty() ? f->diff_weights : d.weights_user);
+        p->filter = std::move(f);
         p->impl = p->filter->impl + " on " + std::to_string(p->filter->count) + " chunks";
         break;
     }
@@ -805,7 +862,8 @@ namespace {
 
 /// conv_backward_filter: each chunk of the batch into its own partial gradient, on one thread,
 /// then the partials added in chunk order (Note [Thread-count-independent weight gradients]).
-/// src, diff_dst: the whole batch in the chunks' layout; diff_weights: the sum's buffer.
+/// src, diff_dst: the whole batch in the chunks' layout; diff_weights: the sum's buffer, in the
+/// caller's layout when f.user_offset maps the chunks' one into it.
 void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& diff_dst,
                        const memory& diff_weights, Arena& arena) {
     const auto& e = dnnl_engine();
@@ -822,7 +880,11 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
     auto* sum = static_cast<float*>(diff_weights.get_data_handle());
     const int64_t n = int64_t(f.diff_weights.get_size() / sizeof(float));
     auto add_partials = [&](int t, int parts) {
-        add_in_double(partial.data(), f.count, n * t / parts, n * (t + 1) / parts, sum);
+        const int64_t begin = n * t / parts, end = n * (t + 1) / parts;
+        if (f.user_offset.empty())
+            add_in_double(partial.data(), f.count, begin, end, sum);
+        else
+            add_in_double_to(partial.data(), f.count, begin, end, f.user_offset.data(), sum);
     };
     // Small partials are added by the task that finishes last, in the chunks' region: a region
     // of their own cost more than the adding (Note [Thread-count-independent weight gradients]).

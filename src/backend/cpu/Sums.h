@@ -14,4 +14,11 @@ namespace sj::cpu {
 /// finishes last) in the SymJAX paper network's step.
 void add_in_double(float* const* parts, int count, int64_t begin, int64_t end, float* sum);
 
+/// The same sums stored elsewhere: sum[to[i]] for i in [begin, end), nothing where to[i] < 0
+/// (a blocked layout's padding). A weight gradient computed in a primitive's blocked layout goes
+/// straight into the caller's plain one (Note [Weight gradients stored in the caller's layout] in
+/// Conv.cpp); the values and their bits are add_in_double's.
+void add_in_double_to(float* const* parts, int count, int64_t begin, int64_t end, const int32_t* to,
+                      float* sum);
+
 } // namespace sj::cpu
