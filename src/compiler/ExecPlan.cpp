@@ -285,6 +285,21 @@ void verify_plan(const ExecPlan& plan) {
                 << plan.slots[size_t(v)].node->describe(1)
                 << ", which is not a variable of its type read by nothing after the step";
         }
+        for (size_t o = 0; o < st.donor.size(); ++o) {
+            int d = st.donor[o];
+            if (d < 0)
+                continue;
+            SJ_CHECK(st.kind == StepKind::Kernel &&
+                         std::find(st.free_after.begin(), st.free_after.end(), d) !=
+                             st.free_after.end() &&
+                         plan.slots[size_t(d)].node->type() ==
+                             plan.slots[size_t(st.out_slots[o])].node->type() &&
+                         !kept[size_t(st.out_slots[o])],
+                     InternalError)
+                << where(k, st.out_slots[o]) << ": written into the buffer of "
+                << plan.slots[size_t(d)].node->describe(1)
+                << ", which is not a value of its type dying at the step";
+        }
         for (int s : st.free_after) {
             SJ_CHECK(last[size_t(s)] == int(k) && !kept[size_t(s)] &&
                          plan.slots[size_t(s)].source == SlotSource::Step &&
@@ -413,6 +428,8 @@ std::string ExecPlan::str() const {
             os << (i ? ", %" : "%") << s.out_slots[i];
             if (!s.inplace_var.empty() && s.inplace_var[i] >= 0)
                 os << " in place of %" << s.inplace_var[i];
+            if (!s.donor.empty() && s.donor[i] >= 0)
+                os << " in %" << s.donor[i] << "'s buffer";
         }
         if (!s.free_after.empty()) {
             os << "; frees";

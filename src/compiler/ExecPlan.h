@@ -47,6 +47,9 @@ struct Step {
     // The memory plan's decisions (MemoryPlan in MemoryPlan.cpp):
     /// per output: written into this variable slot's buffer (an in-place update), or -1
     std::vector<int> inplace_var;
+    /// per output of a kernel: an input slot that dies at this step and whose buffer the output
+    /// may take (Note [Kernel outputs in dying inputs' buffers] in MemoryPlan.cpp), or -1
+    std::vector<int> donor;
     std::vector<int> free_after; // slots whose last reader is this step
 };
 

@@ -52,7 +52,77 @@ namespace sj::compiler {
 // shared by lifetime"): the paper network's step holds 30 MB less (peak RSS 126 -> 96 MB) and
 // runs 1-5% faster.
 
+// Note [Kernel outputs in dying inputs' buffers]
+// A value written into memory that nothing touched for a while costs twice: the write fetches
+// each line from DRAM first. In a training step the typical case is a kernel that reads a large
+// value for the last time at the points it writes its own: batch norm's backward writes dx
+// reading the convolution's output y and the incoming gradient, both dead after it. Shared by
+// lifetime (below), dx takes the buffer of a value that died before the step: on the SymJAX
+// paper network, the first layer's 4 MB dx went into the buffer of the activation the forward
+// pass wrote (cold by then). So plan_memory names, per stored output of a kernel, a donor: an
+// input slot of the output's type whose last reader is this step, read by the kernel only at
+// the point it writes (a load through the empty chain, as for in-place variable updates, Note
+// [Memory plan]) and feeding the stored value (so its load precedes the store at each point),
+// and neither an output nor an update's value. The output then takes the donor's buffer: its
+// lines were just read, so the store finds them in cache. share_buffers counts the two as one
+// buffer, like a view; the cpu runner checks at run time that nothing else holds the donor's
+// buffer and that the concrete types agree, and takes a buffer of the output's own otherwise.
+
 namespace {
+
+/// The loads a stored value reaches through its expression (instruction indices into insts).
+std::vector<bool> loads_reached(const Group& g, int value) {
+    std::vector<bool> reached(g.loads.size(), false), seen(g.insts.size(), false);
+    std::vector<int> stack{value};
+    while (!stack.empty()) {
+        int i = stack.back();
+        stack.pop_back();
+        if (i < 0 || seen[size_t(i)])
+            continue;
+        seen[size_t(i)] = true;
+        const KInst& k = g.insts[size_t(i)];
+        if (k.kind == KInst::Kind::Load)
+            reached[size_t(k.load)] = true;
+        for (int a : k.args)
+            stack.push_back(a);
+    }
+    return reached;
+}
+
+/// The donor of each output of kernel step `s` (Note [Kernel outputs in dying inputs' buffers]).
+std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<bool>& keep) {
+    std::vector<int> out(s.out_slots.size(), -1);
+    const Group& g = plan.group(s);
+    if (s.kind != StepKind::Kernel)
+        return out;
+    std::vector<int> taken;
+    for (size_t k = 0; k < s.out_slots.size(); ++k) {
+        const int o = s.out_slots[k];
+        if (g.outputs[k].reduced || g.outputs[k].carry >= 0 || keep[size_t(o)] ||
+            (!s.inplace_var.empty() && s.inplace_var[k] >= 0))
+            continue;
+        const std::vector<bool> reached = loads_reached(g, g.outputs[k].value);
+        for (int x : s.free_after) {
+            const Slot& sx = plan.slots[size_t(x)];
+            if (sx.source != SlotSource::Step || keep[size_t(x)] ||
+                std::find(taken.begin(), taken.end(), x) != taken.end() ||
+                sx.node->type() != plan.slots[size_t(o)].node->type())
+                continue;
+            bool pointwise = true, feeds = false;
+            for (size_t l = 0; l < g.loads.size(); ++l)
+                if (g.loads[l].buffer.get() == sx.node) {
+                    pointwise = pointwise && g.loads[l].chain == 0;
+                    feeds = feeds || reached[l];
+                }
+            if (pointwise && feeds) {
+                out[k] = x;
+                taken.push_back(x);
+                break;
+            }
+        }
+    }
+    return out;
+}
 
 /// Whether a matmul's epilogue adds its result to `var` (any value when null) with a sum
 /// post-op (Note [Accumulating post-op] in Fusion.cpp).
@@ -156,6 +226,8 @@ void plan_memory(ExecPlan& plan) {
                 plan.slots[size_t(x)].source == SlotSource::Step &&
                 std::find(s.free_after.begin(), s.free_after.end(), x) == s.free_after.end())
                 s.free_after.push_back(x);
+        s.donor = plan.options.inplace_updates ? donors(plan, s, keep)
+                                               : std::vector<int>(s.out_slots.size(), -1);
     }
 }
 
@@ -183,6 +255,12 @@ SharedBuffers share_buffers(const ExecPlan& plan, const std::vector<TensorType>&
             root[size_t(st.out_slots[0])] = root[size_t(acc)];
         } else {
             for (size_t k = 0; k < st.out_slots.size(); ++k) {
+                if (!st.donor.empty() && st.donor[k] >= 0) {
+                    // in its donor's buffer, like a view of it (Note [Kernel outputs in dying
+                    // inputs' buffers])
+                    root[size_t(st.out_slots[k])] = root[size_t(st.donor[k])];
+                    continue;
+                }
                 produced[size_t(st.out_slots[k])] = 1;
                 if (!st.inplace_var.empty() && st.inplace_var[k] >= 0)
                     keep[size_t(st.out_slots[k])] = in_place[size_t(st.out_slots[k])] = 1;

@@ -17,6 +17,7 @@
 using namespace sj;
 namespace cc = sj::compiler;
 using sj::test::expect_close;
+using sj::test::on;
 using sj::test::random_array;
 
 namespace {
@@ -126,6 +127,59 @@ TEST(ExecPlan, InPlaceUpdatesOnlyWhenNothingCanThrowAfter) {
     EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {false, false})), 0u);
     // the NaN guard may throw after any step: a throwing call must leave every variable intact
     EXPECT_EQ(inplace_count(cc::compile(m.program, cpu::cpu_target(), {true, true})), 0u);
+}
+
+// Note [Kernel outputs in dying inputs' buffers]: a kernel's stored output takes the buffer of an
+// input of its type that dies at the step, when the kernel reads it only where it writes and the
+// stored value depends on it; not when it is read through a permute, kept as an output, or feeds
+// only a reduction. Values against the reference interpreter, written in place or not.
+TEST(ExecPlan, KernelOutputsTakeTheBuffersOfInputsDyingAtTheirStep) {
+    Placeholder x({16, 16}, f32, "x");
+    Variable w(random_array(f32, {16, 16}, 5), "w");
+    Tensor h = matmul(x, w);                   // a library call's value
+    Tensor pointwise = exp(h * 0.1) + h;       // reads h where it writes: h's buffer
+    Tensor permuted = exp(transpose(h * 0.1)); // reads h elsewhere than it writes
+    struct Case {
+        const char* name;
+        std::vector<Tensor> outputs;
+        bool donor;
+    };
+    const std::vector<Case> cases = {
+        {"pointwise", {matmul(pointwise, w)}, true},
+        {"permuted", {matmul(permuted, w)}, false},
+        {"h kept as an output", {matmul(pointwise, w), h}, false},
+        {"only a reduction reads h", {matmul(exp(x * 0.5), w) + sum(h)}, false},
+    };
+    for (const Case& c : cases) {
+        detail::Program program;
+        program.inputs = {x.node()};
+        program.variables = {w.node()};
+        for (const Tensor& t : c.outputs)
+            program.outputs.push_back(t.node());
+        cc::ExecPlan plan = cc::compile(program, cpu::cpu_target());
+        const int hs = plan.slot_of.count(h.node().get()) ? plan.slot_of.at(h.node().get()) : -1;
+        bool donated = false;
+        for (const auto& st : plan.steps)
+            for (size_t k = 0; k < st.donor.size(); ++k)
+                if (st.donor[k] >= 0) {
+                    EXPECT_EQ(st.kind, cc::StepKind::Kernel) << c.name;
+                    donated |= st.donor[k] == hs;
+                }
+        EXPECT_EQ(donated, c.donor) << c.name << "\n" << plan.str();
+        EXPECT_EQ(plan.str().find("'s buffer") != std::string::npos, c.donor) << c.name;
+        // without in-place writes, no donors either
+        for (const auto& st : cc::compile(program, cpu::cpu_target(), {false, false}).steps)
+            for (int d : st.donor)
+                EXPECT_LT(d, 0) << c.name;
+        Array xv = random_array(f32, {16, 16}, 6);
+        std::vector<Array> want = function({x}, c.outputs, {}, on("reference"))(xv);
+        Function f = function({x}, c.outputs, {}, on("cpu"));
+        for (int call = 0; call < 2; ++call) { // the second call: buffers from the pool
+            std::vector<Array> got = f(xv);
+            for (size_t i = 0; i < want.size(); ++i)
+                expect_close(got[i], want[i], 1e-5, 1e-5, c.name);
+        }
+    }
 }
 
 // Note [Accumulating post-op]: SGD momentum's v' = 0.9 v + dW is the weight gradient matmul's

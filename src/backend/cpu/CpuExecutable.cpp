@@ -1399,6 +1399,15 @@ private:
         return a.use_count() - plan.pool.holds(a) == 1;
     }
 
+    /// Whether a kernel's output `slot` of type t may be written into `donor`, an input that
+    /// dies at the step: nothing else holds its buffer, the concrete types agree, and the caller
+    /// gave no place of its own for the output.
+    bool takes_donor(const CallPlan& plan, const Array& donor, int slot,
+                     const TensorType& t) const {
+        return donor.defined() && sole_handle(plan, donor) && donor.dtype() == t.dtype &&
+               donor.shape() == t.shape && !dest_of(slot);
+    }
+
     /// The operands of a library call's post-ops (null for those without one).
     std::vector<const Array*> post_operands(const Group& g, const std::vector<Array>& env) const {
         std::vector<const Array*> ops;
@@ -1467,8 +1476,12 @@ private:
         for (size_t k = 0; k < gc.out_slots.size(); ++k) {
             const TensorType& t = plan.bound.types[gc.out_slots[k]];
             int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[k];
+            int donor = gc.donor.empty() || L.spec.steps ? -1 : gc.donor[k];
             if (var >= 0 && exclusively_ours(plan, env, var))
                 outs.push_back(env[var]);
+            else if (donor >= 0 && takes_donor(plan, env[size_t(donor)], gc.out_slots[k], t))
+                outs.push_back(env[size_t(donor)]); // (Note [Kernel outputs in dying inputs'
+                                                    // buffers] in src/compiler/MemoryPlan.cpp)
             else
                 outs.push_back(buffer(plan, gc.out_slots[k], t));
         }
