@@ -70,7 +70,7 @@ namespace sj::compiler {
 
 namespace {
 
-/// The loads a stored value reaches through its expression (instruction indices into insts).
+/// Per load of g, whether the stored value `value` (an instruction of g.insts) reads it.
 std::vector<bool> loads_reached(const Group& g, int value) {
     std::vector<bool> reached(g.loads.size(), false), seen(g.insts.size(), false);
     std::vector<int> stack{value};
@@ -92,33 +92,41 @@ std::vector<bool> loads_reached(const Group& g, int value) {
 /// The donor of each output of kernel step `s` (Note [Kernel outputs in dying inputs' buffers]).
 std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<bool>& keep) {
     std::vector<int> out(s.out_slots.size(), -1);
-    const Group& g = plan.group(s);
     if (s.kind != StepKind::Kernel)
         return out;
-    std::vector<int> taken;
+    const Group& g = plan.group(s);
+    // the candidates: inputs dying here, each with its loads, when every one is pointwise (one
+    // pass over the loads: merged kernels have hundreds)
+    std::vector<std::pair<int, std::vector<size_t>>> dying;
+    for (int x : s.free_after) {
+        const Slot& sx = plan.slots[size_t(x)];
+        if (sx.source != SlotSource::Step || keep[size_t(x)])
+            continue;
+        dying.push_back({x, {}});
+    }
+    if (dying.empty())
+        return out;
+    for (size_t l = 0; l < g.loads.size(); ++l)
+        for (auto& [x, loads] : dying)
+            if (g.loads[l].buffer.get() == plan.slots[size_t(x)].node)
+                loads.push_back(l);
+    for (auto& [x, loads] : dying)
+        if (std::any_of(loads.begin(), loads.end(),
+                        [&](size_t l) { return g.loads[l].chain != 0; }))
+            loads.clear(); // read elsewhere than written: no donor
     for (size_t k = 0; k < s.out_slots.size(); ++k) {
         const int o = s.out_slots[k];
         if (g.outputs[k].reduced || g.outputs[k].carry >= 0 || keep[size_t(o)] ||
             (!s.inplace_var.empty() && s.inplace_var[k] >= 0))
             continue;
         const std::vector<bool> reached = loads_reached(g, g.outputs[k].value);
-        for (int x : s.free_after) {
-            const Slot& sx = plan.slots[size_t(x)];
-            if (sx.source != SlotSource::Step || keep[size_t(x)] ||
-                std::find(taken.begin(), taken.end(), x) != taken.end() ||
-                sx.node->type() != plan.slots[size_t(o)].node->type())
+        for (auto& [x, loads] : dying) {
+            if (plan.slots[size_t(x)].node->type() != plan.slots[size_t(o)].node->type() ||
+                std::none_of(loads.begin(), loads.end(), [&](size_t l) { return reached[l]; }))
                 continue;
-            bool pointwise = true, feeds = false;
-            for (size_t l = 0; l < g.loads.size(); ++l)
-                if (g.loads[l].buffer.get() == sx.node) {
-                    pointwise = pointwise && g.loads[l].chain == 0;
-                    feeds = feeds || reached[l];
-                }
-            if (pointwise && feeds) {
-                out[k] = x;
-                taken.push_back(x);
-                break;
-            }
+            out[k] = x;
+            loads.clear(); // taken
+            break;
         }
     }
     return out;
