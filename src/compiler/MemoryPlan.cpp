@@ -70,6 +70,13 @@ namespace sj::compiler {
 
 namespace {
 
+/// Whether kernel group g reads `v` only at the point it writes (every load of v through the
+/// empty chain): the condition for writing v's buffer in place (Note [Memory plan]).
+bool read_where_written(const Group& g, const Node* v) {
+    return std::none_of(g.loads.begin(), g.loads.end(),
+                        [&](const LoadSite& l) { return l.buffer.get() == v && l.chain != 0; });
+}
+
 /// Per load of g, whether the stored value `value` (an instruction of g.insts) reads it.
 std::vector<bool> loads_reached(const Group& g, int value) {
     std::vector<bool> reached(g.loads.size(), false), seen(g.insts.size(), false);
@@ -95,12 +102,12 @@ std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<b
     if (s.kind != StepKind::Kernel)
         return out;
     const Group& g = plan.group(s);
-    // the candidates: inputs dying here, each with its loads, when every one is pointwise (one
-    // pass over the loads: merged kernels have hundreds)
+    // the candidates: inputs dying here that the kernel reads only where it writes, each with
+    // its loads (found once per step: merged kernels have hundreds)
     std::vector<std::pair<int, std::vector<size_t>>> dying;
     for (int x : s.free_after) {
         const Slot& sx = plan.slots[size_t(x)];
-        if (sx.source != SlotSource::Step || keep[size_t(x)])
+        if (sx.source != SlotSource::Step || keep[size_t(x)] || !read_where_written(g, sx.node))
             continue;
         dying.push_back({x, {}});
     }
@@ -110,10 +117,6 @@ std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<b
         for (auto& [x, loads] : dying)
             if (g.loads[l].buffer.get() == plan.slots[size_t(x)].node)
                 loads.push_back(l);
-    for (auto& [x, loads] : dying)
-        if (std::any_of(loads.begin(), loads.end(),
-                        [&](size_t l) { return g.loads[l].chain != 0; }))
-            loads.clear(); // read elsewhere than written: no donor
     for (size_t k = 0; k < s.out_slots.size(); ++k) {
         const int o = s.out_slots[k];
         if (g.outputs[k].reduced || g.outputs[k].carry >= 0 || keep[size_t(o)] ||
@@ -173,9 +176,8 @@ int inplace_candidate(const ExecPlan& plan, const UpdateIndex& ix, const Step& s
             return -1; // read later: keep the old value intact
         if (ix.kept.contains(var))
             return -1; // returned to the user, or another variable takes its value
-        for (const auto& l : g.loads)
-            if (l.buffer.get() == var && l.chain != 0)
-                return -1; // read elsewhere than written
+        if (!read_where_written(g, var))
+            return -1;
         if (g.kind == Group::Kind::Dot &&
             (!accumulates_into(g, var) || g.roots[0]->input(0).get() == var ||
              g.roots[0]->input(1).get() == var))
