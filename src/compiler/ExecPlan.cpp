@@ -151,6 +151,17 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 // (docs/performance.md, "Steps follow their inputs"): the MLP's training step 1-3% faster in
 // paired rounds, the CNN steps the same within the noise (+-3%), and the paper network's step
 // holds 17.1 MB live at most instead of 20.6.
+// Note [Updates after their variable's readers]
+// An update that can be written into its variable's buffer (the memory plan's in-place rule:
+// its step reads the variable where it writes, and is the variable's last reader) lost that
+// buffer whenever the scheduler ran it before another step reading the variable's old value:
+// in a training step, the short branch (a weight's gradient and its update) runs before the
+// data gradient that reads the same weight, so the MLP's and the CNNs' weight updates were
+// written into fresh buffers, one more weight-sized buffer each, while the variable's own stayed
+// allocated until the call ended. So each such update step also waits for the variable's other
+// readers (an edge from each reader to it), unless a reader depends on the update itself (the
+// edge would close a cycle). The update then runs right after the last of them, which has just
+// read the variable. Values and bits are the same in any topological order.
 void schedule_locality(ExecPlan& plan) {
     const size_t n = plan.steps.size();
     std::vector<int> producer(plan.slots.size(), -1);
@@ -159,6 +170,10 @@ void schedule_locality(ExecPlan& plan) {
             producer[size_t(s)] = int(si);
     std::vector<std::vector<int>> consumers(n);
     std::vector<int> missing(n, 0);
+    auto add_edge = [&](int from, int to) {
+        consumers[size_t(from)].push_back(to);
+        ++missing[size_t(to)];
+    };
     for (size_t si = 0; si < n; ++si) {
         std::vector<int> preds;
         for (int s : plan.steps[si].in_slots)
@@ -167,14 +182,61 @@ void schedule_locality(ExecPlan& plan) {
         std::sort(preds.begin(), preds.end());
         preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
         for (int p : preds)
-            consumers[size_t(p)].push_back(int(si));
-        missing[si] = int(preds.size());
+            add_edge(p, int(si));
     }
-    // a step's height: the most steps on a path from it to the end of the plan
+    if (plan.options.inplace_updates && !plan.options.nan_guard) {
+        std::vector<int> var_slot(plan.program.variables.size(), -1);
+        for (size_t s = 0; s < plan.slots.size(); ++s)
+            if (plan.slots[s].source == SlotSource::Variable && plan.slots[s].index >= 0)
+                var_slot[size_t(plan.slots[s].index)] = int(s);
+        std::vector<std::vector<int>> readers(plan.slots.size());
+        for (size_t si = 0; si < n; ++si)
+            for (int s : plan.steps[si].in_slots)
+                if (plan.slots[size_t(s)].source == SlotSource::Variable &&
+                    (readers[size_t(s)].empty() || readers[size_t(s)].back() != int(si)))
+                    readers[size_t(s)].push_back(int(si));
+        std::vector<int> seen(n, -1), stack;
+        for (size_t k = 0; k < plan.update_slots.size(); ++k) {
+            const int vs = var_slot[plan.program.updates[k].first];
+            const int writer = producer[size_t(plan.update_slots[k])];
+            if (vs < 0 || writer < 0)
+                continue;
+            const auto& rs = readers[size_t(vs)];
+            if (std::find(rs.begin(), rs.end(), writer) == rs.end() || rs.size() < 2)
+                continue; // not an in-place candidate, or nothing else reads the variable
+            // the steps that depend on the writer (with the edges added so far)
+            stack.assign(1, writer);
+            seen[size_t(writer)] = int(k);
+            while (!stack.empty()) {
+                const int si = stack.back();
+                stack.pop_back();
+                for (int c : consumers[size_t(si)])
+                    if (seen[size_t(c)] != int(k)) {
+                        seen[size_t(c)] = int(k);
+                        stack.push_back(c);
+                    }
+            }
+            for (int r : rs)
+                if (seen[size_t(r)] != int(k))
+                    add_edge(r, writer);
+        }
+    }
+    // a step's height: the most steps on a path from it to the end of the plan (in reverse
+    // topological order: the added edges may point to an earlier step)
+    std::vector<int> topo, left(missing);
+    topo.reserve(n);
+    for (size_t si = 0; si < n; ++si)
+        if (left[si] == 0)
+            topo.push_back(int(si));
+    for (size_t i = 0; i < topo.size(); ++i)
+        for (int c : consumers[size_t(topo[i])])
+            if (--left[size_t(c)] == 0)
+                topo.push_back(c);
+    SJ_ASSERT(topo.size() == n) << "schedule_locality: the steps' dependencies have a cycle";
     std::vector<int> height(n, 0);
-    for (size_t si = n; si-- > 0;)
-        for (int c : consumers[si])
-            height[si] = std::max(height[si], height[size_t(c)] + 1);
+    for (size_t i = n; i-- > 0;)
+        for (int c : consumers[size_t(topo[i])])
+            height[size_t(topo[i])] = std::max(height[size_t(topo[i])], height[size_t(c)] + 1);
     std::vector<int> ready;
     for (size_t si = n; si-- > 0;) // the first in the fusion order on top
         if (missing[si] == 0)

@@ -12,6 +12,7 @@
 #include "backend/cpu/CpuTarget.h"
 #include "compiler/ExecPlan.h"
 
+#include <algorithm>
 #include <set>
 
 using namespace sj;
@@ -206,6 +207,62 @@ TEST(ExecPlan, MatmulAccumulatesIntoItsVariableInPlace) {
     check_lifetimes(plan);
     // without in-place updates the matmul still accumulates, into a copy
     EXPECT_EQ(inplace_count(cc::compile(program, cpu::cpu_target(), {false, false})), 0u);
+}
+
+// Note [Updates after their variable's readers]: w2 is read by the forward matmul, by the data
+// gradient's matmul and by its own update; the update waits for the other readers and is
+// written into w2's buffer (it used to run before the data gradient, into a new buffer). Where
+// a reader of the old value depends on the new one, no edge is added and the update is not in
+// place. Values against the reference interpreter over two calls.
+TEST(ExecPlan, UpdatesRunAfterTheOtherReadersOfTheirVariable) {
+    Mlp m;
+    cc::ExecPlan plan = cc::compile(m.program, cpu::cpu_target());
+    check_lifetimes(plan);
+    for (const Variable* w : {&m.w1, &m.w2}) {
+        const int ws = plan.slot_of.at(w->node().get());
+        int last_reader = -1, writer = -1;
+        for (size_t k = 0; k < plan.steps.size(); ++k) {
+            const cc::Step& st = plan.steps[k];
+            if (std::find(st.inplace_var.begin(), st.inplace_var.end(), ws) != st.inplace_var.end())
+                writer = int(k);
+            else if (std::find(st.in_slots.begin(), st.in_slots.end(), ws) != st.in_slots.end())
+                last_reader = int(k);
+        }
+        ASSERT_GE(writer, 0) << w->name() << " is not updated in place\n" << plan.str();
+        EXPECT_LT(last_reader, writer) << plan.str();
+    }
+    // a matmul of w2's old value by its new one: the update cannot wait for it (it would wait
+    // for itself), and w2's buffer is still read after it
+    Tensor w2_new = m.w2 - 0.1 * gradients(m.loss, {m.w2})[0];
+    detail::Program p2 = m.program;
+    p2.outputs.push_back(matmul(transpose(m.w2), w2_new).node());
+    cc::ExecPlan plan2 = cc::compile(p2, cpu::cpu_target());
+    check_lifetimes(plan2);
+    const int w2s = plan2.slot_of.at(m.w2.node().get());
+    for (const auto& st : plan2.steps)
+        for (int v : st.inplace_var)
+            EXPECT_NE(v, w2s) << plan2.str();
+    // the values: the same updates as the reference interpreter's, call after call
+    Array xv = random_array(f32, {5, 8}, 7);
+    Array yv(i64, {5});
+    for (int64_t i = 0; i < 5; ++i)
+        yv.data<int64_t>()[i] = i % 4;
+    Mlp r; // the same initial values (the same seeds)
+    std::vector<Variable> mv{m.w1, m.b1, m.w2, m.b2}, rv{r.w1, r.b1, r.w2, r.b2};
+    auto updates_of = [](const Mlp& n, const std::vector<Variable>& vs) {
+        Updates u;
+        auto g = gradients(n.loss, std::vector<Tensor>(vs.begin(), vs.end()));
+        for (size_t i = 0; i < vs.size(); ++i)
+            u.add(vs[i], vs[i] - 0.1 * g[i]);
+        return u;
+    };
+    Function f = function({m.x, m.y}, {m.loss}, updates_of(m, mv), on("cpu"));
+    Function want = function({r.x, r.y}, {r.loss}, updates_of(r, rv), on("reference"));
+    for (int call = 0; call < 2; ++call) {
+        expect_close(f(xv, yv)[0], want(xv, yv)[0], 1e-5, 1e-5, "loss");
+        for (size_t i = 0; i < mv.size(); ++i)
+            expect_close(mv[i].value(), rv[i].value(), 1e-5, 1e-5, mv[i].name());
+    }
 }
 
 // Note [Collective overlap]: with each gradient averaged by an all_reduce, every step that
