@@ -351,7 +351,7 @@ void verify_plan(const ExecPlan& plan) {
             int d = st.donor[o];
             if (d < 0)
                 continue;
-            SJ_CHECK(st.kind == StepKind::Kernel &&
+            SJ_CHECK((st.kind == StepKind::Kernel || st.kind == StepKind::Window) &&
                          std::find(st.free_after.begin(), st.free_after.end(), d) !=
                              st.free_after.end() &&
                          plan.slots[size_t(d)].node->type() ==

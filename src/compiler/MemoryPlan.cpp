@@ -67,6 +67,11 @@ namespace sj::compiler {
 // lines were just read, so the store finds them in cache. share_buffers counts the two as one
 // buffer, like a view; the cpu runner checks at run time that nothing else holds the donor's
 // buffer and that the concrete types agree, and takes a buffer of the output's own otherwise.
+// A library call's result takes a donor only where the target says the call reads that input
+// whole before it writes (Target::writes_over_input): the cpu target's max-pool backward, whose
+// dx goes into the buffer of the pool's input x. That saves the largest buffer of a CNN's first
+// layer (4 MB in the paper network at batch 32), which x held through the backward pass only
+// for this call.
 
 namespace {
 
@@ -99,6 +104,26 @@ std::vector<bool> loads_reached(const Group& g, int value) {
 /// The donor of each output of kernel step `s` (Note [Kernel outputs in dying inputs' buffers]).
 std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<bool>& keep) {
     std::vector<int> out(s.out_slots.size(), -1);
+    if (s.kind == StepKind::Window) {
+        const Group& g = plan.group(s);
+        const Node* r = g.roots[0].get();
+        const int o = s.out_slots[0];
+        if (keep[size_t(o)] || g.epilogue.size() || s.out_slots.size() != 1)
+            return out;
+        for (size_t i = 0; i < r->num_inputs(); ++i) {
+            auto it = plan.slot_of.find(r->input(i).get());
+            if (it == plan.slot_of.end() || !plan.target->writes_over_input(*r, i))
+                continue;
+            const int x = it->second;
+            if (plan.slots[size_t(x)].source == SlotSource::Step && !keep[size_t(x)] &&
+                std::find(s.free_after.begin(), s.free_after.end(), x) != s.free_after.end() &&
+                plan.slots[size_t(x)].node->type() == plan.slots[size_t(o)].node->type()) {
+                out[0] = x;
+                break;
+            }
+        }
+        return out;
+    }
     if (s.kind != StepKind::Kernel)
         return out;
     const Group& g = plan.group(s);

@@ -52,6 +52,11 @@ public:
     /// What one op costs a generated kernel, in simple arithmetic instructions: fusion caps a
     /// kernel's total at kMaxKernelInsts (Note [Kernel size] in Fusion.cpp).
     virtual size_t kernel_cost(Op) const { return 1; }
+    /// Whether the library call computing `n` may write its result into the buffer of its input
+    /// `i` when that input dies at the call: the call reads all of it before it writes (Note
+    /// [Kernel outputs in dying inputs' buffers] in MemoryPlan.cpp). The runner may still give
+    /// the result a buffer of its own.
+    virtual bool writes_over_input(const Node&, size_t) const { return false; }
     // (How many threads a step runs on is the runner's business: no pass decides by it yet.)
 };
 

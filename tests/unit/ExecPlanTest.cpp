@@ -183,6 +183,62 @@ TEST(ExecPlan, KernelOutputsTakeTheBuffersOfInputsDyingAtTheirStep) {
     }
 }
 
+// Note [Kernel outputs in dying inputs' buffers], library calls: the cpu target's max-pool
+// backward writes dx into the buffer of the pool's input when that input dies at the call (the
+// plan dump says so), not when a later step still reads the input (here the gradient of
+// sum(c * c), added after). The linear loss needs no forward pool, so the backward makes the
+// workspace from c itself before writing over it. Values against the reference interpreter
+// over two calls (the second with buffers from the pool).
+TEST(ExecPlan, MaxPoolBackwardWritesIntoItsDyingInput) {
+    Placeholder x({2, 16, 8, 8}, f32, "x");
+    Variable w(random_array(f32, {16, 16, 3, 3}, 8), "w");
+    Tensor c = conv2d(x, w, {}, "SAME");
+    Tensor pooled = sum(tanh(max_pool2d(c, {2, 2})));
+    for (int variant = 0; variant < 3; ++variant) {
+        const bool c_read_after = variant == 1;
+        Tensor loss = variant == 0   ? pooled
+                      : variant == 1 ? pooled + sum(c * c)
+                                     : sum(max_pool2d(c, {2, 2}) * 0.5);
+        std::vector<Tensor> outs = gradients(loss, {x, w});
+        detail::Program program;
+        program.inputs = {x.node()};
+        program.variables = {w.node()};
+        for (const Tensor& t : outs)
+            program.outputs.push_back(t.node());
+        cc::ExecPlan plan = cc::compile(program, cpu::cpu_target());
+        check_lifetimes(plan);
+        int pools = 0, donated = 0;
+        for (const auto& st : plan.steps) {
+            const Node* r = plan.group(st).roots[0].get();
+            EXPECT_FALSE(variant == 2 && r->is(Op::Pool)) << plan.str(); // (no forward to pair)
+            if (!r->is(Op::MaxPoolBackward))
+                continue;
+            ++pools;
+            ASSERT_EQ(st.kind, cc::StepKind::Window) << plan.str();
+            if (st.donor[0] >= 0) {
+                EXPECT_EQ(st.donor[0], plan.slot_of.at(r->input(0).get())) << plan.str();
+                ++donated;
+            }
+        }
+        ASSERT_EQ(pools, 1) << plan.str();
+        EXPECT_EQ(donated, c_read_after ? 0 : 1) << plan.str();
+        // the generic target (no library calls) names no such donor
+        for (const auto& st : cc::compile(program, cc::generic_target()).steps)
+            if (st.kind != cc::StepKind::Kernel)
+                for (int d : st.donor)
+                    EXPECT_LT(d, 0);
+        Array xv = random_array(f32, {2, 16, 8, 8}, 9);
+        const char* what = variant == 0 ? "c dies" : variant == 1 ? "c read after" : "linear";
+        std::vector<Array> want = function({x}, outs, {}, on("reference"))(xv);
+        Function f = function({x}, outs, {}, on("cpu"));
+        for (int call = 0; call < 2; ++call) {
+            std::vector<Array> got = f(xv);
+            for (size_t i = 0; i < want.size(); ++i)
+                expect_close(got[i], want[i], 1e-4, 1e-4, what);
+        }
+    }
+}
+
 // Note [Accumulating post-op]: SGD momentum's v' = 0.9 v + dW is the weight gradient matmul's
 // sum post-op, written into v's own buffer; w' = w - 0.01 v' is a kernel in place of w after it
 TEST(ExecPlan, MatmulAccumulatesIntoItsVariableInPlace) {

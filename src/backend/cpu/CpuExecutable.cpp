@@ -1270,8 +1270,14 @@ private:
             }
             const TensorType& t = plan.bound.types[gc.out_slots[0]];
             const int acc = accumulated_slot(g);
-            Array out =
-                acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+            const int donor = gc.donor.empty() ? -1 : gc.donor[0];
+            Array out;
+            if (acc >= 0)
+                out = accumulator(gc, acc, plan, env);
+            else if (donor >= 0 && takes_donor(plan, env[size_t(donor)], gc.out_slots[0], t))
+                out = env[size_t(donor)]; // (Note [Kernel outputs in dying inputs' buffers])
+            else
+                out = buffer(plan, gc.out_slots[0], t);
             std::vector<const Array*> ins;
             for (size_t i = 0; i < r->num_inputs(); ++i) {
                 auto it = plan_.slot_of.find(r->input(i).get());
@@ -1399,7 +1405,7 @@ private:
         return a.use_count() - plan.pool.holds(a) == 1;
     }
 
-    /// Whether a kernel's output `slot` of type t may be written into `donor`, an input that
+    /// Whether a step's output `slot` of type t may be written into `donor`, an input that
     /// dies at the step: nothing else holds its buffer, the concrete types agree, and the caller
     /// gave no place of its own for the output.
     bool takes_donor(const CallPlan& plan, const Array& donor, int slot,

@@ -111,6 +111,11 @@ public:
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
+    /// Max-pool backward reads its x only to make the forward's workspace (paired with the
+    /// forward, not at all), before it writes dx (run_window in Conv.cpp).
+    bool writes_over_input(const Node& n, size_t i) const override {
+        return n.is(Op::MaxPoolBackward) && i == 0;
+    }
     /// The f32 functions expanded inline cost more (codegen::expression_cost).
     size_t kernel_cost(Op op) const override { return codegen::expression_cost(op); }
 };
