@@ -151,6 +151,7 @@ ExecPlan compile(const detail::Program& p, const Target& target, const PlanOptio
 // (docs/performance.md, "Steps follow their inputs"): the MLP's training step 1-3% faster in
 // paired rounds, the CNN steps the same within the noise (+-3%), and the paper network's step
 // holds 17.1 MB live at most instead of 20.6.
+//
 // Note [Updates after their variable's readers]
 // An update that can be written into its variable's buffer (the memory plan's in-place rule:
 // its step reads the variable where it writes, and is the variable's last reader) lost that

@@ -101,14 +101,15 @@ std::vector<bool> loads_reached(const Group& g, int value) {
     return reached;
 }
 
-/// The donor of each output of kernel step `s` (Note [Kernel outputs in dying inputs' buffers]).
+/// The donor of each output of step `s`, a kernel or a library call the target lets write over
+/// an input (Note [Kernel outputs in dying inputs' buffers]).
 std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<bool>& keep) {
     std::vector<int> out(s.out_slots.size(), -1);
     if (s.kind == StepKind::Window) {
         const Group& g = plan.group(s);
         const Node* r = g.roots[0].get();
         const int o = s.out_slots[0];
-        if (keep[size_t(o)] || g.epilogue.size() || s.out_slots.size() != 1)
+        if (keep[size_t(o)] || !g.epilogue.empty() || s.out_slots.size() != 1)
             return out;
         for (size_t i = 0; i < r->num_inputs(); ++i) {
             auto it = plan.slot_of.find(r->input(i).get());
