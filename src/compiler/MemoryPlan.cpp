@@ -105,38 +105,32 @@ std::vector<bool> loads_reached(const Group& g, int value) {
 /// an input (Note [Kernel outputs in dying inputs' buffers]).
 std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<bool>& keep) {
     std::vector<int> out(s.out_slots.size(), -1);
-    if (s.kind == StepKind::Window) {
-        const Group& g = plan.group(s);
-        const Node* r = g.roots[0].get();
-        const int o = s.out_slots[0];
-        if (keep[size_t(o)] || !g.epilogue.empty() || s.out_slots.size() != 1)
-            return out;
-        for (size_t i = 0; i < r->num_inputs(); ++i) {
-            auto it = plan.slot_of.find(r->input(i).get());
-            if (it == plan.slot_of.end() || !plan.target->writes_over_input(*r, i))
-                continue;
-            const int x = it->second;
-            if (plan.slots[size_t(x)].source == SlotSource::Step && !keep[size_t(x)] &&
-                std::find(s.free_after.begin(), s.free_after.end(), x) != s.free_after.end() &&
-                plan.slots[size_t(x)].node->type() == plan.slots[size_t(o)].node->type()) {
-                out[0] = x;
-                break;
-            }
-        }
-        return out;
-    }
-    if (s.kind != StepKind::Kernel)
+    if (s.kind != StepKind::Kernel && s.kind != StepKind::Window)
         return out;
     const Group& g = plan.group(s);
+    // a value computed by a step, dying here and not kept
+    auto may_give = [&](int x) {
+        return plan.slots[size_t(x)].source == SlotSource::Step && !keep[size_t(x)];
+    };
+    if (s.kind == StepKind::Window) { // one output; the target names the inputs it may take
+        const Node* r = g.roots[0].get();
+        const Node* result = plan.slots[size_t(s.out_slots[0])].node;
+        if (keep[size_t(s.out_slots[0])] || !g.epilogue.empty())
+            return out;
+        for (int x : s.free_after)
+            for (size_t i = 0; i < r->num_inputs() && out[0] < 0; ++i)
+                if (r->input(i).get() == plan.slots[size_t(x)].node && may_give(x) &&
+                    plan.target->writes_over_input(*r, i) &&
+                    plan.slots[size_t(x)].node->type() == result->type())
+                    out[0] = x;
+        return out;
+    }
     // the candidates: inputs dying here that the kernel reads only where it writes, each with
     // its loads (found once per step: merged kernels have hundreds)
     std::vector<std::pair<int, std::vector<size_t>>> dying;
-    for (int x : s.free_after) {
-        const Slot& sx = plan.slots[size_t(x)];
-        if (sx.source != SlotSource::Step || keep[size_t(x)] || !read_where_written(g, sx.node))
-            continue;
-        dying.push_back({x, {}});
-    }
+    for (int x : s.free_after)
+        if (may_give(x) && read_where_written(g, plan.slots[size_t(x)].node))
+            dying.push_back({x, {}});
     if (dying.empty())
         return out;
     for (size_t l = 0; l < g.loads.size(); ++l)

@@ -12,10 +12,13 @@ namespace sj::cpu {
 
 namespace {
 
+/// Elements summed at a time: a block of double accumulators, or of sums before they are stored
+/// at their places, stays in L1.
+constexpr int64_t kBlock = 256;
+
 // The sums of elements [begin, end) into out[0, end - begin).
 
 void sum_plain(float* const* parts, int count, int64_t begin, int64_t end, float* out) {
-    constexpr int64_t kBlock = 256;
     double acc[kBlock];
     for (int64_t b = begin; b < end; b += kBlock) {
         const int64_t m = std::min(kBlock, end - b);
@@ -64,7 +67,6 @@ void add_in_double(float* const* parts, int count, int64_t begin, int64_t end, f
 
 void add_in_double_to(float* const* parts, int count, int64_t begin, int64_t end, const int32_t* to,
                       float* sum_out) {
-    constexpr int64_t kBlock = 256; // summed in L1, then stored at their places
     alignas(64) float block[kBlock];
     for (int64_t b = begin; b < end; b += kBlock) {
         const int64_t m = std::min(kBlock, end - b);
