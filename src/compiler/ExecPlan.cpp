@@ -323,6 +323,15 @@ void verify_plan(const ExecPlan& plan) {
             SJ_CHECK(state[size_t(s)] == Live, InternalError)
                 << where(k, s) << ": read while "
                 << (state[size_t(s)] == Freed ? "freed" : "not yet computed");
+        if (st.kind == StepKind::View) { // runners read a view's source as its first read
+            const Node* src = plan.group(st).roots[0]->input(0).get();
+            auto it = plan.slot_of.find(src);
+            SJ_CHECK(!st.in_slots.empty() && it != plan.slot_of.end() &&
+                         st.in_slots[0] == it->second,
+                     InternalError)
+                << "plan verifier: view step " << k << " (" << plan.group(st).roots[0]->describe(1)
+                << ") does not read its source first";
+        }
         for (int s : st.out_slots) {
             SJ_CHECK(plan.slots[size_t(s)].source == SlotSource::Step && writer[size_t(s)] < 0,
                      InternalError)

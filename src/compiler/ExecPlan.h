@@ -96,7 +96,8 @@ std::vector<bool> kept_slots(const ExecPlan& plan);
 /// SJ_VERIFY=1, the test suite): every step reads only slots that hold a value then (leaves, or
 /// results of earlier steps not yet freed); every computed slot is written by one step; a slot
 /// is freed once, by its last reader, and never when it is an output or an update's value; an
-/// in-place write targets a variable slot of the same type, from a kernel step. Throws
+/// in-place write targets a variable slot of the same type, from a kernel step; a view step
+/// reads its source first. Throws
 /// InternalError naming the step and the slot.
 void verify_plan(const ExecPlan& plan);
 
