@@ -1230,7 +1230,7 @@ private:
 
     void execute(const Group& g, const compiler::Step& gc, size_t si, const CallPlan& plan,
                  std::vector<Array>& env, uint64_t counter) {
-        switch (g.kind) {
+        switch (gc.kind) { // (the step's copy: the group is likely out of the caches)
         case Group::Kind::View: {
             env[gc.out_slots[0]] =
                 env[view_source(gc)].reshape(plan.bound.types[gc.out_slots[0]].shape);
