@@ -586,4 +586,23 @@ TEST(ExecPlan, VerifierRejectsBrokenPlans) {
             }
         EXPECT_THROW(cc::verify_plan(bad), InternalError);
     }
+    // a view step whose first read is not its source (runners read the source there)
+    {
+        Placeholder x({4, 6}, f32, "x");
+        Tensor r = reshape(exp(x), {6, 4});
+        detail::Program p;
+        p.inputs = {x.node()};
+        p.outputs = {(log(r) + sum(r)).node()};
+        cc::ExecPlan good = cc::compile(p, cpu::cpu_target());
+        EXPECT_NO_THROW(cc::verify_plan(good));
+        cc::ExecPlan bad = good;
+        bool found = false;
+        for (auto& st : bad.steps)
+            if (st.kind == cc::StepKind::View) {
+                st.in_slots.insert(st.in_slots.begin(), good.slot_of.at(x.node().get()));
+                found = true;
+            }
+        ASSERT_TRUE(found) << good.str();
+        EXPECT_THROW(cc::verify_plan(bad), InternalError);
+    }
 }
