@@ -114,15 +114,21 @@ std::vector<int> donors(const ExecPlan& plan, const Step& s, const std::vector<b
     };
     if (s.kind == StepKind::Window) { // one output; the target names the inputs it may take
         const Node* r = g.roots[0].get();
-        const Node* result = plan.slots[size_t(s.out_slots[0])].node;
         if (keep[size_t(s.out_slots[0])] || !g.epilogue.empty())
             return out;
-        for (int x : s.free_after)
-            for (size_t i = 0; i < r->num_inputs() && out[0] < 0; ++i)
-                if (r->input(i).get() == plan.slots[size_t(x)].node && may_give(x) &&
-                    plan.target->writes_over_input(*r, i) &&
-                    plan.slots[size_t(x)].node->type() == result->type())
-                    out[0] = x;
+        const Node* result = plan.slots[size_t(s.out_slots[0])].node;
+        for (size_t i = 0; i < r->num_inputs(); ++i) {
+            if (!plan.target->writes_over_input(*r, i))
+                continue;
+            auto x = plan.slot_of.find(r->input(i).get());
+            const bool dies = x != plan.slot_of.end() &&
+                              std::find(s.free_after.begin(), s.free_after.end(), x->second) !=
+                                  s.free_after.end();
+            if (dies && may_give(x->second) && r->input(i)->type() == result->type()) {
+                out[0] = x->second;
+                break;
+            }
+        }
         return out;
     }
     // the candidates: inputs dying here that the kernel reads only where it writes, each with
