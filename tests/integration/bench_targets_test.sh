@@ -1,0 +1,30 @@
+#!/bin/bash
+# bench/targets.py reads issue 16's pair rows: a met row, a missed row, a missing row, a row the
+# first run overrode (the last one counts), --strict's exit status, and a broken line rejected
+# with its file and line.
+set -u
+py=${1:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+t="$here/../../bench/targets.py"
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fail() { echo "bench_targets_test: FAILED: $*"; exit 1; }
+cat >"$d/r.jsonl" <<'ROWS'
+# a comment line
+{"bench": "cnn_train", "case": "train_pairs", "impl": "symjax/bound", "arch": "brief", "batch": 32, "value": 1.30, "ratios": [1.3, 1.2, 1.4]}
+{"bench": "cnn_train", "case": "train_pairs", "impl": "symjax/bound", "arch": "brief", "batch": 32, "value": 0.95, "ratios": [0.9, 0.95, 1.0]}
+{"bench": "cnn_train", "case": "train_pairs", "impl": "symjax/bound", "arch": "symjax", "batch": 32, "value": 1.151, "ratios": [1.2, 1.151, 1.1]}
+{"bench": "mlp_train", "case": "train_pairs", "impl": "symjax/pytorch_best", "batch": 128, "value": 1.5, "ratios": [1.5, 1.4, 1.6]}
+ROWS
+out=$("$py" "$t" "$d/r.jsonl") || fail "exit status $? without --strict"
+grep -q "^  met .*brief CNN, batch 32, train.*0.950" <<<"$out" || fail "the last brief/32 row, met: $out"
+grep -q "^  MISSED .*paper network, batch 32, train.*1.151" <<<"$out" || fail "1.151 > 1.15 missed: $out"
+grep -q "^  met .*MLP.*1.500" <<<"$out" || fail "1.5 >= 1.5 met: $out"
+grep -q "^  missing .*brief CNN, batch 128, train" <<<"$out" || fail "brief/128 missing: $out"
+"$py" "$t" "$d/r.jsonl" --strict >/dev/null && fail "--strict exits 0 with a missed target"
+sed -n 3p "$d/r.jsonl" >"$d/ok.jsonl"
+"$py" "$t" "$d/ok.jsonl" --strict >/dev/null || fail "--strict exits nonzero with every present target met"
+printf '{"bench": "cnn_train",\n' >"$d/bad.jsonl"
+err=$("$py" "$t" "$d/bad.jsonl" 2>&1) && fail "a broken line accepted"
+grep -q "bad.jsonl:1: not a JSON line" <<<"$err" || fail "the broken line's file and line: $err"
+echo "bench_targets_test: OK"
