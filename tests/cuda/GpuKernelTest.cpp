@@ -292,6 +292,56 @@ TEST(GpuKernel, PtxasRejectsWhatIsNotPtx) {
     EXPECT_NE(err.find("rejects the PTX"), std::string::npos) << err;
 }
 
+TEST(GpuKernel, PtxIsAssembledInProcessAndAgreesWithAPtxasProcess) {
+    // Note [Assembling PTX in process]: where the toolkit has nvJitLink (found at build time),
+    // assemble_ptx runs it inside the process; it accepts a kernel's PTX for sm_80 and sm_90 as a
+    // ptxas process does, and rejects a bad instruction and PTX for a newer target than the
+    // architecture, as the process does, saying why
+#ifdef SJ_NVJITLINK
+    EXPECT_TRUE(cuda::assembles_in_process()) << "nvJitLink was found at build time: " SJ_NVJITLINK;
+#endif
+    Placeholder x({4, 300}, f32, "x");
+    Bound b = bind_one({sum(exp(x), {1})});
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, h200());
+    const std::string bad =
+        ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { frobnicate; }\n";
+    struct Verdicts {
+        std::string ok80, ok90, bad, too_new;
+    };
+    auto verdicts = [&] {
+        Verdicts v;
+        v.ok80 = cuda::assemble_ptx(cuda::compile_ptx(l.kernel, 80), 80);
+        v.ok90 = cuda::assemble_ptx(cuda::compile_ptx(l.kernel, 90), 90);
+        v.bad = cuda::assemble_ptx(bad, 90);
+        v.too_new = cuda::assemble_ptx(cuda::compile_ptx(l.kernel, 90), 80); // .target sm_90
+        return v;
+    };
+    const Verdicts in = verdicts();
+    const bool in_process = cuda::assembles_in_process();
+#ifndef SJ_TEST_PTXAS
+    GTEST_SKIP() << "no ptxas was found at build time to compare with";
+#else
+    const char* old = std::getenv("SJ_PTXAS");
+    const std::string saved = old ? old : "";
+    setenv("SJ_PTXAS", SJ_TEST_PTXAS, 1); // a ptxas process, whatever was found
+    EXPECT_FALSE(cuda::assembles_in_process());
+    const Verdicts out = verdicts();
+    if (old)
+        setenv("SJ_PTXAS", saved.c_str(), 1);
+    else
+        unsetenv("SJ_PTXAS");
+    EXPECT_EQ(cuda::assembles_in_process(), in_process);
+    for (const Verdicts* v : {&in, &out}) {
+        EXPECT_EQ(v->ok80, "");
+        EXPECT_EQ(v->ok90, "");
+        EXPECT_NE(v->bad.find("rejects the PTX"), std::string::npos) << v->bad;
+        EXPECT_NE(v->too_new.find("rejects the PTX"), std::string::npos) << v->too_new;
+    }
+    if (in_process)
+        EXPECT_NE(in.bad.find("nvJitLink"), std::string::npos) << in.bad;
+#endif
+}
+
 TEST(GpuKernel, PtxComesFromTheDiskCacheKeyedByArchitecture) {
     // Note [PTX cache]: the first load compiles and writes an entry per architecture, the second
     // reads it back (the same PTX, no compile), a damaged entry is a counted miss and is

@@ -22,6 +22,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Transforms/IPO/Internalize.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -30,6 +31,8 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <type_traits>
 
 extern "C" {
 void LLVMInitializeNVPTXTargetInfo();
@@ -463,7 +466,94 @@ std::string libdevice_path() {
 #endif
 }
 
-std::string assemble_ptx(const std::string& ptx, int sm) {
+// Note [Assembling PTX in process]
+// SJ_CUDA_CHECK_PTX assembles every kernel the emulator loads for each architecture it names, and
+// the op harness loads ~1,300 kernels. A ptxas process per kernel and architecture (std::system:
+// a shell, then ptxas, forked from a test process of a few hundred MB) took ~80 ms: 193 of the
+// 214 s that `cuda_emulator_ops_forward` ran on the 2-core CI machine, the longest test of the
+// suite. The toolkit's nvJitLink runs the same assembler inside the process (~7 ms for a small
+// kernel): given PTX and "-arch=sm_XX", nvJitLinkComplete assembles it to SASS, and its error
+// log is ptxas's. So assemble_ptx uses it when it is there: opened with dlopen, like the driver
+// (Note [Loading the driver] in Driver.cpp: the plugin links no CUDA library), from
+// $SJ_NVJITLINK, else the toolkit's found at build time. A ptxas process remains the way when
+// $SJ_PTXAS names one (the user asked for that binary), $SJ_NVJITLINK is "off", or the library
+// is missing or older than this API. The functions are looked up by their plain names, which
+// libnvJitLink exports next to the versioned ones its header's inline wrappers call; their C
+// signatures (and NVJITLINK_INPUT_PTX = 2, NVJITLINK_SUCCESS = 0) are stable since CUDA 12.0.
+namespace {
+
+struct JitLink {
+    using Handle = void*;
+    int (*create)(Handle*, uint32_t, const char* const*) = nullptr;
+    int (*destroy)(Handle*) = nullptr;
+    int (*add_data)(Handle, int, const void*, size_t, const char*) = nullptr;
+    int (*complete)(Handle) = nullptr;
+    int (*error_log_size)(Handle, size_t*) = nullptr;
+    int (*error_log)(Handle, char*) = nullptr;
+    static constexpr int kInputPtx = 2;
+
+    /// Empty when the PTX assembles for sm_`sm`, else nvJitLink's account of why not.
+    std::string assemble(const std::string& ptx, int sm) const {
+        const std::string arch = "-arch=sm_" + std::to_string(sm);
+        const char* opts[] = {arch.c_str()};
+        Handle h = nullptr;
+        if (int rc = create(&h, 1, opts); rc != 0)
+            return "nvJitLink " + arch + " could not start (error " + std::to_string(rc) + ")";
+        int rc = add_data(h, kInputPtx, ptx.data(), ptx.size(), "kernel.ptx");
+        if (rc == 0)
+            rc = complete(h);
+        std::string out;
+        if (rc != 0) {
+            size_t n = 0;
+            if (error_log_size(h, &n) == 0 && n > 0) {
+                std::string log(n, '\0');
+                if (error_log(h, log.data()) == 0)
+                    out = log.c_str();
+            }
+            out = "nvJitLink (ptxas) " + arch + " rejects the PTX (error " + std::to_string(rc) +
+                  "): " + out;
+        }
+        destroy(&h);
+        return out;
+    }
+};
+
+/// The process's nvJitLink, or null when assemble_ptx runs ptxas (Note [Assembling PTX in
+/// process]): $SJ_PTXAS is read at each call, the library opened at the first.
+const JitLink* jit_link() {
+    if (const char* e = std::getenv("SJ_PTXAS"); e && *e)
+        return nullptr;
+    static const std::optional<JitLink> lib = []() -> std::optional<JitLink> {
+        const char* e = std::getenv("SJ_NVJITLINK");
+        std::string path = e && *e ? e : "";
+#ifdef SJ_NVJITLINK
+        if (path.empty())
+            path = SJ_NVJITLINK;
+#endif
+        if (path.empty() || path == "off")
+            return std::nullopt;
+        void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!h)
+            return std::nullopt;
+        JitLink j;
+        auto sym = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
+            return fn != nullptr;
+        };
+        if (!(sym(j.create, "nvJitLinkCreate") && sym(j.destroy, "nvJitLinkDestroy") &&
+              sym(j.add_data, "nvJitLinkAddData") && sym(j.complete, "nvJitLinkComplete") &&
+              sym(j.error_log_size, "nvJitLinkGetErrorLogSize") &&
+              sym(j.error_log, "nvJitLinkGetErrorLog"))) {
+            dlclose(h);
+            return std::nullopt;
+        }
+        return j; // (the library stays open for the process)
+    }();
+    return lib ? &*lib : nullptr;
+}
+
+/// The same check as a ptxas process ($SJ_PTXAS, else the toolkit's found at build time).
+std::string assemble_with_ptxas(const std::string& ptx, int sm) {
     const char* e = std::getenv("SJ_PTXAS");
 #ifdef SJ_PTXAS
     const std::string ptxas = e && *e ? e : SJ_PTXAS;
@@ -487,6 +577,18 @@ std::string assemble_ptx(const std::string& ptx, int sm) {
         return "";
     return ptxas + " -arch=sm_" + std::to_string(sm) + " rejects the PTX (exit " +
            std::to_string(rc) + "): " + out;
+}
+
+} // namespace
+
+std::string assemble_ptx(const std::string& ptx, int sm) {
+    if (const JitLink* j = jit_link())
+        return j->assemble(ptx, sm);
+    return assemble_with_ptxas(ptx, sm);
+}
+
+bool assembles_in_process() {
+    return jit_link() != nullptr;
 }
 
 namespace {

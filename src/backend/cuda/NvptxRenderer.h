@@ -49,10 +49,15 @@ struct PtxCacheStats {
 /// GPU code generator's source. Adds to *stats when given.
 std::string cached_ptx(const GpuKernel& k, int sm, PtxCacheStats* stats = nullptr);
 
-/// What ptxas (`$SJ_PTXAS`, else the toolkit's found at build time) says when it assembles `ptx`
-/// for sm_`sm`: empty when it accepts it, else the exit status and its output. For the
-/// emulator's SJ_CUDA_CHECK_PTX and the tests; a GPU's driver assembles PTX itself.
+/// What ptxas says when it assembles `ptx` for sm_`sm`: empty when it accepts it, else the error
+/// and its log. The toolkit's nvJitLink assembles it inside the process when it is there, else
+/// a ptxas process runs (`$SJ_PTXAS`, else the toolkit's found at build time): Note [Assembling
+/// PTX in process]. For the emulator's SJ_CUDA_CHECK_PTX and the tests; a GPU's driver
+/// assembles PTX itself.
 std::string assemble_ptx(const std::string& ptx, int sm);
+
+/// Whether assemble_ptx runs inside the process (nvJitLink) rather than a ptxas process.
+bool assembles_in_process();
 
 /// Where libdevice's bitcode is read from: $SJ_LIBDEVICE, else the toolkit's found at build time.
 std::string libdevice_path();
