@@ -52,7 +52,8 @@ void update(float* W, const float* V, int r0, int r1, int c0, int c1) {
     for (int r = r0; r < r1; ++r)
         for (int c = c0; c < c1; c += 16) {
             size_t i = size_t(r) * N + size_t(c);
-            _mm512_storeu_ps(W + i, _mm512_fnmadd_ps(lr, _mm512_loadu_ps(V + i), _mm512_loadu_ps(W + i)));
+            _mm512_storeu_ps(W + i,
+                             _mm512_fnmadd_ps(lr, _mm512_loadu_ps(V + i), _mm512_loadu_ps(W + i)));
         }
 }
 
@@ -61,9 +62,18 @@ void update(float* W, const float* V, int r0, int r1, int c0, int c1) {
 int main(int argc, char** argv) {
     int rounds = 3, iters = 2000;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-        else { std::fprintf(stderr, "usage: %s [--rounds R] [--iters I]\n", argv[0]); return 2; }
+        if (!std::strcmp(argv[i], "--rounds"))
+            rounds = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--iters"))
+            iters = std::atoi(argv[i + 1]);
+        else {
+            std::fprintf(stderr, "usage: %s [--rounds R] [--iters I]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (argc % 2 == 0 || rounds < 1 || iters < 4) {
+        std::fprintf(stderr, "usage: %s [--rounds R >= 1] [--iters I >= 4]\n", argv[0]);
+        return 2;
     }
     if (omp_get_max_threads() != 2) {
         std::fprintf(stderr, "weight_ownership: run with OMP_NUM_THREADS=2\n");
@@ -74,7 +84,8 @@ int main(int argc, char** argv) {
     std::vector<float> X(size_t(B) * K), W(size_t(K) * N), Y(size_t(B) * N), DY(size_t(B) * N),
         V(size_t(K) * N, 0.f), P(size_t(2) * B * N);
     auto fill = [](std::vector<float>& a, float scale) {
-        for (size_t i = 0; i < a.size(); ++i) a[i] = scale * float((i * 2654435761u) % 1000) / 1000.f;
+        for (size_t i = 0; i < a.size(); ++i)
+            a[i] = scale * float((i * 2654435761u) % 1000) / 1000.f;
     };
     fill(X, 1.f), fill(W, 0.01f), fill(DY, 0.1f);
     dnnl::post_ops po;
@@ -94,8 +105,8 @@ int main(int argc, char** argv) {
     matmul fwd_n = mm(md({B, K}, {K, 1}), md({K, N2}, {N, 1}), md({B, N2}, {N, 1}), plain);
     matmul grad_n = mm(md({K, B}, {1, K}), md({B, N2}, {N, 1}), md({K, N2}, {N, 1}), momentum);
     omp_set_num_threads(2);
-    auto run = [&](const matmul& p, memory::desc a, const float* pa, memory::desc b, const float* pb,
-                   memory::desc c, float* pc) {
+    auto run = [&](const matmul& p, memory::desc a, const float* pa, memory::desc b,
+                   const float* pb, memory::desc c, float* pc) {
         p.execute(s, {{DNNL_ARG_SRC, memory(a, eng, const_cast<float*>(pa))},
                       {DNNL_ARG_WEIGHTS, memory(b, eng, const_cast<float*>(pb))},
                       {DNNL_ARG_DST, memory(c, eng, pc)}});
@@ -107,57 +118,64 @@ int main(int argc, char** argv) {
             for (int it = 0; it < iters + iters / 4; ++it) {
                 auto t0 = clk::now();
                 if (m == 0) {
-                    run(fwd, md({B, K}, {K, 1}), X.data(), md({K, N}, {N, 1}), W.data(), md({B, N}, {N, 1}), Y.data());
+                    run(fwd, md({B, K}, {K, 1}), X.data(), md({K, N}, {N, 1}), W.data(),
+                        md({B, N}, {N, 1}), Y.data());
                 } else if (m == 2) {
 #pragma omp parallel
                     {
                         const int t = omp_get_thread_num();
                         run(fwd_k, md({B, K2}, {K, 1}), X.data() + t * K2, md({K2, N}, {N, 1}),
-                            W.data() + size_t(t) * K2 * N, md({B, N}, {N, 1}), P.data() + size_t(t) * B * N);
+                            W.data() + size_t(t) * K2 * N, md({B, N}, {N, 1}),
+                            P.data() + size_t(t) * B * N);
 #pragma omp barrier
                         for (int i = B * t / 2; i < B * (t + 1) / 2; ++i)
                             for (int c = 0; c < N; c += 16) {
                                 size_t o = size_t(i) * N + size_t(c);
-                                _mm512_storeu_ps(&Y[o], _mm512_add_ps(_mm512_loadu_ps(&P[o]),
-                                                                      _mm512_loadu_ps(&P[size_t(B) * N + o])));
+                                _mm512_storeu_ps(
+                                    &Y[o], _mm512_add_ps(_mm512_loadu_ps(&P[o]),
+                                                         _mm512_loadu_ps(&P[size_t(B) * N + o])));
                             }
                     }
                 } else if (m == 3) {
 #pragma omp parallel
                     {
                         const int t = omp_get_thread_num();
-                        run(fwd_n, md({B, K}, {K, 1}), X.data(), md({K, N2}, {N, 1}), W.data() + t * N2,
-                            md({B, N2}, {N, 1}), Y.data() + t * N2);
+                        run(fwd_n, md({B, K}, {K, 1}), X.data(), md({K, N2}, {N, 1}),
+                            W.data() + t * N2, md({B, N2}, {N, 1}), Y.data() + t * N2);
                     }
                 }
                 auto t1 = clk::now();
                 if (m <= 1) {
-                    run(grad, md({K, B}, {1, K}), X.data(), md({B, N}, {N, 1}), DY.data(), md({K, N}, {N, 1}), V.data());
+                    run(grad, md({K, B}, {1, K}), X.data(), md({B, N}, {N, 1}), DY.data(),
+                        md({K, N}, {N, 1}), V.data());
                 } else {
 #pragma omp parallel
                     {
                         const int t = omp_get_thread_num();
                         if (m == 2)
-                            run(grad_m, md({K2, B}, {1, K}), X.data() + t * K2, md({B, N}, {N, 1}), DY.data(),
-                                md({K2, N}, {N, 1}), V.data() + size_t(t) * K2 * N);
+                            run(grad_m, md({K2, B}, {1, K}), X.data() + t * K2, md({B, N}, {N, 1}),
+                                DY.data(), md({K2, N}, {N, 1}), V.data() + size_t(t) * K2 * N);
                         else
-                            run(grad_n, md({K, B}, {1, K}), X.data(), md({B, N2}, {N, 1}), DY.data() + t * N2,
-                                md({K, N2}, {N, 1}), V.data() + t * N2);
+                            run(grad_n, md({K, B}, {1, K}), X.data(), md({B, N2}, {N, 1}),
+                                DY.data() + t * N2, md({K, N2}, {N, 1}), V.data() + t * N2);
                     }
                 }
                 auto t2 = clk::now();
 #pragma omp parallel
                 {
                     const int t = omp_get_thread_num();
-                    if (m == 3) update(W.data(), V.data(), 0, K, t * N2, (t + 1) * N2);
-                    else update(W.data(), V.data(), K * t / 2, K * (t + 1) / 2, 0, N);
+                    if (m == 3)
+                        update(W.data(), V.data(), 0, K, t * N2, (t + 1) * N2);
+                    else
+                        update(W.data(), V.data(), K * t / 2, K * (t + 1) / 2, 0, N);
                 }
                 auto t3 = clk::now();
                 if (it >= iters / 4)
                     tf.push_back(us(t0, t1)), tg.push_back(us(t1, t2)), tu.push_back(us(t2, t3)),
                         tt.push_back(us(t0, t3));
             }
-            std::printf("{\"bench\": \"weight_ownership\", \"case\": \"%s\", \"round\": %d, \"forward_us\": %.1f, "
+            std::printf("{\"bench\": \"weight_ownership\", \"case\": \"%s\", \"round\": %d, "
+                        "\"forward_us\": %.1f, "
                         "\"gradient_us\": %.1f, \"update_us\": %.1f, \"total_us\": %.1f}\n",
                         modes[m], r, median(tf), median(tg), median(tu), median(tt));
             std::fflush(stdout);
