@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <typeinfo>
@@ -94,6 +95,31 @@ template <class E, class F> std::string message_of(F&& f) {
 
 /// The message of the IOError `f` throws.
 template <class F> std::string io_error(F&& f) { return message_of<IOError>(std::forward<F>(f)); }
+
+/// Sets (or unsets, with nullptr) an environment variable for one scope, then restores it.
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name))
+            old_ = old;
+        if (value)
+            ::setenv(name, value, 1);
+        else
+            ::unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (old_)
+            ::setenv(name_, old_->c_str(), 1);
+        else
+            ::unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+private:
+    const char* name_;
+    std::optional<std::string> old_;
+};
 
 /// Runs this test binary's disabled test `test` ("Suite.DISABLED_Name") in a child process with
 /// the shell assignments `env` before it ("SJ_NUM_THREADS='4' X=1"): for settings read once per

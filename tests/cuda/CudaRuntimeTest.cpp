@@ -386,28 +386,7 @@ TEST(CudaRuntimeGemm, EmptyOperandsAreLeftToTheCaller) {
 
 namespace {
 
-/// Sets (or unsets, with nullptr) an environment variable for one scope.
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name))
-            old_ = old;
-        if (value)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (old_)
-            setenv(name_, old_->c_str(), 1);
-        else
-            unsetenv(name_);
-    }
-
-private:
-    const char* name_;
-    std::optional<std::string> old_;
-};
+using sj::test::ScopedEnv;
 
 std::string cuda_function_error() {
     Placeholder x({3}, f32, "x");

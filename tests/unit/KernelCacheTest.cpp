@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
 #include "backend/cpu/Jit.h"
 #include "backend/llvm/KernelCache.h"
 
@@ -70,21 +71,6 @@ struct TwoKernels {
 constexpr int kKernels = 2;
 /// A function's kernels compiled together share one disk entry (one object to load).
 constexpr int kEntries = 1;
-
-/// Sets an environment variable for the lifetime of the guard, then restores it.
-class EnvGuard {
-public:
-    EnvGuard(const char* name, const std::string& value) : name_(name) {
-        if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-        ::setenv(name, value.c_str(), 1);
-    }
-    ~EnvGuard() { had_ ? ::setenv(name_, old_.c_str(), 1) : ::unsetenv(name_); }
-
-private:
-    const char* name_;
-    std::string old_;
-    bool had_ = false;
-};
 
 struct ChildResult {
     int status = -1; // exit status (0: the child's test passed)
@@ -439,13 +425,13 @@ TEST_F(KernelCache, DisabledOrUnwritableCacheStillCompiles) {
         for (int64_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got.at(i), std::exp(0.5 * c) + c, 1e-5 * (1 + c));
     };
     {
-        EnvGuard e("SJ_CACHE_DIR", "off");
+        sj::test::ScopedEnv e("SJ_CACHE_DIR", "off");
         EXPECT_EQ(codegen::cache_dir(), "");
         check(1.0 / 3.0 + 1e-9);
     }
     {
         spit(root_ / "a_file", "x");
-        EnvGuard e("SJ_CACHE_DIR", (root_ / "a_file" / "cache").string()); // under a regular file
+        sj::test::ScopedEnv e("SJ_CACHE_DIR", (root_ / "a_file" / "cache").c_str()); // under a file
         check(2.0 / 3.0 + 1e-9);
     }
 }
