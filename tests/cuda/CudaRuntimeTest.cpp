@@ -21,6 +21,7 @@
 
 using namespace sj;
 using namespace sj::cuda;
+using sj::test::values;
 
 namespace {
 
@@ -523,10 +524,6 @@ private:
     DeviceInfo info_;
     std::map<DevicePtr, std::unique_ptr<unsigned char[]>> live_;
 };
-
-std::vector<double> values(const Array& a) {
-    return a.to_vector<double>();
-}
 
 } // namespace
 

@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-const json& golden() {
+const json& conv_golden() {
     static const json j = [] {
         std::string path = std::string(SJ_TEST_DATA_DIR) + "/ops/golden/conv_torch.json";
         std::ifstream f(path);
@@ -89,15 +89,15 @@ std::string mismatch(const Array& got, const Array& want, double atol, double rt
 class ConvGolden : public ::testing::TestWithParam<size_t> {};
 
 TEST(ConvGoldenFile, IsReadable) {
-    ASSERT_TRUE(golden().is_object())
+    ASSERT_TRUE(conv_golden().is_object())
         << "cannot read tests/ops/golden/conv_torch.json (regenerate it with "
            "/usr/bin/python3 tests/ops/gen_conv_golden.py)";
-    EXPECT_GE(golden().at("cases").size(), 10u);
+    EXPECT_GE(conv_golden().at("cases").size(), 10u);
 }
 
 TEST_P(ConvGolden, OutputAndGradientsMatchTorch) {
-    ASSERT_TRUE(golden().is_object());
-    const json& c = golden().at("cases").at(GetParam());
+    ASSERT_TRUE(conv_golden().is_object());
+    const json& c = conv_golden().at("cases").at(GetParam());
     bool has_w = c.contains("w");
     for (DType dt : {DType::F32, DType::F64}) {
         // Tolerances. f64: the inputs are multiples of 1/32 (gen_conv_golden.py), so every product
@@ -137,15 +137,15 @@ TEST_P(ConvGolden, OutputAndGradientsMatchTorch) {
 
 std::vector<size_t> case_indices() {
     std::vector<size_t> v;
-    if (golden().is_object())
-        for (size_t i = 0; i < golden().at("cases").size(); ++i) v.push_back(i);
+    if (conv_golden().is_object())
+        for (size_t i = 0; i < conv_golden().at("cases").size(); ++i) v.push_back(i);
     return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Torch, ConvGolden, ::testing::ValuesIn(case_indices()),
     [](const ::testing::TestParamInfo<size_t>& info) {
-        return golden().at("cases").at(info.param).at("name").get<std::string>();
+        return conv_golden().at("cases").at(info.param).at("name").get<std::string>();
     });
 
 } // namespace

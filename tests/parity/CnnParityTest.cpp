@@ -32,21 +32,21 @@ json load() {
     return json::parse(f);
 }
 
-void flatten_json(const json &j, std::vector<double> &out) {
+void flatten_cnn_json(const json &j, std::vector<double> &out) {
     if (j.is_array())
         for (const auto &e : j)
-            flatten_json(e, out);
+            flatten_cnn_json(e, out);
     else
         out.push_back(j.get<double>());
 }
 
 std::vector<double> values(const json &j) {
     std::vector<double> v;
-    flatten_json(j, v);
+    flatten_cnn_json(j, v);
     return v;
 }
 
-Array to_array(const json &j, const Shape &shape, DType dtype = DType::F32) {
+Array cnn_array(const json &j, const Shape &shape, DType dtype = DType::F32) {
     return Array(values(j), shape).astype(dtype);
 }
 
@@ -86,7 +86,7 @@ struct Net {
     }
     void assign(const json &p) const {
         for (const auto &[name, v] : params())
-            v.assign(to_array(p.at(name), v.shape()));
+            v.assign(cnn_array(p.at(name), v.shape()));
     }
 };
 
@@ -101,8 +101,8 @@ TEST_P(CnnParity, MatchesPyTorch) {
     net.assign(rec.at("params"));
     Placeholder x({-1, 3, 8, 8}, f32, "x");
     Placeholder y({-1}, i32, "y");
-    Array xa = to_array(rec.at("x"), {6, 3, 8, 8});
-    Array ya = to_array(rec.at("y"), {6}, DType::I32);
+    Array xa = cnn_array(rec.at("x"), {6, 3, 8, 8});
+    Array ya = cnn_array(rec.at("y"), {6}, DType::I32);
 
     // eval mode with the initial running statistics
     Function eval = function({x}, {net.seq(x, nn::Mode::Eval)}, {}, fo);

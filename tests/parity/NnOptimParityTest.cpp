@@ -101,7 +101,7 @@ std::unique_ptr<nn::optim::Optimizer> make_optimizer(const std::string &cls, con
     throw std::runtime_error("unknown optimizer class " + cls);
 }
 
-Array to_array(const json &j, const Shape &shape) {
+Array optim_array(const json &j, const Shape &shape) {
     std::vector<double> v;
     for (const auto &row : j) {
         if (row.is_array())
@@ -143,10 +143,10 @@ TEST_P(NnOptimParity, MatchesPyTorchTrajectory) {
     Scope scope("parity_" + name);
     nn::Dense d1(5, 7, {.init = nn::init::zeros(), .dtype = f64}),
         d2(7, 3, {.init = nn::init::zeros(), .dtype = f64});
-    d1.weights().assign(to_array(problem["W1"], {5, 7}));
-    d1.bias().assign(to_array(problem["b1"], {7}));
-    d2.weights().assign(to_array(problem["W2"], {7, 3}));
-    d2.bias().assign(to_array(problem["b2"], {3}));
+    d1.weights().assign(optim_array(problem["W1"], {5, 7}));
+    d1.bias().assign(optim_array(problem["b1"], {7}));
+    d2.weights().assign(optim_array(problem["W2"], {7, 3}));
+    d2.bias().assign(optim_array(problem["b2"], {3}));
     nn::Sequential net{d1, nn::Tanh(), d2};
 
     Placeholder x({8, 5}, f64, "x");
@@ -156,7 +156,7 @@ TEST_P(NnOptimParity, MatchesPyTorchTrajectory) {
     std::vector<Variable> params{d1.weights(), d1.bias(), d2.weights(), d2.bias()};
     Function train = function({x, y}, {loss}, opt->minimize(loss, params));
 
-    Array xa = to_array(problem["x"], {8, 5});
+    Array xa = optim_array(problem["x"], {8, 5});
     std::vector<int64_t> labels = problem["y"].get<std::vector<int64_t>>();
     Array ya(labels);
     const auto &losses = rec.at("losses");

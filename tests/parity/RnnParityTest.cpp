@@ -29,7 +29,7 @@ const json& data() {
     return j;
 }
 
-Array to_array(const json& j, const Shape& shape, DType dtype) {
+Array rnn_array(const json& j, const Shape& shape, DType dtype) {
     return Array(j.get<std::vector<double>>(), shape).astype(dtype);
 }
 
@@ -69,7 +69,7 @@ Built build(const json& c, DType dt) {
     else
         b.layer = std::make_shared<nn::SimpleRNN>(in, H, o);
     for (auto& [name, v] : c["params"].items())
-        b.layer->parameter(name).assign(to_array(v, c["shapes"][name].get<Shape>(), dt));
+        b.layer->parameter(name).assign(rnn_array(v, c["shapes"][name].get<Shape>(), dt));
     const int64_t d = o.bidirectional ? 2 : 1, L = o.num_layers;
     const Shape xs = o.batch_first ? Shape{N, T, in} : Shape{T, N, in};
     b.x = Placeholder({-1, -1, in}, dt, "x"); // batch and time bound per call
@@ -92,10 +92,10 @@ Built build(const json& c, DType dt) {
     }
     b.out = b.layer->run(b.x, s);
     const Shape os = o.batch_first ? Shape{N, T, d * H} : Shape{T, N, d * H};
-    b.loss = sum(b.out.output * constant(to_array(c["R"], os, dt))) +
-             sum(b.out.h * constant(to_array(c["S"], {L * d, N, H}, dt)));
+    b.loss = sum(b.out.output * constant(rnn_array(c["R"], os, dt))) +
+             sum(b.out.h * constant(rnn_array(c["S"], {L * d, N, H}, dt)));
     if (b.out.c.defined())
-        b.loss = b.loss + sum(b.out.c * constant(to_array(c["U"], {L * d, N, H}, dt)));
+        b.loss = b.loss + sum(b.out.c * constant(rnn_array(c["U"], {L * d, N, H}, dt)));
     (void)xs;
     return b;
 }
@@ -105,11 +105,11 @@ std::vector<Array> args_of(const json& c, DType dt) {
     const int64_t T = top["T"], N = top["N"], in = top["in"], H = top["hidden"];
     const int64_t d = c["bidirectional"] ? 2 : 1, L = c["layers"];
     std::vector<Array> a{
-        to_array(c["x"], c["batch_first"] ? Shape{N, T, in} : Shape{T, N, in}, dt)};
+        rnn_array(c["x"], c["batch_first"] ? Shape{N, T, in} : Shape{T, N, in}, dt)};
     if (!c["h0"].is_null())
-        a.push_back(to_array(c["h0"], {L * d, N, H}, dt));
+        a.push_back(rnn_array(c["h0"], {L * d, N, H}, dt));
     if (!c["c0"].is_null())
-        a.push_back(to_array(c["c0"], {L * d, N, H}, dt));
+        a.push_back(rnn_array(c["c0"], {L * d, N, H}, dt));
     if (!c["lengths"].is_null())
         a.push_back(Array(c["lengths"].get<std::vector<int64_t>>(), Shape{N}));
     return a;

@@ -17,7 +17,7 @@ using sj::test::message_of;
 namespace {
 
 Array f32s(std::vector<float> v, Shape s) { return Array(v, std::move(s)); }
-Array f32v(std::vector<float> v) { return Array(v); }
+Array semantics_f32(std::vector<float> v) { return Array(v); }
 float item(const Array& a) { return a.item<float>(); }
 
 } // namespace
@@ -102,7 +102,7 @@ TEST(Semantics, OutputsAreComputedBeforeUpdates) {
 // An output that is also an update's value (one node, by hash-consing) is returned as the
 // caller's own array: neither later calls nor writes by the caller mix it with the variable.
 TEST(Semantics, OutputThatIsAlsoAnUpdateValue) {
-    Variable w(f32v({1, 2}), "out_upd_w");
+    Variable w(semantics_f32({1, 2}), "out_upd_w");
     Tensor next = w + 1.0;
     Function f = function({}, {next}, {{w, w + 1.0}});
     Array first = f()[0];
@@ -117,7 +117,7 @@ TEST(Semantics, OutputThatIsAlsoAnUpdateValue) {
 }
 
 TEST(Semantics, FunctionWithOnlyUpdates) {
-    Variable w(f32v({1, 2, 3}), "only_upd_w");
+    Variable w(semantics_f32({1, 2, 3}), "only_upd_w");
     Function f = function({}, {}, {{w, w * 2.0}});
     EXPECT_EQ(f.num_outputs(), 0u);
     std::vector<Array> out = f();
@@ -155,9 +155,9 @@ TEST(Semantics, UpdatesMergeAndRejectDuplicates) {
 
 TEST(Semantics, OutputsThatAreInputsOrVariables) {
     Placeholder x({3}, f32, "leaf_x");
-    Variable w(f32v({1, 10, 100}), "leaf_w");
+    Variable w(semantics_f32({1, 10, 100}), "leaf_w");
     Function f = function({x}, {x, w, x * w});
-    std::vector<Array> out = f(f32v({1, 2, 3}));
+    std::vector<Array> out = f(semantics_f32({1, 2, 3}));
     ASSERT_EQ(out.size(), 3u);
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1, 2, 3}));
     EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{1, 10, 100}));
@@ -167,14 +167,14 @@ TEST(Semantics, OutputsThatAreInputsOrVariables) {
 // A returned array is the caller's: writing into it must not change the variable (or a constant
 // that the graph, shared by hash-consing, still holds).
 TEST(Semantics, ReturnedLeafValuesDoNotAliasState) {
-    Variable w(f32v({1, 2}), "alias_w");
+    Variable w(semantics_f32({1, 2}), "alias_w");
     Function f = function({}, {w});
     Array out = f()[0];
     out.data<float>()[0] = 99.0f;
     EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{1, 2}));
     EXPECT_EQ(f()[0].to_vector<float>(), (std::vector<float>{1, 2}));
 
-    Tensor c = constant(f32v({7, 8}));
+    Tensor c = constant(semantics_f32({7, 8}));
     Function g = function({}, {c});
     Array gout = g()[0];
     gout.data<float>()[1] = -1.0f;
@@ -193,10 +193,10 @@ TEST(Semantics, ReturnedLeafValuesDoNotAliasState) {
 // Variables own their storage: an update from an input copies it, so the caller's array can be
 // reused (as a training loop reuses its batch buffer).
 TEST(Semantics, UpdateFromAnInputDoesNotAliasTheCallersArray) {
-    Variable w(f32v({0, 0}), "alias_in_w");
+    Variable w(semantics_f32({0, 0}), "alias_in_w");
     Placeholder x({2}, f32, "alias_in_x");
     Function set = function({x}, {}, {{w, x}});
-    Array batch = f32v({1, 2});
+    Array batch = semantics_f32({1, 2});
     set(batch);
     batch.data<float>()[0] = 100.0f;
     EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{1, 2}));
@@ -205,7 +205,7 @@ TEST(Semantics, UpdateFromAnInputDoesNotAliasTheCallersArray) {
 // ---- variables --------------------------------------------------------------------------------
 
 TEST(Semantics, VariableValueAssignReset) {
-    Array init = f32v({1, 2, 3});
+    Array init = semantics_f32({1, 2, 3});
     Variable v(init, "var_sem");
     init.data<float>()[0] = 50.0f; // the variable copied its initial value
     EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{1, 2, 3}));
@@ -214,7 +214,7 @@ TEST(Semantics, VariableValueAssignReset) {
     copy.data<float>()[1] = -7.0f;
     EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{1, 2, 3}));
 
-    Array nv = f32v({4, 5, 6});
+    Array nv = semantics_f32({4, 5, 6});
     v.assign(nv);
     nv.data<float>()[0] = 0.0f; // assign copies too
     EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{4, 5, 6}));
@@ -223,7 +223,7 @@ TEST(Semantics, VariableValueAssignReset) {
     EXPECT_EQ(v.value().dtype(), f32);
     EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{7, 8, 9}));
     EXPECT_THROW(v.assign(Array(std::vector<double>{7, 8, 9})), TypeError);
-    EXPECT_THROW(v.assign(f32v({1, 2})), ShapeError);
+    EXPECT_THROW(v.assign(semantics_f32({1, 2})), ShapeError);
     EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{7, 8, 9}));
 
     v.reset();
@@ -232,7 +232,7 @@ TEST(Semantics, VariableValueAssignReset) {
     // a function sees assign() at its next call
     Function f = function({}, {sum(v)});
     EXPECT_EQ(item(f()[0]), 6.0f);
-    v.assign(f32v({1, 1, 1}));
+    v.assign(semantics_f32({1, 1, 1}));
     EXPECT_EQ(item(f()[0]), 3.0f);
 }
 
@@ -241,7 +241,7 @@ TEST(Semantics, VariableWithInitialiserExpression) {
     Variable v(init, "var_init_expr");
     Array first = v.value();
     EXPECT_TRUE(first.equals(init.eval()));
-    v.assign(f32v({0, 0, 0, 0}));
+    v.assign(semantics_f32({0, 0, 0, 0}));
     v.reset(); // re-evaluates the initialiser: the same seed draws the same numbers
     EXPECT_TRUE(v.value().equals(first));
     for (float x : first.to_vector<float>()) {
@@ -264,8 +264,8 @@ TEST(Semantics, ScopeNaming) {
             Scope dense("dense");
             EXPECT_EQ(Scope::current(), "sem_model/dense");
             EXPECT_EQ(Scope::qualify("b"), "sem_model/dense/b");
-            w1 = Variable(f32v({1, 2}), "W");
-            w2 = Variable(f32v({3, 4}), "W");
+            w1 = Variable(semantics_f32({1, 2}), "W");
+            w2 = Variable(semantics_f32({3, 4}), "W");
             inner = xin * w1;
         }
         EXPECT_EQ(Scope::current(), "sem_model");
@@ -273,7 +273,7 @@ TEST(Semantics, ScopeNaming) {
         EXPECT_EQ(p.name(), "sem_model/p");
     }
     EXPECT_EQ(Scope::current(), "");
-    top = Variable(f32v({0}), "W");
+    top = Variable(semantics_f32({0}), "W");
     EXPECT_EQ(w1.full_name(), "sem_model/dense/W");
     EXPECT_EQ(w2.full_name(), "sem_model/dense/W_1");
     EXPECT_EQ(w1.name(), "sem_model/dense/W");
@@ -365,18 +365,18 @@ TEST(Semantics, CloneReplacesAnIntermediateNode) {
 // (SymJAX's version swaps in tensors of another shape; ours requires compatible shapes.)
 TEST(Semantics, CloneReplacesAPlaceholderAndAVariable) {
     Variable w(Array(std::vector<float>(3, 1.0f)), "clone_p_w");
-    Variable z(f32v({1, 2, 3}), "clone_p_z");
+    Variable z(semantics_f32({1, 2, 3}), "clone_p_z");
     Placeholder x({3}, f32, "clone_p_x");
     Placeholder y({-1}, f32, "clone_p_y");
     Tensor v1 = x * w;
     Tensor v2 = clone(v1, {{x, y}, {w, z}}); // y * z
     Function f = function({x, y}, {sum(v1), sum(v2)});
-    std::vector<Array> out = f(f32v({1, 1, 1}), f32v({1, 1, 2}));
+    std::vector<Array> out = f(semantics_f32({1, 1, 1}), semantics_f32({1, 1, 2}));
     EXPECT_EQ(item(out[0]), 3.0f);
     EXPECT_EQ(item(out[1]), 9.0f);
     // the clone keeps reading the replacement variable's current value
-    z.assign(f32v({0, 0, 4}));
-    out = f(f32v({1, 1, 1}), f32v({1, 1, 2}));
+    z.assign(semantics_f32({0, 0, 4}));
+    out = f(semantics_f32({1, 1, 1}), semantics_f32({1, 1, 2}));
     EXPECT_EQ(item(out[0]), 3.0f);
     EXPECT_EQ(item(out[1]), 8.0f);
     // the original graph is untouched
@@ -519,10 +519,10 @@ TEST(Semantics, EvalWithGivens) {
     Placeholder x({3}, f32, "eval_x");
     Tensor h = x * 2.0;
     Tensor y = h * h + 1.0;
-    Array r = y.eval({{x, constant(f32v({1, 2, 3}))}});
+    Array r = y.eval({{x, constant(semantics_f32({1, 2, 3}))}});
     EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{5, 17, 37}));
     // givens may replace an intermediate, which removes the need for x
-    r = y.eval({{h, constant(f32v({0, 1, -3}))}});
+    r = y.eval({{h, constant(semantics_f32({0, 1, -3}))}});
     EXPECT_EQ(r.to_vector<float>(), (std::vector<float>{1, 2, 10}));
     // eval reads variables' current values
     Variable w(Array::scalar(2.0f), "eval_w");
@@ -538,7 +538,7 @@ TEST(Semantics, EvalWithGivens) {
 
 TEST(Semantics, AnyDimBoundPerCall) {
     Placeholder x({-1, 3}, f32, "batch_x");
-    Variable w(f32v({1, 10, 100}), "batch_w");
+    Variable w(semantics_f32({1, 10, 100}), "batch_w");
     Tensor y = sum(x * w, {1});
     EXPECT_EQ(y.shape(), (Shape{-1}));
     Function f = function({x}, {y, mean(x)});
@@ -620,11 +620,11 @@ TEST(Semantics, GradientsWithRespectToPlaceholderAndIntermediate) {
     Tensor cost = sum(h * h); // = 4 sum(x^2)
     std::vector<Tensor> g = gradients(cost, {x, h});
     Function f = function({x}, {g[0], g[1]});
-    std::vector<Array> out = f(f32v({1, -2, 0.5f}));
+    std::vector<Array> out = f(semantics_f32({1, -2, 0.5f}));
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{8, -16, 4})); // 8x
     EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{4, -8, 2}));  // 2h = 4x
     // a wrt the cost does not depend on gets zeros of its shape
-    Variable unused(f32v({1, 2}), "gw_unused");
+    Variable unused(semantics_f32({1, 2}), "gw_unused");
     Tensor z = gradients(cost, unused);
     EXPECT_EQ(z.shape(), (Shape{2}));
     EXPECT_EQ(z.eval().to_vector<float>(), (std::vector<float>{0, 0}));

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
+
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -111,13 +113,9 @@ inline ::testing::AssertionResult array_equal(const Array& a, const std::vector<
     return ::testing::AssertionSuccess();
 }
 
-/// The values of an array, flat, as doubles.
-inline std::vector<double> values(const Array& a) {
-    std::vector<double> v(size_t(a.size()));
-    for (int64_t i = 0; i < a.size(); ++i)
-        v[size_t(i)] = a.at(i);
-    return v;
-}
+/// The values of an array, flat, as doubles (one function with TestUtil.h's, so that a unity
+/// batch that sees both names finds one).
+using sj::test::values;
 
 /// A 0-d f32 array.
 inline Array scalar_f32(double v) {

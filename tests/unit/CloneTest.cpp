@@ -3,21 +3,16 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
+
 using namespace sj;
+using sj::test::message_of;
 
 namespace {
 std::vector<float> vec(const Array& a) {
     return a.to_vector<float>();
 }
 
-template <class F> std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 } // namespace
 
 // SymJAX tests/clone_test.py, test_clone_0: a variable replaced by a placeholder.
@@ -80,14 +75,14 @@ TEST(Clone, IllTypedResultNamesTheOpAndTheReplacement) {
     Placeholder x({10}, DType::F32, "cl_xi");
     Placeholder y({3}, DType::F32, "cl_yi");
     Tensor t = sum(x * w);
-    std::string msg = message_of([&] { clone(t, {{x, y}}); });
+    std::string msg = message_of<Error>([&] { clone(t, {{x, y}}); });
     EXPECT_NE(msg.find("clone: replacing cl_xi f32[10] by cl_yi f32[3]"), std::string::npos) << msg;
     EXPECT_NE(msg.find("(mul)"), std::string::npos) << msg;
     EXPECT_THROW(clone(t, {{x, y}}), ShapeError);
     // a dtype the op refuses: log of an integer
     Placeholder i({10}, DType::I32, "cl_ii");
     Tensor l = log(x);
-    msg = message_of([&] { clone(l, {{x, i}}); });
+    msg = message_of<Error>([&] { clone(l, {{x, i}}); });
     EXPECT_NE(msg.find("by cl_ii i32[10]"), std::string::npos) << msg;
     EXPECT_NE(msg.find("(log)"), std::string::npos) << msg;
     EXPECT_THROW(clone(l, {{x, i}}), TypeError);

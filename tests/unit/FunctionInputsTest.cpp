@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
+
 #include <cmath>
 
 using namespace sj;
+using sj::test::message_of;
 
 namespace {
 std::vector<float> vec(const Array& a) {
@@ -24,14 +27,6 @@ protected:
     }
 };
 
-template <class F> std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 } // namespace
 
 TEST_P(FunctionInputs, VariableIsOverriddenAndKeepsItsValue) {
@@ -70,7 +65,7 @@ TEST_P(FunctionInputs, IntermediateInputCutsTheGraphAboveIt) {
     EXPECT_EQ(vec(f(a3)[0]), std::vector<float>(6, 2.0f)); // -1 dims bind per call
     EXPECT_EQ(vec(f(a5)[0]), std::vector<float>(10, 3.0f));
     // an input's wrong shape names the tensor and its type
-    std::string msg = message_of([&] { f(arr({1, 2, 3})); });
+    std::string msg = message_of<Error>([&] { f(arr({1, 2, 3})); });
     EXPECT_NE(msg.find("fi_h"), std::string::npos) << msg;
     EXPECT_NE(msg.find("[-1, 2]"), std::string::npos) << msg;
     EXPECT_THROW(f(arr({1, 2, 3})), InputError);
@@ -93,7 +88,7 @@ TEST_P(FunctionInputs, AnInputStillNeededElsewhereKeepsItsDependencies) {
     Function f = function({x, h}, {h + x}, {}, opts());
     EXPECT_EQ(f(1.0, 10.0)[0].item<float>(), 11.0f);
     // without x among the inputs, the output still reads it
-    std::string msg = message_of([&] { function({h}, {h + x}, {}, opts()); });
+    std::string msg = message_of<Error>([&] { function({h}, {h + x}, {}, opts()); });
     EXPECT_NE(msg.find("fi_x2"), std::string::npos) << msg;
     EXPECT_THROW(function({h}, {h + x}, {}, opts()), InputError);
 }
@@ -109,7 +104,7 @@ TEST_P(FunctionInputs, ConstantInput) {
 TEST_P(FunctionInputs, InputChecksNameTheTensor) {
     Variable w(arr({1, 2}), "fi_checked");
     Function f = function({w}, {w + 1.0}, {}, opts());
-    std::string msg = message_of([&] { f(Array(std::vector<double>{1, 2})); });
+    std::string msg = message_of<Error>([&] { f(Array(std::vector<double>{1, 2})); });
     EXPECT_NE(msg.find("fi_checked"), std::string::npos) << msg;
     EXPECT_NE(msg.find("f32"), std::string::npos) << msg;
     EXPECT_THROW(f(Array(std::vector<double>{1, 2})), InputError);
@@ -119,7 +114,7 @@ TEST_P(FunctionInputs, InputChecksNameTheTensor) {
     // listed twice, undefined
     EXPECT_THROW(function({w, w}, {w}, {}, opts()), Error);
     EXPECT_THROW(function({Tensor()}, {w}, {}, opts()), Error);
-    msg = message_of([&] { function({w, w}, {w}, {}, opts()); });
+    msg = message_of<Error>([&] { function({w, w}, {w}, {}, opts()); });
     EXPECT_NE(msg.find("listed twice"), std::string::npos) << msg;
 }
 

@@ -64,6 +64,7 @@
 
 using namespace sj;
 using sj::test::env_u64;
+using sj::test::on;
 
 namespace {
 
@@ -635,12 +636,6 @@ struct Tally {
     int64_t values = 0, tight = 0, loose = 0; // compared elements; with tol < 1e-4 |scale|; > 1e-2
     double compile_ms = 0, max_compile_ms = 0;
 };
-
-FunctionOptions on(const char* backend) {
-    FunctionOptions o;
-    o.backend = backend;
-    return o;
-}
 
 std::string graph_text(const Graph& g, const std::vector<Tensor>& outs) {
     std::ostringstream os;

@@ -13,6 +13,7 @@
 
 using namespace sj;
 using sj::test::message_of;
+using sj::test::values;
 
 namespace {
 
@@ -21,13 +22,6 @@ Array vec(std::vector<double> v, DType t = DType::F64) {
     for (size_t i = 0; i < v.size(); ++i)
         a.data<double>()[i] = v[i];
     return a.astype(t);
-}
-
-std::vector<double> values(const Array& a) {
-    std::vector<double> out;
-    for (int64_t i = 0; i < a.size(); ++i)
-        out.push_back(a.at(i));
-    return out;
 }
 
 /// The ops reachable from t.

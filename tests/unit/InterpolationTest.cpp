@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
 
+#include "TestUtil.h"
+
 #include <random>
 
 using namespace sj;
+using sj::test::message_of;
 namespace ip = sj::interpolation;
 
 namespace {
@@ -21,16 +24,6 @@ Array random_f64(const Shape& shape, unsigned seed) {
     for (auto& x : v)
         x = d(gen);
     return Array(v, shape);
-}
-
-/// The message of the exception `f` throws as E ("" when it throws nothing).
-template <class E, class F> std::string message_of(F&& f) {
-    try {
-        f();
-    } catch (const E& e) {
-        return e.what();
-    }
-    return "";
 }
 
 } // namespace

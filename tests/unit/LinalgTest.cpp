@@ -8,11 +8,14 @@
 #include <symjax/Variable.h>
 #include <symjax/ir/Node.h>
 
+#include "TestUtil.h"
+
 #include <cmath>
 #include <functional>
 #include <random>
 
 using namespace sj;
+using sj::test::values;
 
 namespace {
 
@@ -26,7 +29,6 @@ Array rand_array(const Shape& shape, unsigned seed, double lo = -1, double hi = 
     return a;
 }
 
-std::vector<double> values(const Array& a) { return a.to_vector<double>(); }
 
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
                      const std::string& what) {

@@ -15,15 +15,7 @@
 
 using namespace sj;
 
-namespace {
-
-FunctionOptions on(const char* backend) {
-    FunctionOptions o;
-    o.backend = backend;
-    return o;
-}
-
-} // namespace
+using sj::test::on;
 
 TEST(RandomCpu, BlocksEqualTheReferenceAcrossTheCounterWordCarry) {
     // four runs of 16 blocks per call, each from its own base: the low counter word wraps inside
