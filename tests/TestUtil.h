@@ -65,7 +65,9 @@ inline void expect_close(const Array& a, const Array& b, double rtol, double ato
 }
 
 /// The elements of `a` as doubles, in row-major order.
-inline std::vector<double> values(const Array& a) { return a.to_vector<double>(); }
+inline std::vector<double> values(const Array& a) {
+    return a.to_vector<double>();
+}
 
 /// FunctionOptions selecting `backend` ("cpu" or "reference").
 inline FunctionOptions on(const char* backend) {

@@ -138,7 +138,8 @@ TEST_P(ConvGolden, OutputAndGradientsMatchTorch) {
 std::vector<size_t> case_indices() {
     std::vector<size_t> v;
     if (conv_golden().is_object())
-        for (size_t i = 0; i < conv_golden().at("cases").size(); ++i) v.push_back(i);
+        for (size_t i = 0; i < conv_golden().at("cases").size(); ++i)
+            v.push_back(i);
     return v;
 }
 

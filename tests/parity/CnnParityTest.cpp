@@ -32,7 +32,7 @@ json load() {
     return json::parse(f);
 }
 
-void flatten_cnn_json(const json &j, std::vector<double> &out) {
+void flatten_cnn_json(const json& j, std::vector<double>& out) {
     if (j.is_array())
         for (const auto &e : j)
             flatten_cnn_json(e, out);
@@ -46,7 +46,7 @@ std::vector<double> values(const json &j) {
     return v;
 }
 
-Array cnn_array(const json &j, const Shape &shape, DType dtype = DType::F32) {
+Array cnn_array(const json& j, const Shape& shape, DType dtype = DType::F32) {
     return Array(values(j), shape).astype(dtype);
 }
 

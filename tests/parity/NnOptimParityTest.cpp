@@ -101,7 +101,7 @@ std::unique_ptr<nn::optim::Optimizer> make_optimizer(const std::string &cls, con
     throw std::runtime_error("unknown optimizer class " + cls);
 }
 
-Array optim_array(const json &j, const Shape &shape) {
+Array optim_array(const json& j, const Shape& shape) {
     std::vector<double> v;
     for (const auto &row : j) {
         if (row.is_array())

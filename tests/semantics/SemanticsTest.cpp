@@ -17,7 +17,9 @@ using sj::test::message_of;
 namespace {
 
 Array f32s(std::vector<float> v, Shape s) { return Array(v, std::move(s)); }
-Array semantics_f32(std::vector<float> v) { return Array(v); }
+Array semantics_f32(std::vector<float> v) {
+    return Array(v);
+}
 float item(const Array& a) { return a.item<float>(); }
 
 } // namespace

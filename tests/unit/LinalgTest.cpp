@@ -29,7 +29,6 @@ Array rand_array(const Shape& shape, unsigned seed, double lo = -1, double hi = 
     return a;
 }
 
-
 void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
                      const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
