@@ -8,13 +8,6 @@
 using namespace sj;
 using sj::test::message_of;
 
-namespace {
-std::vector<float> vec(const Array& a) {
-    return a.to_vector<float>();
-}
-
-} // namespace
-
 // SymJAX tests/clone_test.py, test_clone_0: a variable replaced by a placeholder.
 TEST(Clone, SymjaxVariableByPlaceholder) {
     Variable w(Array::scalar<float>(1), "cl_w0");
@@ -100,7 +93,7 @@ TEST(Clone, SymjaxEqualConstantsKeepTheirIdentity) {
     Tensor d = clone(c, {{a, 2.0 * w}});
     Function f = function({}, {c, d});
     auto expect_cols = [](const Array& m, float left, float right) {
-        std::vector<float> v = vec(m);
+        std::vector<float> v = m.to_vector<float>();
         ASSERT_EQ(v.size(), 20u);
         for (int r = 0; r < 10; ++r) {
             EXPECT_EQ(v[2 * r], left);
