@@ -26,6 +26,12 @@ public:
     virtual ~Executable() = default;
     virtual ExecResult run(const std::vector<Array>& inputs, const std::vector<Array>& var_values,
                            uint64_t counter) = 0;
+    /// Function calls it after committing a run's new values, still holding the call's
+    /// variable locks: an executable that keeps something derived from a variable's value
+    /// across calls learns here the stamp (VariableState::version) of the value it computed
+    /// (Note [Packed weights] in src/backend/cpu/CpuExecutable.cpp). Not called after a run
+    /// that threw, nor for eval's runs.
+    virtual void committed() {}
     virtual FunctionStats stats() const = 0;
     virtual std::string profile_report() const { return ""; }
     virtual std::string dump() const { return ""; }

@@ -317,8 +317,9 @@ std::vector<Array> Function::call(const std::vector<Arg>& args) const {
     for (size_t k = 0; k < p.updates.size(); ++k) {
         auto& s = *p.variables[p.updates[k].first]->attr<VariableAttrs>().state;
         std::lock_guard<std::mutex> vl(s.mu);
-        s.value = std::move(r.new_values[k]);
+        s.set_value(std::move(r.new_values[k]));
     }
+    im.exe->committed(); // (still under the variables' locks)
     ++im.calls;
     return std::move(r.outputs);
 }

@@ -13,6 +13,7 @@ namespace sj {
 
 namespace {
 std::atomic<uint64_t> g_next_placeholder{1};
+std::atomic<uint64_t> g_next_version{1};
 
 /// Live variables by full name, plus creation order (weak: the table never keeps one alive). A
 /// dying variable gives its name back, so a program that makes and drops variables in a loop
@@ -135,7 +136,7 @@ Variable::Variable(Array&& init, const std::string& name, bool trainable) {
     s->initial = init.unique() ? std::move(init) : init.clone();
     // one copy: the value shares the initial buffer until the first update replaces it (a
     // kernel writes a variable in place only when no other array holds its buffer)
-    s->value = s->initial;
+    s->set_value(s->initial);
     static_cast<Tensor&>(*this) = Tensor(make_variable(s, name));
 }
 
@@ -151,7 +152,7 @@ Variable::Variable(const Tensor& init, const std::string& name, bool trainable) 
     s->trainable = trainable;
     s->initial = v.clone();
     s->init_expr = init;
-    s->value = std::move(v);
+    s->set_value(std::move(v));
     static_cast<Tensor&>(*this) = Tensor(make_variable(s, name));
 }
 
@@ -184,7 +185,7 @@ void Variable::assign(const Array& v, bool allow_cast) const {
     Array nv = v.dtype() == s.dtype ? v.clone() : v.astype(s.dtype);
     std::unique_lock<std::shared_mutex> step(s.rw);
     std::lock_guard<std::mutex> lock(s.mu);
-    s.value = std::move(nv);
+    s.set_value(std::move(nv));
 }
 
 void Variable::reset() const {
@@ -192,7 +193,7 @@ void Variable::reset() const {
     Array v = s.init_expr.defined() ? s.init_expr.eval() : s.initial.clone();
     std::unique_lock<std::shared_mutex> step(s.rw);
     std::lock_guard<std::mutex> lock(s.mu);
-    s.value = std::move(v);
+    s.set_value(std::move(v));
 }
 
 bool Variable::trainable() const {
@@ -215,6 +216,20 @@ namespace detail {
 
 VariableState::~VariableState() {
     VariableTable::get().release(*this);
+}
+
+// Note [Variable versions]
+// Every write of a variable's value (construction, assign, reset, load_variables, a Function's
+// commit) goes through set_value, which gives the value a stamp from one global counter. So two
+// reads that see the same stamp saw the same contents: nobody wrote the variable between them,
+// whichever function, thread or API wrote it otherwise (a per-variable count would do too; a
+// global one also tells apart a variable that died and one made at its address). A function that
+// keeps a copy of a weight in another layout between calls (Note [Packed weights] in
+// src/backend/cpu/CpuExecutable.cpp) compares stamps instead of contents. Writes in place happen
+// only inside a call that then commits, so they get a stamp too.
+void VariableState::set_value(Array v) {
+    value = std::move(v);
+    version = g_next_version.fetch_add(1, std::memory_order_relaxed);
 }
 
 VariableLocks::Order VariableLocks::order(const std::vector<VariableState*>& vars,
@@ -275,7 +290,7 @@ void assign_values(const std::vector<VariableState*>& vars, std::vector<Array> v
     VariableLocks locks(order);
     for (size_t i = 0; i < vars.size(); ++i) {
         std::lock_guard<std::mutex> lock(vars[i]->mu);
-        vars[i]->value = std::move(values[i]);
+        vars[i]->set_value(std::move(values[i]));
     }
 }
 

@@ -29,6 +29,11 @@ struct VariableState {
     std::shared_mutex rw;
     std::string base; // the requested name; `name` is base or base_<suffix>
     int suffix = 0;
+    /// The stamp of `value` (Note [Variable versions] in Variable.cpp): a fresh one from a
+    /// global counter at every write, never 0; guarded by `mu`.
+    uint64_t version = 0;
+    /// value = v under a fresh stamp; the caller holds `mu` (or is constructing the state).
+    void set_value(Array v);
     VariableState() = default;
     VariableState(const VariableState&) = delete;
     VariableState& operator=(const VariableState&) = delete;
