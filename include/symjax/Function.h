@@ -92,6 +92,9 @@ struct FunctionStats {
     /// Milliseconds the last call spent waiting for collectives (cpu backend): the
     /// communication the rest of the step did not hide.
     double collective_wait_ms = 0;
+    /// Weights the last call's matmuls read from a packed copy that the function keeps between
+    /// calls and its update writes (cpu backend: docs/performance.md, "Packed weights").
+    size_t packed_weights = 0;
 };
 
 namespace detail {

@@ -238,6 +238,7 @@ void bind_core(py::module_& m) {
             d["compiled_loops"] = s.compiled_loops;
             d["step_kernels"] = s.step_kernels;
             d["collective_wait_ms"] = s.collective_wait_ms;
+            d["packed_weights"] = s.packed_weights;
             return d;
         });
 

@@ -78,6 +78,7 @@ def test_function_stats_count_parallel_regions():
     f = sj.function(x, outputs=[x * 2.0 + 1.0])
     f(np.zeros(1000, np.float32))
     assert f.stats["kernels"] == 1 and f.stats["parallel_regions"] == 0  # 8 KB: one thread
+    assert f.stats["packed_weights"] == 0  # no matmul, no update
 
 
 def test_cifar10_binary(tmp_path):

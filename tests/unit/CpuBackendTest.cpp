@@ -392,3 +392,85 @@ TEST(CpuBackend, SmallMatmulsRunOnTheCallingThread) {
     g(random_array(f32, {128, 512}, 15), random_array(f32, {512, 512}, 16));
     EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
 }
+
+namespace {
+/// Two dense layers trained by SGD (W0) and momentum (W1), the learning rate an input: the
+/// shapes let both weights be read packed (K a multiple of 16, N of 64, and matmuls of more than
+/// 2^20 multiply-adds, which run on the team: Note [Small matmuls on one thread] in Dot.cpp).
+struct PackedMlp {
+    const char* backend;
+    Variable w0, w1, v1;
+    Function step;
+    PackedMlp(const char* b, const std::string& tag, bool nan_guard = false)
+        : backend(b), w0(random_array(f32, {128, 256}, 21, -0.1, 0.1), "packed_w0" + tag),
+          w1(random_array(f32, {256, 128}, 22, -0.1, 0.1), "packed_w1" + tag),
+          v1(Array(f32, {256, 128}), "packed_v1" + tag) {
+        Placeholder x({64, 128}, f32, "x"), y({64, 128}, f32, "y"), lr({}, f32, "lr");
+        Tensor h = maximum(matmul(x, w0), 0.0);
+        Tensor e = matmul(h, w1) - y;
+        Tensor loss = mean(e * e);
+        std::vector<Tensor> g = gradients(loss, {w0, w1});
+        Tensor nv1 = v1 * 0.9 + g[1];
+        FunctionOptions o = on(b);
+        o.nan_guard = nan_guard;
+        step =
+            function({x, y, lr}, {loss}, {{w0, w0 - lr * g[0]}, {v1, nv1}, {w1, w1 - lr * nv1}}, o);
+    }
+};
+} // namespace
+
+// Note [Packed weights] in CpuExecutable.cpp: a step whose update writes a weight that its
+// matmuls read keeps a packed copy of it between calls. The weights after each step match the
+// reference interpreter's, also when the variable is written between calls by assign, reset,
+// load_variables or another function (each makes the copy stale: the next call packs again).
+TEST(CpuBackend, PackedWeightsFollowEveryWriteOfTheVariable) {
+    PackedMlp cpu("cpu", ""), ref("reference", "_ref");
+    if (__builtin_cpu_supports("avx512f")) // (oneDNN asks for another layout without AVX-512)
+        EXPECT_EQ(cpu.step.stats().packed_weights, 0u) << "before the first call";
+    const std::string file = ::testing::TempDir() + "/packed_weights.safetensors";
+    auto both = [&](const std::function<void(PackedMlp&)>& f) { f(cpu), f(ref); };
+    auto check = [&](const std::string& when) {
+        expect_close(cpu.w0.value(), ref.w0.value(), 1e-4, 1e-6, "W0 " + when);
+        expect_close(cpu.w1.value(), ref.w1.value(), 1e-4, 1e-6, "W1 " + when);
+    };
+    for (int k = 0; k < 10; ++k) {
+        Array x = random_array(f32, {64, 128}, 30 + k), y = random_array(f32, {64, 128}, 50 + k);
+        both([&](PackedMlp& m) { m.step(x, y, 0.05); });
+        if (k == 0 && __builtin_cpu_supports("avx512f"))
+            EXPECT_EQ(cpu.step.stats().packed_weights, 2u) << cpu.step.dump();
+        if (k == 2) // assign
+            both([](PackedMlp& m) { m.w0.assign(random_array(f32, {128, 256}, 70, -0.1, 0.1)); });
+        if (k == 4) // another function
+            both([](PackedMlp& m) {
+                function({}, {}, {{m.w0, m.w0 * 0.5}, {m.w1, m.w1 + 0.01}}, on(m.backend))();
+            });
+        if (k == 6) { // reset, then load_variables of values saved before it
+            save_variables(file, "packed_w*");
+            both([](PackedMlp& m) { m.w0.reset(), m.w1.reset(); });
+            check("after reset, step " + std::to_string(k));
+            both([&](PackedMlp& m) { m.step(x, y, 0.05); }); // (a call between: copies fresh)
+            load_variables(file, "packed_w*"); // (both models' weights: saved under their names)
+        }
+        check("after step " + std::to_string(k));
+    }
+    std::remove(file.c_str());
+}
+
+// A call that throws after the update wrote the packed copy commits nothing; the next call must
+// not read that copy. Under nan_guard a NaN learning rate throws at the update's kernel (the
+// first value with a NaN), after it packed its NaN weights; the next call with a good rate
+// matches the reference, which saw the same two calls.
+TEST(CpuBackend, PackedWeightsOfAFailedCallAreNotRead) {
+    PackedMlp cpu("cpu", "", true), ref("reference", "_ref", true);
+    Array x = random_array(f32, {64, 128}, 80), y = random_array(f32, {64, 128}, 81);
+    for (PackedMlp* m : {&cpu, &ref}) {
+        m->step(x, y, 0.05);
+        EXPECT_THROW(m->step(x, y, std::nan("")), Error);
+        m->step(x, y, 0.05);
+        m->step(x, y, 0.05);
+    }
+    expect_close(cpu.w0.value(), ref.w0.value(), 1e-4, 1e-6, "W0");
+    expect_close(cpu.w1.value(), ref.w1.value(), 1e-4, 1e-6, "W1");
+    for (float w : cpu.w0.value().to_vector<float>())
+        ASSERT_FALSE(std::isnan(w));
+}

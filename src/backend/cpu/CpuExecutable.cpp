@@ -18,6 +18,7 @@
 #include <symjax/Variable.h>
 #include <symjax/ir/ControlFlow.h>
 #include <symjax/ir/Node.h>
+#include <symjax/ir/VariableState.h>
 
 #include <algorithm>
 #include <chrono>
@@ -159,6 +160,40 @@ struct ReduceChunk {
     int64_t begin = 0, end = 0;
 };
 
+// Note [Packed weights]
+// oneDNN's matmul reads its weights B ([K, N], row-major) through a copy in a blocked layout that
+// it makes on every call; given B already in that layout (16 x 64 blocks, the 64-column panels
+// outermost: pack_rhs in Dot.cpp) the MLP's forward matmuls run 15-25% faster (x W0, 128 x 784 x
+// 512: 0.29-0.31 ms against 0.35-0.41; docs/performance.md, "Packed weights"). Packing W before
+// each call costs what it saves, so the function keeps the copy between calls and writes it for
+// almost nothing: a training step that reads W in a matmul and computes W's new value in an
+// elementwise kernel (an SGD or momentum update) runs that kernel 16 rows at a time and copies
+// each piece, still in the core's L1, to the packed copy; the next call's matmuls read the copy.
+// The copy is written with non-temporal stores: it is read only by the next call, and a plain
+// store would first fetch each line from the other core, which read it in the forward matmul
+// (that made the update 25-30% slower; streamed, it is 25-30% faster than before, since W's own
+// lines are now read by no other core).
+// The copy is valid while the variable's stamp is the one of the value it holds (Note [Variable
+// versions] in src/runtime/Variable.cpp):
+//   - at the start of a call, a stale copy (the first call; any write of the variable since by
+//     assign, reset, load_variables or another function) is packed again from the value;
+//   - the update kernel marks the copy as holding no value before it writes it, so after a call
+//     that throws later the next call packs it again;
+//   - after the commit (Executable::committed), the copy takes the new value's stamp.
+// Only matmuls that run before the update read the copy (a later one reads the old value). The
+// variable keeps its plain row-major value: users, checkpoints and the other readers (the data
+// gradient, which reads W transposed) see nothing of this; the cost is one more K x N floats per
+// weight and function (FunctionStats::packed_weights counts them). Tests:
+// CpuBackend.PackedWeights*.
+struct PackedWeight {
+    detail::VariableState* state = nullptr;
+    int slot = -1; // the variable's
+    int64_t K = 0, N = 0;
+    Array copy;           // K * N floats in the packed layout
+    uint64_t holds = 0;   // the stamp of the value `copy` holds; 0: none
+    bool written = false; // this call's update wrote `copy` with the value it commits
+};
+
 struct StepCode {
     KernelFn fn = nullptr; // kernel steps: the compiled code
     /// kernel steps that reduce in fixed chunks into private outputs: the chunks (made once per
@@ -178,6 +213,13 @@ struct StepCode {
     /// a conv that folds an inference batch norm into its weights: them, kept between calls
     /// (Note [Folded weights cache] in Conv.cpp)
     mutable FoldedWeights folded;
+    /// Note [Packed weights]: a Dot step reading its rhs from this packed copy; a kernel step
+    /// writing output `packs_out` to this copy as well, `pack_trips` trips of loop 0 at a time
+    /// (16 rows), `pack_inner` elements a trip. Null otherwise.
+    PackedWeight* packed_rhs = nullptr;
+    PackedWeight* packs = nullptr;
+    int packs_out = -1;
+    int64_t pack_trips = 0, pack_inner = 0;
 };
 
 /// Buffers of earlier calls, reused when nobody else holds them (no page faults, no allocator
@@ -256,6 +298,8 @@ struct CallPlan {
     mutable int loopable = -1;
     /// as a scan's body: its step kernel (Note [Step kernels]), made when first asked
     mutable std::optional<std::shared_ptr<const struct StepKernel>> step_kernel;
+    /// the packed copies this plan's matmuls read (Note [Packed weights])
+    std::vector<PackedWeight*> packed;
 };
 
 /// One step's times. The first call is kept apart: it pays for what runs once (oneDNN generating
@@ -305,6 +349,16 @@ public:
     }
 
     FunctionStats stats() const override { return stats_; }
+
+    /// Note [Packed weights]: the copies this call's updates wrote hold the committed values.
+    void committed() override {
+        for (auto& [slot, pw] : packed_)
+            if (pw.written) {
+                std::lock_guard<std::mutex> lock(pw.state->mu);
+                pw.holds = pw.state->version;
+                pw.written = false;
+            }
+    }
     std::string dump() const override { return plan_.compiled.plan.str(); }
 
     std::string profile_report() const override {
@@ -394,6 +448,9 @@ public:
                 break;
             }
         }
+        for (PackedWeight* pw : plan.packed)
+            refresh_packed(*pw, env);
+        stats_.packed_weights = plan.packed.size();
         if (prof_.size() != plan_.steps.size())
             prof_.assign(plan_.steps.size(), {});
         stats_.collective_wait_ms = 0;
@@ -1152,6 +1209,7 @@ private:
             }
         }
         pair_max_pools(plan);
+        plan_packed_weights(plan);
         {
             compiler::SharedBuffers sb = compiler::share_buffers(plan_, plan.bound.types);
             plan.pool_entry = std::move(sb.entry);
@@ -1194,6 +1252,111 @@ private:
                 ++stats_.parallel_regions;
         }
         return plan;
+    }
+
+    /// Note [Packed weights]: for each variable that this plan's matmuls read as their [K, N]
+    /// rhs and whose new value an elementwise kernel after them writes in row-major order, the
+    /// packed copy, read by those matmuls and written by that kernel.
+    void plan_packed_weights(CallPlan& plan) {
+        const auto& types = plan.bound.node_types;
+        for (size_t k = 0; k < plan_.update_slots.size(); ++k) {
+            const int var = plan_.program.updates[k].first;
+            int vs = -1;
+            for (size_t s = 0; s < plan_.slots.size() && vs < 0; ++s)
+                if (plan_.slots[s].source == compiler::SlotSource::Variable &&
+                    plan_.slots[s].index == var)
+                    vs = int(s);
+            if (vs < 0)
+                continue;
+            const Shape& ws = plan.bound.types[size_t(vs)].shape;
+            if (plan.bound.types[size_t(vs)].dtype != DType::F32 || ws.size() != 2)
+                continue;
+            // the kernel computing the new value: step us, its output uo
+            size_t us = plan_.steps.size();
+            int uo = -1;
+            for (size_t si = 0; si < plan_.steps.size() && uo < 0; ++si) {
+                const auto& outs = plan_.steps[si].out_slots;
+                if (auto it = std::find(outs.begin(), outs.end(), plan_.update_slots[k]);
+                    it != outs.end())
+                    us = si, uo = int(it - outs.begin());
+            }
+            if (uo < 0 || plan_.steps[us].kind != compiler::StepKind::Kernel)
+                continue;
+            const int64_t inner = row_major_inner(plan.bound.steps[us].launch, size_t(uo), ws);
+            if (inner <= 0)
+                continue;
+            // the matmuls before it that can read the copy
+            std::vector<size_t> readers;
+            for (size_t si = 0; si < us; ++si) {
+                const compiler::Step& st = plan_.steps[si];
+                if (st.kind != compiler::StepKind::Dot)
+                    continue;
+                const Group& g = plan_.group(st);
+                const Node* r = g.roots[0].get();
+                if (slot(r->input(1).get()) == vs &&
+                    dot_packs_rhs(types.at(r->input(0).get()).shape, ws, r->attr<DotAttrs>(),
+                                  types.at(r).dtype, g.epilogue))
+                    readers.push_back(si);
+            }
+            if (readers.empty())
+                continue;
+            PackedWeight& pw = packed_[vs];
+            if (!pw.copy.defined()) {
+                pw.state = plan_.slots[size_t(vs)].node->attr<VariableAttrs>().state.get();
+                pw.slot = vs;
+                pw.K = ws[0], pw.N = ws[1];
+                pw.copy = Array::uninitialized(DType::F32, {pw.K * pw.N});
+            }
+            for (size_t si : readers)
+                plan.code[si].packed_rhs = &pw;
+            StepCode& uc = plan.code[us];
+            uc.packs = &pw;
+            uc.packs_out = uo;
+            uc.pack_inner = inner;
+            uc.pack_trips = std::max<int64_t>(1, 16 * pw.N / inner);
+            plan.packed.push_back(&pw);
+        }
+    }
+
+    /// Elements per trip of loop 0 when kernel output `o` of launch L is the row-major [K, N]
+    /// value `shape` (no reductions, offset 0, strides those of a contiguous array over the
+    /// loops' sizes), so that trips [b, e) write elements [b * inner, e * inner); else 0.
+    static int64_t row_major_inner(const compiler::KernelLaunch& L, size_t o, const Shape& shape) {
+        const compiler::KernelSpec& sp = L.spec;
+        if (sp.reduce_rank != 0 || sp.steps || sp.row != 0 || L.split_reduce || L.outer <= 0)
+            return 0;
+        const size_t rank = size_t(sp.rank);
+        const size_t at = rank + (sp.load_dtypes.size() + o) * (rank + 1); // its strides
+        if (sp.outputs[o].dtype != DType::F32 || L.params[at + rank] != 0)
+            return 0;
+        int64_t expect = 1;
+        for (size_t d = rank; d-- > 0;) {
+            if (L.params[d] > 1 && L.params[at + d] != expect)
+                return 0;
+            expect *= L.params[d];
+        }
+        if (expect != shape[0] * shape[1])
+            return 0;
+        return expect / L.outer;
+    }
+
+    /// A stale packed copy (Note [Packed weights]) packed again from the variable's value.
+    void refresh_packed(PackedWeight& pw, const std::vector<Array>& env) {
+        pw.written = false;
+        uint64_t now;
+        {
+            std::lock_guard<std::mutex> lock(pw.state->mu);
+            now = pw.state->version;
+        }
+        if (pw.holds == now)
+            return;
+        const float* w = static_cast<const float*>(env[size_t(pw.slot)].raw());
+        float* copy = static_cast<float*>(pw.copy.raw());
+        const int64_t n = pw.K * pw.N;
+        ThreadPool& pool = ThreadPool::get();
+        const int nt = pool.threads();
+        pool.run(nt, [&](int t) { pack_rhs(w, copy, pw.K, pw.N, n * t / nt, n * (t + 1) / nt); });
+        pw.holds = now;
     }
 
     /// Pairs each max_pool_backward(x, dy) step with an earlier step pooling the same x with the
@@ -1244,6 +1407,13 @@ private:
             const int acc = accumulated_slot(g);
             Array out;
             bool applied = false;
+            if (const PackedWeight* pw = plan.code[si].packed_rhs) { // (Note [Packed weights])
+                out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                dot_general_packed(lhs, static_cast<const float*>(pw->copy.raw()), rhs.shape(),
+                                   dims, out, g.epilogue, post_operands(g, env));
+                env[gc.out_slots[0]] = std::move(out);
+                return;
+            }
             if (acc >= 0 && !dot_can_accumulate(lhs, rhs, dims, env[size_t(acc)])) {
                 out = buffer(plan, gc.out_slots[0], t); // the plain product, then the epilogue
                 dot_general(lhs, rhs, dims, out);
@@ -1529,6 +1699,25 @@ private:
                 for (size_t k = 0; k < outs.size(); ++k)
                     if (g.outputs[k].reduced)
                         combine(outs[k], part, k, g.outputs[k].reduce_op);
+            } else if (const StepCode& sc = plan.code[si]; sc.packs) {
+                // each piece of rows, then its packed copy while the core holds it (Note
+                // [Packed weights]); the threads split the rows as below
+                PackedWeight& pw = *sc.packs;
+                pw.holds = 0; // from here until the commit the copy holds the new value
+                const float* w = static_cast<const float*>(outs[size_t(sc.packs_out)].raw());
+                float* copy = static_cast<float*>(pw.copy.raw());
+                auto rows = [&](int64_t b, int64_t e) {
+                    for (int64_t p = b; p < e; p += sc.pack_trips) {
+                        const int64_t q = std::min(e, p + sc.pack_trips);
+                        fn(bufs.data(), L.params.data(), p, q);
+                        pack_rhs(w, copy, pw.K, pw.N, p * sc.pack_inner, q * sc.pack_inner);
+                    }
+                };
+                if (nt <= 1)
+                    rows(0, L.outer);
+                else
+                    pool.run(nt, [&](int t) { rows(L.outer * t / nt, L.outer * (t + 1) / nt); });
+                pw.written = true;
             } else if (nt <= 1 || L.split_reduce) {
                 fn(bufs.data(), L.params.data(), 0, L.outer);
             } else {
@@ -1681,6 +1870,8 @@ private:
     std::unordered_map<const Node*, size_t> region_of_node_;
     compiler::ExecPlan plan_;
     std::map<std::string, CallPlan> plans_;
+    /// Note [Packed weights]: by variable slot (node-based: the plans share them)
+    std::unordered_map<int, PackedWeight> packed_;
     const CallPlan* last_plan_ = nullptr; // the plan of the last call, and its input shapes
     std::vector<Shape> last_shapes_;
     std::vector<Profile> prof_;

@@ -37,12 +37,13 @@
 #include "Sums.h"
 #include "ThreadPool.h"
 
+#include <algorithm>
 #include <cstring>
+#include <immintrin.h>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <algorithm>
 #include <tuple>
 #include <unordered_map>
 
@@ -117,9 +118,12 @@ struct GemmKey {
     /// a piece of a longer contraction (Note [Long contractions]): the operands' full K, which
     /// sets their strides (0: k), and a primitive planned for one thread
     int64_t k_full = 0;
+    /// B in oneDNN's packed layout (Note [Packed weights] in CpuExecutable.cpp): one [K, N]
+    /// matrix (batch 1, !tb), descriptors of rank 2
+    bool packed = false;
     bool operator<(const GemmKey& o) const {
-        return std::tie(batch, m, n, k, ta, tb, post, k_full) <
-               std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb, o.post, o.k_full);
+        return std::tie(batch, m, n, k, ta, tb, post, k_full, packed) <
+               std::tie(o.batch, o.m, o.n, o.k, o.ta, o.tb, o.post, o.k_full, o.packed);
     }
 };
 
@@ -139,8 +143,18 @@ constexpr int64_t kOneThreadWork = int64_t(1) << 22;
 // alone, so the bits stay the same at any thread count.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 20;
 
-/// The GEMM's [batch, M, N] result holds the channels along N.
-ChannelDim gemm_channels(const GemmKey& key) { return {3, 2, key.n}; }
+/// The GEMM's [batch, M, N] result (or [M, N] when packed) holds the channels along N.
+ChannelDim gemm_channels(const GemmKey& key) {
+    return key.packed ? ChannelDim{2, 1, key.n} : ChannelDim{3, 2, key.n};
+}
+
+/// The packed layout of a [K, N] matmul weight: 16 x 64 blocks, the 64-column panels outermost.
+/// Where oneDNN asks for another one (another CPU), no weight is packed.
+constexpr int64_t kPackRows = 16, kPackCols = 64;
+dnnl::memory::desc packed_desc(int64_t K, int64_t N) {
+    return dnnl::memory::desc({K, N}, dnnl::memory::data_type::f32,
+                              dnnl::memory::format_tag::BA16a64b);
+}
 
 struct Gemm {
     dnnl::matmul prim;
@@ -148,6 +162,7 @@ struct Gemm {
     size_t shift = 0;       // the epilogue's leading adds, the call's bias (Note [Affine prefix])
     dnnl::memory::desc bias;
     size_t scratch_bytes = 0;
+    bool usable = true; // false: a packed key for which oneDNN asks for another layout
 };
 
 /// The cached matmul primitive for row-major [batch, M, K] x [batch, K, N] -> [batch, M, N]
@@ -158,26 +173,41 @@ const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& ep
     std::lock_guard<std::mutex> lock(mu);
     if (auto it = cache->find(key); it != cache->end()) return it->second;
     using dnnl::memory;
-    const auto& [B, M, N, K, ta, tb, post, k_full] = key;
+    const auto& [B, M, N, K, ta, tb, post, k_full, packed] = key;
     const int64_t KF = k_full ? k_full : K;
     memory::dims sa = ta ? memory::dims{M * KF, 1, M} : memory::dims{M * KF, KF, 1};
     memory::dims sb = tb ? memory::dims{KF * N, 1, KF} : memory::dims{KF * N, N, 1};
     Gemm g;
-    g.a = memory::desc({B, M, K}, memory::data_type::f32, sa);
-    g.b = memory::desc({B, K, N}, memory::data_type::f32, sb);
-    g.c = memory::desc({B, M, N}, memory::data_type::f32, memory::dims{M * N, N, 1});
+    if (packed) { // (batch 1, whole K, B as oneDNN likes it: checked below)
+        g.a = memory::desc({M, K}, memory::data_type::f32,
+                           ta ? memory::dims{1, M} : memory::dims{K, 1});
+        g.b = memory::desc({K, N}, memory::data_type::f32, memory::format_tag::any);
+        g.c = memory::desc({M, N}, memory::data_type::f32, memory::dims{N, 1});
+    } else {
+        g.a = memory::desc({B, M, K}, memory::data_type::f32, sa);
+        g.b = memory::desc({B, K, N}, memory::data_type::f32, sb);
+        g.c = memory::desc({B, M, N}, memory::data_type::f32, memory::dims{M * N, N, 1});
+    }
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     g.shift = affine_prefix(epilogue, false);
     set_post_ops(attr, epilogue, gemm_channels(key), g.shift);
-    if (g.shift) g.bias = memory::desc({1, 1, N}, memory::data_type::f32, memory::dims{N, N, 1});
+    if (g.shift)
+        g.bias = key.packed
+                     ? memory::desc({1, N}, memory::data_type::f32, memory::dims{N, 1})
+                     : memory::desc({1, 1, N}, memory::data_type::f32, memory::dims{N, N, 1});
     try {
         std::optional<OneDnnlThread> one; // a piece runs on one thread: plan it so
         if (k_full) one.emplace();
         auto desc = g.shift ? dnnl::matmul::desc(g.a, g.b, g.bias, g.c) : dnnl::matmul::desc(g.a, g.b, g.c);
         dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+        if (key.packed) {
+            g.usable = pd.weights_desc() == packed_desc(K, N);
+            g.b = packed_desc(K, N);
+        }
         g.scratch_bytes = pd.scratchpad_desc().get_size();
-        g.prim = dnnl::matmul(pd);
+        if (g.usable)
+            g.prim = dnnl::matmul(pd);
     } catch (const dnnl::error& e) {
         SJ_THROW(Error) << "dot_general: oneDNN matmul failed for batch=" << B << " M=" << M << " N=" << N
                         << " K=" << K << ": " << e.what();
@@ -340,6 +370,60 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
                  static_cast<const double*>(Bm.raw()) + b * K * N, ldb, static_cast<double*>(out.raw()) + b * M * N,
                  N);
     return epilogue.empty();
+}
+
+namespace {
+/// lhs read as [M, K] in place: false, or true when stored [K, M]; nullopt when neither (a
+/// batch, or dims a GEMM cannot read without a copy).
+std::optional<bool> lhs_in_place(const Shape& lhs, const DotAttrs& d) {
+    if (!d.lhs_batch.empty() || lhs.size() != 2 || d.lhs_contract.size() != 1)
+        return std::nullopt;
+    return d.lhs_contract[0] == 0;
+}
+} // namespace
+
+bool dot_packs_rhs(const Shape& lhs, const Shape& rhs, const DotAttrs& d, DType out,
+                   const std::vector<compiler::PostOp>& epilogue) {
+    if (out != DType::F32 || !lhs_in_place(lhs, d) || rhs.size() != 2 || !d.rhs_batch.empty() ||
+        d.rhs_contract != std::vector<int64_t>{0})
+        return false;
+    const GemmDims g(lhs, rhs, d);
+    if (g.M == 0 || g.K % kPackRows || g.N % kPackCols || g.one_thread() || g.in_pieces())
+        return false;
+    match_dnnl_threads(); // the primitive is planned for the team, as the call runs
+    return gemm_for(
+               {1, g.M, g.N, g.K, *lhs_in_place(lhs, d), false, post_ops_key(epilogue), 0, true},
+               epilogue)
+        .usable;
+}
+
+void pack_rhs(const float* w, float* packed, int64_t K, int64_t N, int64_t begin, int64_t end) {
+    const int64_t panel = K * kPackCols; // one 64-column panel: K / 16 blocks of 16 x 64
+    for (int64_t i = begin; i < end;) {
+        const int64_t r = i / N, c = i % N;
+        const int64_t n = std::min(end - i, kPackCols - c % kPackCols); // to the panel's edge
+        float* to = packed + (c / kPackCols) * panel + r * kPackCols + c % kPackCols;
+        if (n == kPackCols && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
+            for (int64_t j = 0; j < kPackCols; j += 4)
+                _mm_stream_ps(to + j, _mm_loadu_ps(w + i + j));
+        } else {
+            std::memcpy(to, w + i, size_t(n) * sizeof(float));
+        }
+        i += n;
+    }
+    _mm_sfence();
+}
+
+void dot_general_packed(const Array& lhs, const float* packed_rhs, const Shape& rhs,
+                        const DotAttrs& d, Array& out,
+                        const std::vector<compiler::PostOp>& epilogue,
+                        const std::vector<const Array*>& post_operands) {
+    const GemmDims g(lhs.shape(), rhs, d);
+    match_dnnl_threads();
+    gemm_f32(
+        {1, g.M, g.N, g.K, *lhs_in_place(lhs.shape(), d), false, post_ops_key(epilogue), 0, true},
+        static_cast<const float*>(lhs.raw()), packed_rhs, static_cast<float*>(out.raw()), epilogue,
+        post_operands);
 }
 
 } // namespace sj::cpu

@@ -30,6 +30,27 @@ bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& dims
 /// Dot.cpp), 2 for a long contraction in pieces (the pieces, their sum), else 1.
 int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& dims, DType out);
 
+/// Whether the f32 call lhs x rhs -> out with `epilogue` can read rhs, a [K, N] matrix
+/// contracted along its rows, from pack_rhs's copy (Note [Packed weights] in CpuExecutable.cpp):
+/// lhs a [M, K] or [K, M] matrix, one matmul over the team (not a small call on one thread, not
+/// a long contraction in pieces), K a multiple of 16, N of 64, and oneDNN asks this CPU's matmul
+/// for that layout.
+bool dot_packs_rhs(const Shape& lhs, const Shape& rhs, const DotAttrs& dims, DType out,
+                   const std::vector<compiler::PostOp>& epilogue);
+
+/// Copies elements [begin, end) (row-major) of the [K, N] matrix `w` to their places in
+/// `packed` (K * N floats): blocks of 16 rows by 64 columns, row-major inside, the blocks of a
+/// 64-column panel in row order, the panels in column order (oneDNN's BA16a64b). Whole 64-float
+/// runs go with non-temporal stores (the copy is for a later call, not for the caches now).
+void pack_rhs(const float* w, float* packed, int64_t K, int64_t N, int64_t begin, int64_t end);
+
+/// dot_general reading rhs (of shape `rhs`) from its packed copy, where dot_packs_rhs holds;
+/// applies the epilogue.
+void dot_general_packed(const Array& lhs, const float* packed_rhs, const Shape& rhs,
+                        const DotAttrs& dims, Array& out,
+                        const std::vector<compiler::PostOp>& epilogue = {},
+                        const std::vector<const Array*>& post_operands = {});
+
 /// Estimated floating-point operations of the call (2 M N K per batch).
 double dot_flops(const Shape& lhs, const DotAttrs& dims, const Shape& out);
 
