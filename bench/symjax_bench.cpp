@@ -183,11 +183,12 @@ void mlp_train() {
     for (int64_t i = 0; i < batch; ++i) yb.data<int32_t>()[i] = int32_t(i % 10);
     double s = measure([&] { step(xb, yb); });
     emit("mlp_train", "train", 1.0 / s, "steps/s",
-         "\"batch\": " + std::to_string(batch) + ", \"samples_per_s\": " + std::to_string(batch / s) +
-             ", \"kernels\": " + std::to_string(step.stats().kernels) +
+         "\"batch\": " + std::to_string(batch) + ", \"samples_per_s\": " +
+             std::to_string(batch / s) + ", \"kernels\": " + std::to_string(step.stats().kernels) +
              ", \"library_calls\": " + std::to_string(step.stats().library_calls) +
              ", \"post_ops\": " + std::to_string(step.stats().post_ops) +
-             ", \"parallel_regions\": " + std::to_string(step.stats().parallel_regions));
+             ", \"parallel_regions\": " + std::to_string(step.stats().parallel_regions) +
+             ", \"packed_weights\": " + std::to_string(step.stats().packed_weights));
     if (fo.profile)
         std::fprintf(stderr, "# mlp_train train\n%s\n", step.profile_report().c_str());
     Tensor logits = [&] {

@@ -11,6 +11,11 @@
 //               the gradient as two one-thread matmuls, each writing its half of v's rows
 //   n_split     each thread its half of W's columns: both matmuls as two one-thread calls over
 //               halves of the columns; the update by columns
+//   packed      as library, but the forward reads a copy of W in the layout oneDNN's matmul
+//               asks for (format_tag::any: BA16a64b), which the update writes beside W, 16
+//               rows at a time while they are in the core's L1, with non-temporal stores (what
+//               the cpu backend does: Note [Packed weights] in src/backend/cpu/CpuExecutable.cpp)
+//   packed_cached  the same with plain stores (memcpy)
 // Prints one JSON line per mode and round (medians over the round's iterations, us).
 //   weight_ownership [--rounds R] [--iters I]      (OMP_NUM_THREADS=2)
 #include <dnnl.hpp>
@@ -22,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +61,27 @@ void update(float* W, const float* V, int r0, int r1, int c0, int c1) {
             _mm512_storeu_ps(W + i,
                              _mm512_fnmadd_ps(lr, _mm512_loadu_ps(V + i), _mm512_loadu_ps(W + i)));
         }
+}
+
+// the update of rows [r0, r1), each 16-row piece then copied into Wp (BA16a64b: 16x64 blocks,
+// the 64-column panels outermost) while it is hot; `stream`: with non-temporal stores
+void update_packed(float* W, const float* V, float* Wp, int r0, int r1, bool stream) {
+    for (int p0 = r0; p0 < r1; p0 += 16) {
+        const int p1 = std::min(r1, p0 + 16);
+        update(W, V, p0, p1, 0, N);
+        for (int r = p0; r < p1; ++r)
+            for (int c = 0; c < N; c += 64) {
+                float* to =
+                    Wp + (size_t(c / 64) * (K / 16) + size_t(r / 16)) * 1024 + size_t(r % 16) * 64;
+                const float* from = W + size_t(r) * N + c;
+                if (!stream)
+                    std::memcpy(to, from, 64 * sizeof(float));
+                else
+                    for (int j = 0; j < 64; j += 16)
+                        _mm512_stream_ps(to + j, _mm512_loadu_ps(from + j));
+            }
+    }
+    _mm_sfence();
 }
 
 } // namespace
@@ -98,6 +125,25 @@ int main(int argc, char** argv) {
     // the team's calls, then one-thread calls (oneDNN plans a primitive for the thread count
     // when it is made; inside a parallel region it runs on the calling thread)
     matmul fwd = mm(md({B, K}, {K, 1}), md({K, N}, {N, 1}), md({B, N}, {N, 1}), plain);
+    const memory::desc wp_desc({K, N}, memory::data_type::f32, memory::format_tag::BA16a64b);
+    matmul::primitive_desc fwd_p_pd(
+        matmul::desc(md({B, K}, {K, 1}),
+                     memory::desc({K, N}, memory::data_type::f32, memory::format_tag::any),
+                     md({B, N}, {N, 1})),
+        plain, eng);
+    if (fwd_p_pd.weights_desc() != wp_desc) {
+        std::fprintf(stderr, "weight_ownership: oneDNN asks for another packed layout\n");
+        return 1;
+    }
+    matmul fwd_p(fwd_p_pd);
+    // (64-byte aligned for the non-temporal stores)
+    std::unique_ptr<float, decltype(&std::free)> wp_mem(
+        static_cast<float*>(std::aligned_alloc(64, size_t(K) * N * sizeof(float))), &std::free);
+    struct {
+        float* p;
+        float* data() const { return p; }
+    } Wp{wp_mem.get()};
+    std::fill(Wp.data(), Wp.data() + size_t(K) * N, 0.f);
     matmul grad = mm(md({K, B}, {1, K}), md({B, N}, {N, 1}), md({K, N}, {N, 1}), momentum);
     omp_set_num_threads(1);
     matmul fwd_k = mm(md({B, K2}, {K, 1}), md({K2, N}, {N, 1}), md({B, N}, {N, 1}), plain);
@@ -111,9 +157,10 @@ int main(int argc, char** argv) {
                       {DNNL_ARG_WEIGHTS, memory(b, eng, const_cast<float*>(pb))},
                       {DNNL_ARG_DST, memory(c, eng, pc)}});
     };
-    const char* modes[] = {"library", "no_forward", "k_split", "n_split"};
+    const char* modes[] = {"library", "no_forward", "k_split",
+                           "n_split", "packed",     "packed_cached"};
     for (int r = 0; r < rounds; ++r)
-        for (int m = 0; m < 4; ++m) {
+        for (int m = 0; m < 6; ++m) {
             std::vector<double> tf, tg, tu, tt;
             for (int it = 0; it < iters + iters / 4; ++it) {
                 auto t0 = clk::now();
@@ -136,6 +183,9 @@ int main(int argc, char** argv) {
                                                          _mm512_loadu_ps(&P[size_t(B) * N + o])));
                             }
                     }
+                } else if (m >= 4) {
+                    run(fwd_p, md({B, K}, {K, 1}), X.data(), wp_desc, Wp.data(), md({B, N}, {N, 1}),
+                        Y.data());
                 } else if (m == 3) {
 #pragma omp parallel
                     {
@@ -145,7 +195,7 @@ int main(int argc, char** argv) {
                     }
                 }
                 auto t1 = clk::now();
-                if (m <= 1) {
+                if (m <= 1 || m >= 4) {
                     run(grad, md({K, B}, {1, K}), X.data(), md({B, N}, {N, 1}), DY.data(),
                         md({K, N}, {N, 1}), V.data());
                 } else {
@@ -166,6 +216,9 @@ int main(int argc, char** argv) {
                     const int t = omp_get_thread_num();
                     if (m == 3)
                         update(W.data(), V.data(), 0, K, t * N2, (t + 1) * N2);
+                    else if (m >= 4)
+                        update_packed(W.data(), V.data(), Wp.data(), K * t / 2, K * (t + 1) / 2,
+                                      m == 4);
                     else
                         update(W.data(), V.data(), K * t / 2, K * (t + 1) / 2, 0, N);
                 }
