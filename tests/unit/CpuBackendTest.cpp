@@ -400,7 +400,7 @@ namespace {
 struct PackedMlp {
     const char* backend;
     Variable w0, w1, v1;
-    Function step;
+    Function step, hidden; // a training step; the first layer's output, reading W0 only
     PackedMlp(const char* b, const std::string& tag, bool nan_guard = false)
         : backend(b), w0(random_array(f32, {128, 256}, 21, -0.1, 0.1), "packed_w0" + tag),
           w1(random_array(f32, {256, 128}, 22, -0.1, 0.1), "packed_w1" + tag),
@@ -415,14 +415,16 @@ struct PackedMlp {
         o.nan_guard = nan_guard;
         step =
             function({x, y, lr}, {loss}, {{w0, w0 - lr * g[0]}, {v1, nv1}, {w1, w1 - lr * nv1}}, o);
+        hidden = function({x}, {h}, {}, o);
     }
 };
 } // namespace
 
 // Note [Packed weights] in CpuExecutable.cpp: a step whose update writes a weight that its
-// matmuls read keeps a packed copy of it between calls. The weights after each step match the
-// reference interpreter's, also when the variable is written between calls by assign, reset,
-// load_variables or another function (each makes the copy stale: the next call packs again).
+// matmuls read keeps a packed copy of it between calls, and so does a function that only reads
+// it. The weights after each step, and the hidden layer a function that reads W0 computes, match
+// the reference interpreter's, also when the variable is written between calls by assign, reset,
+// load_variables or another function (each makes the copies stale: the next call packs again).
 TEST(CpuBackend, PackedWeightsFollowEveryWriteOfTheVariable) {
     PackedMlp cpu("cpu", ""), ref("reference", "_ref");
     if (__builtin_cpu_supports("avx512f")) // (oneDNN asks for another layout without AVX-512)
@@ -432,12 +434,16 @@ TEST(CpuBackend, PackedWeightsFollowEveryWriteOfTheVariable) {
     auto check = [&](const std::string& when) {
         expect_close(cpu.w0.value(), ref.w0.value(), 1e-4, 1e-6, "W0 " + when);
         expect_close(cpu.w1.value(), ref.w1.value(), 1e-4, 1e-6, "W1 " + when);
+        Array x = random_array(f32, {64, 128}, 90);
+        expect_close(cpu.hidden(x)[0], ref.hidden(x)[0], 1e-4, 1e-6, "hidden layer " + when);
     };
     for (int k = 0; k < 10; ++k) {
         Array x = random_array(f32, {64, 128}, 30 + k), y = random_array(f32, {64, 128}, 50 + k);
         both([&](PackedMlp& m) { m.step(x, y, 0.05); });
         if (k == 0 && __builtin_cpu_supports("avx512f"))
             EXPECT_EQ(cpu.step.stats().packed_weights, 2u) << cpu.step.dump();
+        if (k == 1 && __builtin_cpu_supports("avx512f")) // (check() called it)
+            EXPECT_EQ(cpu.hidden.stats().packed_weights, 1u) << cpu.hidden.dump();
         if (k == 2) // assign
             both([](PackedMlp& m) { m.w0.assign(random_array(f32, {128, 256}, 70, -0.1, 0.1)); });
         if (k == 4) // another function

@@ -180,6 +180,8 @@ struct ReduceChunk {
 //   - the update kernel marks the copy as holding no value before it writes it, so after a call
 //     that throws later the next call packs it again;
 //   - after the commit (Executable::committed), the copy takes the new value's stamp.
+// A function that reads W in matmuls and does not update it (inference, an evaluation step)
+// keeps a copy too, packed on its first call and again whenever W changed since its last call.
 // Only matmuls that run before the update read the copy (a later one reads the old value). The
 // variable keeps its plain row-major value: users, checkpoints and the other readers (the data
 // gradient, which reads W transposed) see nothing of this; the cost is one more K x N floats per
@@ -1255,37 +1257,38 @@ private:
     }
 
     /// Note [Packed weights]: for each variable that this plan's matmuls read as their [K, N]
-    /// rhs and whose new value an elementwise kernel after them writes in row-major order, the
-    /// packed copy, read by those matmuls and written by that kernel.
+    /// rhs, the packed copy those matmuls read, when the function does not update the variable
+    /// or an elementwise kernel after them writes its new value in row-major order (that kernel
+    /// then writes the copy too).
     void plan_packed_weights(CallPlan& plan) {
         const auto& types = plan.bound.node_types;
-        for (size_t k = 0; k < plan_.update_slots.size(); ++k) {
-            const int var = plan_.program.updates[k].first;
-            int vs = -1;
-            for (size_t s = 0; s < plan_.slots.size() && vs < 0; ++s)
-                if (plan_.slots[s].source == compiler::SlotSource::Variable &&
-                    plan_.slots[s].index == var)
-                    vs = int(s);
-            if (vs < 0)
+        for (size_t vs = 0; vs < plan_.slots.size(); ++vs) {
+            const compiler::Slot& sl = plan_.slots[vs];
+            const Shape& ws = plan.bound.types[vs].shape;
+            if (sl.source != compiler::SlotSource::Variable ||
+                plan.bound.types[vs].dtype != DType::F32 || ws.size() != 2)
                 continue;
-            const Shape& ws = plan.bound.types[size_t(vs)].shape;
-            if (plan.bound.types[size_t(vs)].dtype != DType::F32 || ws.size() != 2)
-                continue;
-            // the kernel computing the new value: step us, its output uo
+            // the kernel computing its new value, if the function updates it: step us, output uo
             size_t us = plan_.steps.size();
             int uo = -1;
-            for (size_t si = 0; si < plan_.steps.size() && uo < 0; ++si) {
-                const auto& outs = plan_.steps[si].out_slots;
-                if (auto it = std::find(outs.begin(), outs.end(), plan_.update_slots[k]);
-                    it != outs.end())
-                    us = si, uo = int(it - outs.begin());
+            int64_t inner = 0;
+            for (size_t k = 0; k < plan_.update_slots.size(); ++k) {
+                if (plan_.program.updates[k].first != sl.index)
+                    continue;
+                for (size_t si = 0; si < plan_.steps.size() && uo < 0; ++si) {
+                    const auto& outs = plan_.steps[si].out_slots;
+                    if (auto it = std::find(outs.begin(), outs.end(), plan_.update_slots[k]);
+                        it != outs.end())
+                        us = si, uo = int(it - outs.begin());
+                }
+                if (uo >= 0 && plan_.steps[us].kind == compiler::StepKind::Kernel)
+                    inner = row_major_inner(plan.bound.steps[us].launch, size_t(uo), ws);
+                if (inner <= 0) // (an update the copy cannot follow: stale at every call)
+                    uo = -2;
             }
-            if (uo < 0 || plan_.steps[us].kind != compiler::StepKind::Kernel)
+            if (uo == -2)
                 continue;
-            const int64_t inner = row_major_inner(plan.bound.steps[us].launch, size_t(uo), ws);
-            if (inner <= 0)
-                continue;
-            // the matmuls before it that can read the copy
+            // the matmuls (before the update) that can read the copy
             std::vector<size_t> readers;
             for (size_t si = 0; si < us; ++si) {
                 const compiler::Step& st = plan_.steps[si];
@@ -1293,27 +1296,29 @@ private:
                     continue;
                 const Group& g = plan_.group(st);
                 const Node* r = g.roots[0].get();
-                if (slot(r->input(1).get()) == vs &&
+                if (slot(r->input(1).get()) == int(vs) &&
                     dot_packs_rhs(types.at(r->input(0).get()).shape, ws, r->attr<DotAttrs>(),
                                   types.at(r).dtype, g.epilogue))
                     readers.push_back(si);
             }
             if (readers.empty())
                 continue;
-            PackedWeight& pw = packed_[vs];
+            PackedWeight& pw = packed_[int(vs)];
             if (!pw.copy.defined()) {
-                pw.state = plan_.slots[size_t(vs)].node->attr<VariableAttrs>().state.get();
-                pw.slot = vs;
+                pw.state = sl.node->attr<VariableAttrs>().state.get();
+                pw.slot = int(vs);
                 pw.K = ws[0], pw.N = ws[1];
                 pw.copy = Array::uninitialized(DType::F32, {pw.K * pw.N});
             }
             for (size_t si : readers)
                 plan.code[si].packed_rhs = &pw;
-            StepCode& uc = plan.code[us];
-            uc.packs = &pw;
-            uc.packs_out = uo;
-            uc.pack_inner = inner;
-            uc.pack_trips = std::max<int64_t>(1, 16 * pw.N / inner);
+            if (uo >= 0) {
+                StepCode& uc = plan.code[us];
+                uc.packs = &pw;
+                uc.packs_out = uo;
+                uc.pack_inner = inner;
+                uc.pack_trips = std::max<int64_t>(1, 16 * pw.N / inner);
+            }
             plan.packed.push_back(&pw);
         }
     }
