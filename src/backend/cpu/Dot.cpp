@@ -39,13 +39,16 @@
 
 #include <algorithm>
 #include <cstring>
-#include <immintrin.h>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace sj::cpu {
 
@@ -403,15 +406,20 @@ void pack_rhs(const float* w, float* packed, int64_t K, int64_t N, int64_t begin
         const int64_t r = i / N, c = i % N;
         const int64_t n = std::min(end - i, kPackCols - c % kPackCols); // to the panel's edge
         float* to = packed + (c / kPackCols) * panel + r * kPackCols + c % kPackCols;
+#if defined(__x86_64__) // (streamed: Note [Packed weights] in CpuExecutable.cpp)
         if (n == kPackCols && reinterpret_cast<uintptr_t>(to) % 16 == 0) {
             for (int64_t j = 0; j < kPackCols; j += 4)
                 _mm_stream_ps(to + j, _mm_loadu_ps(w + i + j));
-        } else {
-            std::memcpy(to, w + i, size_t(n) * sizeof(float));
+            i += n;
+            continue;
         }
+#endif
+        std::memcpy(to, w + i, size_t(n) * sizeof(float));
         i += n;
     }
-    _mm_sfence();
+#if defined(__x86_64__)
+    _mm_sfence(); // (the streamed stores before whoever reads the copy next)
+#endif
 }
 
 void dot_general_packed(const Array& lhs, const float* packed_rhs, const Shape& rhs,
