@@ -139,11 +139,8 @@ int main(int argc, char** argv) {
     // (64-byte aligned for the non-temporal stores)
     std::unique_ptr<float, decltype(&std::free)> wp_mem(
         static_cast<float*>(std::aligned_alloc(64, size_t(K) * N * sizeof(float))), &std::free);
-    struct {
-        float* p;
-        float* data() const { return p; }
-    } Wp{wp_mem.get()};
-    std::fill(Wp.data(), Wp.data() + size_t(K) * N, 0.f);
+    float* const Wp = wp_mem.get();
+    std::fill(Wp, Wp + size_t(K) * N, 0.f);
     matmul grad = mm(md({K, B}, {1, K}), md({B, N}, {N, 1}), md({K, N}, {N, 1}), momentum);
     omp_set_num_threads(1);
     matmul fwd_k = mm(md({B, K2}, {K, 1}), md({K2, N}, {N, 1}), md({B, N}, {N, 1}), plain);
@@ -184,7 +181,7 @@ int main(int argc, char** argv) {
                             }
                     }
                 } else if (m >= 4) {
-                    run(fwd_p, md({B, K}, {K, 1}), X.data(), wp_desc, Wp.data(), md({B, N}, {N, 1}),
+                    run(fwd_p, md({B, K}, {K, 1}), X.data(), wp_desc, Wp, md({B, N}, {N, 1}),
                         Y.data());
                 } else if (m == 3) {
 #pragma omp parallel
@@ -217,7 +214,7 @@ int main(int argc, char** argv) {
                     if (m == 3)
                         update(W.data(), V.data(), 0, K, t * N2, (t + 1) * N2);
                     else if (m >= 4)
-                        update_packed(W.data(), V.data(), Wp.data(), K * t / 2, K * (t + 1) / 2,
+                        update_packed(W.data(), V.data(), Wp, K * t / 2, K * (t + 1) / 2,
                                       m == 4);
                     else
                         update(W.data(), V.data(), K * t / 2, K * (t + 1) / 2, 0, N);

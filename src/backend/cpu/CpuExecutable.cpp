@@ -32,6 +32,7 @@
 #include <numeric>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -1262,51 +1263,54 @@ private:
     /// then writes the copy too).
     void plan_packed_weights(CallPlan& plan) {
         const auto& types = plan.bound.node_types;
-        for (size_t vs = 0; vs < plan_.slots.size(); ++vs) {
-            const compiler::Slot& sl = plan_.slots[vs];
-            const Shape& ws = plan.bound.types[vs].shape;
-            if (sl.source != compiler::SlotSource::Variable ||
-                plan.bound.types[vs].dtype != DType::F32 || ws.size() != 2)
+        // one pass over the steps and one over the updates: S + V for S steps and V variables,
+        // not S * V (see SlotPool on a 30,000-layer MLP step)
+        std::map<int, std::vector<size_t>> readers_of; // variable slot -> its matmul steps
+        std::vector<std::pair<size_t, int>> producer(plan_.slots.size(), {0, -1}); // step, output
+        for (size_t si = 0; si < plan_.steps.size(); ++si) {
+            const compiler::Step& st = plan_.steps[si];
+            for (size_t o = 0; o < st.out_slots.size(); ++o)
+                producer[size_t(st.out_slots[o])] = {si, int(o)};
+            if (st.kind != compiler::StepKind::Dot)
+                continue;
+            const int rhs = slot(plan_.group(st).roots[0]->input(1).get());
+            if (plan_.slots[size_t(rhs)].source == compiler::SlotSource::Variable)
+                readers_of[rhs].push_back(si);
+        }
+        std::unordered_map<int, int> new_value; // variable index -> the slot of its new value
+        for (size_t k = 0; k < plan_.update_slots.size(); ++k)
+            new_value[plan_.program.updates[k].first] = plan_.update_slots[k];
+        for (auto& [vs, matmuls] : readers_of) {
+            const compiler::Slot& sl = plan_.slots[size_t(vs)];
+            const Shape& ws = plan.bound.types[size_t(vs)].shape;
+            if (plan.bound.types[size_t(vs)].dtype != DType::F32 || ws.size() != 2)
                 continue;
             // the kernel computing its new value, if the function updates it: step us, output uo
             size_t us = plan_.steps.size();
             int uo = -1;
             int64_t inner = 0;
-            for (size_t k = 0; k < plan_.update_slots.size(); ++k) {
-                if (plan_.program.updates[k].first != sl.index)
-                    continue;
-                for (size_t si = 0; si < plan_.steps.size() && uo < 0; ++si) {
-                    const auto& outs = plan_.steps[si].out_slots;
-                    if (auto it = std::find(outs.begin(), outs.end(), plan_.update_slots[k]);
-                        it != outs.end())
-                        us = si, uo = int(it - outs.begin());
-                }
+            if (auto it = new_value.find(sl.index); it != new_value.end()) {
+                std::tie(us, uo) = producer[size_t(it->second)];
                 if (uo >= 0 && plan_.steps[us].kind == compiler::StepKind::Kernel)
                     inner = row_major_inner(plan.bound.steps[us].launch, size_t(uo), ws);
                 if (inner <= 0) // (an update the copy cannot follow: stale at every call)
-                    uo = -2;
+                    continue;
             }
-            if (uo == -2)
-                continue;
             // the matmuls (before the update) that can read the copy
             std::vector<size_t> readers;
-            for (size_t si = 0; si < us; ++si) {
-                const compiler::Step& st = plan_.steps[si];
-                if (st.kind != compiler::StepKind::Dot)
-                    continue;
-                const Group& g = plan_.group(st);
+            for (size_t si : matmuls) {
+                const Group& g = plan_.group(plan_.steps[si]);
                 const Node* r = g.roots[0].get();
-                if (slot(r->input(1).get()) == int(vs) &&
-                    dot_packs_rhs(types.at(r->input(0).get()).shape, ws, r->attr<DotAttrs>(),
-                                  types.at(r).dtype, g.epilogue))
+                if (si < us && dot_packs_rhs(types.at(r->input(0).get()).shape, ws,
+                                             r->attr<DotAttrs>(), types.at(r).dtype, g.epilogue))
                     readers.push_back(si);
             }
             if (readers.empty())
                 continue;
-            PackedWeight& pw = packed_[int(vs)];
+            PackedWeight& pw = packed_[vs];
             if (!pw.copy.defined()) {
                 pw.state = sl.node->attr<VariableAttrs>().state.get();
-                pw.slot = int(vs);
+                pw.slot = vs;
                 pw.K = ws[0], pw.N = ws[1];
                 pw.copy = Array::uninitialized(DType::F32, {pw.K * pw.N});
             }
