@@ -23,7 +23,10 @@ using sj::test::random_array;
 
 namespace {
 
-
+/// Random values in [0.5, 1.5) (variances).
+Array positive_array(Shape s, uint64_t seed) {
+    return random_array(f32, std::move(s), seed, 0.5, 1.5);
+}
 
 const ConvAttrs& conv_attrs(const Tensor& t) { return t.node()->attr<ConvAttrs>(); }
 const PoolAttrs& pool_attrs(const Tensor& t) { return t.node()->attr<PoolAttrs>(); }
@@ -415,6 +418,70 @@ TEST(ConvCpu, WinogradForWeightsTheFunctionDoesNotUpdate) {
     step(xv);
     const auto after = cpu::window_cache_stats();
     EXPECT_EQ(after.folded_hits + after.folded_misses, before.folded_hits + before.folded_misses);
+}
+
+// Note [Folded weights cache]: the weights an inference conv keeps between calls (folded with a
+// batch norm's scale, or in Winograd's layout) are checked by their variable's stamp, so every
+// write of the variable makes them again, even one that writes the same bytes: an assignment,
+// another function's update, a reset, a checkpoint load. Values against the reference
+// interpreter after each write; the same bits as the first call when the first values return.
+TEST(ConvCpu, KeptWeightsFollowEveryWriteOfTheirVariable) {
+    const bool wino = cpu::isa_channel_block() == 16;
+    const std::string file = ::testing::TempDir() + "/kept_weights.safetensors";
+    for (bool fold : {true, false}) {
+        SCOPED_TRACE(fold ? "folded with a batch norm" : "Winograd's layout");
+        const int64_t ch = fold ? 8 : 32; // (32 channels, 10x10: Winograd on AVX-512)
+        Placeholder x({-1, ch == 8 ? 4 : 32, 10, 10}, f32, "x");
+        Variable w(random_array(f32, {ch, ch == 8 ? 4 : 32, 3, 3}, 70, -0.2, 0.2), "kept_w");
+        Variable var(positive_array({ch}, 71), "kept_var");
+        Tensor y = conv2d(x, w, {}, "SAME");
+        if (fold) {
+            auto c1 = [&](const Tensor& v) { return reshape(v, {ch, 1, 1}); };
+            y = nn::relu((y - 0.1) * rsqrt(c1(var) + 1e-5));
+        }
+        Function infer = function({x}, {y});
+        Function ref = function({x}, {y}, {}, on("reference"));
+        Array xv = random_array(f32, {2, ch == 8 ? 4 : 32, 10, 10}, 72);
+        const bool kept = fold || wino; // (no Winograd kernels below AVX-512: nothing kept)
+        auto check = [&](const std::string& what, size_t misses) {
+            SCOPED_TRACE(what);
+            const auto before = cpu::window_cache_stats();
+            Array got = infer(xv)[0];
+            const auto after = cpu::window_cache_stats();
+            EXPECT_EQ(after.folded_misses - before.folded_misses, kept ? misses : 0);
+            EXPECT_EQ(after.folded_hits - before.folded_hits, kept ? 1 - misses : 0);
+            Array want = ref(xv)[0];
+            double scale = 0, err = 0;
+            for (int64_t k = 0; k < want.size(); ++k) {
+                scale = std::max(scale, std::fabs(want.at(k)));
+                err = std::max(err, std::fabs(got.at(k) - want.at(k)));
+            }
+            EXPECT_LE(err, 1e-5 * scale); // (Winograd's rounding: see the test above)
+            return got;
+        };
+        const Array w0 = w.value();
+        Array first = check("first call", 1);
+        check("again", 0);
+        w.assign(w0); // the same bytes, a new stamp: made again, the same bits
+        Array same = check("the same values assigned", 1);
+        EXPECT_EQ(std::memcmp(first.raw(), same.raw(), size_t(first.nbytes())), 0);
+        w.assign(random_array(f32, w0.shape(), 73, -0.2, 0.2));
+        check("new values assigned", 1);
+        check("and again", 0);
+        function({}, {}, {{w, w * 0.5}})(); // another function's update
+        check("after another function's update", 1);
+        save_variables(file, w.full_name());
+        w.reset();
+        check("after reset", 1);
+        load_variables(file, w.full_name());
+        check("after load_variables", 1);
+        if (fold) { // the scale, computed from another variable, is compared
+            var.assign(positive_array({ch}, 74));
+            check("a new variance", 1);
+            check("and again", 0);
+        }
+    }
+    std::remove(file.c_str());
 }
 
 TEST(ConvCpu, WinogradInTrainingOnBlockedWeights) {

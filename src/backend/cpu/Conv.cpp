@@ -936,8 +936,11 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
 bool kept_weights_current(FoldedWeights& f, const Array& w, const std::vector<float>& scale,
                           size_t bytes) {
     const size_t n = size_t(w.nbytes());
-    const bool hit = f.weights.defined() && f.scale == scale && f.source.size() == n &&
-                     std::memcmp(f.source.data(), w.raw(), n) == 0;
+    const bool same_weights = f.weights_version != 0
+                                  ? f.made_from_version == f.weights_version
+                                  : f.made_from_version == 0 && f.source.size() == n &&
+                                        std::memcmp(f.source.data(), w.raw(), n) == 0;
+    const bool hit = f.weights.defined() && f.scale == scale && same_weights;
     ++(hit ? g_folded_hits : g_folded_misses);
     if (!hit && (!f.weights.defined() || size_t(f.weights.nbytes()) != bytes))
         f.weights = Array::uninitialized(DType::U8, {int64_t(bytes)});
@@ -946,8 +949,13 @@ bool kept_weights_current(FoldedWeights& f, const Array& w, const std::vector<fl
 
 /// Records what the kept weights were made from.
 void remember_source(FoldedWeights& f, const Array& w, const std::vector<float>& scale) {
-    const auto* src = static_cast<const unsigned char*>(w.raw());
-    f.source.assign(src, src + w.nbytes());
+    f.made_from_version = f.weights_version;
+    if (f.weights_version != 0) {
+        std::vector<unsigned char>().swap(f.source); // (the stamp says it all)
+    } else {
+        const auto* src = static_cast<const unsigned char*>(w.raw());
+        f.source.assign(src, src + w.nbytes());
+    }
     f.scale = scale;
 }
 
@@ -956,13 +964,21 @@ void remember_source(FoldedWeights& f, const Array& w, const std::vector<float>&
 // gamma / sqrt(var + eps) on every call (Note [Affine prefix] in Dnnl.cpp), and oneDNN then
 // reorders them into its blocked layout: two passes over the weights, and at batch 1 a fifth of
 // a small network's call. The call site keeps the result (FoldedWeights, one per step of a
-// CallPlan) with the bytes of the weights and the scale it was made from; a call whose weights
-// and scale compare equal, byte for byte, uses it as it is. There is no version to trust: a
-// training step, an assignment or a checkpoint load changes the bytes, and the next call sees
-// it. The check costs a memcmp of the weights (it stops at the first difference when they
-// changed) and the scale; a miss copies the weights once more. The kept weights are made by
-// the same scaling and reorder as before, so a hit gives the same bits. The folded weights are
-// one more copy of each folded conv's weights per compiled function.
+// CallPlan) with what it was made from: the stamp of the weights' variable (Note [Variable
+// versions] in src/runtime/Variable.cpp) and the per-channel scale, which the call computes
+// from the statistics (C floats, compared). A call whose weights carry the same stamp and whose
+// scale compares equal uses the kept weights as they are; a training step, an assignment, a
+// reset or a checkpoint load gives the variable a new stamp, and the next call makes them
+// again. Weights that are not a variable's value (an input, a computed value) have no stamp:
+// their bytes are kept and compared instead. The kept weights are made by the same scaling and
+// reorder as before, so a hit gives the same bits.
+//
+// Until 2026-12-06 every call compared the bytes: a memcmp of every kept conv's weights per
+// inference call, and a copy of them per kept conv. The 19 MB of weights of `symjax_bench
+// conv_stack_infer` (8 convs of 256 channels) made its batch-1 call 1.9x as long as with the
+// stamps (2.4-2.6 ms against 1.26-1.42, AMD EPYC, 2 threads; docs/performance.md, "Kept conv
+// weights checked by stamp"); a ResNet-50 holds 100 MB. A stamp check is one load whatever the
+// size.
 void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
                   const std::vector<float>& scale, FoldedWeights& f, Arena& arena,
                   dnnl::stream& s) {
@@ -984,8 +1000,8 @@ void fold_weights(const WindowPrimitive& p, const WindowArg& a, const Array& w,
     remember_source(f, w, scale);
 }
 
-/// A Winograd conv's weights in the primitive's layout, kept in `f` while their bytes do not
-/// change (Note [Winograd convolutions]; the check is Note [Folded weights cache]'s): oneDNN's
+/// A Winograd conv's weights in the primitive's layout, kept in `f` while their variable is not
+/// written (Note [Winograd convolutions]; the check is Note [Folded weights cache]'s): oneDNN's
 /// Winograd weight transform took 0.23 ms a call for 32x32 3x3 weights, more than the
 /// convolution of an 8x8 map.
 void keep_reordered_weights(const WindowArg& a, const Array& w, FoldedWeights& f, dnnl::stream& s) {

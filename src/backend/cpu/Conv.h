@@ -6,6 +6,7 @@
 #include <symjax/Array.h>
 #include <symjax/ir/Node.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -46,7 +47,12 @@ bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& bac
 /// A convolution's weights with an inference batch norm folded in, in the primitive's layout,
 /// kept by the call site between calls (Note [Folded weights cache] in Conv.cpp).
 struct FoldedWeights {
-    std::vector<unsigned char> source; // the weights' bytes they were made from
+    /// Set by the caller before each call: the stamp of the variable whose value the weights are
+    /// (Note [Variable versions] in src/runtime/Variable.cpp), or 0 when they are not a
+    /// variable's value and their bytes are compared instead.
+    uint64_t weights_version = 0;
+    uint64_t made_from_version = 0;    // the stamp they were made from (0: see source)
+    std::vector<unsigned char> source; // else the weights' bytes they were made from
     std::vector<float> scale;          // and the per-output-channel scale
     Array weights;                     // scaled and reordered; undefined until the first call
 };

@@ -216,6 +216,9 @@ struct StepCode {
     /// a conv that folds an inference batch norm into its weights: them, kept between calls
     /// (Note [Folded weights cache] in Conv.cpp)
     mutable FoldedWeights folded;
+    /// such a conv whose weights are a variable's value: the variable, whose stamp tells whether
+    /// they changed (Note [Folded weights cache]); null otherwise (their bytes are compared)
+    detail::VariableState* weights_var = nullptr;
     /// Note [Packed weights]: a Dot step reading its rhs from this packed copy; a kernel step
     /// writing output `packs_out` to this copy as well, `pack_trips` trips of loop 0 at a time
     /// (16 rows), `pack_inner` elements a trip. Null otherwise.
@@ -1204,6 +1207,11 @@ private:
                     window_primitive(*r, ins, types.at(r), g.epilogue, false,
                                      r->is(Op::Conv) && fixed_weights(r->input(1).get(), updated));
                 sc.flops = window_flops(*r, ins, types.at(r));
+                if (r->is(Op::Conv))
+                    if (auto it = plan_.slot_of.find(r->input(1).get()); it != plan_.slot_of.end())
+                        if (const compiler::Slot& ws = plan_.slots[size_t(it->second)];
+                            ws.source == compiler::SlotSource::Variable)
+                            sc.weights_var = ws.node->attr<VariableAttrs>().state.get();
                 break;
             }
             case compiler::StepKind::View:
@@ -1464,6 +1472,11 @@ private:
                 ins.push_back(it != plan_.slot_of.end() ? &env[it->second] : nullptr);
             }
             const int ws = plan.code[si].workspace;
+            if (detail::VariableState* v = plan.code[si].weights_var) {
+                // (under the call's lock on the variable: nobody writes it until the commit)
+                std::lock_guard<std::mutex> lock(v->mu);
+                plan.code[si].folded.weights_version = v->version;
+            }
             run_window(*plan.code[si].window, ins, out, post_operands(g, env),
                        ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr, &plan.code[si].folded);
             env[gc.out_slots[0]] = std::move(out);
