@@ -13,6 +13,10 @@
 //                                [--max_steps N | --steps N,N,...] [--width W] [--first_call 0]
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
 //   symjax_bench per_example_grads [--batch 128] [--hidden 512]
+//   symjax_bench conv_stack_infer [--channels 256] [--layers 8] [--size 8] [--batch 1]
+//                                 (inference of a stack of 3x3 convs with large weights: Note
+//                                 [Folded weights cache]; PyTorch's peer:
+//                                 bench/peers/torch_conv_stack.py)
 //   symjax_bench scan_checkpoint
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
@@ -207,6 +211,31 @@ void mlp_train() {
 
 /// Per-example gradients of the 784-H-H-10 MLP's loss (vmap of gradients): every parameter's
 /// gradient for each of the batch's examples, [B, ...] per parameter.
+/// Inference through `layers` 3x3 convolutions of `channels` channels, each followed by a relu,
+/// on `batch` images of size x size: small activations and many weights, so what a call costs
+/// besides the convolutions shows (Note [Folded weights cache] in src/backend/cpu/Conv.cpp: the
+/// kept weights are checked by their variables' stamps, not by comparing their bytes).
+void conv_stack_infer() {
+    const int64_t c = std::stoll(opt("channels", "256")), layers = std::stoll(opt("layers", "8"));
+    const int64_t hw = std::stoll(opt("size", "8")), batch = std::stoll(opt("batch", "1"));
+    Placeholder x({-1, c, hw, hw}, f32, "x");
+    Tensor h = x;
+    std::vector<Variable> ws;
+    for (int64_t l = 0; l < layers; ++l) {
+        ws.emplace_back(randn({c, c, 3, 3}, 100 + uint64_t(l), 1.0 / std::sqrt(9.0 * double(c))),
+                        "conv_stack/w" + std::to_string(l));
+        h = nn::relu(conv2d(h, ws.back(), {}, "SAME"));
+    }
+    Function f = function({x}, {h});
+    Array xv = randn({batch, c, hw, hw}, 99);
+    const double s = measure([&] { f(xv); });
+    const double mb = double(layers * c * c * 9 * 4) / 1e6;
+    emit("conv_stack_infer", "infer", s * 1e3, "ms",
+         "\"channels\": " + std::to_string(c) + ", \"layers\": " + std::to_string(layers) +
+             ", \"size\": " + std::to_string(hw) + ", \"batch\": " + std::to_string(batch) +
+             ", \"weights_mb\": " + std::to_string(mb));
+}
+
 void per_example_grads() {
     int64_t batch = std::stoll(opt("batch", "128"));
     int hidden = std::stoi(opt("hidden", "512"));
@@ -864,6 +893,8 @@ int main(int argc, char** argv) {
         else if (b == "control_flow") control_flow();
         else if (b == "lstm")
             lstm();
+        else if (b == "conv_stack_infer")
+            conv_stack_infer();
         else if (b == "per_example_grads")
             per_example_grads();
         else if (b == "scan_checkpoint")
