@@ -213,11 +213,11 @@ struct StepCode {
     /// a max pool and its backward sharing a workspace: its index in CallPlan::workspaces
     /// (Note [Max-pool workspace] in Conv.cpp); -1 otherwise
     int workspace = -1;
-    /// a conv that folds an inference batch norm into its weights: them, kept between calls
-    /// (Note [Folded weights cache] in Conv.cpp)
+    /// a conv that keeps its weights between calls, folded with an inference batch norm or in
+    /// Winograd's layout: them (Note [Folded weights cache] in Conv.cpp)
     mutable FoldedWeights folded;
-    /// such a conv whose weights are a variable's value: the variable, whose stamp tells whether
-    /// they changed (Note [Folded weights cache]); null otherwise (their bytes are compared)
+    /// a conv whose weights are a variable's value: the variable, whose stamp tells whether the
+    /// kept weights are current (Note [Folded weights cache]); null otherwise (bytes compared)
     detail::VariableState* weights_var = nullptr;
     /// Note [Packed weights]: a Dot step reading its rhs from this packed copy; a kernel step
     /// writing output `packs_out` to this copy as well, `pack_trips` trips of loop 0 at a time
