@@ -570,6 +570,31 @@ TEST(ConvCpu, MaxPoolBackwardReadsTheForwardsWorkspace) {
     }
 }
 
+// Note [Small pools on one thread]: a pool (and its backward) that moves at most 1 MB runs on
+// the calling thread and starts no parallel region (FunctionStats::parallel_regions); a large one
+// still runs on the team. Max pooling and its gradient route values exactly: against the
+// reference interpreter, equal.
+TEST(ConvCpu, SmallPoolsRunOnOneThread) {
+    const bool team = cpu::ThreadPool::get().threads() > 1;
+    for (int64_t n : {2, 64}) { // 16 KB in, 4 KB out; 8 MB in, 2 MB out
+        SCOPED_TRACE("batch " + std::to_string(n));
+        Placeholder x({n, 16, 32, 32}, f32, "x"), r({n, 16, 16, 16}, f32, "r");
+        Tensor y = max_pool2d(x, {2, 2});
+        Function fwd = function({x}, {y}, {}, on("cpu"));
+        Function bwd = function({x, r}, {gradients(sum(y * r), {x})[0]}, {}, on("cpu"));
+        Function fwd_ref = function({x}, {y}, {}, on("reference"));
+        Function bwd_ref = function({x, r}, {gradients(sum(y * r), {x})[0]}, {}, on("reference"));
+        Array xv = random_array(f32, {n, 16, 32, 32}, 300),
+              rv = random_array(f32, {n, 16, 16, 16}, 301);
+        EXPECT_TRUE(fwd(xv)[0].equals(fwd_ref(xv)[0]));
+        EXPECT_TRUE(bwd(xv, rv)[0].equals(bwd_ref(xv, rv)[0]));
+        const bool small = n == 2;
+        EXPECT_EQ(fwd.stats().library_calls, 1u);
+        EXPECT_EQ(fwd.stats().parallel_regions, team && !small ? 1u : 0u) << fwd.dump();
+        EXPECT_EQ(bwd.stats().parallel_regions > 0, team && !small) << bwd.dump();
+    }
+}
+
 TEST(ConvCpu, PrimitivesAreCachedAcrossFunctions) {
     Placeholder x({2, 3, 10, 10}, f32, "x");
     Tensor y = conv2d(x, ones({5, 3, 3, 3}), {2}, "SAME");

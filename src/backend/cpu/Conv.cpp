@@ -194,6 +194,8 @@ struct WindowPrimitive {
     bool keep_weights = false;
     memory::desc bias, weights_user;
     std::unique_ptr<const FilterChunks> filter; // conv_backward_filter (p.main is empty)
+    /// planned for and run on the calling thread (Note [Small pools on one thread])
+    bool one_thread = false;
     std::string impl;      // oneDNN's implementation name (SJ_DEBUG >= 3)
     size_t temp_bytes = 0; // the temporaries of one call
 };
@@ -633,11 +635,30 @@ dnnl::pooling_forward::primitive_desc pool_forward_pd(const PoolAttrs& a,
     return dnnl::pooling_forward::primitive_desc(desc, attr, dnnl_engine());
 }
 
+// Note [Small pools on one thread]
+// oneDNN's pooling runs on every thread of the team whatever its size, and a parallel region
+// costs a few microseconds (Note [Parallel work threshold] in CpuExecutable.cpp), more than
+// pooling a small map: the SymJAX paper network's three pools took 0.011, 0.008 and 0.007 ms
+// of a 0.19 ms inference call at batch 1 (AMD EPYC, 2 threads). A pool or pooling backward
+// whose operands and result move at most kSmallPool bytes, the threshold our own kernels split
+// at, is planned for and runs on the
+// calling thread (OneDnnlThread), as small reorders do (Note [Small reorders on one thread]).
+// Pooling computes each output from its own window, so the bits do not depend on the threads.
+constexpr size_t kSmallPool = size_t(1) << 20;
+
 std::shared_ptr<WindowPrimitive> make_pool(const Node& n, const Operands& o, bool keep_workspace) {
     const auto& a = n.attr<PoolAttrs>();
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     memory::desc out = user(o.out, o.out_block());
+    size_t bytes = out.get_size();
+    for (size_t i = 0; i < o.in.size(); ++i)
+        bytes += user(o.in[i], o.in_block(i)).get_size();
+    std::optional<OneDnnlThread> one;
+    if (bytes <= kSmallPool) {
+        one.emplace();
+        p->one_thread = true;
+    }
     if (n.is(Op::Pool)) {
         memory::desc x = user(o.in[0], o.in_block(0));
         // training mode writes the workspace its backward reads (Note [Max-pool workspace])
@@ -1111,6 +1132,10 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
 
 bool keeps_workspace(const WindowPrimitive& p) { return !p.forward && p.workspace.get_size() > 0; }
 
+bool runs_on_team(const WindowPrimitive& p) {
+    return !p.one_thread;
+}
+
 bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward) {
     return keeps_workspace(forward) && backward.forward && forward.workspace == backward.workspace;
 }
@@ -1119,6 +1144,9 @@ void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, A
                 const std::vector<const Array*>& post_operands, Array* workspace,
                 FoldedWeights* folded) {
     match_dnnl_threads();
+    std::optional<OneDnnlThread> one;
+    if (p.one_thread)
+        one.emplace(); // (Note [Small pools on one thread])
     try {
         run_window_impl(p, in, out, post_operands, workspace, folded);
     } catch (const dnnl::error& e) {

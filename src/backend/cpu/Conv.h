@@ -44,6 +44,10 @@ int64_t filter_chunk_count(int64_t batch, int64_t positions);
 /// pool made with keep_workspace) writes: the same argmax layout.
 bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& backward);
 
+/// Whether the primitive starts the thread team when it runs (not a small pool: Note [Small
+/// pools on one thread] in Conv.cpp).
+bool runs_on_team(const WindowPrimitive& p);
+
 /// A convolution's weights with an inference batch norm folded in, in the primitive's layout,
 /// kept by the call site between calls (Note [Folded weights cache] in Conv.cpp).
 struct FoldedWeights {

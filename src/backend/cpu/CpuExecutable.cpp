@@ -1244,8 +1244,8 @@ private:
         stats_.intermediate_bytes = plan.bound.intermediate_bytes;
         stats_.peak_arena_bytes = plan.bound.peak_bytes;
         stats_.buffer_bytes = plan.buffer_bytes;
-        // a window call starts the team once; a kernel when it splits (run_kernel); a matmul
-        // unless it is small (dot_parallel_regions)
+        // a window call starts the team once, unless it is a small pool; a kernel when it
+        // splits (run_kernel); a matmul unless it is small (dot_parallel_regions)
         const bool team = ThreadPool::get().threads() > 1;
         stats_.parallel_regions = 0;
         for (size_t si = 0; si < plan_.steps.size() && team; ++si) {
@@ -1260,7 +1260,8 @@ private:
                     r->attr<DotAttrs>(), types.at(r).dtype);
             }
             else if (step.kind == compiler::StepKind::Window)
-                ++stats_.parallel_regions;
+                stats_.parallel_regions +=
+                    !plan.code[si].window || runs_on_team(*plan.code[si].window);
         }
         return plan;
     }
