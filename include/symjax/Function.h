@@ -83,7 +83,8 @@ struct FunctionStats {
     /// shared by lifetime").
     int64_t buffer_bytes = 0;
     /// Steps of one call that start the thread team (generated kernels big enough to split,
-    /// library calls), for the shapes of the last call; 0 on one thread.
+    /// library calls but small matmuls and small pools), for the shapes of the last call; 0 on
+    /// one thread.
     size_t parallel_regions = 0;
     /// Scans of the last call that ran as a compiled loop, and as one step kernel (cpu backend:
     /// docs/control-flow.md, "Compiled loops"); the other scans called their body step by step.
