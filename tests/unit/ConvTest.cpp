@@ -595,6 +595,33 @@ TEST(ConvCpu, SmallPoolsRunOnOneThread) {
     }
 }
 
+// The primitive cache outlives the functions that fill it; it must not keep their graphs alive.
+// A conv primitive kept its epilogue's graph nodes, and through them the whole graph and its
+// variables' values: a network built, trained and dropped left its weights behind. After a
+// training step and an inference call of a small CNN whose convs carry epilogues (bias, leaky
+// relu, scale: post-ops), with every handle gone, none of its variables is alive.
+TEST(ConvCpu, CachedPrimitivesKeepNoGraphAlive) {
+    {
+        Scope scope("cache_lifetime");
+        Variable w(random_array(f32, {16, 3, 3, 3}, 400), "w"),
+            b(random_array(f32, {16}, 401), "b");
+        Variable d(random_array(f32, {16, 10}, 402), "dense");
+        Placeholder x({-1, 3, 8, 8}, f32, "x");
+        Tensor h = nn::leaky_relu(conv2d(x, w, {}, "SAME") + reshape(b, {16, 1, 1}), 0.01) * 2.0;
+        Tensor logits = matmul(mean(max_pool2d(h, {2, 2}), {2, 3}), d);
+        Tensor loss = sum(logits * logits);
+        std::vector<Tensor> g = gradients(loss, {w, b, d});
+        Function step = function(
+            {x}, {loss}, {{w, w - 1e-3 * g[0]}, {b, b - 1e-3 * g[1]}, {d, d - 1e-3 * g[2]}});
+        Function infer = function({x}, {logits});
+        step(random_array(f32, {4, 3, 8, 8}, 403));
+        infer(random_array(f32, {4, 3, 8, 8}, 404));
+        ASSERT_EQ(get_variables("cache_lifetime/*").size(), 3u);
+    }
+    for (const Variable& v : get_variables("cache_lifetime/*"))
+        ADD_FAILURE() << v.full_name() << " is still alive";
+}
+
 TEST(ConvCpu, PrimitivesAreCachedAcrossFunctions) {
     Placeholder x({2, 3, 10, 10}, f32, "x");
     Tensor y = conv2d(x, ones({5, 3, 3, 3}), {2}, "SAME");

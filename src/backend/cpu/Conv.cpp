@@ -527,6 +527,12 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         const Shape &x = o.in[0], &w = o.in[1], &y = o.out;
         // the epilogue's per-channel operands are [1, C, 1...] whatever our buffer's layout
         p->epilogue = epilogue;
+        // The cache keeps the primitive after the function that made it is gone, and other
+        // graphs of the same shapes reuse it: it keeps none of this graph's nodes, which would
+        // keep the whole graph alive, its variables' values included. A call passes the
+        // operands' values (post_operands); the nodes are the compiler's.
+        for (compiler::PostOp& q : p->epilogue)
+            q.operand.reset(), q.node.reset();
         p->channel = {int(y.size()), 1, y[1]};
         p->affine = affine_prefix(epilogue, true);
         for (size_t i = 0; i < p->affine; ++i)
