@@ -232,6 +232,11 @@ void VariableState::set_value(Array v) {
     version = g_next_version.fetch_add(1, std::memory_order_relaxed);
 }
 
+uint64_t VariableState::current_version() {
+    std::lock_guard<std::mutex> lock(mu);
+    return version;
+}
+
 VariableLocks::Order VariableLocks::order(const std::vector<VariableState*>& vars,
                                           const std::vector<bool>& exclusive) {
     Order all;

@@ -4,6 +4,7 @@
 
 #include <symjax/Variable.h>
 
+#include <cstdint>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -34,6 +35,8 @@ struct VariableState {
     uint64_t version = 0;
     /// value = v under a fresh stamp; the caller holds `mu` (or is constructing the state).
     void set_value(Array v);
+    /// The stamp of the current value, read under `mu`.
+    uint64_t current_version();
     VariableState() = default;
     VariableState(const VariableState&) = delete;
     VariableState& operator=(const VariableState&) = delete;

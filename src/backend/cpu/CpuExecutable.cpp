@@ -360,8 +360,7 @@ public:
     void committed() override {
         for (auto& [slot, pw] : packed_)
             if (pw.written) {
-                std::lock_guard<std::mutex> lock(pw.state->mu);
-                pw.holds = pw.state->version;
+                pw.holds = pw.state->current_version();
                 pw.written = false;
             }
     }
@@ -1361,11 +1360,7 @@ private:
     /// A stale packed copy (Note [Packed weights]) packed again from the variable's value.
     void refresh_packed(PackedWeight& pw, const std::vector<Array>& env) {
         pw.written = false;
-        uint64_t now;
-        {
-            std::lock_guard<std::mutex> lock(pw.state->mu);
-            now = pw.state->version;
-        }
+        const uint64_t now = pw.state->current_version();
         if (pw.holds == now)
             return;
         const float* w = static_cast<const float*>(env[size_t(pw.slot)].raw());
@@ -1473,11 +1468,9 @@ private:
                 ins.push_back(it != plan_.slot_of.end() ? &env[it->second] : nullptr);
             }
             const int ws = plan.code[si].workspace;
-            if (detail::VariableState* v = plan.code[si].weights_var) {
-                // (under the call's lock on the variable: nobody writes it until the commit)
-                std::lock_guard<std::mutex> lock(v->mu);
-                plan.code[si].folded.weights_version = v->version;
-            }
+            // (the call holds the variable's lock: nobody writes it until the commit)
+            if (detail::VariableState* v = plan.code[si].weights_var)
+                plan.code[si].folded.weights_version = v->current_version();
             run_window(*plan.code[si].window, ins, out, post_operands(g, env),
                        ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr, &plan.code[si].folded);
             env[gc.out_slots[0]] = std::move(out);
