@@ -10,6 +10,7 @@
 #include <atomic>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 namespace sj {
 
@@ -209,8 +210,64 @@ Node::Node(Key, Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type
 // The id (the key of the passes' tables, Note [Flat node tables]) and the first inputs'
 // addresses (input_ptr) sit in that first line too: a walk of a chain then misses once per node,
 // on the node, instead of also on the id four lines further and on the input vector's block.
-// A weak_ptr to a dead node keeps the whole block (not only the counts) until it is dropped;
-// the one table that holds such pointers (nn's state updates) prunes them.
+// A weak_ptr to a dead node keeps the whole block (not only the counts) until it is dropped:
+// nothing keeps one for long (nn's state updates live on their node, Note [Node attachments]).
+
+// Note [Node attachments]
+// nn's batch norm hands the compiler its running-statistics updates through the layer's output:
+// attach_state_updates(y, {mean <- ..., var <- ...}) and, when a function is built from y,
+// state_updates(y) (Note [State updates] in src/nn/Module.cpp). Those update graphs are not
+// inputs of y, so something must keep them while y lives, and only while it does. A table keyed
+// by y's address kept them strongly and y weakly, and dropped an entry only when it pruned: a
+// network that was built and dropped stayed in memory (its statistics, the layers before them,
+// their variables' values) until the table had doubled, up to 64 entries later. So the node
+// keeps them: attach() stores a value under a tag in a process-wide map keyed by the node, the
+// node marks itself (a flag in its first word's padding, so nodes do not grow), and its
+// destructor takes its values out of the map and drops them after the map's lock is released
+// (dropping them can free other attached nodes, whose destructors take the lock). Nodes are
+// interned, so two equal expressions share their attachments, as they shared the table's entry.
+namespace {
+struct Attachments {
+    std::mutex mu;
+    std::unordered_map<const Node*, std::vector<std::pair<const void*, std::shared_ptr<void>>>> map;
+    static Attachments& get() {
+        static auto* a = new Attachments; // never destroyed: nodes die in static destructors
+        return *a;
+    }
+};
+} // namespace
+
+void Node::attach(const void* tag, std::shared_ptr<void> data) const {
+    std::shared_ptr<void> old; // dropped outside the lock
+    auto& a = Attachments::get();
+    {
+        std::lock_guard<std::mutex> lock(a.mu);
+        auto& slots = a.map[this];
+        auto it = std::find_if(slots.begin(), slots.end(),
+                               [&](const auto& s) { return s.first == tag; });
+        if (it == slots.end()) {
+            slots.emplace_back(tag, std::move(data));
+        } else {
+            old = std::move(it->second);
+            it->second = std::move(data);
+        }
+        attached_.store(true, std::memory_order_release);
+    }
+}
+
+std::shared_ptr<void> Node::attachment(const void* tag) const {
+    if (!attached_.load(std::memory_order_acquire))
+        return nullptr;
+    auto& a = Attachments::get();
+    std::lock_guard<std::mutex> lock(a.mu);
+    auto it = a.map.find(this);
+    if (it == a.map.end())
+        return nullptr;
+    for (const auto& [t, d] : it->second)
+        if (t == tag)
+            return d;
+    return nullptr;
+}
 
 // Note [Iterative teardown]
 // Dropping the last handle to a 100k-node chain would recurse 100k destructors deep. Instead,
@@ -223,6 +280,17 @@ Node::~Node() {
         in.table.erase(hash_, this);
     }
     --g_live;
+    if (attached_.load(std::memory_order_acquire)) { // (Note [Node attachments])
+        std::vector<std::pair<const void*, std::shared_ptr<void>>> dropped;
+        auto& a = Attachments::get();
+        {
+            std::lock_guard<std::mutex> lock(a.mu);
+            if (auto it = a.map.find(this); it != a.map.end()) {
+                dropped = std::move(it->second);
+                a.map.erase(it);
+            }
+        }
+    }
     thread_local std::vector<NodePtr> pending;
     thread_local bool draining = false;
     for (auto& p : inputs_)

@@ -1,4 +1,4 @@
-// Module, Sequential, the nn naming helpers and the table of state updates attached to nodes.
+// Module, Sequential, the nn naming helpers and the state updates attached to nodes.
 #include "NnUtil.h"
 
 #include <symjax/Graph.h>
@@ -136,31 +136,16 @@ Tensor Sequential::forward(const Tensor &x, Mode mode) const {
     return h;
 }
 
-// ---- state updates ------------------------------------------------------------------------------
+// ---- state updates ----------------------------------------------------------------------------
 namespace {
 
+/// The updates attached to one node (Note [State updates]): kept by the node itself (Note [Node
+/// attachments] in src/core/Node.cpp), so they live exactly as long as it does.
 struct Entry {
-    std::weak_ptr<const Node> node;
     std::vector<std::pair<Variable, Tensor>> items;
 };
-
-/// See Note [State updates]. Entries hold their key node weakly; expired ones are pruned when the
-/// table has doubled since the last pruning.
-struct StateTable {
-    std::mutex mu;
-    std::unordered_map<const Node *, Entry> entries;
-    size_t prune_at = 64;
-
-    static StateTable &get() {
-        static auto *t = new StateTable; // never destroyed: used from static destructors
-        return *t;
-    }
-    void prune() {
-        for (auto it = entries.begin(); it != entries.end();)
-            it = it->second.node.expired() ? entries.erase(it) : std::next(it);
-        prune_at = std::max<size_t>(64, 2 * entries.size());
-    }
-};
+const char kStateUpdatesTag = 0; // the attachment slot's tag: its address
+std::mutex g_state_mu;           // an entry's items, and making an entry
 
 } // namespace
 
@@ -168,20 +153,19 @@ void attach_state_updates(const Tensor &t, const Updates &updates) {
     SJ_CHECK(t.defined(), Error) << "attach_state_updates: undefined tensor";
     if (updates.empty())
         return;
-    auto &table = StateTable::get();
-    std::lock_guard<std::mutex> lock(table.mu);
-    if (table.entries.size() >= table.prune_at)
-        table.prune();
-    const Node *key = t.node().get();
-    Entry &e = table.entries[key];
-    if (e.node.lock().get() != key)
-        e = Entry{t.node(), {}}; // new, or a dead node's address
+    const Node &key = *t.node();
+    std::lock_guard<std::mutex> lock(g_state_mu);
+    auto e = std::static_pointer_cast<Entry>(key.attachment(&kStateUpdatesTag));
+    if (!e) {
+        e = std::make_shared<Entry>();
+        key.attach(&kStateUpdatesTag, e);
+    }
     for (const auto &[var, value] : updates.items()) {
         bool dup = false;
-        for (const auto &[v, x] : e.items)
+        for (const auto &[v, x] : e->items)
             dup = dup || (v.same(var) && x.same(value));
         if (!dup)
-            e.items.emplace_back(var, value);
+            e->items.emplace_back(var, value);
     }
 }
 
@@ -193,15 +177,12 @@ Updates state_updates(const std::vector<Tensor> &ts) {
     }
     std::vector<const Node *> order = topo_order(roots);
     std::vector<std::pair<Variable, Tensor>> found;
-    {
-        auto &table = StateTable::get();
-        std::lock_guard<std::mutex> lock(table.mu);
-        for (const Node *n : order) {
-            auto it = table.entries.find(n);
-            if (it == table.entries.end() || it->second.node.lock().get() != n)
-                continue;
-            found.insert(found.end(), it->second.items.begin(), it->second.items.end());
-        }
+    for (const Node *n : order) {
+        auto e = std::static_pointer_cast<Entry>(n->attachment(&kStateUpdatesTag));
+        if (!e)
+            continue;
+        std::lock_guard<std::mutex> lock(g_state_mu);
+        found.insert(found.end(), e->items.begin(), e->items.end());
     }
     // compose repeated updates of one variable in graph order (see Note [State updates])
     std::vector<std::pair<Variable, Tensor>> merged;

@@ -147,3 +147,41 @@ TEST(NnModule, StateUpdatesComposeForSharedLayers) {
     bool b_first = std::abs(m - (0.5f * (0.5f * 6.0f) + 0.5f * 2.0f)) < 1e-6f;
     EXPECT_TRUE(a_first || b_first) << "running mean " << m;
 }
+
+// Attached updates live exactly as long as their node (Note [Node attachments]). They were kept
+// in a table that held them strongly until it pruned, up to 64 entries later: a model with batch
+// norm that was built, run and dropped kept its running statistics, the graph before them and
+// every variable that graph reads.
+TEST(NnModule, DroppedModelsLeaveNoStateUpdatesBehind) {
+    const size_t nodes_before = live_node_count();
+    {
+        Scope s("nnmod_lifetime");
+        nn::Dense dense(3, 4);
+        nn::BatchNorm bn(4);
+        Placeholder x({-1, 3}, f32, "x");
+        Tensor y = bn(dense(x), nn::Mode::Train);
+        Tensor loss = sum(y * y);
+        Function f = function({x}, {loss}, state_updates(loss));
+        f(Array(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}));
+        EXPECT_NE(bn.running_mean().value().to_vector<float>()[0], 0.0f) << "the update ran";
+        ASSERT_EQ(get_variables("nnmod_lifetime/*").size(), 6u); // W, b, gamma, beta, mean, var
+    }
+    for (const Variable &v : get_variables("nnmod_lifetime/*"))
+        ADD_FAILURE() << v.full_name() << " is still alive";
+    EXPECT_EQ(live_node_count(), nodes_before);
+    // an attachment on a node that is still alive is found, and its replacement drops the old one
+    Placeholder p({2}, f32, "p");
+    Tensor t = p * 5.0;
+    auto first = std::make_shared<int>(1);
+    std::weak_ptr<int> watch = first;
+    static const char tag = 0;
+    t.node()->attach(&tag, first);
+    first.reset();
+    EXPECT_EQ(*std::static_pointer_cast<int>(t.node()->attachment(&tag)), 1);
+    EXPECT_EQ(t.node()->attachment(&watch), nullptr) << "another tag's slot is empty";
+    t.node()->attach(&tag, std::make_shared<int>(2));
+    EXPECT_TRUE(watch.expired());
+    std::weak_ptr<void> second = t.node()->attachment(&tag);
+    t = Tensor();
+    EXPECT_TRUE(second.expired()) << "dropped with its node";
+}

@@ -4,6 +4,7 @@
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Op.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,6 +83,14 @@ public:
     /// use with_name().
     void set_name(std::string n) const;
 
+    /// Keeps `data` with this node, under `tag` (one slot per tag, replaced by a second call),
+    /// for exactly as long as the node lives: a layer above the IR (nn's state updates) ties
+    /// what it knows about a value to the value's lifetime (Note [Node attachments] in
+    /// src/core/Node.cpp). `data` must not hold this node, or neither is ever freed.
+    void attach(const void* tag, std::shared_ptr<void> data) const;
+    /// What attach(tag, ...) keeps with this node, or null.
+    std::shared_ptr<void> attachment(const void* tag) const;
+
 private:
     static NodePtr intern(Op op, Attrs attrs, std::vector<NodePtr> inputs, std::string name,
                           int64_t layout = 0);
@@ -89,6 +98,7 @@ private:
     // what every walk reads first, in the block's first cache line, next to the reference
     // counts (Note [Node memory] in src/core/Node.cpp)
     Op op_;
+    mutable std::atomic<bool> attached_{false}; // attach() was called (in op_'s padding)
     uint64_t id_;
     std::vector<NodePtr> inputs_;
     static constexpr size_t kNearInputs = 2;

@@ -87,9 +87,9 @@ public:
 
 // Note [State updates]
 // Some layers change state when they run in training mode (batch norm's running statistics).
-// There is no global update list: the layer attaches its updates to the node it outputs, in a
-// process-wide table keyed by that node (held weakly: an entry dies with its node and is pruned
-// on later insertions). state_updates(t) walks the graph reachable from t with topo_order and
+// There is no global update list: the layer attaches its updates to the node it outputs, which
+// keeps them for exactly its own lifetime (Note [Node attachments] in src/core/Node.cpp: a
+// dropped network leaves none of its update graphs behind). state_updates(t) walks the graph reachable from t with topo_order and
 // collects the updates attached to any node on the way. When one variable is updated by several
 // reachable nodes (a layer called on two inputs in training mode) the updates compose in graph
 // order: the later update reads the earlier one's result instead of the variable, so two calls
