@@ -6,6 +6,7 @@
 #include "backend/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
+#include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include <array>
@@ -16,6 +17,9 @@
 #include <vector>
 
 #include <omp.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace sj;
 using sj::test::message_of;
@@ -147,4 +151,57 @@ TEST(ThreadPool, TheBlocksOfMissingThreadsAreTakenByTheOthers) {
         EXPECT_EQ(id, std::this_thread::get_id());
     for (auto& r : runs)
         EXPECT_EQ(r.load(), 1);
+}
+
+// Note [Forked children]: a process forked after a training step used to hang in the child's
+// first call that started a parallel region (GNU OpenMP's team does not survive fork). The
+// child now runs everything on its own thread, with the parent's bits, and can compile and run
+// new functions. An alarm turns a hang into a failure.
+TEST(ThreadPool, ForkedChildrenRunOnOneThread) {
+    Scope s("fork_child");
+    Variable w(test::random_array(f32, {16, 3, 3, 3}, 61), "w");
+    Variable d(test::random_array(f32, {16, 10}, 62), "d");
+    Placeholder x({-1, 3, 16, 16}, f32, "x");
+    Tensor h = nn::leaky_relu(conv2d(x, w, {}, "SAME"), 0.01);
+    Tensor logits = matmul(mean(max_pool2d(h, {2, 2}), {2, 3}), d);
+    Tensor loss = sum(logits * logits) + sum(exp(h * 1e-3)); // a 1 MB kernel over the threshold
+    std::vector<Tensor> g = gradients(loss, {w, d});
+    Function f = function({x}, {loss, g[0], g[1]});
+    const Array xv = test::random_array(f32, {64, 3, 16, 16}, 63);
+    std::vector<Array> parent = f(xv); // the team has run (on a machine with 2 cores or more)
+    ASSERT_FALSE(cpu::ThreadPool::forked_child());
+
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        ::alarm(120);
+        int code = 0;
+        try {
+            if (!cpu::ThreadPool::forked_child() || cpu::ThreadPool::get().threads() != 1)
+                code = 2;
+            std::vector<Array> child = f(xv);
+            for (size_t k = 0; k < parent.size() && !code; ++k) {
+                const auto a = parent[k].to_vector<float>(), b = child[k].to_vector<float>();
+                if (a != b) code = 3; // the same bits: results do not depend on the thread count
+            }
+            // a function made in the child: a training step, which updates w and d
+            Function step = function({x}, {loss}, {{w, w - 1e-3 * g[0]}, {d, d - 1e-3 * g[1]}});
+            step(xv);
+            if (!code && f(xv)[0].to_vector<float>() == parent[0].to_vector<float>()) code = 4;
+        } catch (...) {
+            code = 5;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_FALSE(WIFSIGNALED(status)) << "the child was killed by signal " << WTERMSIG(status)
+                                      << (WTERMSIG(status) == SIGALRM ? " (it hung)" : "");
+    ASSERT_TRUE(WIFEXITED(status));
+    const int code = WEXITSTATUS(status);
+    EXPECT_NE(code, 2) << "the child does not know it is one, or plans for more threads";
+    EXPECT_NE(code, 3) << "the child's results differ from the parent's";
+    EXPECT_NE(code, 4) << "the child's training step changed nothing";
+    EXPECT_NE(code, 5) << "the child threw";
+    EXPECT_EQ(code, 0);
 }

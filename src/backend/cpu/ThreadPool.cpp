@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <omp.h>
+#include <pthread.h>
 
 namespace sj {
 
@@ -43,6 +44,37 @@ int parse_thread_count(const std::string& text, const std::string& where) {
 
 namespace sj::cpu {
 
+// Note [Forked children]
+// GNU OpenMP keeps its team's threads between parallel regions, and fork() copies only the
+// thread that calls it: in the child, libgomp's next region of two threads or more waits at its
+// barrier for workers that do not exist, forever. So a program that ran a training step and
+// then forked (Python's multiprocessing on Linux, a data-loading worker, a shell-out through
+// fork) hung in the child's first symjax call that started a region: a kernel over the
+// threshold, a convolution, even the first call's denormal setting (FlushDenormalsInTeam).
+// Measured with a two-line program: a region of 2 threads, fork, a region of 2 in the child:
+// the child never returns; of 1 thread, or of 2 after omp_set_max_active_levels(0), it does.
+// So symjax registers a fork handler when it loads: in the child it caps every region at one
+// thread (max-active-levels 0, which also covers oneDNN's own regions, planned in the parent
+// for the team) and sets OpenMP's count to 1, and ThreadPool::threads() says 1, so that what
+// the child plans is planned for one thread and ThreadPool::run runs its tasks in order on the
+// calling thread. Results do not depend on the thread count (Note [Thread-count-independent
+// sums] in CpuExecutable.cpp): the child computes the parent's bits, on one core.
+// `ThreadPool.ForkedChildrenRunOnOneThread` forks after a training step and checks the child's
+// results against the parent's under an alarm.
+namespace {
+std::atomic<bool> g_forked_child{false};
+void single_threaded_after_fork() {
+    g_forked_child.store(true, std::memory_order_relaxed);
+    omp_set_max_active_levels(0);
+    omp_set_num_threads(1);
+}
+[[gnu::constructor]] void register_fork_handler() {
+    ::pthread_atfork(nullptr, nullptr, single_threaded_after_fork);
+}
+} // namespace
+
+bool ThreadPool::forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+
 // Passive waits by default: Note [OpenMP wait policy] in src/startup/OpenMpWaitPolicy.cpp.
 
 ThreadPool& ThreadPool::get() {
@@ -70,7 +102,7 @@ ThreadPool& ThreadPool::get() {
 // thread that arrives late (descheduled) finds its block done by the others.
 void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
     if (tasks <= 0) return;
-    int nt = std::min(tasks, threads_);
+    int nt = std::min(tasks, threads());
     if (nt == 1 || omp_in_parallel()) {
         for (int t = 0; t < tasks; ++t) fn(t);
         return;
