@@ -187,3 +187,35 @@ def test_parameter_ema():
     f()
     # shadow starts at 0 (w's value when first seen); w becomes 1 then 2
     assert ema.average(w).value == pytest.approx(0.5 * (0.5 * 0 + 0.5 * 1) + 0.5 * 2)
+
+
+def _forked_worker(queue):
+    # runs in a fork()ed child of a process whose thread team has run (Note [Forked children])
+    queue.put(_FORK_CASE["f"](_FORK_CASE["x"]))
+
+
+_FORK_CASE = {}
+
+
+def test_a_forked_worker_runs_the_parents_function():
+    """multiprocessing's fork start method after a convolution ran in the parent: the child used
+    to hang in its first call (GNU OpenMP's team does not survive fork). It runs on one thread
+    and gives the parent's bits."""
+    import multiprocessing as mp
+    layer = nn.Conv2D(3, 16, 3, padding="SAME")
+    x = T.Placeholder((64, 3, 16, 16), "float32", name="x")
+    f = sj.function(x, outputs=T.sum(T.exp(layer(x) * 1e-3)))
+    xv = np.random.RandomState(5).randn(64, 3, 16, 16).astype(np.float32)
+    parent = f(xv)
+    _FORK_CASE.update(f=f, x=xv)
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_forked_worker, args=(queue,))
+    child.start()
+    try:
+        got = queue.get(timeout=120)
+    finally:
+        child.join(timeout=10)
+        if child.is_alive():
+            child.kill()
+    assert np.array_equal(np.asarray(got), np.asarray(parent))
