@@ -243,8 +243,8 @@ void Node::attach(const void* tag, std::shared_ptr<void> data) const {
     {
         std::lock_guard<std::mutex> lock(a.mu);
         auto& slots = a.map[this];
-        auto it = std::find_if(slots.begin(), slots.end(),
-                               [&](const auto& s) { return s.first == tag; });
+        auto it =
+            std::find_if(slots.begin(), slots.end(), [&](const auto& s) { return s.first == tag; });
         if (it == slots.end()) {
             slots.emplace_back(tag, std::move(data));
         } else {

@@ -431,7 +431,8 @@ TEST(Checkpoint, SigkillDuringSaveNeverLeavesAPartialFile) {
                     // ready after a whole save: the child's first writes fault in its copies
                     // of the parent's pages, which in a large parent (the whole test binary in
                     // one process) took longer than the kill delays drawn from save_us
-                    if (g % 10000 == 1) (void)!::write(ready[1], "r", 1);
+                    if (g % 10000 == 1)
+                        (void)!::write(ready[1], "r", 1);
                 }
             } catch (...) {
             }
@@ -455,8 +456,8 @@ TEST(Checkpoint, SigkillDuringSaveNeverLeavesAPartialFile) {
         std::map<std::string, std::string> meta;
         read_safetensors(path, &meta);
         if (g > 0) EXPECT_EQ(meta["gen"], std::to_string(g));
-        ASSERT_EQ(g / 10000, it + 1) << "iteration " << it << ": gen " << g
-                                     << " (the child signals after its first save)";
+        ASSERT_EQ(g / 10000, it + 1)
+            << "iteration " << it << ": gen " << g << " (the child signals after its first save)";
         advanced += g != last;
         last = g;
         for (const std::string& f : t.files())

@@ -182,12 +182,14 @@ TEST(ThreadPool, ForkedChildrenRunOnOneThread) {
             std::vector<Array> child = f(xv);
             for (size_t k = 0; k < parent.size() && !code; ++k) {
                 const auto a = parent[k].to_vector<float>(), b = child[k].to_vector<float>();
-                if (a != b) code = 3; // the same bits: results do not depend on the thread count
+                if (a != b)
+                    code = 3; // the same bits: results do not depend on the thread count
             }
             // a function made in the child: a training step, which updates w and d
             Function step = function({x}, {loss}, {{w, w - 1e-3 * g[0]}, {d, d - 1e-3 * g[1]}});
             step(xv);
-            if (!code && f(xv)[0].to_vector<float>() == parent[0].to_vector<float>()) code = 4;
+            if (!code && f(xv)[0].to_vector<float>() == parent[0].to_vector<float>())
+                code = 4;
         } catch (...) {
             code = 5;
         }

@@ -89,12 +89,12 @@ public:
 // Some layers change state when they run in training mode (batch norm's running statistics).
 // There is no global update list: the layer attaches its updates to the node it outputs, which
 // keeps them for exactly its own lifetime (Note [Node attachments] in src/core/Node.cpp: a
-// dropped network leaves none of its update graphs behind). state_updates(t) walks the graph reachable from t with topo_order and
-// collects the updates attached to any node on the way. When one variable is updated by several
-// reachable nodes (a layer called on two inputs in training mode) the updates compose in graph
-// order: the later update reads the earlier one's result instead of the variable, so two calls
-// advance a running mean twice, as two sequential steps would. Graphs rebuilt by clone() are new
-// nodes and carry no attached updates.
+// dropped network leaves none of its update graphs behind). state_updates(t) walks the graph
+// reachable from t with topo_order and collects the updates attached to any node on the way. When
+// one variable is updated by several reachable nodes (a layer called on two inputs in training
+// mode) the updates compose in graph order: the later update reads the earlier one's result instead
+// of the variable, so two calls advance a running mean twice, as two sequential steps would. Graphs
+// rebuilt by clone() are new nodes and carry no attached updates.
 
 /// Attaches `updates` to t's node: state_updates(y) of every y that depends on t includes them.
 /// Attaching the same variable and value to the same node again is a no-op.

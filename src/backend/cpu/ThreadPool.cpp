@@ -73,7 +73,9 @@ void single_threaded_after_fork() {
 }
 } // namespace
 
-bool ThreadPool::forked_child() { return g_forked_child.load(std::memory_order_relaxed); }
+bool ThreadPool::forked_child() {
+    return g_forked_child.load(std::memory_order_relaxed);
+}
 
 // Passive waits by default: Note [OpenMP wait policy] in src/startup/OpenMpWaitPolicy.cpp.
 
