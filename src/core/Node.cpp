@@ -216,7 +216,7 @@ Node::Node(Key, Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type
 // Note [Node attachments]
 // nn's batch norm hands the compiler its running-statistics updates through the layer's output:
 // attach_state_updates(y, {mean <- ..., var <- ...}) and, when a function is built from y,
-// state_updates(y) (Note [State updates] in src/nn/Module.cpp). Those update graphs are not
+// state_updates(y) (Note [State updates] in include/symjax/nn/Module.h). Those update graphs are not
 // inputs of y, so something must keep them while y lives, and only while it does. A table keyed
 // by y's address kept them strongly and y weakly, and dropped an entry only when it pruned: a
 // network that was built and dropped stayed in memory (its statistics, the layers before them,
