@@ -216,16 +216,16 @@ Node::Node(Key, Op op, Attrs attrs, std::vector<NodePtr> inputs, TensorType type
 // Note [Node attachments]
 // nn's batch norm hands the compiler its running-statistics updates through the layer's output:
 // attach_state_updates(y, {mean <- ..., var <- ...}) and, when a function is built from y,
-// state_updates(y) (Note [State updates] in include/symjax/nn/Module.h). Those update graphs are not
-// inputs of y, so something must keep them while y lives, and only while it does. A table keyed
+// state_updates(y) (Note [State updates] in include/symjax/nn/Module.h). Those update graphs are
+// not inputs of y, so something must keep them while y lives, and only while it does. A table keyed
 // by y's address kept them strongly and y weakly, and dropped an entry only when it pruned: a
 // network that was built and dropped stayed in memory (its statistics, the layers before them,
-// their variables' values) until the table had doubled, up to 64 entries later. So the node
-// keeps them: attach() stores a value under a tag in a process-wide map keyed by the node, the
-// node marks itself (a flag in its first word's padding, so nodes do not grow), and its
-// destructor takes its values out of the map and drops them after the map's lock is released
-// (dropping them can free other attached nodes, whose destructors take the lock). Nodes are
-// interned, so two equal expressions share their attachments, as they shared the table's entry.
+// their variables' values) until the table had doubled, up to 64 entries later. So the node keeps
+// them: attach() stores a value under a tag in a process-wide map keyed by the node, the node marks
+// itself (a flag in its first word's padding, so nodes do not grow), and its destructor takes its
+// values out of the map and drops them after the map's lock is released (dropping them can free
+// other attached nodes, whose destructors take the lock). Nodes are interned, so two equal
+// expressions share their attachments, as they shared the table's entry.
 namespace {
 struct Attachments {
     std::mutex mu;
