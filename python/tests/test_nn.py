@@ -189,12 +189,10 @@ def test_parameter_ema():
     assert ema.average(w).value == pytest.approx(0.5 * (0.5 * 0 + 0.5 * 1) + 0.5 * 2)
 
 
-def _forked_worker(queue):
-    # runs in a fork()ed child of a process whose thread team has run (Note [Forked children])
-    queue.put(_FORK_CASE["f"](_FORK_CASE["x"]))
-
-
-_FORK_CASE = {}
+def _forked_worker(queue, f, x):
+    # runs in a fork()ed child of a process whose thread team has run (Note [Forked children]);
+    # a forked Process inherits its arguments, nothing is pickled
+    queue.put(f(x))
 
 
 def test_a_forked_worker_runs_the_parents_function():
@@ -207,10 +205,9 @@ def test_a_forked_worker_runs_the_parents_function():
     f = sj.function(x, outputs=T.sum(T.exp(layer(x) * 1e-3)))
     xv = np.random.RandomState(5).randn(64, 3, 16, 16).astype(np.float32)
     parent = f(xv)
-    _FORK_CASE.update(f=f, x=xv)
     ctx = mp.get_context("fork")
     queue = ctx.Queue()
-    child = ctx.Process(target=_forked_worker, args=(queue,))
+    child = ctx.Process(target=_forked_worker, args=(queue, f, xv))
     child.start()
     try:
         got = queue.get(timeout=120)

@@ -55,23 +55,27 @@ namespace sj::cpu {
 // the child never returns; of 1 thread, or of 2 after omp_set_max_active_levels(0), it does.
 // So symjax registers a fork handler when it loads: in the child it caps every region at one
 // thread (max-active-levels 0, which also covers oneDNN's own regions, planned in the parent
-// for the team) and sets OpenMP's count to 1, and ThreadPool::threads() says 1, so that what
-// the child plans is planned for one thread and ThreadPool::run runs its tasks in order on the
-// calling thread. Results do not depend on the thread count (Note [Thread-count-independent
-// sums] in CpuExecutable.cpp): the child computes the parent's bits, on one core.
-// `ThreadPool.ForkedChildrenRunOnOneThread` forks after a training step and checks the child's
-// results against the parent's under an alarm.
+// for the team) and sets OpenMP's count to 1, and the process's pool (made or still to be made)
+// has one thread, so that what the child plans is planned for one thread and ThreadPool::run
+// runs its tasks in order on the calling thread. Results do not depend on the thread count (Note
+// [Thread-count-independent sums] in CpuExecutable.cpp): the child computes the parent's bits, on
+// one core. `ThreadPool.ForkedChildrenRunOnOneThread` forks after a training step and checks the
+// child's results against the parent's under an alarm.
 namespace {
 std::atomic<bool> g_forked_child{false};
-void single_threaded_after_fork() {
+ThreadPool* g_pool = nullptr; // ThreadPool::get()'s, once made
+[[gnu::constructor]] void register_fork_handler() {
+    ::pthread_atfork(nullptr, nullptr, ThreadPool::single_threaded_after_fork);
+}
+} // namespace
+
+void ThreadPool::single_threaded_after_fork() {
     g_forked_child.store(true, std::memory_order_relaxed);
     omp_set_max_active_levels(0);
     omp_set_num_threads(1);
+    if (g_pool)
+        g_pool->threads_ = 1; // (the child has one thread: nobody reads it meanwhile)
 }
-[[gnu::constructor]] void register_fork_handler() {
-    ::pthread_atfork(nullptr, nullptr, single_threaded_after_fork);
-}
-} // namespace
 
 bool ThreadPool::forked_child() {
     return g_forked_child.load(std::memory_order_relaxed);
@@ -85,7 +89,7 @@ ThreadPool& ThreadPool::get() {
         int n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         if (const char* e = std::getenv("SJ_NUM_THREADS"); e && *e)
             n = parse_thread_count(e, "SJ_NUM_THREADS");
-        return new ThreadPool(n);
+        return g_pool = new ThreadPool(forked_child() ? 1 : n);
     }();
     return *p;
 }
@@ -104,7 +108,7 @@ ThreadPool& ThreadPool::get() {
 // thread that arrives late (descheduled) finds its block done by the others.
 void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
     if (tasks <= 0) return;
-    int nt = std::min(tasks, threads());
+    int nt = std::min(tasks, threads_);
     if (nt == 1 || omp_in_parallel()) {
         for (int t = 0; t < tasks; ++t) fn(t);
         return;

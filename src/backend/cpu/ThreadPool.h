@@ -21,12 +21,14 @@ public:
     /// unless a whole number >= 1, at most max_threads()), else the number of hardware threads.
     static ThreadPool& get();
     explicit ThreadPool(int threads) : threads_(threads < 1 ? 1 : threads) {}
-    /// 1 in a process forked after this one loaded symjax (Note [Forked children] in
+    /// get()'s is 1 in a process forked after this one loaded symjax (Note [Forked children] in
     /// ThreadPool.cpp).
-    int threads() const { return forked_child() ? 1 : threads_; }
+    int threads() const { return threads_; }
     /// Whether this process is a fork() child of one that had loaded symjax: its OpenMP team
     /// cannot start (Note [Forked children]), so everything runs on the calling thread.
     static bool forked_child();
+    /// The fork handler's child side (Note [Forked children]).
+    static void single_threaded_after_fork();
     /// Runs fn(t) for t in [0, tasks) on up to threads() threads, the caller among them; returns
     /// when all are done. Thread i runs the i-th contiguous block of tasks unless it comes late
     /// (Note [Tasks stay on their thread] in ThreadPool.cpp): callers number their tasks in
