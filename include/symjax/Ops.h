@@ -177,7 +177,8 @@ Tensor expand_dims(const Tensor& x, int64_t axis);
 Tensor squeeze(const Tensor& x, const Axes& axes = {});
 /// Collapses dims [start_axis, end] into one.
 Tensor flatten(const Tensor& x, int64_t start_axis = 0);
-/// Python-style slice per axis (negative bounds count from the end; step > 0).
+/// Python-style slice per axis: negative bounds count from the end, out-of-range bounds clamp,
+/// a negative step walks backwards (Index::kBegin as its stop runs through index 0); step != 0.
 Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vector<int64_t>& stop,
              const std::vector<int64_t>& step = {});
 /// Slice along one axis.

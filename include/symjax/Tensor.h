@@ -23,8 +23,13 @@ using Givens = std::vector<std::pair<Tensor, Tensor>>;
 
 /// One index of a subscript: an integer (drops the dim), a range (keeps it), or an integer tensor
 /// (NumPy advanced indexing: `x[t]` gathers along that dim; docs/ops.md, "Indexing").
+/// Ranges are Python's slices: negative bounds count from the end, bounds past either end are
+/// clamped, and a negative step walks backwards (`sl(-1, Index::kBegin, -1)` is `::-1`).
 struct Index {
+    /// A stop past the last element (and, with a negative step, a start at the last one).
     static constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
+    /// A stop before the first element: with a negative step, the range runs through index 0.
+    static constexpr int64_t kBegin = std::numeric_limits<int64_t>::min();
     Index(int64_t i) : start(i), is_range(false) {} // NOLINT: implicit by design
     Index(int i) : Index(int64_t(i)) {}             // NOLINT
     Index(int64_t s, int64_t e, int64_t st) : start(s), stop(e), step(st), is_range(true) {}
@@ -37,7 +42,8 @@ struct Index {
     /// sl(): the whole dim.
     bool is_full() const { return is_range && start == 0 && stop == kEnd && step == 1; }
 };
-/// A range subscript, Python style: sl() is ":", sl(1, -1) is "1:-1", sl(0, Index::kEnd, 2) "::2".
+/// A range subscript, Python style: sl() is ":", sl(1, -1) is "1:-1", sl(0, Index::kEnd, 2) "::2",
+/// sl(-1, Index::kBegin, -1) "::-1", sl(4, 0, -2) "4:0:-2".
 inline Index sl(int64_t start = 0, int64_t stop = Index::kEnd, int64_t step = 1) {
     return Index(start, stop, step);
 }

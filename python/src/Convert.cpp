@@ -337,12 +337,17 @@ Subscript to_subscript(const sj::Tensor& x, py::handle key) {
         } else if (py::isinstance<py::slice>(k)) {
             py::object start = k.attr("start"), stop = k.attr("stop"), step = k.attr("step");
             int64_t st = step.is_none() ? 1 : step.cast<int64_t>();
-            if (st <= 0)
-                throw sj::InputError(
-                    "symjax: slice " + py::repr(k).cast<std::string>() + " of tensor " + x.name() +
-                    ": the step must be positive (reverse with symjax.tensor.flip)");
-            out.idx.push_back(sj::sl(start.is_none() ? 0 : start.cast<int64_t>(),
-                                     stop.is_none() ? sj::Index::kEnd : stop.cast<int64_t>(), st));
+            if (st == 0)
+                throw py::value_error("symjax: slice " + py::repr(k).cast<std::string>() +
+                                      " of tensor " + x.name() + ": slice step cannot be zero");
+            // Python's defaults: from 0 to the end, or with a negative step from the last element
+            // through index 0 (Note [Negative steps] in src/ops/Movement.cpp)
+            bool back = st < 0;
+            out.idx.push_back(
+                sj::sl(start.is_none() ? (back ? sj::Index::kEnd : 0) : start.cast<int64_t>(),
+                       stop.is_none() ? (back ? sj::Index::kBegin : sj::Index::kEnd)
+                                      : stop.cast<int64_t>(),
+                       st));
             ++out_axis;
         } else {
             sj::Tensor t = to_tensor(k);

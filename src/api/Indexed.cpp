@@ -37,10 +37,12 @@ std::string index_str(const Index& ix) {
     } else if (!ix.is_range) {
         os << ix.start;
     } else {
-        if (ix.start != 0)
+        // Python's defaults: 0 and the end forwards, the last element and the start backwards
+        bool back = ix.step < 0;
+        if (ix.start != (back ? Index::kEnd : 0))
             os << ix.start;
         os << ":";
-        if (ix.stop != Index::kEnd)
+        if (ix.stop != (back ? Index::kBegin : Index::kEnd))
             os << ix.stop;
         if (ix.step != 1)
             os << ":" << ix.step;
@@ -56,18 +58,6 @@ std::string subscript_str(const Tensor& x, const std::vector<Index>& idx) {
     return s + "]";
 }
 
-/// The size of dim `axis` of x as an i64 scalar: a constant when known, else counted when the
-/// function runs.
-Tensor runtime_dim(const Tensor& x, int64_t axis) {
-    int64_t d = x.dim(axis);
-    if (d >= 0)
-        return scalar(double(d), DType::I64);
-    std::vector<int64_t> start(x.rank(), 0), stop(x.rank(), 1);
-    stop[axis] = Index::kEnd;
-    // one line of x along axis (a zero count when another dim is 0: gather then has nothing to do)
-    return sum(cast(ones_like(slice(x, start, stop)), DType::I64));
-}
-
 /// One advanced index of a subscript, resolved: the dim it indexes and its integer tensor,
 /// checked and with negative entries made non-negative.
 struct Advanced {
@@ -78,7 +68,10 @@ struct Advanced {
 /// What a subscript means for x: the ranges to slice (every dim kept), and the advanced indices
 /// (the tensors and, when a tensor is present, the integers).
 struct Resolved {
-    std::vector<int64_t> start, stop, step; // per dim of x
+    /// per dim of flip(x, reversed): ranges with a negative step read the flipped dim forwards
+    /// (Note [Negative steps] in src/ops/Movement.cpp)
+    std::vector<int64_t> start, stop, step;
+    Axes reversed;
     std::vector<Advanced> advanced;
     Axes dropped;     // basic integer indices (no tensor index): dims the result drops
     bool full = true; // the slice is the whole of x
@@ -99,12 +92,17 @@ Resolved resolve(const Tensor& x, const std::vector<Index>& idx, const std::stri
         const Index& ix = idx[i];
         int64_t d = x.dim(int64_t(i));
         if (ix.is_range) {
-            SJ_CHECK(ix.step > 0, ShapeError)
-                << what << ": step " << ix.step << " on dim " << i << " must be > 0 (use flip)";
-            out.start[i] = ix.start;
-            out.stop[i] = ix.stop;
-            out.step[i] = ix.step;
-            out.full &= ix.is_full();
+            SJ_CHECK(ix.step != 0 && ix.step != Index::kBegin, ShapeError)
+                << what << ": step " << ix.step << " on dim " << i << " (a step must be non-zero)";
+            detail::ForwardRange f = ix.step > 0
+                                         ? detail::ForwardRange{ix.start, ix.stop, ix.step}
+                                         : detail::forward_range(ix.start, ix.stop, ix.step);
+            out.start[i] = f.start;
+            out.stop[i] = f.stop;
+            out.step[i] = f.step;
+            if (ix.step < 0)
+                out.reversed.push_back(int64_t(i));
+            out.full &= out.start[i] == 0 && out.stop[i] == Index::kEnd && out.step[i] == 1;
             continue;
         }
         if (ix.is_tensor()) {
@@ -122,7 +120,7 @@ Resolved resolve(const Tensor& x, const std::vector<Index>& idx, const std::stri
                                                  true});
             }
             if (is_signed(t.dtype())) {
-                Tensor dim = cast(runtime_dim(x, int64_t(i)), t.dtype());
+                Tensor dim = cast(detail::runtime_dim(x, int64_t(i)), t.dtype());
                 t = where(lt(t, zeros_like(t)), t + dim, t);
             }
             out.advanced.push_back({int64_t(i), t});
@@ -135,15 +133,16 @@ Resolved resolve(const Tensor& x, const std::vector<Index>& idx, const std::stri
                 << " (" << x.name() << " is " << x.type_str() << ")";
             if (k < 0)
                 k += d;
-        } else {
-            SJ_CHECK(k >= 0, ShapeError) << what << ": negative index " << k << " on dim " << i
-                                         << " whose size is unknown until call time";
         }
         if (has_tensor) {
-            out.advanced.push_back({int64_t(i), scalar(double(k), DType::I64)});
+            Tensor t = scalar(double(k), DType::I64);
+            if (k < 0) // d < 0 here: from the end of the dim, whose size the call gives
+                t = t + detail::runtime_dim(x, int64_t(i));
+            out.advanced.push_back({int64_t(i), t});
         } else {
+            // a dim of unknown size cannot be updated (check_known_dims), so this is a known one
             out.start[i] = k;
-            out.stop[i] = k + 1;
+            out.stop[i] = k == -1 ? Index::kEnd : k + 1;
             out.dropped.push_back(int64_t(i));
             out.full = false;
         }
@@ -228,8 +227,15 @@ Tensor unmerge(const Tensor& t, const Merged& m, size_t n_advanced) {
     return transpose(u, inv);
 }
 
+/// x with the dims of the ranges of negative step reversed: the tensor rs's bounds index.
+Tensor oriented(const Tensor& x, const Resolved& rs) {
+    return rs.reversed.empty() ? x : flip(x, rs.reversed);
+}
+
+/// x[the ranges of rs], every dim kept.
 Tensor sliced(const Tensor& x, const Resolved& rs) {
-    return rs.full ? x : slice(x, rs.start, rs.stop, rs.step);
+    Tensor o = oriented(x, rs);
+    return rs.full ? o : slice(o, rs.start, rs.stop, rs.step);
 }
 
 /// x[idx] for a subscript with a tensor index.
@@ -313,9 +319,13 @@ Tensor place(const Tensor& x, const Tensor& box, const Resolved& rs, const std::
 }
 
 /// An update writes back a box of x, which needs the size of every dim it does not take whole.
-void check_known_dims(const Tensor& x, const std::vector<Index>& idx, const std::string& what) {
+void check_known_dims(const Tensor& x, const std::vector<Index>& idx, const Resolved& rs,
+                      const std::string& what) {
     for (size_t i = 0; i < idx.size() && i < size_t(x.rank()); ++i)
-        SJ_CHECK(x.dim(int64_t(i)) >= 0 || idx[i].is_full() || idx[i].is_tensor(), ShapeError)
+        SJ_CHECK(x.dim(int64_t(i)) >= 0 || idx[i].is_tensor() ||
+                     (idx[i].is_range && rs.start[i] == 0 && rs.stop[i] == Index::kEnd &&
+                      rs.step[i] == 1), // whole, forwards or reversed
+                 ShapeError)
             << what << ": dim " << i << " of " << x.name() << " " << x.type_str()
             << " is unknown until call time; an indexed update needs the size of every dim "
             << "it indexes with an integer or a range (index it whole, with sl(), or give the "
@@ -340,7 +350,7 @@ Tensor index_apply(const Tensor& x, const std::vector<Index>& idx, const Tensor&
     std::string what = update_what(x, idx, mode);
     SJ_CHECK(v.defined(), InputError) << what << ": the update is an undefined Tensor";
     Resolved rs = resolve(x, idx, what);
-    check_known_dims(x, idx, what);
+    check_known_dims(x, idx, rs, what);
     Tensor u = cast(v, x.dtype());
     if (rs.advanced.empty()) {
         // a strided box: read it, combine, write it back (Note [Indexed updates])
@@ -349,14 +359,14 @@ Tensor index_apply(const Tensor& x, const std::vector<Index>& idx, const Tensor&
         Tensor ub = broadcast_update(u, region, what);
         for (int64_t a : rs.dropped)
             ub = expand_dims(ub, a);
-        return place(x, combine(mode, box, ub), rs, what);
+        return oriented(place(oriented(x, rs), combine(mode, box, ub), rs, what), rs);
     }
     Tensor box = sliced(x, rs);
     Merged m = merge_advanced(box, rs.advanced, what);
     Tensor region = gather(m.box, m.index, m.axis); // only its shape is read
     Tensor ub = broadcast_update(u, region, what);
     Tensor updated = scatter(m.box, m.index, ub, m.axis, mode);
-    return place(x, unmerge(updated, m, rs.advanced.size()), rs, what);
+    return oriented(place(oriented(x, rs), unmerge(updated, m, rs.advanced.size()), rs, what), rs);
 }
 
 #define SJ_INDEX_OP(name, mode)                                                                    \

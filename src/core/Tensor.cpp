@@ -49,8 +49,7 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
         const Index& ix = idx[i];
         int64_t d = shape()[i];
         if (ix.is_range) {
-            SJ_CHECK(ix.step > 0, ShapeError) << "subscript of " << name() << ": step " << ix.step
-                                              << " on dim " << i << " must be > 0 (use flip)";
+            // a negative step reverses the dim (Note [Negative steps] in src/ops/Movement.cpp)
             start[i] = ix.start;
             stop[i] = ix.stop;
             step[i] = ix.step;
@@ -62,13 +61,11 @@ Tensor Tensor::operator[](const std::vector<Index>& idx) const {
                     << " out of range for dim " << i << " of size " << d;
                 if (k < 0)
                     k += d;
-            } else {
-                SJ_CHECK(k >= 0, ShapeError)
-                    << "subscript of " << name() << ": negative index " << k << " on dim " << i
-                    << " whose size is unknown until call time";
             }
+            // on a dim of unknown size, [k, k + 1) counts from the end when k < 0 (k = -1: to
+            // the end), and slice's check at call time rejects k outside [-size, size)
             start[i] = k;
-            stop[i] = k + 1;
+            stop[i] = k == -1 ? Index::kEnd : k + 1;
             drop.push_back(int64_t(i));
         }
     }

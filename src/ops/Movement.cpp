@@ -128,8 +128,10 @@ TensorType infer_slice(const InferCtx& c) {
         SJ_CHECK(a.step[i] > 0, ShapeError)
             << c.where() << ": step " << a.step[i] << " on dim " << i << " must be > 0 (use flip)";
         out[i] = s[i] < 0 ? -1 : slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).count;
-        // x[k] on a dim whose size was unknown when the graph was built (start >= 0 then)
-        if (s[i] >= 0 && i < 64 && (a.index_dims >> i & 1) && a.start[i] >= s[i])
+        // x[k] on a dim whose size was unknown when the graph was built (k < 0 counts from the
+        // end)
+        if (s[i] >= 0 && i < 64 && (a.index_dims >> i & 1) &&
+            (a.start[i] >= s[i] || a.start[i] < -s[i]))
             shape_fail(c, "subscript of " + c.name(0) + ": index " + std::to_string(a.start[i]) +
                               " out of range for dim " + std::to_string(i) + " of size " +
                               std::to_string(s[i]) + " (" + c.name(0) + " is " + type_str(c.in[0]) +
@@ -272,21 +274,36 @@ void register_grads(OpDef* t) {
             d[0] = pad(g, lo, hi, interior, 0.0);
             return;
         }
+        // the first element's index per dim: known, or a start from the end of a dim of unknown
+        // size (x[-3:], a reversed range: Note [Negative steps]) counted when the function runs
         std::vector<int64_t> starts(r);
+        std::vector<int> from_end;
         for (int i = 0; i < r; ++i) {
-            SJ_CHECK(s[i] >= 0 || (a.start[i] >= 0), ShapeError)
-                << "gradient of slice: negative start on dim " << i << " of "
-                << n.input(0)->describe() << " whose size is unknown until call time";
             interior[i] = a.step[i] - 1;
             starts[i] =
                 s[i] >= 0 ? slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).start : a.start[i];
+            if (starts[i] < 0)
+                from_end.push_back(i);
         }
         Tensor spread =
             pad(g, std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 0), interior, 0.0);
         Array st(DType::I64, {int64_t(r)});
         for (int i = 0; i < r; ++i)
-            st.data<int64_t>()[i] = starts[i];
-        d[0] = dynamic_update_slice(zeros_like(x0(n)), spread, constant(st));
+            st.data<int64_t>()[i] = std::max<int64_t>(starts[i], 0);
+        Tensor start = constant(st);
+        if (!from_end.empty()) {
+            std::vector<Tensor> each;
+            for (int i = 0; i < r; ++i) {
+                Tensor k = scalar(double(std::max<int64_t>(starts[i], 0)), DType::I64);
+                if (starts[i] < 0) {
+                    Tensor dim = runtime_dim(x0(n), i);
+                    k = maximum(dim + scalar(double(starts[i]), DType::I64), zeros_like(dim));
+                }
+                each.push_back(k);
+            }
+            start = stack(each);
+        }
+        d[0] = dynamic_update_slice(zeros_like(x0(n)), spread, start);
     };
     // take the unpadded elements
     t[int(Op::Pad)].grad = [](const Node& n, const Tensor& g, std::vector<Tensor>& d) {
@@ -504,9 +521,35 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
 }
 
 namespace detail {
-Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
+
+Tensor runtime_dim(const Tensor& x, int64_t axis) {
+    int64_t d = x.dim(axis);
+    if (d >= 0)
+        return scalar(double(d), DType::I64);
+    std::vector<int64_t> start(x.rank(), 0), stop(x.rank(), 1);
+    stop[axis] = Index::kEnd;
+    // one line of x along axis (a zero count when another dim is 0)
+    return sum(cast(ones_like(slice(x, start, stop)), DType::I64));
+}
+
+// Note [Negative steps]
+// A range with a negative step, Python's x[start:stop:-k], picks start, start - k, ... down to
+// (not including) stop, with bounds clamped as Python clamps them. The slice op keeps step > 0;
+// reversing the axis first turns the walk into a forward one: index i of x is index n - 1 - i of
+// flip(x), so the range is flip(x)[-1 - start : -1 - stop : k]. The map holds for any bound,
+// negative or past either end, and needs no size: -1 - i, for i >= 0, counts from the end, and
+// for i < 0 (from the end of x) it is a non-negative index of flip(x); Index::kEnd and
+// Index::kBegin swap. In a kernel, flip and slice compose into one affine index map (a negative
+// stride), so a reversed range costs what a forward one does.
+ForwardRange forward_range(int64_t start, int64_t stop, int64_t step) {
+    // a start at or past the last element (kEnd: Python's None) is index 0 of the flipped dim
+    return {start == Index::kEnd ? 0 : -1 - start, -1 - stop, -step};
+}
+
+Tensor index_slice(const Tensor& x_in, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
                    uint64_t index_dims) {
+    Tensor x = x_in;
     int r = x.rank();
     SJ_CHECK(start.size() <= size_t(r) && stop.size() <= size_t(r) && step.size() <= size_t(r),
              ShapeError)
@@ -519,6 +562,21 @@ Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
         a.stop[i] = stop[i];
     for (size_t i = 0; i < step.size(); ++i)
         a.step[i] = step[i];
+    Axes reversed;
+    for (int i = 0; i < r; ++i) {
+        SJ_CHECK(a.step[i] != 0 && a.step[i] != Index::kBegin, ShapeError)
+            << "slice of " << x.name() << " " << x.type_str() << ": step " << a.step[i]
+            << " on dim " << i << " (a step must be non-zero)";
+        if (a.step[i] > 0)
+            continue;
+        ForwardRange f = forward_range(a.start[i], a.stop[i], a.step[i]);
+        a.start[i] = f.start;
+        a.stop[i] = f.stop;
+        a.step[i] = f.step;
+        reversed.push_back(i);
+    }
+    if (!reversed.empty())
+        x = flip(x, reversed);
     // normalise bounds on known dims so equal slices intern to one node
     bool identity = true;
     for (int i = 0; i < r; ++i) {

@@ -169,6 +169,15 @@ inline bool shape_only_input(const Node& n, size_t i) {
 Tensor index_slice(const Tensor& x, const std::vector<int64_t>& start,
                    const std::vector<int64_t>& stop, const std::vector<int64_t>& step,
                    uint64_t index_dims);
+/// A range of negative step (start, stop, step) as the forward range of the flipped dim that
+/// picks the same elements in the same order (Note [Negative steps] in Movement.cpp).
+struct ForwardRange {
+    int64_t start, stop, step;
+};
+ForwardRange forward_range(int64_t start, int64_t stop, int64_t step);
+/// The size of dim `axis` of x as an i64 scalar: a constant when known, else counted when the
+/// function runs (0 when another dim of x is 0).
+Tensor runtime_dim(const Tensor& x, int64_t axis);
 /// x[idx] for a subscript with at least one tensor index (NumPy advanced indexing; the integers
 /// of such a subscript are advanced indices too). Tensor::operator[] calls it (src/api/Indexed.cpp).
 Tensor advanced_subscript(const Tensor& x, const std::vector<Index>& idx);

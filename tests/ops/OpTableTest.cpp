@@ -886,15 +886,25 @@ std::vector<OpRow> make_table() {
             return x[0][{1, sl(0, Index::kEnd, 2)}];
         },
         each({{3, 5, 7}, {2, 4}, {3, 0}}), kAll);
-    // a negative index needs the dim's size at build time
+    // a negative index counts from the end, on a dim of unknown size too (checked when run)
     composite(
         "subscripts__negative",
         [](Xs x) {
             return x[0][{sl(), -1}];
         },
-        {static_only(shapes({{2, 3}})), static_only(shapes({{4, 5, 1}})),
-         static_only(shapes({{0, 2}}))},
-        kAll);
+        each({{2, 3}, {4, 5, 1}, {0, 2}}), kAll);
+    // negative steps (Note [Negative steps] in src/ops/Movement.cpp): a flip, then a slice whose
+    // start counts from the end, so on a dim of unknown size the gradient's start is counted
+    // when the function runs
+    composite(
+        "subscripts__reverse",
+        [](Xs x) {
+            return x[0][{sl(-1, Index::kBegin, -1), sl(3, 0, -2)}];
+        },
+        each({{3, 5}, {2, 4, 2}, {0, 4}}), kAll);
+    composite(
+        "subscripts__reverse_tail", [](Xs x) { return slice_axis(x[0], -1, -1, -5, -2); },
+        each({{7}, {2, 3}, {3, 6}}), kAll);
 
     // ---- interpolation ----
     // Composites of gather, floor and where (include/symjax/Interpolation.h). They need static

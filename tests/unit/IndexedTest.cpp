@@ -142,7 +142,10 @@ TEST(Indexed, ErrorsNameTheSubscript) {
               std::string::npos)
         << m;
     m = message_of<ShapeError>([&] { (void)x.at(sl(0, Index::kEnd, 0)).set(0.0); });
-    EXPECT_NE(m.find("step 0 on dim 0 must be > 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("x[::0].set: step 0 on dim 0 (a step must be non-zero)"), std::string::npos)
+        << m;
+    m = message_of<ShapeError>([&] { (void)x[{sl(), sl(0, Index::kEnd, 0)}]; });
+    EXPECT_NE(m.find("step 0 on dim 1 (a step must be non-zero)"), std::string::npos) << m;
     // a dim unknown at build time can be indexed whole only
     Placeholder b({-1, 3}, f32, "batch");
     EXPECT_NO_THROW((void)b.at({sl(), 1}).set(0.0));
@@ -180,6 +183,74 @@ TEST(Indexed, TensorIndexOutOfRangeFailsWhenRun) {
         f(vec({1, 2, 3}, DType::F32), vec({3, 0, 0}, DType::I64));
     });
     EXPECT_NE(m.find("out of range [0, 3)"), std::string::npos) << m;
+}
+
+// Python's slices with a negative step (Note [Negative steps] in src/ops/Movement.cpp), on a dim
+// known when the graph is built and on one bound at call time; the expected elements are
+// Python's (x = 0..6: x[5:1:-2] is [5, 3], x[::-3] is [6, 3, 0], ...).
+TEST(Indexed, NegativeStepsFollowPython) {
+    const int64_t E = Index::kEnd, B = Index::kBegin;
+    struct Want {
+        Index ix;
+        std::vector<double> v;
+    };
+    const std::vector<Want> cases = {
+        {sl(-1, B, -1), {6, 5, 4, 3, 2, 1, 0}},
+        {sl(5, 1, -2), {5, 3}},
+        {sl(E, B, -3), {6, 3, 0}},
+        {sl(-2, -6, -1), {5, 4, 3, 2}},
+        {sl(100, 4, -1), {6, 5}},     // a start past the end clamps to the last element
+        {sl(2, -100, -1), {2, 1, 0}}, // a stop before the start clamps to "through 0"
+        {sl(1, 5, -1), {}},           // backwards from 1 never reaches 5
+        {sl(-100, B, -1), {}},        // a start before the first element: nothing
+        {sl(0, B, -1), {0}},
+    };
+    Array xv = vec({0, 1, 2, 3, 4, 5, 6}, DType::F32);
+    for (int64_t n : {int64_t(7), int64_t(-1)}) {
+        Placeholder x({n}, f32, "x");
+        std::vector<Tensor> outs;
+        for (const Want& w : cases)
+            outs.push_back(x[{w.ix}]);
+        for (const char* backend : {"reference", "cpu"}) {
+            auto r = function({x}, outs, {}, test::on(backend))(xv);
+            for (size_t k = 0; k < cases.size(); ++k)
+                EXPECT_EQ(values(r[k]), cases[k].v) << backend << " dim " << n << " case " << k;
+        }
+    }
+    // in an update, the k-th element of v goes to the k-th position the range walks
+    Tensor c = constant(vec({0, 1, 2, 3, 4, 5, 6}));
+    EXPECT_EQ(values(c.at(sl(5, 1, -2)).set(constant(vec({10, 20}))).eval()),
+              (std::vector<double>{0, 1, 2, 20, 4, 10, 6}));
+    EXPECT_EQ(values(c.at(sl(-1, B, -3)).add(constant(vec({10, 20, 30}))).eval()),
+              (std::vector<double>{30, 1, 2, 23, 4, 5, 16}));
+    // a dim of unknown size reversed whole can be updated
+    Placeholder d({-1, 2}, f64, "d");
+    Tensor u = d.at({sl(-1, B, -1), 0}).set(constant(vec({7, 8, 9})));
+    Array dv = vec({0, 1, 2, 3, 4, 5}).reshape({3, 2});
+    EXPECT_EQ(values(function({d}, {u})(dv)[0]), (std::vector<double>{9, 1, 8, 3, 7, 5}));
+}
+
+// x[k] with k < 0 on a dim bound at call time counts from the end, and its gradient, like that of
+// a range starting from the end of such a dim, lands where the element came from.
+TEST(Indexed, FromTheEndOfADimOfUnknownSize) {
+    Placeholder x({-1, 2}, f64, "x");
+    Array xv = vec({0, 1, 2, 3, 4, 5, 6, 7}).reshape({4, 2});
+    auto f = function({x}, {x[-1], x[{-4, 1}], x[{sl(-3), 0}], x[{sl(-1, -4, -2)}]});
+    auto r = f(xv);
+    EXPECT_EQ(values(r[0]), (std::vector<double>{6, 7}));
+    EXPECT_EQ(values(r[1]), (std::vector<double>{1}));
+    EXPECT_EQ(values(r[2]), (std::vector<double>{2, 4, 6}));
+    EXPECT_EQ(values(r[3]), (std::vector<double>{6, 7, 2, 3})); // rows 3 and 1
+    std::string m = message_of<InputError>([&] { function({x}, {x[-5]})(xv); });
+    EXPECT_NE(m.find("index -5 out of range for dim 0 of size 4"), std::string::npos) << m;
+    // d/dx of sum(w * x[-1]) + sum(x[-3:, 0]) + 10 * sum(x[-1:-4:-2]), by hand
+    Tensor cost =
+        sum(x[-1] * constant(vec({2, 3}))) + sum(x[{sl(-3), 0}]) + 10.0 * sum(x[{sl(-1, -4, -2)}]);
+    for (const char* backend : {"reference", "cpu"}) {
+        Array g = function({x}, gradients(cost, {x}), {}, test::on(backend))(xv)[0];
+        // rows 1 and 3 take 10, row 3 also w = (2, 3), rows 1-3 take 1 in column 0
+        EXPECT_EQ(values(g), (std::vector<double>{0, 0, 11, 10, 1, 0, 13, 13})) << backend;
+    }
 }
 
 TEST(Indexed, ScatterModeIsAnAttribute) {

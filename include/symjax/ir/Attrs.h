@@ -85,8 +85,9 @@ struct AxesAttrs {
 };
 /// Slice per dim, Python style: start/stop may be negative (from the end) and stop may be
 /// Index::kEnd-like INT64_MAX; step > 0. Resolved against the concrete dim by slice_bounds().
-/// Bit i of `index_dims`: dim i was picked by a single index (`x[k]`, start = k, stop = k + 1),
-/// which must be in range when the dim's size is bound at call time (a slice would clamp).
+/// Bit i of `index_dims`: dim i was picked by a single index (`x[k]`, start = k, stop = k + 1, or
+/// the end for k = -1), which must be in [-size, size) when the dim's size is bound at call time
+/// (a slice would clamp). A negative step is a flip first (Note [Negative steps], Movement.cpp).
 struct SliceAttrs {
     std::vector<int64_t> start, stop, step;
     uint64_t index_dims = 0;

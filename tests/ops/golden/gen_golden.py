@@ -1018,6 +1018,12 @@ def gen_indexing_updates():
     each("nansum__all_keepdims", red(np.nansum, axis=None, keepdims=True),
          [[nan_values((2, 3), "f64")], [rand((4,), "i32")]])
 
+    # negative steps (rows of tests/ops/OpTableTest.cpp)
+    each("subscripts__reverse", lambda x: x[::-1, 3:0:-2],
+         [[rand((3, 5), "f32")], [rand((2, 4, 2), "i64")], [rand((0, 4), "f64")]])
+    each("subscripts__reverse_tail", lambda x: x[..., -1:-5:-2],
+         [[rand((7,), "f64")], [rand((2, 3), "i32")], [rand((3, 6), "bool")]])
+
 
 def write(path, entries):
     lines = []
