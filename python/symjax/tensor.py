@@ -950,4 +950,778 @@ interpolation.upsample_1d = _upsample_1d
 interpolation.upsample_2d = _upsample_2d
 interpolation.resize = _resize
 
+# ---- more of NumPy's names (composites of the ops above) ---------------------------------------
+# Each follows NumPy's definition, checked against NumPy in python/tests/test_numpy_names.py.
+# Formulas are chosen for float32: no overflow before the true result does, no cancellation near
+# 0, and finite derivatives in both branches of every where (so gradients stay finite).
+_LN2 = float(_np.log(2.0))
+
+
+def _like(v, x):
+    """The number v as a 0-d constant of x's dtype."""
+    return _core.full((), float(v), x.dtype.name)
+
+
+def _slice_axis(x, axis, start, stop):
+    """x[start:stop] along axis (Python's bounds)."""
+    n = x.ndim
+    lo, hi = [0] * n, [_np.iinfo(_np.int64).max] * n
+    lo[axis], hi[axis] = int(start), int(stop)
+    return _core.slice(x, lo, hi, [1] * n)
+
+
+def _float(x):
+    x = _t(x)
+    return x if x.dtype.kind == "f" else _core.cast(x, "float32")
+
+
+def arctan(x):
+    x = _float(x)
+    return _core.atan2(x, ones_like(x))
+
+
+def arcsin(x):
+    x = _float(x)
+    one = ones_like(x)
+    return _core.atan2(x, _core.sqrt((one - x) * (one + x)))
+
+
+def arccos(x):
+    x = _float(x)
+    one = ones_like(x)
+    return _core.atan2(_core.sqrt((one - x) * (one + x)), x)
+
+
+def sinh(x):
+    # small |x|: (e^x - e^-x) / 2 by expm1, exact near 0; large: e^(|x| - ln 2), finite up to
+    # where sinh itself overflows
+    x = _float(x)
+    a = _core.abs(x)
+    small = a < _like(1.0, x)
+    a_small = _core.where(small, x, zeros_like(x))
+    near = (_core.expm1(a_small) - _core.expm1(-a_small)) * _like(0.5, x)
+    a_big = _core.where(small, ones_like(x), a)
+    far = _core.sign(x) * (_core.exp(a_big - _like(_LN2, x)) - _core.exp(-a_big) * _like(0.5, x))
+    return _core.where(small, near, far)
+
+
+def cosh(x):
+    x = _float(x)
+    a = _core.abs(x)
+    return _core.exp(a - _like(_LN2, x)) + _core.exp(-a) * _like(0.5, x)
+
+
+def arcsinh(x):
+    # log1p(x + x^2 / (1 + sqrt(1 + x^2))) for |x| < 1 (exact near 0, with the gradient 1 there);
+    # beyond, the same of |x| with x's sign (no cancellation for x < 0), and past 1e8
+    # log|x| + ln 2 (x^2 overflows)
+    x = _float(x)
+    one = ones_like(x)
+    a = _core.abs(x)
+    small = a < one
+    s = _core.where(small, x, zeros_like(x))
+    near = _core.log1p(s + s * s / (one + _core.sqrt(one + s * s)))
+    big = a > _like(1e8, x)
+    m = _core.where(_core.logical_or(small, big), one, a)
+    mid = _core.log1p(m + m * m / (one + _core.sqrt(one + m * m)))
+    huge = _core.log(_core.where(big, a, one)) + _like(_LN2, x)
+    far = _core.where(big, huge, mid)
+    near = _core.where(x == zeros_like(x), x, near)  # -0.0 stays -0.0
+    return _core.where(small, near, _core.where(x < zeros_like(x), -far, far))
+
+
+def arccosh(x):
+    # log1p(t + sqrt(t (t + 2))) with t = x - 1: exact near 1; past 1e8, log x + ln 2
+    x = _float(x)
+    big = x > _like(1e8, x)
+    t = _core.where(big, zeros_like(x), x - ones_like(x))
+    near = _core.log1p(t + _core.sqrt(t * (t + _like(2.0, x))))
+    x_big = _core.where(big, x, ones_like(x))
+    return _core.where(big, _core.log(x_big) + _like(_LN2, x), near)
+
+
+def arctanh(x):
+    # (log1p(x) - log1p(-x)) / 2: log1p forms 1 + x exactly near -1 and 1
+    x = _float(x)
+    return (_core.log1p(x) - _core.log1p(-x)) * _like(0.5, x)
+
+
+def cbrt(x):
+    x = _float(x)
+    r = power(_core.abs(x), _like(1.0 / 3.0, x))
+    return _core.where(signbit(x), -r, r)
+
+
+def exp2(x):
+    x = _float(x)
+    return power(_like(2.0, x), x)
+
+
+def trunc(x):
+    x = _t(x)
+    if x.dtype.kind != "f":
+        return x
+    return _core.where(x < zeros_like(x), _core.ceil(x), _core.floor(x))
+
+
+fix = trunc
+rint = round
+fabs = abs
+
+
+def positive(x):
+    return _t(x)
+
+
+def signbit(x):
+    """True where x is negative, -0.0 included (NaN's sign is not read: False)."""
+    x = _t(x)
+    zero = zeros_like(x)
+    if x.dtype.kind != "f":
+        return x < zero
+    inv = _core.reciprocal(_core.where(x == zero, x, ones_like(x)))
+    return _core.logical_or(x < zero, _core.logical_and(x == zero, inv < zero))
+
+
+def copysign(x1, x2):
+    x1 = _float(x1)
+    x2 = _t(x2)
+    m = _core.abs(x1)
+    return _core.where(signbit(x2), -m, m)
+
+
+def fmod(x1, x2):
+    """C's fmod: the remainder with the sign of x1 (mod's has the sign of x2)."""
+    x1, x2 = _t(x1), _t(x2)
+    r = _core.mod(x1, x2)
+    zero = zeros_like(r)
+    off = _core.logical_and(r != zero, _core.logical_xor(r < zero, x1 < zeros_like(x1)))
+    return _core.where(off, r - x2, r)
+
+
+def deg2rad(x):
+    x = _float(x)
+    return x * _like(_np.pi / 180.0, x)
+
+
+def rad2deg(x):
+    x = _float(x)
+    return x * _like(180.0 / _np.pi, x)
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+def logaddexp(x1, x2):
+    """log(exp(x1) + exp(x2)) without overflow: max + log1p(exp(-|x1 - x2|)); equal infinities
+    give themselves."""
+    x1, x2 = _float(x1), _float(x2)
+    same = x1 == x2
+    d = _core.where(same, zeros_like(x1 - x2), x1 - x2)
+    return _core.maximum(x1, x2) + _core.log1p(_core.exp(-_core.abs(d)))
+
+
+def logaddexp2(x1, x2):
+    x1, x2 = _float(x1), _float(x2)
+    return logaddexp(x1 * _like(_LN2, x1), x2 * _like(_LN2, x2)) / _like(_LN2, x1 + x2)
+
+
+def heaviside(x1, x2):
+    """0 where x1 < 0, x2 where x1 == 0, 1 where x1 > 0 (NaN stays NaN)."""
+    x1 = _float(x1)
+    zero = zeros_like(x1)
+    at0 = zero + _core.cast(_t(x2), x1.dtype.name)
+    out = _core.where(x1 > zero, ones_like(x1), _core.where(x1 < zero, zero, at0))
+    return _core.where(_core.isnan(x1), x1, out)
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    x = _t(x)
+    if x.dtype.kind != "f":
+        return x
+    fi = _np.finfo(x.dtype)
+    hi = float(fi.max) if posinf is None else float(posinf)
+    lo = float(fi.min) if neginf is None else float(neginf)
+    zero = zeros_like(x)
+    x = _core.where(_core.isnan(x), _like(nan, x), x)
+    return _core.where(_core.isinf(x), _core.where(x > zero, _like(hi, x), _like(lo, x)), x)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = _float(a), _float(b)
+    close = _core.abs(a - b) <= _like(atol, b) + _like(rtol, b) * _core.abs(b)
+    both_inf = _core.logical_and(_core.isinf(a), a == b)
+    out = _core.logical_or(_core.logical_and(close, _core.logical_not(_core.isinf(b))), both_inf)
+    if equal_nan:
+        out = _core.logical_or(out, _core.logical_and(_core.isnan(a), _core.isnan(b)))
+    return out
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return _core.all(isclose(a, b, rtol, atol, equal_nan), None, False)
+
+
+def isposinf(x):
+    x = _t(x)
+    return _core.logical_and(_core.isinf(x), x > zeros_like(x))
+
+
+def isneginf(x):
+    x = _t(x)
+    return _core.logical_and(_core.isinf(x), x < zeros_like(x))
+
+
+def fmax(x1, x2):
+    """maximum that ignores a NaN when the other is a number."""
+    x1, x2 = _t(x1), _t(x2)
+    m = _core.maximum(x1, x2)
+    return _core.where(_core.isnan(x2), x1, _core.where(_core.isnan(x1), x2, m))
+
+
+def fmin(x1, x2):
+    x1, x2 = _t(x1), _t(x2)
+    m = _core.minimum(x1, x2)
+    return _core.where(_core.isnan(x2), x1, _core.where(_core.isnan(x1), x2, m))
+
+
+def float_power(x1, x2):
+    """power in float64 (NumPy's float_power)."""
+    return power(_core.cast(_t(x1), "float64"), _core.cast(_t(x2), "float64"))
+
+
+def sinc(x):
+    """sin(pi x) / (pi x), 1 at 0 (with a finite gradient there)."""
+    x = _float(x)
+    zero = x == zeros_like(x)
+    px = _core.where(zero, ones_like(x), x) * _like(_np.pi, x)
+    return _core.where(zero, ones_like(x), _core.sin(px) / px)
+
+
+# shapes
+def _axis(a, n):
+    a = int(a)
+    if not -n <= a < n:
+        raise ValueError("symjax.tensor: axis %d is out of bounds for a tensor of rank %d" % (a, n))
+    return a % n
+
+
+def moveaxis(x, source, destination):
+    x = _t(x)
+    n = x.ndim
+    src = [_axis(a, n) for a in (_axes(source))]
+    dst = [_axis(a, n) for a in (_axes(destination))]
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source %r and destination %r need the same number of axes"
+                         % (source, destination))
+    order = [a for a in _builtins.range(n) if a not in src]
+    for d, s_ in sorted(zip(dst, src)):
+        order.insert(d, s_)
+    return _core.transpose(x, order)
+
+
+def swapaxes(x, axis1, axis2):
+    x = _t(x)
+    perm = list(_builtins.range(x.ndim))
+    a, b = _axis(axis1, x.ndim), _axis(axis2, x.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return _core.transpose(x, perm)
+
+
+def atleast_1d(*xs):
+    out = [_core.reshape(_t(x), (1,)) if _t(x).ndim == 0 else _t(x) for x in xs]
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_2d(*xs):
+    out = []
+    for x in xs:
+        x = _t(x)
+        out.append(_core.reshape(x, (1, 1)) if x.ndim == 0 else
+                   _core.expand_dims(x, 0) if x.ndim == 1 else x)
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_3d(*xs):
+    out = []
+    for x in xs:
+        x = _t(x)
+        if x.ndim == 0:
+            x = _core.reshape(x, (1, 1, 1))
+        elif x.ndim == 1:
+            x = _core.expand_dims(_core.expand_dims(x, 0), 2)
+        elif x.ndim == 2:
+            x = _core.expand_dims(x, 2)
+        out.append(x)
+    return out[0] if len(out) == 1 else out
+
+
+def _known(x, axis, what):
+    d = x.shape[axis]
+    if d is None:
+        raise ValueError("symjax.tensor.%s: axis %d of %s has a size unknown until the call; "
+                         "it needs a known size" % (what, axis, x.name))
+    return d
+
+
+def tile(x, reps):
+    x = _t(x)
+    reps = [int(r) for r in ((reps,) if isinstance(reps, (int, _np.integer)) else reps)]
+    n = _builtins.max(x.ndim, len(reps))
+    reps = [1] * (n - len(reps)) + reps
+    x = _core.reshape(x, (1,) * (n - x.ndim) + tuple(-1 if d is None else d for d in x.shape)) \
+        if x.ndim < n else x
+    dims = [_known(x, i, "tile") if reps[i] != 1 else x.shape[i] for i in _builtins.range(n)]
+    spread = []
+    target = []
+    for r, d in zip(reps, dims):
+        spread += [1, -1 if d is None else d]
+        target += [r, -1 if d is None else d]
+    y = _core.broadcast_to(_core.reshape(x, tuple(spread)), tuple(target))
+    return _core.reshape(y, tuple(-1 if d is None else r * d for r, d in zip(reps, dims)))
+
+
+def roll(x, shift, axis=None):
+    x = _t(x)
+    if axis is None:
+        return _core.reshape(roll(ravel(x), shift, 0), tuple(-1 if d is None else d
+                                                              for d in x.shape))
+    shifts = _axes(shift)
+    axes = _axes(axis)
+    if len(shifts) == 1 and len(axes) > 1:
+        shifts = shifts * len(axes)
+    for s_, a in zip(shifts, axes):
+        a = _axis(a, x.ndim)
+        n = _known(x, a, "roll")
+        k = s_ % n if n else 0
+        if k:
+            x = _core.concat([_slice_axis(x, a, n - k, n),
+                              _slice_axis(x, a, 0, n - k)], a)
+    return x
+
+
+def array_split(x, indices_or_sections, axis=0):
+    x = _t(x)
+    a = _axis(axis, x.ndim)
+    n = _known(x, a, "array_split")
+    if isinstance(indices_or_sections, (int, _np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError("array_split: the number of sections must be > 0, got %d" % k)
+        q, r = divmod(n, k)
+        sizes = [q + 1] * r + [q] * (k - r)
+        bounds = [int(v) for v in _np.cumsum([0] + sizes)]
+    else:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [n]
+    return [_slice_axis(x, a, bounds[i], _builtins.max(bounds[i], bounds[i + 1]))
+            for i in _builtins.range(len(bounds) - 1)]
+
+
+def split(x, indices_or_sections, axis=0):
+    x = _t(x)
+    if isinstance(indices_or_sections, (int, _np.integer)):
+        n = _known(x, _axis(axis, x.ndim), "split")
+        if n % int(indices_or_sections):
+            raise ValueError("split: axis %d of size %d does not split into %d equal sections "
+                             "(array_split allows unequal ones)" % (axis, n,
+                                                                   int(indices_or_sections)))
+    return array_split(x, indices_or_sections, axis)
+
+
+def hsplit(x, indices_or_sections):
+    return split(x, indices_or_sections, 0 if _t(x).ndim == 1 else 1)
+
+
+def vsplit(x, indices_or_sections):
+    return split(x, indices_or_sections, 0)
+
+
+def dsplit(x, indices_or_sections):
+    return split(x, indices_or_sections, 2)
+
+
+def dstack(tensors):
+    return concatenate([atleast_3d(t) for t in tensors], 2)
+
+
+def append(arr, values, axis=None):
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([_t(arr), _t(values)], int(axis))
+
+
+def diff(x, n=1, axis=-1):
+    x = _t(x)
+    a = _axis(axis, x.ndim)
+    end = _np.iinfo(_np.int64).max
+    for _ in _builtins.range(int(n)):
+        x = _slice_axis(x, a, 1, end) - _slice_axis(x, a, 0, -1)
+    return x
+
+
+def tri(N, M=None, k=0, dtype="float32"):
+    M = N if M is None else M
+    rows = _core.reshape(arange(int(N), dtype="int64"), (int(N), 1))
+    cols = _core.reshape(arange(int(M), dtype="int64"), (1, int(M)))
+    return _core.cast(cols - rows <= _core.full((), float(k), "int64"), dtype)
+
+
+def _tri_mask(x, k, lower):
+    x = _t(x)
+    if x.ndim < 2:
+        raise ValueError("tril/triu: need a tensor of rank >= 2, got %s" % (x.shape,))
+    n, m = _known(x, x.ndim - 2, "tril"), _known(x, x.ndim - 1, "tril")
+    mask = tri(n, m, k, "bool")
+    if not lower:
+        mask = _core.logical_not(tri(n, m, k - 1, "bool"))
+    return _core.where(mask, x, zeros_like(x))
+
+
+def tril(x, k=0):
+    return _tri_mask(x, int(k), True)
+
+
+def triu(x, k=0):
+    return _tri_mask(x, int(k), False)
+
+
+def meshgrid(*xs, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError("meshgrid: indexing must be 'xy' or 'ij', got %r" % (indexing,))
+    xs = [ravel(x) for x in xs]
+    n = len(xs)
+    sizes = [_known(x, 0, "meshgrid") for x in xs]
+    if indexing == "xy" and n >= 2:
+        sizes[0], sizes[1] = sizes[1], sizes[0]
+    out = []
+    for i, x in enumerate(xs):
+        axis = i
+        if indexing == "xy" and n >= 2 and i < 2:
+            axis = 1 - i
+        shape = [1] * n
+        shape[axis] = -1
+        out.append(_core.broadcast_to(_core.reshape(x, tuple(shape)), tuple(sizes)))
+    return out
+
+
+def take_along_axis(arr, indices, axis):
+    """NumPy's take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along
+    `axis` (negative indices count from the end). arr's dims must be known."""
+    arr, indices = _t(arr), _t(indices)
+    if axis is None:
+        return take_along_axis(ravel(arr), ravel(indices), 0)
+    n = arr.ndim
+    a = _axis(axis, n)
+    if indices.ndim != n:
+        raise ValueError("take_along_axis: indices of rank %d for a tensor of rank %d"
+                         % (indices.ndim, n))
+    shape = [_known(arr, i, "take_along_axis") for i in _builtins.range(n)]
+    out_shape = [shape[i] if i != a else _known(indices, a, "take_along_axis")
+                 for i in _builtins.range(n)]
+    idx = _core.cast(indices, "int64")
+    zero = zeros_like(idx)
+    idx = _core.where(idx < zero, idx + _core.full_like(idx, float(shape[a]), None), idx)
+    strides = _np.cumprod([1] + shape[::-1])[:-1][::-1]
+    lin = _core.broadcast_to(idx * _core.full((), float(strides[a]), "int64"), tuple(out_shape))
+    for i in _builtins.range(n):
+        if i == a:
+            continue
+        iota = [1] * n
+        iota[i] = shape[i]
+        lin = lin + _core.reshape(arange(shape[i], dtype="int64"), tuple(iota)) * \
+            _core.full((), float(strides[i]), "int64")
+    return _core.gather(ravel(arr), lin, 0)
+
+
+def kron(a, b):
+    a, b = _t(a), _t(b)
+    n = _builtins.max(a.ndim, b.ndim)
+    a = _core.reshape(a, (1,) * (n - a.ndim) + tuple(a.shape)) if a.ndim < n else a
+    b = _core.reshape(b, (1,) * (n - b.ndim) + tuple(b.shape)) if b.ndim < n else b
+    sa = [_known(a, i, "kron") for i in _builtins.range(n)]
+    sb = [_known(b, i, "kron") for i in _builtins.range(n)]
+    ai, bi = [], []
+    for da, db in zip(sa, sb):
+        ai += [da, 1]
+        bi += [1, db]
+    prod_ = _core.reshape(a, tuple(ai)) * _core.reshape(b, tuple(bi))
+    return _core.reshape(prod_, tuple(da * db for da, db in zip(sa, sb)))
+
+
+def vdot(a, b):
+    return _core.sum(ravel(a) * ravel(b), None, False)
+
+
+def average(x, axis=None, weights=None, returned=False):
+    x = _t(x)
+    if weights is None:
+        avg = mean(x, axis)
+        return (avg, sum(ones_like(avg if axis is None else x), axis)) if returned else avg
+    w = _t(weights)
+    if w.ndim == 1 and x.ndim > 1:
+        if axis is None:
+            raise ValueError("average: 1-d weights for an n-d tensor need an axis")
+        shape = [1] * x.ndim
+        shape[_axis(axis, x.ndim)] = -1
+        w = _core.reshape(w, tuple(shape))
+    scl = sum(_core.broadcast_to(w, tuple(-1 if d is None else d for d in x.shape))
+              if w.ndim == x.ndim else w, axis)
+    avg = sum(x * w, axis) / scl
+    return (avg, scl) if returned else avg
+
+
+def ptp(x, axis=None, keepdims=False):
+    return max(x, axis, keepdims) - min(x, axis, keepdims)
+
+
+def count_nonzero(x, axis=None, keepdims=False):
+    x = _t(x)
+    nz = x != zeros_like(x) if x.dtype.kind != "b" else x
+    return _core.sum(_core.cast(nz, "int64"), _axes(axis), keepdims)
+
+
+def diagflat(v, k=0):
+    return _core.diag(ravel(v), int(k))
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None):
+    m = _float(m)
+    if m.ndim == 1:
+        m = _core.expand_dims(m, 0)
+    if not rowvar:
+        m = _core.transpose(m, [1, 0])
+    if y is not None:
+        y = _float(y)
+        y = _core.expand_dims(y, 0) if y.ndim == 1 else y
+        m = concatenate([m, y if rowvar else _core.transpose(y, [1, 0])], 0)
+    n = _known(m, 1, "cov")
+    dd = (0 if bias else 1) if ddof is None else int(ddof)
+    c = m - mean(m, 1, True)
+    out = _core.matmul(c, _core.transpose(c, [1, 0])) / _like(n - dd, m)
+    return _core.squeeze(out, []) if out.shape == (1, 1) else out
+
+
+def corrcoef(x, y=None, rowvar=True):
+    c = cov(x, y, rowvar)
+    if c.ndim == 0:
+        return c / c
+    d = _core.sqrt(_core.diagonal(c, 0, 0, 1))
+    return c / _core.reshape(d, (-1, 1)) / _core.reshape(d, (1, -1))
+
+
+def trapz(y, x=None, dx=1.0, axis=-1):
+    y = _float(y)
+    a = _axis(axis, y.ndim)
+    end = _np.iinfo(_np.int64).max
+    avg = (_slice_axis(y, a, 1, end) + _slice_axis(y, a, 0, -1)) * _like(0.5, y)
+    if x is None:
+        return _core.sum(avg, [a], False) * _like(dx, y)
+    x = _float(x)
+    if x.ndim == 1:
+        shape = [1] * y.ndim
+        shape[a] = -1
+        d = _core.reshape(diff(x), tuple(shape))
+    else:
+        d = diff(x, axis=a)
+    return _core.sum(avg * d, [a], False)
+
+
+def polyval(p, x):
+    """p[0] x^(n-1) + ... + p[n-1] by Horner's rule (p a sequence or a 1-d tensor of known size)."""
+    x = _float(x)
+    if isinstance(p, Tensor):
+        coeffs = [p[i] for i in _builtins.range(_known(p, 0, "polyval"))]
+    else:
+        coeffs = list(p)
+    out = zeros_like(x)
+    for c in coeffs:
+        out = out * x + (_like(c, x) if not isinstance(c, Tensor) else c)
+    return out
+
+
+def vander(x, N=None, increasing=False):
+    x = _t(x)
+    n = _known(x, 0, "vander")
+    N = n if N is None else int(N)
+    cols = [ones_like(x)]
+    for _ in _builtins.range(1, N):
+        cols.append(cols[-1] * x)
+    if not increasing:
+        cols = cols[::-1]
+    return stack(cols, 1) if N else _core.reshape(zeros_like(x), (n, 0))
+
+
+def einsum(subscripts, *operands):
+    """NumPy's einsum without '...': letters repeated inside one operand take its diagonal, letters
+    missing from the output are summed, and each pair of operands contracts as one dot_general
+    (left to right)."""
+    if "." in subscripts:
+        raise ValueError("einsum: '...' (ellipsis) subscripts are not supported: %r" % subscripts)
+    spec = subscripts.replace(" ", "")
+    if "->" in spec:
+        ins, out = spec.split("->")
+    else:
+        ins = spec
+        letters = ins.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = ins.split(",")
+    if len(ins) != len(operands):
+        raise ValueError("einsum: %d operands for subscripts %r" % (len(operands), subscripts))
+    for c in out + "".join(ins):
+        if not c.isalpha():
+            raise ValueError("einsum: bad subscript character %r in %r" % (c, subscripts))
+    ops = []
+    for term, x in zip(ins, operands):
+        x = _t(x)
+        if len(term) != x.ndim:
+            raise ValueError("einsum: subscripts %r for operand of rank %d" % (term, x.ndim))
+        term = list(term)
+        # repeated letters: the diagonal (diagonal() puts it last)
+        while len(set(term)) < len(term):
+            c = next(c for c in term if term.count(c) > 1)
+            i = term.index(c)
+            j = term.index(c, i + 1)
+            x = _core.diagonal(x, 0, i, j)
+            term = [t for k, t in enumerate(term) if k not in (i, j)] + [c]
+        ops.append((x, term))
+
+    def needed_after(k):
+        s = set(out)
+        for _, t in ops[k + 1:]:
+            s |= set(t)
+        return s
+
+    # letters in one operand only and not wanted later: summed first
+    def sum_private(x, term, keep):
+        drop = [i for i, c in enumerate(term) if c not in keep]
+        if drop:
+            x = _core.sum(x, drop, False)
+            term = [c for i, c in enumerate(term) if i not in drop]
+        return x, term
+
+    x, term = ops[0]
+    others = set()
+    for _, t in ops[1:]:
+        others |= set(t)
+    x, term = sum_private(x, term, set(out) | others)
+    for k in _builtins.range(1, len(ops)):
+        y, ty = ops[k]
+        later = needed_after(k)
+        y, ty = sum_private(y, ty, later | set(term))
+        batch = [c for c in term if c in ty and c in later]
+        contract = [c for c in term if c in ty and c not in later]
+        x = _core.dot_general(x, y, [term.index(c) for c in batch], [ty.index(c) for c in batch],
+                              [term.index(c) for c in contract], [ty.index(c) for c in contract])
+        term = batch + [c for c in term if c not in ty] + [c for c in ty if c not in term]
+    x, term = sum_private(x, term, set(out))
+    for c in out:
+        if c not in term:
+            raise ValueError("einsum: output subscript %r is in no operand (%r)" % (c, subscripts))
+    perm = [term.index(c) for c in out]
+    return _core.transpose(x, perm) if perm != list(_builtins.range(len(perm))) else x
+
+
+def array(object, dtype=None):
+    """A constant tensor of object (a tensor passes through, cast to dtype if given)."""
+    if isinstance(object, Tensor):
+        return object if dtype is None else _core.cast(object, _np.dtype(dtype).name)
+    return constant(object, dtype)
+
+
+asarray = array
+
+
+def empty(shape, dtype="float32"):
+    """zeros: a graph has no uninitialised memory."""
+    return zeros(shape, dtype)
+
+
+def empty_like(x, dtype=None):
+    return zeros_like(x, dtype)
+
+
+def real(x):
+    return _t(x)  # tensors are real
+
+
+conj = real
+conjugate = real
+
+
+def broadcast_arrays(*xs):
+    xs = [_t(x) for x in xs]
+    n = _builtins.max(x.ndim for x in xs)
+    shape = []
+    for i in _builtins.range(n):
+        dims = [x.shape[x.ndim - n + i] for x in xs if x.ndim - n + i >= 0]
+        known = [d for d in dims if d is not None and d != 1]
+        if _builtins.any(d is None for d in dims) and not known:
+            raise ValueError("broadcast_arrays: dim %d is unknown until the call" % i)
+        shape.append(known[0] if known else 1)
+    return [_core.broadcast_to(x, tuple(shape)) for x in xs]
+
+
+def cross(a, b, axis=-1):
+    """The cross product of 3-vectors along axis."""
+    a, b = _t(a), _t(b)
+    ax_a, ax_b = _axis(axis, a.ndim), _axis(axis, b.ndim)
+    if a.shape[ax_a] != 3 or b.shape[ax_b] != 3:
+        raise ValueError("cross: axis %d must have size 3, got %s and %s"
+                         % (axis, a.shape, b.shape))
+    ai = [_slice_axis(a, ax_a, i, i + 1) for i in _builtins.range(3)]
+    bi = [_slice_axis(b, ax_b, i, i + 1) for i in _builtins.range(3)]
+    c = [ai[1] * bi[2] - ai[2] * bi[1], ai[2] * bi[0] - ai[0] * bi[2],
+         ai[0] * bi[1] - ai[1] * bi[0]]
+    return concatenate(c, ax_a if a.ndim >= b.ndim else ax_b)
+
+
+def logspace(start, stop, num=50, base=10.0, dtype="float32"):
+    return power(full((), float(base), dtype), linspace(start, stop, num, dtype))
+
+
+def rot90(x, k=1, axes=(0, 1)):
+    x = _t(x)
+    a, b = _axis(axes[0], x.ndim), _axis(axes[1], x.ndim)
+    k = int(k) % 4
+    if k == 0:
+        return x
+    if k == 2:
+        return _core.flip(x, [a, b])
+    perm = list(_builtins.range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    if k == 1:
+        return _core.transpose(_core.flip(x, [b]), perm)
+    return _core.flip(_core.transpose(x, perm), [b])
+
+
+def ediff1d(x):
+    return diff(ravel(x))
+
+
+def nanprod(x, axis=None, keepdims=False):
+    x = _t(x)
+    return prod(_core.where(_core.isnan(x), ones_like(x), x), axis, keepdims)
+
+
+def nancumsum(x, axis=None):
+    x = _t(x)
+    return cumsum(_core.where(_core.isnan(x), zeros_like(x), x), axis)
+
+
+def nanvar(x, axis=None, keepdims=False, ddof=0):
+    """The variance of the non-NaN entries (NaN where fewer than ddof + 1)."""
+    x = _float(x)
+    ok = _core.logical_not(_core.isnan(x))
+    n = sum(_core.cast(ok, x.dtype.name), axis, True)
+    m = sum(_core.where(ok, x, zeros_like(x)), axis, True) / n
+    d = _core.where(ok, x - m, zeros_like(x))
+    out = sum(d * d, axis, True) / (n - _like(ddof, x))
+    return out if keepdims else (_core.squeeze(out, _axes(axis) or []) if axis is not None
+                                 else _core.reshape(out, ()))
+
+
+def nanstd(x, axis=None, keepdims=False, ddof=0):
+    return _core.sqrt(nanvar(x, axis, keepdims, ddof))
+
+
 __all__ = [n for n in dir() if not n.startswith("_")]
