@@ -198,6 +198,9 @@ void bind_ops(py::module_& m) {
     m.def("flatten", [](py::handle x, int64_t a) { return sj::flatten(to_tensor(x), a); });
     m.def("slice", [](py::handle x, const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                       const std::vector<int64_t>& c) { return sj::slice(to_tensor(x), a, b, c); });
+    m.def("slice_axis", [](py::handle x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+        return sj::slice_axis(to_tensor(x), axis, start, stop, step);
+    });
     m.def("pad", [](py::handle x, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi,
                     const std::vector<int64_t>& interior, double value) {
         if (interior.empty())

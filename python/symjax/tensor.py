@@ -962,12 +962,11 @@ def _like(v, x):
     return _core.full((), float(v), x.dtype.name)
 
 
+_END = _np.iinfo(_np.int64).max  # a stop past the end (C++'s Index::kEnd)
+
+
 def _slice_axis(x, axis, start, stop):
-    """x[start:stop] along axis (Python's bounds)."""
-    n = x.ndim
-    lo, hi = [0] * n, [_np.iinfo(_np.int64).max] * n
-    lo[axis], hi[axis] = int(start), int(stop)
-    return _core.slice(x, lo, hi, [1] * n)
+    return _core.slice_axis(x, axis, int(start), int(stop), 1)
 
 
 def _float(x):
@@ -997,18 +996,18 @@ def sinh(x):
     # where sinh itself overflows
     x = _float(x)
     a = _core.abs(x)
-    small = a < _like(1.0, x)
+    small = a < 1.0
     a_small = _core.where(small, x, zeros_like(x))
-    near = (_core.expm1(a_small) - _core.expm1(-a_small)) * _like(0.5, x)
+    near = (_core.expm1(a_small) - _core.expm1(-a_small)) * 0.5
     a_big = _core.where(small, ones_like(x), a)
-    far = _core.sign(x) * (_core.exp(a_big - _like(_LN2, x)) - _core.exp(-a_big) * _like(0.5, x))
+    far = _core.sign(x) * (_core.exp(a_big - _LN2) - _core.exp(-a_big) * 0.5)
     return _core.where(small, near, far)
 
 
 def cosh(x):
     x = _float(x)
     a = _core.abs(x)
-    return _core.exp(a - _like(_LN2, x)) + _core.exp(-a) * _like(0.5, x)
+    return _core.exp(a - _LN2) + _core.exp(-a) * 0.5
 
 
 def arcsinh(x):
@@ -1021,10 +1020,10 @@ def arcsinh(x):
     small = a < one
     s = _core.where(small, x, zeros_like(x))
     near = _core.log1p(s + s * s / (one + _core.sqrt(one + s * s)))
-    big = a > _like(1e8, x)
+    big = a > 1e8
     m = _core.where(_core.logical_or(small, big), one, a)
     mid = _core.log1p(m + m * m / (one + _core.sqrt(one + m * m)))
-    huge = _core.log(_core.where(big, a, one)) + _like(_LN2, x)
+    huge = _core.log(_core.where(big, a, one)) + _LN2
     far = _core.where(big, huge, mid)
     near = _core.where(x == zeros_like(x), x, near)  # -0.0 stays -0.0
     return _core.where(small, near, _core.where(x < zeros_like(x), -far, far))
@@ -1033,17 +1032,17 @@ def arcsinh(x):
 def arccosh(x):
     # log1p(t + sqrt(t (t + 2))) with t = x - 1: exact near 1; past 1e8, log x + ln 2
     x = _float(x)
-    big = x > _like(1e8, x)
-    t = _core.where(big, zeros_like(x), x - ones_like(x))
-    near = _core.log1p(t + _core.sqrt(t * (t + _like(2.0, x))))
+    big = x > 1e8
+    t = _core.where(big, zeros_like(x), x - 1.0)
+    near = _core.log1p(t + _core.sqrt(t * (t + 2.0)))
     x_big = _core.where(big, x, ones_like(x))
-    return _core.where(big, _core.log(x_big) + _like(_LN2, x), near)
+    return _core.where(big, _core.log(x_big) + _LN2, near)
 
 
 def arctanh(x):
     # (log1p(x) - log1p(-x)) / 2: log1p forms 1 + x exactly near -1 and 1
     x = _float(x)
-    return (_core.log1p(x) - _core.log1p(-x)) * _like(0.5, x)
+    return (_core.log1p(x) - _core.log1p(-x)) * 0.5
 
 
 def cbrt(x):
@@ -1101,12 +1100,12 @@ def fmod(x1, x2):
 
 def deg2rad(x):
     x = _float(x)
-    return x * _like(_np.pi / 180.0, x)
+    return x * (_np.pi / 180.0)
 
 
 def rad2deg(x):
     x = _float(x)
-    return x * _like(180.0 / _np.pi, x)
+    return x * (180.0 / _np.pi)
 
 
 radians = deg2rad
@@ -1124,7 +1123,7 @@ def logaddexp(x1, x2):
 
 def logaddexp2(x1, x2):
     x1, x2 = _float(x1), _float(x2)
-    return logaddexp(x1 * _like(_LN2, x1), x2 * _like(_LN2, x2)) / _like(_LN2, x1 + x2)
+    return logaddexp(x1 * _LN2, x2 * _LN2) / _LN2
 
 
 def heaviside(x1, x2):
@@ -1150,7 +1149,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = _float(a), _float(b)
-    close = _core.abs(a - b) <= _like(atol, b) + _like(rtol, b) * _core.abs(b)
+    close = _core.abs(a - b) <= _core.abs(b) * float(rtol) + float(atol)
     both_inf = _core.logical_and(_core.isinf(a), a == b)
     out = _core.logical_or(_core.logical_and(close, _core.logical_not(_core.isinf(b))), both_inf)
     if equal_nan:
@@ -1194,7 +1193,7 @@ def sinc(x):
     """sin(pi x) / (pi x), 1 at 0 (with a finite gradient there)."""
     x = _float(x)
     zero = x == zeros_like(x)
-    px = _core.where(zero, ones_like(x), x) * _like(_np.pi, x)
+    px = _core.where(zero, ones_like(x), x) * _np.pi
     return _core.where(zero, ones_like(x), _core.sin(px) / px)
 
 
@@ -1229,7 +1228,7 @@ def swapaxes(x, axis1, axis2):
 
 
 def atleast_1d(*xs):
-    out = [_core.reshape(_t(x), (1,)) if _t(x).ndim == 0 else _t(x) for x in xs]
+    out = [_core.reshape(x, (1,)) if x.ndim == 0 else x for x in map(_t, xs)]
     return out[0] if len(out) == 1 else out
 
 
@@ -1353,9 +1352,8 @@ def append(arr, values, axis=None):
 def diff(x, n=1, axis=-1):
     x = _t(x)
     a = _axis(axis, x.ndim)
-    end = _np.iinfo(_np.int64).max
     for _ in _builtins.range(int(n)):
-        x = _slice_axis(x, a, 1, end) - _slice_axis(x, a, 0, -1)
+        x = _slice_axis(x, a, 1, _END) - _slice_axis(x, a, 0, -1)
     return x
 
 
@@ -1363,7 +1361,7 @@ def tri(N, M=None, k=0, dtype="float32"):
     M = N if M is None else M
     rows = _core.reshape(arange(int(N), dtype="int64"), (int(N), 1))
     cols = _core.reshape(arange(int(M), dtype="int64"), (1, int(M)))
-    return _core.cast(cols - rows <= _core.full((), float(k), "int64"), dtype)
+    return _core.cast(cols - rows <= int(k), dtype)
 
 
 def _tri_mask(x, k, lower):
@@ -1419,17 +1417,15 @@ def take_along_axis(arr, indices, axis):
     out_shape = [shape[i] if i != a else _known(indices, a, "take_along_axis")
                  for i in _builtins.range(n)]
     idx = _core.cast(indices, "int64")
-    zero = zeros_like(idx)
-    idx = _core.where(idx < zero, idx + _core.full_like(idx, float(shape[a]), None), idx)
-    strides = _np.cumprod([1] + shape[::-1])[:-1][::-1]
-    lin = _core.broadcast_to(idx * _core.full((), float(strides[a]), "int64"), tuple(out_shape))
+    idx = _core.where(idx < 0, idx + shape[a], idx)
+    strides = [int(v) for v in _np.cumprod([1] + shape[::-1])[:-1][::-1]]
+    lin = _core.broadcast_to(idx * strides[a], tuple(out_shape))
     for i in _builtins.range(n):
         if i == a:
             continue
         iota = [1] * n
         iota[i] = shape[i]
-        lin = lin + _core.reshape(arange(shape[i], dtype="int64"), tuple(iota)) * \
-            _core.full((), float(strides[i]), "int64")
+        lin = lin + _core.reshape(arange(shape[i], dtype="int64"), tuple(iota)) * strides[i]
     return _core.gather(ravel(arr), lin, 0)
 
 
@@ -1497,7 +1493,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None):
     n = _known(m, 1, "cov")
     dd = (0 if bias else 1) if ddof is None else int(ddof)
     c = m - mean(m, 1, True)
-    out = _core.matmul(c, _core.transpose(c, [1, 0])) / _like(n - dd, m)
+    out = _core.matmul(c, _core.transpose(c, [1, 0])) / float(n - dd)
     return _core.squeeze(out, []) if out.shape == (1, 1) else out
 
 
@@ -1512,10 +1508,9 @@ def corrcoef(x, y=None, rowvar=True):
 def trapz(y, x=None, dx=1.0, axis=-1):
     y = _float(y)
     a = _axis(axis, y.ndim)
-    end = _np.iinfo(_np.int64).max
-    avg = (_slice_axis(y, a, 1, end) + _slice_axis(y, a, 0, -1)) * _like(0.5, y)
+    avg = (_slice_axis(y, a, 1, _END) + _slice_axis(y, a, 0, -1)) * 0.5
     if x is None:
-        return _core.sum(avg, [a], False) * _like(dx, y)
+        return _core.sum(avg, [a], False) * float(dx)
     x = _float(x)
     if x.ndim == 1:
         shape = [1] * y.ndim
@@ -1535,7 +1530,7 @@ def polyval(p, x):
         coeffs = list(p)
     out = zeros_like(x)
     for c in coeffs:
-        out = out * x + (_like(c, x) if not isinstance(c, Tensor) else c)
+        out = out * x + (c if isinstance(c, Tensor) else float(c))
     return out
 
 
@@ -1599,11 +1594,7 @@ def einsum(subscripts, *operands):
             term = [c for i, c in enumerate(term) if i not in drop]
         return x, term
 
-    x, term = ops[0]
-    others = set()
-    for _, t in ops[1:]:
-        others |= set(t)
-    x, term = sum_private(x, term, set(out) | others)
+    x, term = sum_private(*ops[0], needed_after(0))
     for k in _builtins.range(1, len(ops)):
         y, ty = ops[k]
         later = needed_after(k)
@@ -1715,7 +1706,7 @@ def nanvar(x, axis=None, keepdims=False, ddof=0):
     n = sum(_core.cast(ok, x.dtype.name), axis, True)
     m = sum(_core.where(ok, x, zeros_like(x)), axis, True) / n
     d = _core.where(ok, x - m, zeros_like(x))
-    out = sum(d * d, axis, True) / (n - _like(ddof, x))
+    out = sum(d * d, axis, True) / (n - float(ddof))
     return out if keepdims else (_core.squeeze(out, _axes(axis) or []) if axis is not None
                                  else _core.reshape(out, ()))
 

@@ -277,27 +277,28 @@ void register_grads(OpDef* t) {
         // the first element's index per dim: known, or a start from the end of a dim of unknown
         // size (x[-3:], a reversed range: Note [Negative steps]) counted when the function runs
         std::vector<int64_t> starts(r);
-        std::vector<int> from_end;
+        bool from_end = false;
         for (int i = 0; i < r; ++i) {
             interior[i] = a.step[i] - 1;
             starts[i] =
                 s[i] >= 0 ? slice_bounds(s[i], a.start[i], a.stop[i], a.step[i]).start : a.start[i];
-            if (starts[i] < 0)
-                from_end.push_back(i);
+            from_end |= starts[i] < 0;
         }
         Tensor spread =
             pad(g, std::vector<int64_t>(r, 0), std::vector<int64_t>(r, 0), interior, 0.0);
-        Array st(DType::I64, {int64_t(r)});
-        for (int i = 0; i < r; ++i)
-            st.data<int64_t>()[i] = std::max<int64_t>(starts[i], 0);
-        Tensor start = constant(st);
-        if (!from_end.empty()) {
+        Tensor start;
+        if (!from_end) {
+            Array st(DType::I64, {int64_t(r)});
+            for (int i = 0; i < r; ++i)
+                st.data<int64_t>()[i] = starts[i];
+            start = constant(st);
+        } else {
             std::vector<Tensor> each;
             for (int i = 0; i < r; ++i) {
-                Tensor k = scalar(double(std::max<int64_t>(starts[i], 0)), DType::I64);
-                if (starts[i] < 0) {
+                Tensor k = scalar(double(starts[i]), DType::I64);
+                if (starts[i] < 0) { // max(size + start, 0), as Python clamps
                     Tensor dim = runtime_dim(x0(n), i);
-                    k = maximum(dim + scalar(double(starts[i]), DType::I64), zeros_like(dim));
+                    k = maximum(dim + k, zeros_like(dim));
                 }
                 each.push_back(k);
             }
