@@ -20,6 +20,7 @@
 //   symjax_bench scan_checkpoint
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
+//   symjax_bench sort [--rows R --n N --k K]   (sort, argsort and top_k of f32 along the last axis)
 //   symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone, its
 //                                 weight-gradient matmul alone, and both in one function)
 #include <symjax/nn.h>
@@ -865,6 +866,28 @@ void random_draws() {
     emit("random", "conv_dropout_fwd", measure([&] { fd(xv); }) * 1e6, "us", "\"n\": 1048576");
 }
 
+/// Sorting f32 along the last axis of --rows x --n (default one line of 1M): sort (the values),
+/// argsort, and top_k(--k) (values and indices: one function), on the cpu target, and the sort
+/// on the reference interpreter once. Milliseconds per call (bench/peers/torch_sort.py is
+/// PyTorch's torch.sort, torch.argsort and torch.topk).
+void sort_bench() {
+    const int64_t rows = std::stoll(opt("rows", "1")), n = std::stoll(opt("n", "1048576")),
+                  k = std::stoll(opt("k", "5"));
+    const std::string extra = "\"rows\": " + std::to_string(rows) +
+                              ", \"n\": " + std::to_string(n) + ", \"k\": " + std::to_string(k);
+    Placeholder x({rows, n}, f32, "x");
+    Array xv = randn({rows, n}, 11);
+    FunctionOptions ref;
+    ref.backend = "reference";
+    auto [tv, ti] = top_k(x, k);
+    Function fs = function({x}, {sort(x)}), fa = function({x}, {argsort(x)}),
+             ft = function({x}, {tv, ti}), fr = function({x}, {sort(x)}, {}, ref);
+    emit("sort", "sort", measure([&] { fs(xv); }) * 1e3, "ms", extra);
+    emit("sort", "argsort", measure([&] { fa(xv); }) * 1e3, "ms", extra);
+    emit("sort", "top_k", measure([&] { ft(xv); }) * 1e3, "ms", extra);
+    emit("sort", "sort_reference", measure([&] { fr(xv); }) * 1e3, "ms", extra);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -909,6 +932,8 @@ int main(int argc, char** argv) {
             random_draws();
         else if (b == "unary")
             unary();
+        else if (b == "sort")
+            sort_bench();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

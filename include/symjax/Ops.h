@@ -156,6 +156,19 @@ Tensor nanmin(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 /// Inclusive cumulative sum along axis (reverse: from the end).
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse = false);
 
+// ---- sorting (stable; NaN sorts last, or first when descending; docs/ops.md, "Sorting") ------
+/// x sorted along axis.
+Tensor sort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/// The indices (i64) that sort x along axis (NumPy's take_along_axis(x, argsort(x)) is sort(x)).
+Tensor argsort(const Tensor& x, int64_t axis = -1, bool descending = false);
+/// values reordered along axis as sorting keys would reorder them (lax.sort_key_val's second
+/// result); keys and values have one shape, values any dtype. Differentiable in values.
+Tensor sort_by_key(const Tensor& keys, const Tensor& values, int64_t axis = -1,
+                   bool descending = false);
+/// The k largest elements along the last axis, largest first, and their indices (i64):
+/// lax.top_k. Equal elements keep their order; NaN counts as the largest.
+std::pair<Tensor, Tensor> top_k(const Tensor& x, int64_t k);
+
 // ---- activations and normalisers ---------------------------------------------------------
 Tensor sigmoid(const Tensor& x);
 Tensor log_sigmoid(const Tensor& x);

@@ -181,6 +181,19 @@ void bind_ops(py::module_& m) {
     m.def("cumsum", [](py::handle x, int64_t axis, bool reverse) {
         return sj::cumsum(to_tensor(x), axis, reverse);
     });
+    m.def("sort", [](py::handle x, int64_t axis, bool descending) {
+        return sj::sort(to_tensor(x), axis, descending);
+    });
+    m.def("argsort", [](py::handle x, int64_t axis, bool descending) {
+        return sj::argsort(to_tensor(x), axis, descending);
+    });
+    m.def("sort_by_key", [](py::handle keys, py::handle values, int64_t axis, bool descending) {
+        return sj::sort_by_key(to_tensor(keys), to_tensor(values), axis, descending);
+    });
+    m.def("top_k", [](py::handle x, int64_t k) {
+        auto [values, indices] = sj::top_k(to_tensor(x), k);
+        return py::make_tuple(values, indices);
+    });
     m.def("softmax", [](py::handle x, int64_t axis) { return sj::softmax(to_tensor(x), axis); });
     m.def("log_softmax",
           [](py::handle x, int64_t axis) { return sj::log_softmax(to_tensor(x), axis); });

@@ -316,6 +316,23 @@ void bind_tensor(py::module_& m) {
             return sj::cumsum(t, axis.cast<int64_t>());
         },
         py::arg("axis") = py::none());
+    // a sorted copy, as jax.Array.sort (NumPy's ndarray.sort sorts in place; a Tensor is a value)
+    tensor.def(
+        "sort",
+        [](const sj::Tensor& t, py::object axis, bool descending) {
+            if (axis.is_none())
+                return sj::sort(sj::reshape(t, {-1}), 0, descending);
+            return sj::sort(t, axis.cast<int64_t>(), descending);
+        },
+        py::arg("axis") = -1, py::kw_only(), py::arg("descending") = false);
+    tensor.def(
+        "argsort",
+        [](const sj::Tensor& t, py::object axis, bool descending) {
+            if (axis.is_none())
+                return sj::argsort(sj::reshape(t, {-1}), 0, descending);
+            return sj::argsort(t, axis.cast<int64_t>(), descending);
+        },
+        py::arg("axis") = -1, py::kw_only(), py::arg("descending") = false);
 
     py::class_<AtHelper>(m, "_At").def(
         "__getitem__", [](const AtHelper& h, py::handle key) { return at_ref(h.x, key); });

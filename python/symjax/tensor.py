@@ -1715,4 +1715,186 @@ def nanstd(x, axis=None, keepdims=False, ddof=0):
     return _core.sqrt(nanvar(x, axis, keepdims, ddof))
 
 
+
+# ---- sorting (one primitive, Note [Sort] in src/ops/Sort.cpp; docs/python.md, "Sorting") --------
+# Every sort is stable: kind= and stable= are accepted for NumPy's and JAX's signatures and change
+# nothing. NaN sorts last (first when descending), as in NumPy.
+
+def _sort_args(x, axis, order, what):
+    if order is not None:
+        raise ValueError("symjax.tensor.%s: order= (structured arrays) is not supported" % what)
+    x = _t(x)
+    if axis is None:
+        return ravel(x), 0
+    return x, _axis(axis, x.ndim)
+
+
+def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """a sorted along axis (flattened first when axis is None)."""
+    x, ax = _sort_args(a, axis, order, "sort")
+    return _core.sort(x, ax, bool(descending))
+
+
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
+    """The int64 indices that sort a along axis: take_along_axis(a, argsort(a), axis) == sort(a)."""
+    x, ax = _sort_args(a, axis, order, "argsort")
+    return _core.argsort(x, ax, bool(descending))
+
+
+def sort_by_key(keys, values, axis=-1, descending=False):
+    """values reordered along axis as sorting keys reorders them (lax.sort_key_val's values)."""
+    keys, values = _t(keys), _t(values)
+    return _core.sort_by_key(keys, values, _axis(axis, keys.ndim), bool(descending))
+
+
+def top_k(x, k):
+    """The k largest entries along the last axis, largest first, and their int64 indices
+    (lax.top_k): equal entries in their order, NaN counted as the largest."""
+    return _core.top_k(_t(x), int(k))
+
+
+def partition(a, kth, axis=-1, kind=None, order=None):
+    """NumPy's partition: the element at each kth in its sorted place, smaller ones before it,
+    larger ones after. Returns the whole sort, which meets that contract."""
+    x, ax = _sort_args(a, axis, order, "partition")
+    return _core.sort(x, ax, False)
+
+
+def argpartition(a, kth, axis=-1, kind=None, order=None):
+    """NumPy's argpartition; the whole argsort, which meets its contract (see partition)."""
+    x, ax = _sort_args(a, axis, order, "argpartition")
+    return _core.argsort(x, ax, False)
+
+
+def msort(a):
+    return sort(a, 0)
+
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _lerp(lo, hi, g):
+    """NumPy's _lerp: exact at both ends (g is a float or a tensor)."""
+    d = hi - lo
+    if isinstance(g, Tensor):
+        return _core.where(g >= 0.5, hi - d * (1.0 - g), lo + d * g)
+    return hi - d * (1.0 - g) if g >= 0.5 else lo + d * g
+
+
+def _quantile(a, q, axis, method, keepdims, what, skip_nan):
+    if method not in _QUANTILE_METHODS:
+        raise ValueError("symjax.tensor.%s: method %r is not one of %s"
+                         % (what, method, ", ".join(_QUANTILE_METHODS)))
+    qs = _np.asarray(q, dtype=_np.float64)
+    if qs.size and not (qs.min() >= 0.0 and qs.max() <= 1.0):
+        raise ValueError("symjax.tensor.%s: quantiles must lie in [0, 1] (percentiles in "
+                         "[0, 100]), got %s" % (what, q))
+    x = _float(a)
+    rank = x.ndim
+    if axis is None:
+        x, ax = ravel(x), 0
+    else:
+        ax = _axis(axis, rank)
+    n = _known(x, ax, what)
+    if n == 0:
+        raise ValueError("symjax.tensor.%s: axis %d of %s is empty" % (what, ax, x.name))
+    s = _core.sort(x, ax, False)  # NaN last
+    nan = _core.isnan(x)
+    if skip_nan:
+        count = _core.sum(_core.cast(_core.logical_not(nan), x.dtype.name), [ax], True)
+
+    def pick(i):  # i: an int or an int64 tensor with size 1 along ax
+        if isinstance(i, Tensor):
+            return take_along_axis(s, i, ax)
+        return _core.slice_axis(s, ax, i, i + 1, 1)
+
+    outs = []
+    for qv in qs.ravel().tolist():
+        if skip_nan:
+            pos = (count - 1.0) * qv
+            lo_f = _core.floor(pos)
+            g = pos - lo_f
+            lo = _core.cast(_core.clip(lo_f, 0.0, n - 1.0), "int64")
+            hi = _core.cast(_core.clip(_core.ceil(pos), 0.0, n - 1.0), "int64")
+            near = _core.cast(_core.clip(_core.round(pos), 0.0, n - 1.0), "int64")
+        else:
+            pos = qv * (n - 1)
+            lo, hi = int(_np.floor(pos)), int(_np.ceil(pos))
+            g = pos - lo
+            near = int(_np.round(pos))  # half to even, as NumPy's "nearest"
+        if method == "lower":
+            r = pick(lo)
+        elif method == "higher":
+            r = pick(hi)
+        elif method == "nearest":
+            r = pick(near)
+        elif method == "midpoint":
+            r = (pick(lo) + pick(hi)) * 0.5
+        else:
+            r = _lerp(pick(lo), pick(hi), g)
+        if skip_nan:  # an all-NaN line has no quantile
+            r = _core.where(count > 0.0, r, full_like(r, _np.nan))
+        else:  # a NaN in the line makes every quantile NaN, as in NumPy
+            r = _core.where(_core.any(nan, [ax], True), full_like(r, _np.nan), r)
+        if axis is None:
+            r = _core.reshape(r, (1,) * rank if keepdims else ())
+        elif not keepdims:
+            r = _core.squeeze(r, [ax])
+        outs.append(r)
+    if qs.ndim == 0:
+        return outs[0]
+    return _core.reshape(stack(outs, 0), tuple(qs.shape) + tuple(outs[0].shape))
+
+
+def quantile(a, q, axis=None, method="linear", keepdims=False):
+    """NumPy's quantile for q in [0, 1] (a number or a sequence of numbers: the result then has
+    q's dims first); methods linear, lower, higher, midpoint and nearest. The axis needs a
+    known size. A NaN in a line makes its quantiles NaN."""
+    return _quantile(a, q, axis, method, keepdims, "quantile", False)
+
+
+def percentile(a, q, axis=None, method="linear", keepdims=False):
+    return _quantile(a, _np.asarray(q, dtype=_np.float64) / 100.0, axis, method, keepdims,
+                     "percentile", False)
+
+
+def median(a, axis=None, keepdims=False):
+    return _quantile(a, 0.5, axis, "linear", keepdims, "median", False)
+
+
+def nanquantile(a, q, axis=None, method="linear", keepdims=False):
+    """quantile of the non-NaN entries of each line (NaN for a line of NaNs only)."""
+    return _quantile(a, q, axis, method, keepdims, "nanquantile", True)
+
+
+def nanpercentile(a, q, axis=None, method="linear", keepdims=False):
+    return _quantile(a, _np.asarray(q, dtype=_np.float64) / 100.0, axis, method, keepdims,
+                     "nanpercentile", True)
+
+
+def nanmedian(a, axis=None, keepdims=False):
+    return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    """Where v's entries would go in the sorted 1-d a (NaN sorted last, as NumPy): int64 of
+    v's shape. Compares every entry of v with every entry of a (memory len(a) * v.size)."""
+    if side not in ("left", "right"):
+        raise ValueError("symjax.tensor.searchsorted: side must be 'left' or 'right', got %r"
+                         % (side,))
+    a, v = _t(a), _t(v)
+    if a.ndim != 1:
+        raise ValueError("symjax.tensor.searchsorted: a must be 1-d, got rank %d" % a.ndim)
+    if sorter is not None:
+        a = _core.gather(a, _core.cast(_t(sorter), "int64"), 0)
+    vv = _core.expand_dims(v, v.ndim)  # v.shape + (1,) against a's (n,)
+
+    def before(x, y):  # x sorts before y, NaN last
+        if x.dtype.kind != "f" and y.dtype.kind != "f":
+            return x < y
+        return _core.logical_and(_core.logical_not(_core.isnan(x)),
+                                 _core.logical_or(_core.isnan(y), x < y))
+    hit = before(a, vv) if side == "left" else _core.logical_not(before(vv, a))
+    return _core.sum(_core.cast(hit, "int64"), [v.ndim], False)
+
 __all__ = [n for n in dir() if not n.startswith("_")]

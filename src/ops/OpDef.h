@@ -92,6 +92,7 @@ const OpDef& op_def(Op op);
 void register_leaf_ops(OpDef* table);
 void register_elementwise_ops(OpDef* table);
 void register_reduce_ops(OpDef* table);
+void register_sort_ops(OpDef* table);
 void register_movement_ops(OpDef* table);
 void register_indexing_ops(OpDef* table);
 void register_linalg_ops(OpDef* table);

@@ -66,6 +66,7 @@ struct Table {
         register_leaf_ops(rows);
         register_elementwise_ops(rows);
         register_reduce_ops(rows);
+        register_sort_ops(rows);
         register_movement_ops(rows);
         register_indexing_ops(rows);
         register_linalg_ops(rows);

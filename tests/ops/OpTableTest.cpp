@@ -377,6 +377,66 @@ std::vector<OpRow> make_table() {
                  .second_order = true,
                  .specials = true});
 
+    // ---- sort (Note [Sort] in src/ops/Sort.cpp): gradients on distinct values, where a small
+    // step moves no element past another; ties and specials check the order's stability and NaN
+    auto sort_cases = [](std::initializer_list<Shape> distinct, std::initializer_list<Shape> tied) {
+        std::vector<Case> cs = each(distinct, Gen::Distinct);
+        for (const Shape& s : tied)
+            cs.push_back(forward_only(Case{{in(s, Gen::Ties)}}));
+        return cs;
+    };
+    t.push_back({.name = "sort_last",
+                 .op = "sort",
+                 .build = [](Xs x) { return sort(x[0]); },
+                 .cases = sort_cases({{7}, {3, 5}, {2, 0}, {0, 3}}, {{2, 6}}),
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+    t.push_back({.name = "sort_descending_axis0",
+                 .op = "sort",
+                 .build = [](Xs x) { return sort(x[0], 0, true); },
+                 .cases = sort_cases({{5}, {4, 3}, {2, 5, 3}}, {{4, 3}, {6, 2, 2}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .specials = true});
+    t.push_back({.name = "argsort_last",
+                 .op = "sort",
+                 .build = [](Xs x) { return argsort(x[0]); },
+                 .cases = sort_cases({{3, 6}}, {{3, 6}, {2, 3, 5}, {0, 4}, {4, 0}}),
+                 .dtypes = kAll,
+                 .specials = true});
+    t.push_back({.name = "argsort_descending_axis0",
+                 .op = "sort",
+                 .build = [](Xs x) { return argsort(x[0], 0, true); },
+                 .cases = sort_cases({{5, 3}}, {{5, 3}, {4, 2, 2}, {1}}),
+                 .dtypes = kNumeric,
+                 .specials = true});
+    // values first, so that the row runs in the values' dtypes; the keys are i64 with ties
+    t.push_back({.name = "sort_by_key_axis0",
+                 .op = "sort",
+                 .build = [](Xs x) { return sort_by_key(x[1], x[0], 0); },
+                 .cases = {{{in({5, 3}), in_range({5, 3}, 0, 2, DType::I64)}},
+                           {{in({4, 2, 3}), in_range({4, 2, 3}, -1, 1, DType::I64)}},
+                           {{in({0, 2}), in_range({0, 2}, 0, 2, DType::I64)}}},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
+    t.push_back({.name = "top_k3_values",
+                 .op = "sort",
+                 .build = [](Xs x) { return top_k(x[0], 3).first; },
+                 .cases = sort_cases({{5}, {2, 6}, {3, 2, 4}}, {{3, 5}}),
+                 .dtypes = kNumeric,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true,
+                 .specials = true});
+    t.push_back({.name = "top_k3_indices",
+                 .op = "sort",
+                 .build = [](Xs x) { return top_k(x[0], 3).second; },
+                 .cases = sort_cases({{2, 6}}, {{3, 5}, {2, 2, 7}, {3}}),
+                 .dtypes = kNumeric,
+                 .specials = true});
+
     // ---- movement ---------------------------------------------------------------------------
     // dynamic_grad = false where the gradient rule needs static dims by design (it says so
     // with a ShapeError at build time)

@@ -129,6 +129,27 @@ TEST_P(Vmap, ReductionsAndSoftmax) {
     check_against_loop(fn, {x}, {random_array(DType::F64, {5, 3, 4}, 3)}, {}, 5, opts());
 }
 
+TEST_P(Vmap, SortArgsortTopKAndSortByKey) {
+    // the axis moves past the batch dim; an unbatched key or value is repeated
+    Placeholder x({4, 3, 5}, DType::F64, "x"), shared({3, 5}, DType::F64, "shared");
+    auto fn = [](const Ts& a) {
+        auto [v, i] = top_k(a[0], 2);
+        return Ts{sort(a[0], 0),
+                  cast(argsort(a[0], 1, true), DType::F64),
+                  v,
+                  cast(i, DType::F64),
+                  sort_by_key(a[0], a[1], 1),
+                  sort_by_key(a[1], a[0], 0, true)};
+    };
+    VmapOptions o{{0, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, shared});
+    EXPECT_FALSE(has_op(got, Op::Scan));
+    check_against_loop(
+        fn, {x, shared},
+        {random_array(DType::F64, {4, 3, 5}, 21), random_array(DType::F64, {3, 5}, 22)}, o, 4,
+        opts());
+}
+
 TEST_P(Vmap, Movement) {
     Placeholder x({3, 2, 6}, DType::F64, "x"), y({3, 2}, DType::F64, "y"),
         s({2, 6}, DType::F64, "s");

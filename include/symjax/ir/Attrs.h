@@ -105,6 +105,17 @@ struct AxisAttrs {
     bool reverse = false; // cumsum only: accumulate from the end
     SJ_FIELDS(axis, reverse);
 };
+/// sort: along `axis`, stable; ascending puts NaN last, descending is the reverse order (NaN
+/// first) with equal keys still in their original order. `k` >= 0 keeps the first k of the
+/// order (top-k); -1 keeps every element. `indices` (one input only): the result is the keys'
+/// positions (i64) in that order, argsort, instead of the keys.
+struct SortAttrs {
+    int64_t axis = 0;
+    bool descending = false;
+    int64_t k = -1;
+    bool indices = false;
+    SJ_FIELDS(axis, descending, k, indices);
+};
 /// scatter: the axis and the combiner (never Add: that is scatter_add).
 struct ScatterAttrs {
     int64_t axis = 0;
@@ -200,7 +211,7 @@ using Attrs = std::variant<NoAttrs, PlaceholderAttrs, VariableAttrs, ConstantAtt
                            ReduceAttrs, ShapeAttrs, BroadcastAttrs, AxesAttrs, SliceAttrs, PadAttrs,
                            AxisAttrs, DynamicSliceAttrs, OneHotAttrs, CheckIndexAttrs, DotAttrs,
                            TriangularSolveAttrs, PhiloxAttrs, ConvAttrs, PoolAttrs, ScatterAttrs,
-                           RegionAttrs, CollectiveAttrs>;
+                           RegionAttrs, CollectiveAttrs, SortAttrs>;
 
 /// "set", "add", "mul", "min", "max".
 const char* scatter_mode_name(ScatterMode m);

@@ -3,6 +3,7 @@
 
 #include "Linalg.h"
 #include "Random.h"
+#include "Sort.h"
 
 namespace sj::cpu {
 
@@ -19,6 +20,7 @@ constexpr Entry kKernels[] = {
     {Op::Cholesky, cholesky, "lapack"},
     {Op::TriangularSolve, triangular_solve, "lapack"},
     {Op::PhiloxBits, philox_bits, "random"},
+    {Op::Sort, sort, "sort"},
 };
 
 const Entry* entry(Op op) {

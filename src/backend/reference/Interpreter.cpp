@@ -21,6 +21,7 @@ struct KernelTable {
     KernelTable() {
         register_elementwise_kernels(rows);
         register_reduce_kernels(rows);
+        register_sort_kernels(rows);
         register_movement_kernels(rows);
         register_indexing_kernels(rows);
         register_linalg_kernels(rows);

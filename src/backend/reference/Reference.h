@@ -46,6 +46,7 @@ inline std::string linalg_where(const Node& n) {
 // Each family file fills its rows of the kernel table.
 void register_elementwise_kernels(Kernel* table);
 void register_reduce_kernels(Kernel* table);
+void register_sort_kernels(Kernel* table);
 void register_movement_kernels(Kernel* table);
 void register_indexing_kernels(Kernel* table);
 void register_linalg_kernels(Kernel* table);

@@ -1208,6 +1208,66 @@ def gen_control_flow():
             xw, yw = wide(x), wide(y)
             out = np.exp(xw * 0.5) * yw if xw.sum() > 0 else xw * xw - yw
             add("cond__sum_positive", [x, y], out_as(out, dt))
+# ---- sort (Note [Sort] in src/ops/Sort.cpp) ---------------------------------------------------
+
+def sort_order(line, descending):
+    """The positions of a line in sort order: stable, NaN after every number (all NaNs equal),
+    -0.0 equal to 0.0; descending is the reverse order with equal keys still in position order
+    (Python's sorted keeps equal elements in order with reverse=True too)."""
+    def key(i):
+        v = line[i]
+        nan = isinstance(v, float) and math.isnan(v)
+        return (1, 0) if nan else (0, v)
+    return sorted(range(len(line)), key=key, reverse=descending)
+
+
+def sort_lines(keys, values, axis, descending, k=None):
+    """values moved along axis as sorting keys moves them; the first k positions when k."""
+    kw = np.moveaxis(np.asarray(keys), axis, -1)
+    vw = np.moveaxis(np.asarray(values), axis, -1)
+    n = kw.shape[-1]
+    k = n if k is None else k
+    out = np.empty(vw.shape[:-1] + (k,), dtype=vw.dtype)
+    for idx in np.ndindex(kw.shape[:-1]):
+        line = [x.item() for x in kw[idx]]
+        perm = sort_order(line, descending)[:k]
+        out[idx] = vw[idx][perm] if k else vw[idx][:0]
+    return np.moveaxis(out, -1, axis)
+
+
+def positions(x, axis):
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    return np.broadcast_to(np.arange(x.shape[axis], dtype=np.int64).reshape(shape), x.shape)
+
+
+@family("sort")
+def gen_sort():
+    """sort, argsort, sort_by_key and top_k: one primitive (Note [Sort])."""
+    def numeric(shape, draw):
+        return [[draw(shape, dt)] for dt in NUMERIC]
+
+    srt = lambda x, axis, desc=False: sort_lines(x, x, axis, desc)
+    arg = lambda x, axis, desc=False: sort_lines(x, positions(x, axis), axis, desc)
+    each("sort_last", lambda x: srt(x, -1),
+         numeric((3, 5), rand) + numeric((2, 6), ties) + [[rand((7,), "bool")]] +
+         [[specials(dt)] for dt in FLOATS] + [[rand((0, 3), "f32")], [rand((2, 0), "i32")]])
+    each("sort_descending_axis0", lambda x: srt(x, 0, True),
+         numeric((4, 3), ties) + [[rand((2, 5, 3), "f64")], [specials("f32")]])
+    each("argsort_last", lambda x: arg(x, -1),
+         numeric((3, 6), ties) + [[ties((2, 3, 5), "f64")]] +
+         [[specials(dt, r)] for dt in FLOATS for r in (0, 1)])
+    each("argsort_descending_axis0", lambda x: arg(x, 0, True),
+         numeric((5, 3), ties) + [[specials("f64", 2)], [ties((4, 2, 2), "i64")]])
+    each("sort_by_key_axis0", lambda v, k: sort_lines(k, v, 0, False),
+         [[rand((5, 3), dt), ties((5, 3), "i64")] for dt in ALL] +
+         [[rand((4, 2, 3), "f64"), ties((4, 2, 3), "i64")]])
+    each("top_k3_values", lambda x: sort_lines(x, x, -1, True, 3),
+         numeric((2, 6), rand) + numeric((3, 5), ties) + [[specials(dt)] for dt in FLOATS])
+    each("top_k3_indices", lambda x: sort_lines(x, positions(x, x.ndim - 1), -1, True, 3),
+         numeric((3, 5), ties) + [[rand((2, 2, 7), "f32")]] + [[specials(dt, 3)] for dt in FLOATS])
+
+
 # ---- collectives (include/symjax/Dist.h) -----------------------------------------------------
 
 @family("collectives")
