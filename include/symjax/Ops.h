@@ -168,6 +168,11 @@ Tensor sort_by_key(const Tensor& keys, const Tensor& values, int64_t axis = -1,
 /// The k largest elements along the last axis, largest first, and their indices (i64):
 /// lax.top_k. Equal elements keep their order; NaN counts as the largest.
 std::pair<Tensor, Tensor> top_k(const Tensor& x, int64_t k);
+/// out[..., j, ...] = x[..., indices[..., j, ...], ...] along axis (NumPy's take_along_axis):
+/// indices (integers, x's rank) have any size along axis and x's dims elsewhere (or 1 against a
+/// known size: broadcast); negative ones count from the end. An index out of range is an
+/// InputError when the function runs. Dims of unknown size are fine.
+Tensor take_along_axis(const Tensor& x, const Tensor& indices, int64_t axis);
 
 // ---- activations and normalisers ---------------------------------------------------------
 Tensor sigmoid(const Tensor& x);

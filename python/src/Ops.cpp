@@ -190,6 +190,9 @@ void bind_ops(py::module_& m) {
     m.def("sort_by_key", [](py::handle keys, py::handle values, int64_t axis, bool descending) {
         return sj::sort_by_key(to_tensor(keys), to_tensor(values), axis, descending);
     });
+    m.def("take_along_axis", [](py::handle x, py::handle i, int64_t axis) {
+        return sj::take_along_axis(to_tensor(x), to_tensor(i), axis);
+    });
     m.def("top_k", [](py::handle x, int64_t k) {
         auto [values, indices] = sj::top_k(to_tensor(x), k);
         return py::make_tuple(values, indices);

@@ -1404,29 +1404,16 @@ def meshgrid(*xs, indexing="xy"):
 
 def take_along_axis(arr, indices, axis):
     """NumPy's take_along_axis: out[..., j, ...] = arr[..., indices[..., j, ...], ...] along
-    `axis` (negative indices count from the end). arr's dims must be known."""
+    `axis` (negative indices count from the end; out of range is an error when the function
+    runs). Dims of unknown size are fine."""
     arr, indices = _t(arr), _t(indices)
     if axis is None:
-        return take_along_axis(ravel(arr), ravel(indices), 0)
-    n = arr.ndim
-    a = _axis(axis, n)
-    if indices.ndim != n:
+        return _core.take_along_axis(ravel(arr), ravel(indices), 0)
+    a = _axis(axis, arr.ndim)
+    if indices.ndim != arr.ndim:
         raise ValueError("take_along_axis: indices of rank %d for a tensor of rank %d"
-                         % (indices.ndim, n))
-    shape = [_known(arr, i, "take_along_axis") for i in _builtins.range(n)]
-    out_shape = [shape[i] if i != a else _known(indices, a, "take_along_axis")
-                 for i in _builtins.range(n)]
-    idx = _core.cast(indices, "int64")
-    idx = _core.where(idx < 0, idx + shape[a], idx)
-    strides = [int(v) for v in _np.cumprod([1] + shape[::-1])[:-1][::-1]]
-    lin = _core.broadcast_to(idx * strides[a], tuple(out_shape))
-    for i in _builtins.range(n):
-        if i == a:
-            continue
-        iota = [1] * n
-        iota[i] = shape[i]
-        lin = lin + _core.reshape(arange(shape[i], dtype="int64"), tuple(iota)) * strides[i]
-    return _core.gather(ravel(arr), lin, 0)
+                         % (indices.ndim, arr.ndim))
+    return _core.take_along_axis(arr, indices, a)
 
 
 def kron(a, b):

@@ -220,3 +220,24 @@ def test_searchsorted_matches_numpy(side):
     sorter = np.argsort(unsorted)
     got = run(lambda x, s: T.searchsorted(x, 2.5, side=side, sorter=s), unsorted, sorter)
     assert got == np.searchsorted(unsorted, 2.5, side=side, sorter=sorter)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_take_along_axis_on_dims_of_unknown_size(dynamic):
+    x = rng.randn(4, 6, 3)
+    i = rng.randint(-6, 6, size=(4, 2, 3))
+    got = run(lambda a, b: T.take_along_axis(a, b, 1), x, i, dynamic=dynamic)
+    np.testing.assert_array_equal(got, np.take_along_axis(x, i, 1))
+    order = run(lambda a: T.take_along_axis(a, T.argsort(a, 0), 0), x, dynamic=dynamic)
+    np.testing.assert_array_equal(order, np.sort(x, 0))
+
+
+def test_take_along_axis_out_of_range_is_an_error_when_the_function_runs():
+    x = np.arange(6.0).reshape(2, 3)
+    for shape in ((2, 3), (2, None)):
+        p = T.Placeholder(shape, "float64", name="x")
+        q = T.Placeholder((2, 1), "int64", name="i")
+        f = sj.function(p, q, outputs=T.take_along_axis(p, q, 1))
+        np.testing.assert_array_equal(f(x, np.array([[-1], [2]])), [[2.0], [5.0]])
+        with pytest.raises(Exception, match="out of range"):
+            f(x, np.array([[0], [3]]))

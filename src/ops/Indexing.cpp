@@ -231,10 +231,39 @@ void register_grads(OpDef* t) {
 
 namespace {
 // Batching (Note [Batching rules] in src/api/Vmap.cpp).
+
+/// gather(x, i, 0) with a table and indices per example: one gather from the tables stacked,
+/// [B * L, rest...], at i + b * L (take_along_axis's gather, Note [Taking along an axis], is of
+/// this kind). An index outside [0, L) would read another example's table, so it is checked
+/// first: check_index on a known L, else moved past the end of the stack, which the gather
+/// refuses. Along another axis, or with more than one dim of unknown size after the table's
+/// axis, vmap loops over the examples.
+Tensor batch_gather_both(const BatchArgs& b) {
+    const Tensor &x = b.in[0], &i = b.in[1];
+    if (b.n.attr<AxisAttrs>().axis != 0)
+        return Tensor();
+    Shape flat{-1};
+    for (int d = 2; d < x.rank(); ++d) {
+        if (x.dim(d) < 0)
+            return Tensor();
+        flat.push_back(x.dim(d));
+    }
+    const int64_t len = x.dim(1);
+    Tensor idx = cast(i, DType::I64);
+    Tensor size = runtime_dim(x, 1);
+    if (len >= 0)
+        idx = check_index(idx, len, {}, "gather (under vmap): index");
+    else
+        idx = where(logical_and(idx >= 0.0, idx < size), idx,
+                    full_like(idx, double(INT32_MAX)) * size);
+    Tensor example = cumsum(cast(ones_like(idx), DType::I64), 0) - 1.0;
+    return make(Op::Gather, {reshape(x, flat), idx + example * size}, AxisAttrs{0, false});
+}
+
 Tensor batch_gather(const BatchArgs& b) {
     AxisAttrs a = b.n.attr<AxisAttrs>();
     if (b.batched[0] && b.batched[1])
-        return Tensor(); // each example its own table: a loop
+        return batch_gather_both(b);
     if (b.batched[0]) {
         ++a.axis;
         return make(Op::Gather, {b.in[0], b.in[1]}, a);
@@ -259,9 +288,76 @@ void register_indexing_ops(OpDef* t) {
     register_grads(t);
 }
 
+// Note [Taking along an axis]
+// take_along_axis(x, i, axis) has no op of its own: it is a gather from x flattened, at the
+// linear positions row * n + i, where n is the axis' size and row numbers the lines (every
+// index but the axis) of i. With the axis moved last (a permute, free inside kernels), the rows
+// are an iota over i's lines, counted by cumsum when a dim's size is known only at call time,
+// and n is a constant or counted from x (runtime_dim): dims of unknown size work. The gradient is
+// the gather's, a scatter_add into a zero x. top_k takes its values this way from its indices
+// (one sort pass instead of two).
+Tensor take_along_axis_unchecked(const Tensor& x, const Tensor& idx, int64_t axis) {
+    const int r = x.rank();
+    Axes perm;
+    for (int i = 0; i < r; ++i)
+        if (i != axis)
+            perm.push_back(i);
+    perm.push_back(axis);
+    const bool moved = axis != r - 1;
+    Tensor xt = moved ? transpose(x, perm) : x;
+    Tensor it = moved ? transpose(idx, perm) : idx;
+    Tensor n = runtime_dim(x, axis);
+    // the line number of each line of it: [..., 1] (a sum, so that its last dim is 1 even
+    // for an empty or unknown one)
+    Tensor first = sum(cast(ones_like(it), DType::I64), {r - 1}, true);
+    Tensor rows = cumsum(reshape(cast(ones_like(first), DType::I64), {-1}), 0) - 1.0;
+    rows = is_static(first.shape()) ? reshape(rows, first.shape())
+                                    : make(Op::Reshape, {rows, first}, ShapeAttrs{first.shape()});
+    Tensor out = gather(reshape(xt, {-1}), rows * n + cast(it, DType::I64), 0);
+    if (!moved)
+        return out;
+    Axes back(static_cast<size_t>(r));
+    for (int i = 0; i < r; ++i)
+        back[size_t(perm[size_t(i)])] = i;
+    return transpose(out, back);
+}
+
 } // namespace detail
 
 using detail::make;
+
+Tensor take_along_axis(const Tensor& x, const Tensor& indices, int64_t axis) {
+    const int ax = normalize_axis(axis, x.rank(), "take_along_axis");
+    SJ_CHECK(is_int(indices.dtype()), TypeError)
+        << "take_along_axis(" << x.name() << ", " << indices.name()
+        << "): indices must be an integer tensor, got " << dtype_name(indices.dtype());
+    SJ_CHECK(indices.rank() == x.rank(), ShapeError)
+        << "take_along_axis(" << x.name() << ", " << indices.name() << "): indices of rank "
+        << indices.rank() << " for a tensor of rank " << x.rank();
+    Shape want = x.shape();
+    want[size_t(ax)] = indices.dim(ax);
+    Tensor idx = indices;
+    for (int i = 0; i < x.rank(); ++i) {
+        int64_t a = x.dim(i), b = indices.dim(i);
+        SJ_CHECK(i == ax || a == b || (b == 1 && a >= 0), ShapeError)
+            << "take_along_axis(" << x.name() << ", " << indices.name() << "): indices of shape "
+            << shape_str(indices.shape()) << " do not fit " << shape_str(x.shape())
+            << " outside axis " << ax << " (each dim equal, or 1 against a known size)";
+    }
+    if (idx.shape() != want)
+        idx = broadcast_to(idx, want);
+    idx = cast(idx, DType::I64);
+    const int64_t n = x.dim(ax);
+    if (n >= 0) // NumPy's range, negative indices from the end; checked when the function runs
+        idx = make(Op::CheckIndex, {idx},
+                   CheckIndexAttrs{n, false, 0, "take_along_axis: index", true});
+    Tensor size = detail::runtime_dim(x, ax);
+    idx = where(idx < 0.0, idx + size, idx);
+    if (n < 0) // out of range: a position past the flattened x, which the gather refuses
+        idx = where(logical_and(idx >= 0.0, idx < size), idx,
+                    full_like(idx, double(INT32_MAX)) * size);
+    return detail::take_along_axis_unchecked(x, idx, ax);
+}
 
 Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
     int ax = normalize_axis(axis, x.rank(), "gather");

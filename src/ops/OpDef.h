@@ -176,6 +176,9 @@ struct ForwardRange {
     int64_t start, stop, step;
 };
 ForwardRange forward_range(int64_t start, int64_t stop, int64_t step);
+/// take_along_axis(x, idx, axis) for indices known to be in [0, size) (Note [Taking along an
+/// axis] in src/ops/Indexing.cpp); idx has x's shape but along axis.
+Tensor take_along_axis_unchecked(const Tensor& x, const Tensor& idx, int64_t axis);
 /// The size of dim `axis` of x as an i64 scalar: a constant when known, else counted when the
 /// function runs (0 when another dim of x is 0).
 Tensor runtime_dim(const Tensor& x, int64_t axis);

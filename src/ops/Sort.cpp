@@ -122,9 +122,10 @@ std::pair<Tensor, Tensor> top_k(const Tensor& x, int64_t k) {
     SJ_CHECK(x.rank() >= 1, ShapeError)
         << "top_k(" << x.name() << "): x must have at least one dim";
     SJ_CHECK(k >= 0, ShapeError) << "top_k(" << x.name() << "): k must be >= 0, got " << k;
+    // the values taken at the indices: one sort pass (Note [Taking along an axis])
     const int64_t axis = x.rank() - 1;
-    return {make(Op::Sort, {x}, SortAttrs{axis, true, k, false}),
-            make(Op::Sort, {x}, SortAttrs{axis, true, k, true})};
+    Tensor indices = make(Op::Sort, {x}, SortAttrs{axis, true, k, true});
+    return {detail::take_along_axis_unchecked(x, indices, axis), indices};
 }
 
 } // namespace sj

@@ -430,6 +430,17 @@ std::vector<OpRow> make_table() {
                  .grad = GradCheck::FiniteDiff,
                  .second_order = true,
                  .specials = true});
+    // negative indices count from the end; indices of one row against every row of x
+    t.push_back({.name = "take_along_axis_axis1",
+                 .op = "take_along_axis",
+                 .build = [](Xs x) { return take_along_axis(x[0], x[1], 1); },
+                 .cases = {{{in({3, 5}), in_index({3, 4}, -5, 5)}},
+                           {{in({2, 4, 3}), in_index({2, 2, 3}, -4, 4)}},
+                           {{in({0, 3}), in_index({0, 2}, 0, 3)}},
+                           static_only({{in({3, 5}), in_index({1, 2}, -5, 5)}})},
+                 .dtypes = kAll,
+                 .grad = GradCheck::FiniteDiff,
+                 .second_order = true});
     t.push_back({.name = "top_k3_indices",
                  .op = "sort",
                  .build = [](Xs x) { return top_k(x[0], 3).second; },
@@ -1400,10 +1411,9 @@ std::vector<OpRow> make_table() {
 
 /// Composite ops (src/api) the table may name besides the primitives of Ops.def.
 const std::set<std::string> kComposites = {
-    "softmax",         "log_softmax", "logsumexp",   "softplus",   "sigmoid",
-    "log_sigmoid",     "mean",        "var",         "clip",       "matmul",
-    "expand_dims",     "squeeze",     "stack",       "flatten",    "subscripts",
-    "map_coordinates", "resize",      "upsample_1d", "upsample_2d",
+    "softmax", "log_softmax", "logsumexp", "softplus", "sigmoid", "log_sigmoid", "mean", "var",
+    "clip", "matmul", "expand_dims", "squeeze", "stack", "flatten", "subscripts", "map_coordinates",
+    "resize", "upsample_1d", "upsample_2d", "take_along_axis",
     // indexed updates, diagonals, nan reductions
     "index_update", "index_add", "index_mul", "index_min", "index_max", "diagonal", "diag", "trace",
     "nansum", "nanmean", "nanmax", "nanmin", "eye"};

@@ -218,7 +218,7 @@ TEST_P(Vmap, GatherAndOneHot) {
     Placeholder t({3, 5, 2}, DType::F64, "t"), i({3, 4}, DType::I64, "i"),
         shared({5, 2}, DType::F64, "shared");
     auto fn = [](const Ts& a) {
-        return Ts{gather(a[0], a[1], 0), // both batched: a loop
+        return Ts{gather(a[0], a[1], 0), // both batched: one gather from the stacked tables
                   gather(a[2], a[1], 0), // batched indices
                   gather(a[0], a[3], 1), // batched table
                   one_hot(a[1], 5, DType::F64)};
@@ -525,6 +525,28 @@ TEST_P(Vmap, GradientThroughVmap) {
     auto e = function({x}, gradients(ref_cost, Ts{x, w}), {}, on("reference"))(xv);
     expect_close(r[0], e[0], 1e-12, 1e-12, "d/dx");
     expect_close(r[1], e[1], 1e-12, 1e-12, "d/dw");
+}
+
+TEST_P(Vmap, GatherPerExampleChecksItsIndices) {
+    // one gather from the stacked tables: an index past an example's own table must not read the
+    // next example's, on a table of known size and on one whose size is bound at call time
+    for (int64_t len : {int64_t(5), int64_t(-1)}) {
+        Placeholder t({3, len}, DType::F64, "t");
+        Placeholder i({3, 2}, DType::I64, "i");
+        Ts got = vmap([](const Ts& a) { return Ts{gather(a[0], a[1], 0)}; }, {})({t, i});
+        EXPECT_FALSE(has_op(got, Op::Scan));
+        Function f = function({t, i}, got, {}, opts());
+        Array tv = random_array(DType::F64, {3, 5}, 31);
+        Array ok(std::vector<int64_t>{0, 4, 2, 3, 1, 1}, {3, 2});
+        std::vector<double> want;
+        for (int64_t b = 0; b < 3; ++b)
+            for (int64_t j = 0; j < 2; ++j)
+                want.push_back(tv.data<double>()[b * 5 + ok.data<int64_t>()[b * 2 + j]]);
+        EXPECT_EQ(f(tv, ok)[0].to_vector<double>(), want);
+        Array bad(std::vector<int64_t>{0, 4, 5, 3, 1, 1}, {3, 2}); // 5: example 1's table ends at 4
+        std::string m = message_of<InputError>([&] { f(tv, bad); });
+        EXPECT_NE(m.find("out of range"), std::string::npos) << m;
+    }
 }
 
 TEST_P(Vmap, Errors) {

@@ -1267,6 +1267,13 @@ def gen_sort():
     each("top_k3_indices", lambda x: sort_lines(x, positions(x, x.ndim - 1), -1, True, 3),
          numeric((3, 5), ties) + [[rand((2, 2, 7), "f32")]] + [[specials(dt, 3)] for dt in FLOATS])
 
+    def index(shape, n):
+        return rng.integers(-n, n, size=shape).astype(np.int64)
+
+    each("take_along_axis_axis1", lambda x, i: np.take_along_axis(x, i, 1),
+         [[rand((3, 5), dt), index((3, 4), 5)] for dt in ALL] +
+         [[rand((2, 4, 3), "f64"), index((2, 2, 3), 4)], [rand((3, 5), "f32"), index((1, 2), 5)]])
+
 
 # ---- collectives (include/symjax/Dist.h) -----------------------------------------------------
 
