@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 namespace sj::cpu {
@@ -91,17 +92,20 @@ struct Wide {
     bool operator<(const Wide& o) const { return code < o.code || (code == o.code && pos < o.pos); }
 };
 
-/// Two buffers of items per thread, grown to the longest line seen and kept (fresh ones would
-/// fault in their pages on every call: for a line of 1M, more time than the sort).
+/// Two buffers of items per thread, grown to the longest line seen and kept, as the conv
+/// arena is (fresh ones would fault in their pages on every call: for a line of 1M, more time
+/// than the sort): 16 bytes an element of the longest line, 32 for 64-bit keys.
 template <class Item> struct Scratch {
     std::unique_ptr<Item[]> a, b;
     size_t cap = 0;
     void reserve(size_t n) {
         if (n <= cap)
             return;
-        cap = 0;
-        a.reset(new Item[n]);
-        b.reset(new Item[n]);
+        cap = 0; // a failed allocation leaves no buffers
+        a.reset(new (std::nothrow) Item[n]);
+        b.reset(new (std::nothrow) Item[n]);
+        SJ_CHECK(a && b, OutOfMemoryError) << "out of memory allocating " << 2 * n * sizeof(Item)
+                                           << " bytes to sort lines of " << n << " elements";
         cap = n;
     }
 };
