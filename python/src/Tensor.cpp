@@ -316,23 +316,18 @@ void bind_tensor(py::module_& m) {
             return sj::cumsum(t, axis.cast<int64_t>());
         },
         py::arg("axis") = py::none());
-    // a sorted copy, as jax.Array.sort (NumPy's ndarray.sort sorts in place; a Tensor is a value)
-    tensor.def(
-        "sort",
-        [](const sj::Tensor& t, py::object axis, bool descending) {
-            if (axis.is_none())
-                return sj::sort(sj::reshape(t, {-1}), 0, descending);
-            return sj::sort(t, axis.cast<int64_t>(), descending);
-        },
-        py::arg("axis") = -1, py::kw_only(), py::arg("descending") = false);
-    tensor.def(
-        "argsort",
-        [](const sj::Tensor& t, py::object axis, bool descending) {
-            if (axis.is_none())
-                return sj::argsort(sj::reshape(t, {-1}), 0, descending);
-            return sj::argsort(t, axis.cast<int64_t>(), descending);
-        },
-        py::arg("axis") = -1, py::kw_only(), py::arg("descending") = false);
+    // a sorted copy, as jax.Array.sort (NumPy's ndarray.sort sorts in place; a Tensor is a value);
+    // axis None sorts the flattened tensor
+    auto sorting = [](sj::Tensor (*f)(const sj::Tensor&, int64_t, bool)) {
+        return [f](const sj::Tensor& t, py::object axis, bool descending) {
+            return axis.is_none() ? f(sj::reshape(t, {-1}), 0, descending)
+                                  : f(t, axis.cast<int64_t>(), descending);
+        };
+    };
+    tensor.def("sort", sorting(&sj::sort), py::arg("axis") = -1, py::kw_only(),
+               py::arg("descending") = false);
+    tensor.def("argsort", sorting(&sj::argsort), py::arg("axis") = -1, py::kw_only(),
+               py::arg("descending") = false);
 
     py::class_<AtHelper>(m, "_At").def(
         "__getitem__", [](const AtHelper& h, py::handle key) { return at_ref(h.x, key); });

@@ -230,6 +230,14 @@ void register_grads(OpDef* t) {
 } // namespace
 
 namespace {
+/// i64 indices into a dim of `size` known only at call time, with each one outside [0, size)
+/// moved far past the end of the flattened table (size * INT32_MAX), which gather refuses with
+/// an InputError: the range check of a gather that indexes a table through flat positions.
+Tensor past_end_if_out_of_range(const Tensor& idx, const Tensor& size) {
+    return where(logical_and(idx >= 0.0, idx < size), idx,
+                 full_like(idx, double(INT32_MAX)) * size);
+}
+
 // Batching (Note [Batching rules] in src/api/Vmap.cpp).
 
 /// gather(x, i, 0) with a table and indices per example: one gather from the tables stacked,
@@ -254,8 +262,7 @@ Tensor batch_gather_both(const BatchArgs& b) {
     if (len >= 0)
         idx = check_index(idx, len, {}, "gather (under vmap): index");
     else
-        idx = where(logical_and(idx >= 0.0, idx < size), idx,
-                    full_like(idx, double(INT32_MAX)) * size);
+        idx = past_end_if_out_of_range(idx, size);
     Tensor example = cumsum(cast(ones_like(idx), DType::I64), 0) - 1.0;
     return make(Op::Gather, {reshape(x, flat), idx + example * size}, AxisAttrs{0, false});
 }
@@ -353,9 +360,8 @@ Tensor take_along_axis(const Tensor& x, const Tensor& indices, int64_t axis) {
                    CheckIndexAttrs{n, false, 0, "take_along_axis: index", true});
     Tensor size = detail::runtime_dim(x, ax);
     idx = where(idx < 0.0, idx + size, idx);
-    if (n < 0) // out of range: a position past the flattened x, which the gather refuses
-        idx = where(logical_and(idx >= 0.0, idx < size), idx,
-                    full_like(idx, double(INT32_MAX)) * size);
+    if (n < 0)
+        idx = detail::past_end_if_out_of_range(idx, size);
     return detail::take_along_axis_unchecked(x, idx, ax);
 }
 

@@ -1,6 +1,7 @@
 // sort on the CPU (Note [Sorting packed keys]).
 #include "Sort.h"
 
+#include "../reference/Iterate.h"
 #include "ThreadPool.h"
 
 #include <symjax/Error.h>
@@ -175,10 +176,6 @@ template <class T> struct LineSorter {
         else
             return {c, j};
     }
-    Item item(const T* key, int64_t stride, int64_t j) const {
-        U c = code(key[j * stride]);
-        return make_item(descending ? U(~c) : c, j);
-    }
     static U code_of(const Item& it) {
         if constexpr (sizeof(U) == 4)
             return U(it >> 32);
@@ -193,12 +190,12 @@ template <class T> struct LineSorter {
     }
 
     void order(const T* key, int64_t stride, std::vector<int64_t>& perm) {
+        const U flip = descending ? ~U(0) : U(0); // descending: the complemented codes
         if (k <= kFewMax && k * 16 <= n) { // top-k: most elements lose one comparison
             best.clear();
             U codes[kFewBlock];
             for (int64_t j0 = 0; j0 < n; j0 += kFewBlock) {
                 const int64_t m = std::min<int64_t>(kFewBlock, n - j0);
-                const U flip = descending ? ~U(0) : U(0);
                 // a later position never wins a tie, so only a smaller code than the k-th best
                 // can enter (anything enters until the buffer is full)
                 U lo = ~U(0);
@@ -243,7 +240,7 @@ template <class T> struct LineSorter {
         s.reserve(size_t(n));
         Item* items = s.a.get();
         for (int64_t j = 0; j < n; ++j)
-            items[j] = item(key, stride, j);
+            items[j] = make_item(U(code(key[j * stride]) ^ flip), j);
         if (k < n / 2) {
             std::nth_element(items, items + k, items + n);
             std::sort(items, items + k);
@@ -294,19 +291,12 @@ void sort(const Node& node, const std::vector<Array>& in, Array& out, uint64_t) 
     const auto& a = node.attr<SortAttrs>();
     const Array& keys = in[0];
     const Array& values = in.back();
-    const Shape& s = keys.shape();
-    int64_t n = s[size_t(a.axis)];
-    int64_t k = a.k < 0 ? n : a.k;
-    SJ_CHECK(k <= n, InputError) << node.describe() << ": k = " << k << " is more than the " << n
-                                 << " elements along axis " << a.axis;
+    int64_t outer, n, inner;
+    ref::split_axis(keys.shape(), a.axis, outer, n, inner);
+    const int64_t k = out.shape()[size_t(a.axis)]; // the type rule checked k <= n
     SJ_CHECK(n <= int64_t(UINT32_MAX), InputError)
         << node.describe() << ": " << n
         << " elements along the axis; at most 2^32 - 1 can be sorted";
-    int64_t inner = 1, outer = 1;
-    for (size_t i = size_t(a.axis) + 1; i < s.size(); ++i)
-        inner *= s[i];
-    for (int64_t i = 0; i < a.axis; ++i)
-        outer *= s[size_t(i)];
     const int64_t lines = outer * inner;
     if (lines == 0 || k == 0)
         return;

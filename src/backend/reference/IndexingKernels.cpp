@@ -18,17 +18,6 @@ int64_t index_at(const Array& idx, int64_t i) {
     });
 }
 
-/// Splits x's shape around `axis` into (outer, len, inner).
-void split_axis(const Shape& s, int64_t axis, int64_t& outer, int64_t& len, int64_t& inner) {
-    outer = 1;
-    inner = 1;
-    for (int64_t i = 0; i < axis; ++i)
-        outer *= s[i];
-    len = s[axis];
-    for (size_t i = axis + 1; i < s.size(); ++i)
-        inner *= s[i];
-}
-
 int64_t checked_index(const KernelCtx& c, const Array& idx, int64_t k, int64_t len) {
     int64_t v = index_at(idx, k);
     SJ_CHECK(v >= 0 && v < len, InputError)

@@ -10,6 +10,17 @@ namespace sj::ref {
 
 /// Strides of an operand of shape `in` broadcast (NumPy, right-aligned) to `out`: 0 on
 /// broadcast dims.
+/// Splits a shape around `axis` into (outer, len, inner): the elements before, along and after.
+inline void split_axis(const Shape& s, int64_t axis, int64_t& outer, int64_t& len, int64_t& inner) {
+    outer = 1;
+    inner = 1;
+    for (int64_t i = 0; i < axis; ++i)
+        outer *= s[size_t(i)];
+    len = s[size_t(axis)];
+    for (size_t i = size_t(axis) + 1; i < s.size(); ++i)
+        inner *= s[i];
+}
+
 inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
     std::vector<int64_t> st(out.size(), 0);
     auto rm = row_major_strides(in);

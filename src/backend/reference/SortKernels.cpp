@@ -4,7 +4,6 @@
 #include "Iterate.h"
 #include "Reference.h"
 
-#include <symjax/Error.h>
 #include <symjax/ir/Node.h>
 
 #include <algorithm>
@@ -30,16 +29,9 @@ Array sort_kernel(const KernelCtx& c) {
     const auto& a = c.attr<SortAttrs>();
     const Array& keys = c.in[0];
     const Array& values = c.in.back();
-    const Shape& s = keys.shape();
-    int64_t n = s[size_t(a.axis)];
-    int64_t k = a.k < 0 ? n : a.k;
-    SJ_CHECK(k <= n, InputError) << c.node.describe() << ": k = " << k << " is more than the " << n
-                                 << " elements along axis " << a.axis;
-    int64_t inner = 1, outer = 1;
-    for (size_t i = size_t(a.axis) + 1; i < s.size(); ++i)
-        inner *= s[i];
-    for (int64_t i = 0; i < a.axis; ++i)
-        outer *= s[size_t(i)];
+    int64_t outer, n, inner;
+    split_axis(keys.shape(), a.axis, outer, n, inner);
+    const int64_t k = c.out.shape[size_t(a.axis)]; // the type rule checked k <= n
     Array out(c.out.dtype, c.out.shape);
     const size_t width = size_t(dtype_size(values.dtype()));
     const auto* src = static_cast<const unsigned char*>(values.raw());
