@@ -29,6 +29,7 @@
 #include <symjax/Ops.h>
 #include <symjax/Random.h>
 #include <symjax/Scope.h>
+#include <symjax/Search.h>
 #include <symjax/Shape.h>
 #include <symjax/Tensor.h>
 #include <symjax/Threads.h>

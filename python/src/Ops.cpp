@@ -1,4 +1,5 @@
-// The op functions of include/symjax/Ops.h, Random.h and Interpolation.h, taking Python values.
+// The op functions of include/symjax/Ops.h, Random.h, Interpolation.h and Search.h, taking Python
+// values.
 #include "Bind.h"
 
 namespace sjpy {
@@ -197,6 +198,48 @@ void bind_ops(py::module_& m) {
         auto [values, indices] = sj::top_k(to_tensor(x), k);
         return py::make_tuple(values, indices);
     });
+    // ---- searching and counting (include/symjax/Search.h) ------------------------------------
+    m.def("unique_all",
+          [](py::handle x, int64_t size, std::optional<double> fill_value, bool equal_nan) {
+              sj::Unique u = sj::unique_all(to_tensor(x), size, fill_value, equal_nan);
+              return py::make_tuple(u.values, u.indices, u.inverse, u.counts);
+          });
+    m.def("nonzero", [](py::handle x, int64_t size, int64_t fill_value) {
+        return py::tuple(py::cast(sj::nonzero(to_tensor(x), size, fill_value)));
+    });
+    m.def("argwhere", [](py::handle x, int64_t size, int64_t fill_value) {
+        return sj::argwhere(to_tensor(x), size, fill_value);
+    });
+    m.def("flatnonzero", [](py::handle x, int64_t size, int64_t fill_value) {
+        return sj::flatnonzero(to_tensor(x), size, fill_value);
+    });
+    m.def("lexsort",
+          [](py::handle keys, int64_t axis) { return sj::lexsort(to_tensors(keys), axis); });
+    m.def("searchsorted", [](py::handle a, py::handle v, bool right) {
+        return sj::searchsorted(to_tensor(a), to_tensor(v),
+                                right ? sj::Side::Right : sj::Side::Left);
+    });
+    m.def("digitize", [](py::handle x, py::handle bins, bool right) {
+        return sj::digitize(to_tensor(x), to_tensor(bins), right);
+    });
+    m.def("bincount", [](py::handle x, int64_t length, py::handle weights) {
+        std::optional<sj::Tensor> w;
+        if (!weights.is_none())
+            w = to_tensor(weights);
+        return sj::bincount(to_tensor(x), length, w);
+    });
+    m.def("histogram",
+          [](py::handle x, py::handle bins, std::optional<std::pair<double, double>> range,
+             py::handle weights, bool density) {
+              std::optional<sj::Tensor> w;
+              if (!weights.is_none())
+                  w = to_tensor(weights);
+              auto [hist, edges] =
+                  py::isinstance<py::int_>(bins)
+                      ? sj::histogram(to_tensor(x), bins.cast<int64_t>(), range, w, density)
+                      : sj::histogram(to_tensor(x), to_tensor(bins), w, density);
+              return py::make_tuple(hist, edges);
+          });
     m.def("softmax", [](py::handle x, int64_t axis) { return sj::softmax(to_tensor(x), axis); });
     m.def("log_softmax",
           [](py::handle x, int64_t axis) { return sj::log_softmax(to_tensor(x), axis); });

@@ -5,6 +5,8 @@ Every function builds graph: ``T.exp(x)`` returns a Tensor, evaluated by a compi
 numbers; a number next to a tensor takes the tensor's dtype (as JAX's weakly typed scalars).
 """
 import builtins as _builtins
+import collections as _collections
+import operator as _operator
 import sys as _sys
 import types as _types
 
@@ -1863,25 +1865,114 @@ def nanmedian(a, axis=None, keepdims=False):
     return _quantile(a, 0.5, axis, "linear", keepdims, "nanmedian", True)
 
 
-def searchsorted(a, v, side="left", sorter=None):
+def searchsorted(a, v, side="left", sorter=None, *, method=None):
     """Where v's entries would go in the sorted 1-d a (NaN sorted last, as NumPy): int64 of
-    v's shape. Compares every entry of v with every entry of a (memory len(a) * v.size)."""
+    v's shape. A binary search of log2(len(a)) gathers when a's length is known; otherwise it
+    compares every entry of v with every entry of a. `method` (JAX's) is accepted and ignored."""
     if side not in ("left", "right"):
         raise ValueError("symjax.tensor.searchsorted: side must be 'left' or 'right', got %r"
                          % (side,))
-    a, v = _t(a), _t(v)
-    if a.ndim != 1:
-        raise ValueError("symjax.tensor.searchsorted: a must be 1-d, got rank %d" % a.ndim)
+    a = _t(a)
     if sorter is not None:
         a = _core.gather(a, _core.cast(_t(sorter), "int64"), 0)
-    vv = _core.expand_dims(v, v.ndim)  # v.shape + (1,) against a's (n,)
+    return _core.searchsorted(a, _t(v), side == "right")
 
-    def before(x, y):  # x sorts before y, NaN last
-        if x.dtype.kind != "f" and y.dtype.kind != "f":
-            return x < y
-        return _core.logical_and(_core.logical_not(_core.isnan(x)),
-                                 _core.logical_or(_core.isnan(y), x < y))
-    hit = before(a, vv) if side == "left" else _core.logical_not(before(vv, a))
-    return _core.sum(_core.cast(hit, "int64"), [v.ndim], False)
+
+def digitize(x, bins, right=False):
+    """NumPy's digitize: the index of the bin of each element of x; bins 1-d, of known length,
+    increasing or decreasing (otherwise an error when the function runs)."""
+    return _core.digitize(_t(x), _t(bins), bool(right))
+
+
+# ---- results whose length depends on the values: the caller gives it (JAX's size=) ----------
+
+def _static_size(size, what, arg="size"):
+    if size is None:
+        raise ValueError("symjax.tensor.%s: %s= is needed: the length of the result depends on "
+                         "the values, and a graph's shapes are fixed when it is built (JAX's "
+                         "rule under jit)" % (what, arg))
+    return _operator.index(size)
+
+
+def unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True, size=None, fill_value=None, sorted=True):
+    """jnp.unique with a static `size`: the `size` smallest unique values of ar (flattened),
+    padded with fill_value (by default the smallest value). NaNs are one value when equal_nan.
+    With return_index, return_inverse, return_counts: NumPy's extra results, in its order."""
+    if axis is not None:
+        raise ValueError("symjax.tensor.unique: axis= (unique slices) is not supported")
+    size = _static_size(size, "unique")
+    values, index, inverse, counts = _core.unique_all(
+        _t(ar), size, None if fill_value is None else float(fill_value), bool(equal_nan))
+    extra = [r for r, want in ((index, return_index), (inverse, return_inverse),
+                               (counts, return_counts)) if want]
+    return tuple([values] + extra) if extra else values
+
+
+UniqueAllResult = _collections.namedtuple("UniqueAllResult",
+                                          "values indices inverse_indices counts")
+UniqueCountsResult = _collections.namedtuple("UniqueCountsResult", "values counts")
+UniqueInverseResult = _collections.namedtuple("UniqueInverseResult", "values inverse_indices")
+
+
+def unique_all(x, *, size=None, fill_value=None):
+    size = _static_size(size, "unique_all")
+    r = _core.unique_all(_t(x), size, None if fill_value is None else float(fill_value), True)
+    return UniqueAllResult(*r)
+
+
+def unique_counts(x, *, size=None, fill_value=None):
+    r = unique_all(x, size=size, fill_value=fill_value)
+    return UniqueCountsResult(r.values, r.counts)
+
+
+def unique_inverse(x, *, size=None, fill_value=None):
+    r = unique_all(x, size=size, fill_value=fill_value)
+    return UniqueInverseResult(r.values, r.inverse_indices)
+
+
+def unique_values(x, *, size=None, fill_value=None):
+    return unique_all(x, size=size, fill_value=fill_value).values
+
+
+def nonzero(a, *, size=None, fill_value=None):
+    """jnp.nonzero with a static `size`: a tuple of int64 [size] coordinates, one per dim, of the
+    first `size` non-zero entries in row-major order, then fill_value (0)."""
+    return _core.nonzero(_t(a), _static_size(size, "nonzero"),
+                         0 if fill_value is None else _operator.index(fill_value))
+
+
+def argwhere(a, *, size=None, fill_value=None):
+    return _core.argwhere(_t(a), _static_size(size, "argwhere"),
+                          0 if fill_value is None else _operator.index(fill_value))
+
+
+def flatnonzero(a, *, size=None, fill_value=None):
+    return _core.flatnonzero(_t(a), _static_size(size, "flatnonzero"),
+                             0 if fill_value is None else _operator.index(fill_value))
+
+
+def lexsort(keys, axis=-1):
+    """NumPy's lexsort: int64 indices sorting by the last key, then the one before it..."""
+    if isinstance(keys, Tensor):
+        keys = [keys[i] for i in range(_known(keys, 0, "lexsort"))]
+    return _core.lexsort([_t(k) for k in keys], int(axis))
+
+
+def bincount(x, weights=None, minlength=0, *, length=None):
+    """jnp.bincount with a static `length`: counts (int64) or summed weights of each value of
+    the 1-d integer x below length; larger values are left out, negative ones are an error
+    when the function runs."""
+    length = _static_size(length, "bincount", "length")
+    return _core.bincount(_t(x), length, None if weights is None else _t(weights))
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):
+    """NumPy's histogram: (hist, bin_edges). bins is a number of equal bins over range (by
+    default a's min and max) or the increasing edges."""
+    bins = int(bins) if isinstance(bins, (int, _np.integer)) else _t(bins)
+    r = None if range is None else (float(range[0]), float(range[1]))
+    return _core.histogram(_t(a), bins, r, None if weights is None else _t(weights),
+                           bool(density))
 
 __all__ = [n for n in dir() if not n.startswith("_")]
