@@ -21,7 +21,9 @@
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
 //   symjax_bench sort [--rows R --n N --k K]   (sort, argsort and top_k of f32 along the last axis)
-//   symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone, its
+//   symjax_bench search [--n N] [--profile 1]   (searchsorted, unique, bincount and histogram of N
+//   elements) symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone,
+//   its
 //                                 weight-gradient matmul alone, and both in one function)
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
@@ -888,6 +890,39 @@ void sort_bench() {
     emit("sort", "sort_reference", measure([&] { fr(xv); }) * 1e3, "ms", extra);
 }
 
+/// Searching and counting (include/symjax/Search.h) over --n elements (default 1M):
+/// searchsorted of n f32 queries into n sorted f32, unique of n i32 in [0, n / 10) with
+/// size n / 10 (values and counts), bincount of n i64 in [0, 1000), and a 100-bin histogram of n
+/// f32. Milliseconds per call (bench/peers/torch_search.py: torch.searchsorted, torch.unique,
+/// torch.bincount and torch.histc).
+void search_bench() {
+    const int64_t n = std::stoll(opt("n", "1048576")), distinct = std::max<int64_t>(n / 10, 1);
+    const std::string extra = "\"n\": " + std::to_string(n);
+    std::mt19937_64 gen(13);
+    std::vector<float> sorted_v = randn({n}, 14).to_vector<float>();
+    std::sort(sorted_v.begin(), sorted_v.end());
+    std::vector<int32_t> ints(static_cast<size_t>(n));
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        ints[size_t(i)] = int32_t(gen() % uint64_t(distinct));
+        labels[size_t(i)] = int64_t(gen() % 1000);
+    }
+    Array av(sorted_v, {n}), qv = randn({n}, 15), iv(ints, {n}), lv(labels, {n});
+    Placeholder a({n}, f32, "a"), q({n}, f32, "q"), xi({n}, i32, "xi"), xl({n}, i64, "labels");
+    Unique u = unique_all(xi, distinct);
+    auto [h, e] = histogram(q, 100);
+    FunctionOptions
+        fo; // --profile 1: each step timed (the reports are printed as the functions go)
+    fo.profile = opt("profile", "0") != "0";
+    Function fs = function({a, q}, {searchsorted(a, q)}, {}, fo),
+             fu = function({xi}, {u.values, u.counts}, {}, fo),
+             fb = function({xl}, {bincount(xl, 1000)}, {}, fo), fh = function({q}, {h, e}, {}, fo);
+    emit("search", "searchsorted", measure([&] { fs(av, qv); }) * 1e3, "ms", extra);
+    emit("search", "unique", measure([&] { fu(iv); }) * 1e3, "ms", extra);
+    emit("search", "bincount", measure([&] { fb(lv); }) * 1e3, "ms", extra);
+    emit("search", "histogram", measure([&] { fh(qv); }) * 1e3, "ms", extra);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -934,6 +969,8 @@ int main(int argc, char** argv) {
             unary();
         else if (b == "sort")
             sort_bench();
+        else if (b == "search")
+            search_bench();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -1,6 +1,7 @@
 // The table of the cpu backend's library kernels (LibraryKernels.h).
 #include "LibraryKernels.h"
 
+#include "Indexing.h"
 #include "Linalg.h"
 #include "Random.h"
 #include "Sort.h"
@@ -17,10 +18,10 @@ struct Entry {
 
 // a table, not a switch: most ops have no library kernel, and a new op needs no entry here
 constexpr Entry kKernels[] = {
-    {Op::Cholesky, cholesky, "lapack"},
-    {Op::TriangularSolve, triangular_solve, "lapack"},
-    {Op::PhiloxBits, philox_bits, "random"},
-    {Op::Sort, sort, "sort"},
+    {Op::Cholesky, cholesky, "lapack"},      {Op::TriangularSolve, triangular_solve, "lapack"},
+    {Op::PhiloxBits, philox_bits, "random"}, {Op::Sort, sort, "sort"},
+    {Op::Gather, gather, "index"},           {Op::ScatterAdd, scatter, "index"},
+    {Op::Scatter, scatter, "index"},         {Op::Cumsum, cumsum, "scan"},
 };
 
 const Entry* entry(Op op) {

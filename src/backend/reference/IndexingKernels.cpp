@@ -20,9 +20,8 @@ int64_t index_at(const Array& idx, int64_t i) {
 
 int64_t checked_index(const KernelCtx& c, const Array& idx, int64_t k, int64_t len) {
     int64_t v = index_at(idx, k);
-    SJ_CHECK(v >= 0 && v < len, InputError)
-        << c.node.describe() << ": index " << v << " (at position " << k << " of "
-        << c.node.input(1)->describe() << ") is out of range [0, " << len << ")";
+    if (v < 0 || v >= len)
+        throw_index_out_of_range(c.node, v, k, len);
     return v;
 }
 
@@ -42,34 +41,6 @@ Array gather_kernel(const KernelCtx& c) {
                         inner * sz);
     }
     return out;
-}
-
-/// One update combined into the element it lands on (Ops.h scatter; NaN propagates through min
-/// and max as in minimum/maximum; integers wrap; on bools, stored as 0 or 1, mul and min are a
-/// logical and, max an or). Add is the scatter_add op, never a scatter node (its type rule).
-template <class T> T combine(ScatterMode mode, T dst, T src) {
-    switch (mode) {
-    case ScatterMode::Set:
-        return src;
-    case ScatterMode::Add:
-        return add_wrap<T>(dst, src);
-    case ScatterMode::Mul:
-        if constexpr (std::is_floating_point_v<T>)
-            return T(double(dst) * double(src));
-        else
-            return mul_wrap<T>(dst, src);
-    case ScatterMode::Min:
-        if constexpr (std::is_floating_point_v<T>)
-            if (std::isnan(dst) || std::isnan(src))
-                return T(NAN);
-        return src < dst ? src : dst;
-    case ScatterMode::Max:
-        if constexpr (std::is_floating_point_v<T>)
-            if (std::isnan(dst) || std::isnan(src))
-                return T(NAN);
-        return src > dst ? src : dst;
-    }
-    return dst;
 }
 
 /// Updates in index order (k, then the outer and inner positions): for Set the last update of a
@@ -92,7 +63,7 @@ Array scatter_into(const KernelCtx& c, int64_t axis, ScatterMode mode) {
                 for (int64_t i = 0; i < inner; ++i) {
                     T& dst = q[(o * len + j) * inner + i];
                     T src = u[(o * m + k) * inner + i];
-                    dst = bool_or ? T(dst || src) : combine<T>(mode, dst, src);
+                    dst = bool_or ? T(dst || src) : scatter_combine<T>(mode, dst, src);
                 }
         }
     });
@@ -176,6 +147,29 @@ Array one_hot_kernel(const KernelCtx& c) {
     return out;
 }
 
+Array check_index_kernel(const KernelCtx& c) {
+    const Array& idx = c.in[0];
+    const auto& a = c.attr<CheckIndexAttrs>();
+    const int64_t lo = a.negative ? -a.depth : 0;
+    // a typed pass that only finds whether any index is bad (the cpu backend runs this kernel
+    // too, on every batch of labels); then the first bad one, for the error
+    bool bad = false;
+    dispatch(idx.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* p = ptr<T>(idx);
+        for (int64_t k = 0; k < idx.size(); ++k) {
+            int64_t v = static_cast<int64_t>(p[k]);
+            bad |= !((v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore));
+        }
+    });
+    for (int64_t k = 0; bad && k < idx.size(); ++k) {
+        int64_t v = index_at(idx, k);
+        if (!((v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore)))
+            throw_check_index(c.node, idx, k, v);
+    }
+    return idx;
+}
+
 /// "[1, 2]": the multi-index of flat position k in shape s.
 std::string position_str(const Shape& s, int64_t k) {
     Shape idx(s.size());
@@ -186,26 +180,23 @@ std::string position_str(const Shape& s, int64_t k) {
     return shape_str(idx);
 }
 
-Array check_index_kernel(const KernelCtx& c) {
-    const Array& idx = c.in[0];
-    const auto& a = c.attr<CheckIndexAttrs>();
-    for (int64_t k = 0; k < idx.size(); ++k) {
-        int64_t v = index_at(idx, k);
-        int64_t lo = a.negative ? -a.depth : 0;
-        if ((v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore))
-            continue;
-        SJ_THROW(InputError) << a.what << " " << v << " at position "
-                             << position_str(idx.shape(), k) << " of "
-                             << c.node.input(0)->describe() << " " << idx.type_str()
-                             << " is out of range [" << lo << ", " << a.depth << ")"
-                             << (a.has_ignore
-                                     ? " and is not the ignore_index " + std::to_string(a.ignore)
-                                     : std::string());
-    }
-    return idx;
+} // namespace
+
+void throw_index_out_of_range(const Node& node, int64_t v, int64_t k, int64_t len) {
+    SJ_THROW(InputError) << node.describe() << ": index " << v << " (at position " << k << " of "
+                         << node.input(1)->describe() << ") is out of range [0, " << len << ")";
 }
 
-} // namespace
+void throw_check_index(const Node& node, const Array& idx, int64_t k, int64_t v) {
+    const auto& a = node.attr<CheckIndexAttrs>();
+    int64_t lo = a.negative ? -a.depth : 0;
+    SJ_THROW(InputError) << a.what << " " << v << " at position " << position_str(idx.shape(), k)
+                         << " of " << node.input(0)->describe() << " " << idx.type_str()
+                         << " is out of range [" << lo << ", " << a.depth << ")"
+                         << (a.has_ignore
+                                 ? " and is not the ignore_index " + std::to_string(a.ignore)
+                                 : std::string());
+}
 
 void register_indexing_kernels(Kernel* t) {
     t[int(Op::Gather)] = gather_kernel;

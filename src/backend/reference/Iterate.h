@@ -2,6 +2,9 @@
 #pragma once
 
 #include <symjax/Array.h>
+#include <symjax/Tensor.h>
+
+#include <cmath>
 
 #include <type_traits>
 #include <vector>
@@ -68,6 +71,34 @@ template <class T> T mul_wrap(T a, T b) {
         return T(a * b);
     else
         return wrap<T>(Wide<T>(a) * Wide<T>(b));
+}
+
+/// One update combined into the element it lands on (Ops.h scatter; NaN propagates through min
+/// and max as in minimum/maximum; integers wrap; on bools, stored as 0 or 1, mul and min are a
+/// logical and, max an or). Add is the scatter_add op, never a scatter node (its type rule).
+template <class T> T scatter_combine(ScatterMode mode, T dst, T src) {
+    switch (mode) {
+    case ScatterMode::Set:
+        return src;
+    case ScatterMode::Add:
+        return add_wrap<T>(dst, src);
+    case ScatterMode::Mul:
+        if constexpr (std::is_floating_point_v<T>)
+            return T(double(dst) * double(src));
+        else
+            return mul_wrap<T>(dst, src);
+    case ScatterMode::Min:
+        if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(dst) || std::isnan(src))
+                return T(NAN);
+        return src < dst ? src : dst;
+    case ScatterMode::Max:
+        if constexpr (std::is_floating_point_v<T>)
+            if (std::isnan(dst) || std::isnan(src))
+                return T(NAN);
+        return src > dst ? src : dst;
+    }
+    return dst;
 }
 
 template <class T> const T* ptr(const Array& a) { return static_cast<const T*>(a.raw()); }

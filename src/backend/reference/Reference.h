@@ -43,6 +43,12 @@ inline std::string linalg_where(const Node& n) {
     return n.name().empty() ? n.describe() : std::string(op_name(n.op())) + " " + n.name();
 }
 
+/// The InputError of index v, at position k of node's indices (input 1), outside [0, len):
+/// gather's, scatter_add's and scatter's, on this backend and in the cpu backend's kernels.
+[[noreturn]] void throw_index_out_of_range(const Node& node, int64_t v, int64_t k, int64_t len);
+/// check_index node's InputError for value v at flat position k of idx (both backends).
+[[noreturn]] void throw_check_index(const Node& node, const Array& idx, int64_t k, int64_t v);
+
 // Each family file fills its rows of the kernel table.
 void register_elementwise_kernels(Kernel* table);
 void register_reduce_kernels(Kernel* table);

@@ -1,0 +1,140 @@
+// gather, scatter_add, scatter and cumsum on the cpu target (Note [Indexing kernels] in
+// src/backend/cpu/Indexing.cpp) against the reference interpreter, bit for bit: every dtype,
+// index dtypes, single elements and rows (inner > 1), outer rows, sizes that start the thread
+// team, repeated indices (a Set scatter's last update wins), and the same error for an index
+// out of range.
+#include <gtest/gtest.h>
+#include <symjax/symjax.h>
+
+#include "TestUtil.h"
+
+#include <random>
+
+using namespace sj;
+using sj::test::message_of;
+using sj::test::on;
+using sj::test::random_array;
+
+namespace {
+
+std::vector<unsigned char> idx_bytes_of(const Array& a) {
+    const auto* p = static_cast<const unsigned char*>(a.raw());
+    return {p, p + a.nbytes()};
+}
+
+/// Indices in [0, len) with repeats (len > 0), of dtype `it` and shape {m}.
+Array idx_indices(DType it, int64_t m, int64_t len, uint64_t seed) {
+    std::mt19937_64 g(seed);
+    std::vector<int64_t> v(static_cast<size_t>(m));
+    for (auto& x : v)
+        x = int64_t(g() % uint64_t(len));
+    return Array(v, {m}).astype(it);
+}
+
+/// Values in [lo, 5) (lo 0 for unsigned dtypes and bool).
+Array idx_values(DType t, const Shape& s, uint64_t seed, double lo = -5) {
+    return random_array(t, s, seed, is_signed(t) ? lo : 0.0, 5);
+}
+
+void idx_expect_same(const std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                     const std::vector<Array>& arrays, const std::string& what) {
+    std::vector<Function::Arg> args(arrays.begin(), arrays.end());
+    std::vector<Array> got = function(ins, outs, {}, on("cpu")).call(args);
+    std::vector<Array> want = function(ins, outs, {}, on("reference")).call(args);
+    for (size_t o = 0; o < outs.size(); ++o)
+        EXPECT_EQ(idx_bytes_of(got[o]), idx_bytes_of(want[o])) << what << ", output " << o;
+}
+
+struct IdxCase {
+    Shape shape;
+    int64_t axis, m;
+};
+
+} // namespace
+
+TEST(IndexingCpu, GatherAndScatterEqualTheReference) {
+    // single elements (a team for 1M), rows of 7 and 40, outer rows, a long inner row
+    const std::vector<IdxCase> cases = {{{1 << 20}, 0, 1 << 20}, {{3, 50, 7}, 1, 30},
+                                        {{64, 40}, 0, 100},      {{5, 300}, 1, 1000},
+                                        {{2, 9, 600}, 1, 2000},  {{1000}, 0, 3}};
+    for (DType dt : {DType::F32, DType::F64, DType::I32, DType::I64, DType::U8, DType::Bool})
+        for (DType it : {DType::I64, DType::I32, DType::U8}) {
+            for (const IdxCase& c : cases) {
+                if (c.shape.size() == 1 && c.shape[0] == (1 << 20) && dt != DType::F32 &&
+                    dt != DType::I64)
+                    continue; // the team path once per width is enough
+                const int64_t len = c.shape[size_t(c.axis)];
+                if (it == DType::U8 && len > 255)
+                    continue;
+                Shape ushape = c.shape;
+                ushape[size_t(c.axis)] = c.m;
+                Placeholder x(c.shape, dt, "x"), i({c.m}, it, "i"), u(ushape, dt, "u");
+                std::vector<Array> args = {idx_values(dt, c.shape, 3), idx_indices(it, c.m, len, 4),
+                                           idx_values(dt, ushape, 5)};
+                std::string what = std::string(dtype_name(dt)) + " indices " + dtype_name(it) +
+                                   " " + shape_str(c.shape) + " axis " + std::to_string(c.axis);
+                std::vector<Tensor> outs = {gather(x, i, c.axis), scatter_add(x, i, u, c.axis),
+                                            scatter(x, i, u, c.axis, ScatterMode::Set)};
+                if (dt != DType::Bool)
+                    for (ScatterMode mode : {ScatterMode::Mul, ScatterMode::Min, ScatterMode::Max})
+                        outs.push_back(scatter(x, i, u, c.axis, mode));
+                idx_expect_same(outs, {x, i, u}, args, what);
+            }
+        }
+}
+
+TEST(IndexingCpu, CountsOnTheTeamEqualTheReference) {
+    // integer scatter_add of single elements into a short row: each thread sums into a row of
+    // its own (wrapping adds commute), including a sum that wraps
+    for (DType dt : {DType::I64, DType::I32, DType::U8}) {
+        const int64_t m = 1 << 20, len = 1000;
+        Placeholder x({len}, dt, "x"), i({m}, DType::I64, "i"), u({m}, dt, "u");
+        idx_expect_same({scatter_add(x, i, u, 0)}, {x, i, u},
+                        {idx_values(dt, {len}, 6, 0), idx_indices(DType::I64, m, len, 7),
+                         random_array(dt, {m}, 8, 0, 250)},
+                        std::string("counts ") + dtype_name(dt));
+    }
+}
+
+TEST(IndexingCpu, AnIndexOutOfRangeGivesTheReferencesError) {
+    for (int64_t bad : {-1, 50, 1 << 20}) {
+        for (int64_t m : {int64_t(10), int64_t(1) << 20}) {
+            std::vector<int64_t> iv(static_cast<size_t>(m), 3);
+            iv[size_t(m / 2)] = bad;
+            iv[size_t(m - 1)] = bad + 1; // only the first bad one is named
+            Placeholder x({50}, f32, "table"), i({m}, i64, "ids"), u({m}, f32, "u");
+            for (const Tensor& out : {gather(x, i, 0), scatter_add(x, i, u, 0),
+                                      scatter(x, i, u, 0, ScatterMode::Max)}) {
+                Array xa = random_array(DType::F32, {50}, 1), ia(iv, {m}),
+                      ua = random_array(DType::F32, {m}, 2);
+                Function fc = function({x, i, u}, {out}, {}, on("cpu"));
+                Function fr = function({x, i, u}, {out}, {}, on("reference"));
+                std::string mc = message_of<InputError>([&] { fc(xa, ia, ua); });
+                std::string mr = message_of<InputError>([&] { fr(xa, ia, ua); });
+                EXPECT_EQ(mc, mr);
+                EXPECT_NE(mc.find("index " + std::to_string(bad) + " (at position " +
+                                  std::to_string(m / 2)),
+                          std::string::npos)
+                    << mc;
+            }
+        }
+    }
+    // an empty table: every index is out of range, and nothing is read from it
+    Placeholder e({0}, f32, "empty"), i({2}, i64, "ids");
+    Function f = function({e, i}, {gather(e, i, 0)}, {}, on("cpu"));
+    EXPECT_THROW(f(Array(DType::F32, {0}), Array(std::vector<int64_t>{0, 0}, {2})), InputError);
+}
+
+TEST(IndexingCpu, CumsumEqualsTheReference) {
+    // floats accumulate in double on both; integers wrap; columns of a wide inner dim in blocks
+    for (DType dt : {DType::F32, DType::F64, DType::I32, DType::U8})
+        for (const IdxCase& c : std::vector<IdxCase>{
+                 {{1 << 20}, 0, 0}, {{3, 1000, 300}, 1, 0}, {{7, 5}, 0, 0}, {{4, 6, 2}, 2, 0}})
+            for (bool reverse : {false, true}) {
+                Placeholder x(c.shape, dt, "x");
+                idx_expect_same({cumsum(x, c.axis, reverse)}, {x},
+                                {random_array(dt, c.shape, 9, is_signed(dt) ? -3 : 0, 250)},
+                                std::string("cumsum ") + dtype_name(dt) + " " + shape_str(c.shape) +
+                                    (reverse ? " reverse" : ""));
+            }
+}
