@@ -1,4 +1,5 @@
-// Searching and counting: unique, nonzero, lexsort, searchsorted, digitize, bincount, histogram.
+// Searching, counting and order statistics: unique, nonzero, lexsort, searchsorted, digitize,
+// bincount, histogram, quantile and median.
 // NumPy's names, with JAX's rule for results whose length depends on the values: the caller
 // gives that length (`size`, `length`, `bins`) and the result is padded or cut to it. All are
 // composites of sort, cumsum, gather and scatter (Note [Searching by sorting] in
@@ -82,5 +83,32 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
 std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& edges,
                                     const std::optional<Tensor>& weights = {},
                                     bool density = false);
+
+/// How quantile picks its value between the sorted elements around position q * (n - 1)
+/// (NumPy's methods of the same names).
+enum class QuantileMethod : uint8_t {
+    Linear,   ///< interpolates between them (NumPy's default)
+    Lower,    ///< the one below
+    Higher,   ///< the one above
+    Midpoint, ///< their mean
+    Nearest,  ///< the nearer one (halves to the even position)
+};
+
+/// NumPy's quantile of x along `axis` (x flattened when there is none), q in [0, 1]: sorts the
+/// axis, then picks. Integer x is taken as f32. A NaN in a line makes its quantile NaN. The
+/// axis needs a known, non-zero size; keepdims keeps it with size 1.
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> axis = {},
+                QuantileMethod method = QuantileMethod::Linear, bool keepdims = false);
+/// One quantile per entry of qs, stacked along a new first dim.
+Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> axis = {},
+                QuantileMethod method = QuantileMethod::Linear, bool keepdims = false);
+/// quantile of each line's non-NaN elements (NaN for a line of NaNs only), as NumPy's.
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> axis = {},
+                   QuantileMethod method = QuantileMethod::Linear, bool keepdims = false);
+Tensor nanquantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> axis = {},
+                   QuantileMethod method = QuantileMethod::Linear, bool keepdims = false);
+/// quantile(x, 0.5, ...) and nanquantile(x, 0.5, ...).
+Tensor median(const Tensor& x, std::optional<int64_t> axis = {}, bool keepdims = false);
+Tensor nanmedian(const Tensor& x, std::optional<int64_t> axis = {}, bool keepdims = false);
 
 } // namespace sj

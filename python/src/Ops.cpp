@@ -240,6 +240,24 @@ void bind_ops(py::module_& m) {
                       : sj::histogram(to_tensor(x), to_tensor(bins), w, density);
               return py::make_tuple(hist, edges);
           });
+    m.def("quantile",
+          [](py::handle x, const std::vector<double>& qs, bool one_q, std::optional<int64_t> axis,
+             const std::string& method, bool keepdims, bool skip_nan) {
+              using M = sj::QuantileMethod;
+              M m = method == "lower"      ? M::Lower
+                    : method == "higher"   ? M::Higher
+                    : method == "midpoint" ? M::Midpoint
+                    : method == "nearest"  ? M::Nearest
+                    : method == "linear"
+                        ? M::Linear
+                        : throw sj::InputError("symjax: unknown quantile method '" + method + "'");
+              sj::Tensor t = to_tensor(x);
+              if (one_q)
+                  return skip_nan ? sj::nanquantile(t, qs.at(0), axis, m, keepdims)
+                                  : sj::quantile(t, qs.at(0), axis, m, keepdims);
+              return skip_nan ? sj::nanquantile(t, qs, axis, m, keepdims)
+                              : sj::quantile(t, qs, axis, m, keepdims);
+          });
     m.def("softmax", [](py::handle x, int64_t axis) { return sj::softmax(to_tensor(x), axis); });
     m.def("log_softmax",
           [](py::handle x, int64_t axis) { return sj::log_softmax(to_tensor(x), axis); });

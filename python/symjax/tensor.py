@@ -1762,15 +1762,8 @@ def msort(a):
 _QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
-def _lerp(lo, hi, g):
-    """NumPy's _lerp: exact at both ends (g is a float or a tensor)."""
-    d = hi - lo
-    if isinstance(g, Tensor):
-        return _core.where(g >= 0.5, hi - d * (1.0 - g), lo + d * g)
-    return hi - d * (1.0 - g) if g >= 0.5 else lo + d * g
-
-
 def _quantile(a, q, axis, method, keepdims, what, skip_nan):
+    """The C++ quantile and nanquantile (include/symjax/Search.h), with q of any shape."""
     if method not in _QUANTILE_METHODS:
         raise ValueError("symjax.tensor.%s: method %r is not one of %s"
                          % (what, method, ", ".join(_QUANTILE_METHODS)))
@@ -1778,61 +1771,21 @@ def _quantile(a, q, axis, method, keepdims, what, skip_nan):
     if qs.size and not (qs.min() >= 0.0 and qs.max() <= 1.0):
         raise ValueError("symjax.tensor.%s: quantiles must lie in [0, 1] (percentiles in "
                          "[0, 100]), got %s" % (what, q))
-    x = _float(a)
-    rank = x.ndim
+    x = _t(a)
     if axis is None:
-        x, ax = ravel(x), 0
+        ax = None
+        flat = ravel(x)
+        n = _known(flat, 0, what)
     else:
-        ax = _axis(axis, rank)
-    n = _known(x, ax, what)
+        ax = _axis(axis, x.ndim)
+        n = _known(x, ax, what)
     if n == 0:
-        raise ValueError("symjax.tensor.%s: axis %d of %s is empty" % (what, ax, x.name))
-    s = _core.sort(x, ax, False)  # NaN last
-    nan = _core.isnan(x)
-    if skip_nan:
-        count = _core.sum(_core.cast(_core.logical_not(nan), x.dtype.name), [ax], True)
-
-    def pick(i):  # i: an int or an int64 tensor with size 1 along ax
-        if isinstance(i, Tensor):
-            return take_along_axis(s, i, ax)
-        return _core.slice_axis(s, ax, i, i + 1, 1)
-
-    outs = []
-    for qv in qs.ravel().tolist():
-        if skip_nan:
-            pos = (count - 1.0) * qv
-            lo_f = _core.floor(pos)
-            g = pos - lo_f
-            lo = _core.cast(_core.clip(lo_f, 0.0, n - 1.0), "int64")
-            hi = _core.cast(_core.clip(_core.ceil(pos), 0.0, n - 1.0), "int64")
-            near = _core.cast(_core.clip(_core.round(pos), 0.0, n - 1.0), "int64")
-        else:
-            pos = qv * (n - 1)
-            lo, hi = int(_np.floor(pos)), int(_np.ceil(pos))
-            g = pos - lo
-            near = int(_np.round(pos))  # half to even, as NumPy's "nearest"
-        if method == "lower":
-            r = pick(lo)
-        elif method == "higher":
-            r = pick(hi)
-        elif method == "nearest":
-            r = pick(near)
-        elif method == "midpoint":
-            r = (pick(lo) + pick(hi)) * 0.5
-        else:
-            r = _lerp(pick(lo), pick(hi), g)
-        if skip_nan:  # an all-NaN line has no quantile
-            r = _core.where(count > 0.0, r, full_like(r, _np.nan))
-        else:  # a NaN in the line makes every quantile NaN, as in NumPy
-            r = _core.where(_core.any(nan, [ax], True), full_like(r, _np.nan), r)
-        if axis is None:
-            r = _core.reshape(r, (1,) * rank if keepdims else ())
-        elif not keepdims:
-            r = _core.squeeze(r, [ax])
-        outs.append(r)
-    if qs.ndim == 0:
-        return outs[0]
-    return _core.reshape(stack(outs, 0), tuple(qs.shape) + tuple(outs[0].shape))
+        raise ValueError("symjax.tensor.%s: axis %d of %s is empty" % (what, ax or 0, x.name))
+    r = _core.quantile(x, qs.ravel().tolist(), qs.ndim == 0, ax, method, bool(keepdims),
+                       skip_nan)
+    if qs.ndim > 1:
+        r = _core.reshape(r, tuple(qs.shape) + tuple(r.shape[1:]))
+    return r
 
 
 def quantile(a, q, axis=None, method="linear", keepdims=False):

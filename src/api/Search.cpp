@@ -1,8 +1,10 @@
-// Searching and counting composites (include/symjax/Search.h): unique, nonzero, lexsort,
-// searchsorted, digitize, bincount, histogram.
+// Searching, counting and order statistics (include/symjax/Search.h): unique, nonzero, lexsort,
+// searchsorted, digitize, bincount, histogram, quantile and median.
 #include <symjax/Search.h>
 
+#include <cmath>
 #include <string>
+#include <type_traits>
 
 namespace sj {
 
@@ -314,6 +316,117 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& edges,
     Tensor e = is_float(edges.dtype()) || !is_float(f.dtype()) ? edges : cast(edges, f.dtype());
     Tensor b = minimum(searchsorted(e, f, Side::Right) - 1.0, double(nb - 1));
     return fill_bins(f, float_of(e), nb, maximum(b, 0.0), weights, density);
+}
+
+namespace {
+
+/// NumPy's _lerp: exact at both ends, for a number g or a tensor g.
+Tensor lerp(const Tensor& lo, const Tensor& hi, double g) {
+    Tensor d = hi - lo;
+    return g >= 0.5 ? hi - d * (1.0 - g) : lo + d * g;
+}
+Tensor lerp(const Tensor& lo, const Tensor& hi, const Tensor& g) {
+    Tensor d = hi - lo;
+    return where(ge(g, 0.5), hi - d * (1.0 - g), lo + d * g);
+}
+
+Tensor quantiles(const Tensor& x0, const std::vector<double>& qs, bool one_q,
+                 std::optional<int64_t> axis, QuantileMethod method, bool keepdims, bool skip_nan) {
+    const char* what = skip_nan ? "nanquantile" : "quantile";
+    for (double q : qs)
+        SJ_CHECK(q >= 0.0 && q <= 1.0, InputError)
+            << what << ": quantiles must lie in [0, 1], got " << q;
+    Tensor x = is_float(x0.dtype()) ? x0 : cast(x0, DType::F32);
+    const int rank = x.rank();
+    int64_t ax = 0;
+    if (axis)
+        ax = normalize_axis(*axis, rank, what);
+    else
+        x = flat(x);
+    const int64_t n = x.dim(ax);
+    SJ_CHECK(n >= 0, ShapeError) << what << ": axis " << ax << " of " << desc(x)
+                                 << " has a size unknown until the call; it needs a known size";
+    SJ_CHECK(n > 0, InputError) << what << ": axis " << ax << " of " << desc(x) << " is empty";
+    Tensor s = sort(x, ax); // NaN last
+    Tensor nan = isnan(x);
+    Tensor count;
+    if (skip_nan)
+        count = sum(cast(logical_not(nan), x.dtype()), {ax}, true);
+    // NumPy's methods on the elements at lo, hi and near (ints, or i64 tensors per line) with
+    // g the fraction between lo and hi
+    auto pick = [&](const auto& i) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(i)>, Tensor>)
+            return take_along_axis(s, i, ax);
+        else
+            return slice_axis(s, ax, i, i + 1);
+    };
+    auto choose = [&](const auto& lo, const auto& hi, const auto& near, const auto& g) {
+        switch (method) {
+        case QuantileMethod::Lower:
+            return pick(lo);
+        case QuantileMethod::Higher:
+            return pick(hi);
+        case QuantileMethod::Nearest:
+            return pick(near);
+        case QuantileMethod::Midpoint:
+            return (pick(lo) + pick(hi)) * 0.5;
+        case QuantileMethod::Linear:
+            break;
+        }
+        return lerp(pick(lo), pick(hi), g);
+    };
+    std::vector<Tensor> outs;
+    for (double q : qs) {
+        Tensor r;
+        if (skip_nan) {
+            // the position among the line's count non-NaN elements, which sort first
+            Tensor pos = (count - 1.0) * q;
+            Tensor lo_f = floor(pos);
+            auto index = [&](const Tensor& p) {
+                return cast(clip(p, 0.0, double(n - 1)), DType::I64);
+            };
+            r = choose(index(lo_f), index(ceil(pos)), index(round(pos)), pos - lo_f);
+            r = where(gt(count, 0.0), r, full_like(r, NAN)); // a line of NaNs only
+        } else {
+            const double pos = q * double(n - 1);
+            const int64_t lo = int64_t(std::floor(pos));
+            // nearest: halves to even, as NumPy
+            r = choose(lo, int64_t(std::ceil(pos)), int64_t(std::nearbyint(pos)),
+                       pos - double(lo));
+            r = where(any(nan, {ax}, true), full_like(r, NAN), r); // NumPy: NaN in, NaN out
+        }
+        if (!axis)
+            r = reshape(r, keepdims ? Shape(size_t(rank), 1) : Shape{});
+        else if (!keepdims)
+            r = squeeze(r, {ax});
+        outs.push_back(r);
+    }
+    return one_q ? outs[0] : stack(outs, 0);
+}
+
+} // namespace
+
+Tensor quantile(const Tensor& x, double q, std::optional<int64_t> axis, QuantileMethod method,
+                bool keepdims) {
+    return quantiles(x, {q}, true, axis, method, keepdims, false);
+}
+Tensor quantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> axis,
+                QuantileMethod method, bool keepdims) {
+    return quantiles(x, qs, false, axis, method, keepdims, false);
+}
+Tensor nanquantile(const Tensor& x, double q, std::optional<int64_t> axis, QuantileMethod method,
+                   bool keepdims) {
+    return quantiles(x, {q}, true, axis, method, keepdims, true);
+}
+Tensor nanquantile(const Tensor& x, const std::vector<double>& qs, std::optional<int64_t> axis,
+                   QuantileMethod method, bool keepdims) {
+    return quantiles(x, qs, false, axis, method, keepdims, true);
+}
+Tensor median(const Tensor& x, std::optional<int64_t> axis, bool keepdims) {
+    return quantile(x, 0.5, axis, QuantileMethod::Linear, keepdims);
+}
+Tensor nanmedian(const Tensor& x, std::optional<int64_t> axis, bool keepdims) {
+    return nanquantile(x, 0.5, axis, QuantileMethod::Linear, keepdims);
 }
 
 } // namespace sj
