@@ -33,7 +33,8 @@ namespace sj::cpu {
 //     its updates in the reference's order (the index order). A scatter of single elements
 //     (inner == 1) into one row runs on one thread: its updates can land anywhere, and a float
 //     sum's bits depend on their order. cumsum splits over its lines; each line accumulates in
-//     order, in double for floats, as the reference.
+//     order, in double for floats, as the reference; a single long line of integers is scanned
+//     in blocks, one per thread, after the sums of the blocks before (wrapping adds commute).
 //   * A team starts only for work of kTeamBytes or more (bytes moved), below which starting
 //     it costs more than it saves (Note [Parallel work threshold] in CpuExecutable.cpp).
 
@@ -246,6 +247,35 @@ void cumsum(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
         using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
         const T* p = static_cast<const T*>(x.raw());
         T* q = static_cast<T*>(out.raw());
+        if constexpr (std::is_integral_v<T>) {
+            // Single long lines of integers (the positions and ranks of Search.cpp): wrapping
+            // adds are exact in any order, so each thread scans a block of the line, after an
+            // offset of the blocks before it that a first pass summed.
+            ThreadPool& pool = ThreadPool::get();
+            if (x.dtype() != DType::Bool && inner == 1 && outer == 1 && pool.threads() > 1 &&
+                x.nbytes() * 2 >= kTeamBytes) {
+                const int tasks = pool.threads();
+                std::vector<T> block_sum(size_t(tasks) + 1, T(0));
+                auto at = [&](int64_t s) { return a.reverse ? len - 1 - s : s; };
+                pool.run(tasks, [&](int t) {
+                    T r = 0;
+                    for (int64_t s = len * t / tasks, e = len * (t + 1) / tasks; s < e; ++s)
+                        r = ref::add_wrap<T>(r, p[at(s)]);
+                    block_sum[size_t(t) + 1] = r;
+                });
+                for (int t = 0; t < tasks; ++t)
+                    block_sum[size_t(t) + 1] =
+                        ref::add_wrap<T>(block_sum[size_t(t)], block_sum[size_t(t) + 1]);
+                pool.run(tasks, [&](int t) {
+                    T r = block_sum[size_t(t)];
+                    for (int64_t s = len * t / tasks, e = len * (t + 1) / tasks; s < e; ++s) {
+                        r = ref::add_wrap<T>(r, p[at(s)]);
+                        q[at(s)] = r;
+                    }
+                });
+                return;
+            }
+        }
         // pieces: outer rows times column blocks; each column accumulates along the axis
         const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(inner / 256, 64));
         const int64_t pieces = outer * blocks;
