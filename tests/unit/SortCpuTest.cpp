@@ -4,6 +4,7 @@
 // op table's golden rows), element for element, bits included; and a few orders worked out by
 // hand from Note [Sort]'s rules.
 #include "TestUtil.h"
+#include "ops/OpDef.h"
 
 #include <gtest/gtest.h>
 #include <symjax/symjax.h>
@@ -140,5 +141,42 @@ TEST(SortCpu, KLargerThanADimOfUnknownSizeIsAnInputError) {
         EXPECT_NE(std::string(e.what()).find("k = 4 is more than the 3 elements"),
                   std::string::npos)
             << e.what();
+    }
+}
+
+// The gradient of a values sort with k (the top-k branch of Note [Sort]'s rule, which no public
+// builder makes since top_k's values became a gather): the cotangent goes back to the k
+// positions the sort picked, zero elsewhere. Expected from a host stable sort.
+TEST(SortCpu, GradientOfAValuesSortWithKPadsWithZeros) {
+    const int64_t rows = 3, n = 10, k = 4;
+    std::vector<double> xv(static_cast<size_t>(rows * n)), wv(static_cast<size_t>(rows * k));
+    for (size_t i = 0; i < xv.size(); ++i)
+        xv[i] = double((i * 7) % 6) - 2.5; // ties in every row
+    for (size_t i = 0; i < wv.size(); ++i)
+        wv[i] = 1.0 + double(i);
+    for (const char* backend : {"reference", "cpu"}) {
+        Placeholder x({rows, n}, f64, "x");
+        Tensor top = detail::make(Op::Sort, {x}, SortAttrs{1, true, k, false});
+        ASSERT_EQ(top.shape(), (Shape{rows, k}));
+        Tensor w = constant(Array(wv, {rows, k}));
+        Tensor g = gradients(sum(top * w), x);
+        std::vector<Array> r = function({x}, {top, g}, {}, on(backend))(Array(xv, {rows, n}));
+        std::vector<double> got_top = r[0].to_vector<double>(), got_g = r[1].to_vector<double>();
+        for (int64_t row = 0; row < rows; ++row) {
+            std::vector<int64_t> order(static_cast<size_t>(n));
+            for (int64_t i = 0; i < n; ++i)
+                order[size_t(i)] = i;
+            auto at = [&](int64_t i) { return xv[size_t(row * n + i)]; };
+            std::stable_sort(order.begin(), order.end(),
+                             [&](int64_t a, int64_t b) { return at(a) > at(b); });
+            std::vector<double> want_g(static_cast<size_t>(n), 0.0);
+            for (int64_t j = 0; j < k; ++j) {
+                EXPECT_EQ(got_top[size_t(row * k + j)], at(order[size_t(j)])) << backend;
+                want_g[size_t(order[size_t(j)])] = wv[size_t(row * k + j)];
+            }
+            for (int64_t i = 0; i < n; ++i)
+                EXPECT_EQ(got_g[size_t(row * n + i)], want_g[size_t(i)])
+                    << backend << " row " << row << " element " << i;
+        }
     }
 }
