@@ -93,8 +93,10 @@ Unique unique_all(const Tensor& x, int64_t size, std::optional<double> fill_valu
     Tensor kept = lt(rank, double(size));
     Tensor slot = where(logical_and(first, kept), rank, double(size));
 
-    Tensor fill = fill_value ? full({size + 1}, *fill_value, x.dtype())
-                             : broadcast_to(gather(s, zeros({1}, DType::I64), 0), {size + 1});
+    // (size 0 pads nothing: no smallest value is read, so an empty x needs no fill_value)
+    Tensor fill = fill_value || size == 0
+                      ? full({size + 1}, fill_value.value_or(0.0), x.dtype())
+                      : broadcast_to(gather(s, zeros({1}, DType::I64), 0), {size + 1});
     Unique u;
     u.values = place(fill, slot, s, size);
     u.indices = place(zeros({size + 1}, DType::I64), slot, order, size);

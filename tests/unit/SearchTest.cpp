@@ -154,6 +154,14 @@ TEST_P(Search, UniqueOfAnEmptyInputTakesTheFillValue) {
     EXPECT_NE(m.find("empty"), std::string::npos) << m;
     EXPECT_NE(m.find("fill_value"), std::string::npos) << m;
     EXPECT_THROW(unique(x, -1, 0.0), InputError);
+    // size 0 reads no smallest value: fine on an empty x of unknown length too
+    Placeholder d({-1}, f32, "maybe_empty");
+    Unique u = unique_all(d, 0);
+    std::vector<Array> r0 =
+        function({d}, {u.values, u.counts, u.inverse}, {}, opts())(Array(DType::F32, {0}));
+    EXPECT_EQ(r0[0].shape(), (Shape{0}));
+    EXPECT_EQ(r0[1].shape(), (Shape{0}));
+    EXPECT_EQ(r0[2].shape(), (Shape{0}));
 }
 
 TEST_P(Search, NonzeroArgwhereFlatnonzero) {
