@@ -12,6 +12,7 @@
 #include <symjax/ir/Node.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -427,7 +428,10 @@ TEST(ConvCpu, WinogradForWeightsTheFunctionDoesNotUpdate) {
 // interpreter after each write; the same bits as the first call when the first values return.
 TEST(ConvCpu, KeptWeightsFollowEveryWriteOfTheirVariable) {
     const bool wino = cpu::isa_channel_block() == 16;
-    const std::string file = ::testing::TempDir() + "/kept_weights.safetensors";
+    // the pid: ctest runs this test in several processes at once (channel_blocks_8 and the plain
+    // suite), which raced on one file name
+    const std::string file =
+        ::testing::TempDir() + "/kept_weights_" + std::to_string(::getpid()) + ".safetensors";
     for (bool fold : {true, false}) {
         SCOPED_TRACE(fold ? "folded with a batch norm" : "Winograd's layout");
         const int64_t ch = fold ? 8 : 32; // (32 channels, 10x10: Winograd on AVX-512)
