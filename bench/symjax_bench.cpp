@@ -21,6 +21,7 @@
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
 //   symjax_bench sort [--rows R --n N --k K]   (sort, argsort and top_k of f32 along the last axis)
+//   symjax_bench rows [--profile 1]   (pad, concat, argmax and one_hot of a 1024 x 1024 f32)
 //   symjax_bench search [--n N] [--profile 1]   (searchsorted, unique, bincount and histogram of N
 //   elements) symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone,
 //   its
@@ -923,6 +924,32 @@ void search_bench() {
     emit("search", "histogram", measure([&] { fh(qv); }) * 1e3, "ms", extra);
 }
 
+/// The ops the cpu target runs as row kernels (Note [Row kernels] in src/backend/cpu/Movement.cpp)
+/// on a 1024 x 1024 f32 x: pad by one on each side, concat of two along the last axis, argmax
+/// along the last axis, and one_hot of 4096 labels to 1000 classes. Milliseconds per call
+/// (bench/peers/torch_rows.py: F.pad, torch.cat, torch.argmax, F.one_hot).
+void rows_bench() {
+    const int64_t n = 1024, m = 4096, depth = 1000;
+    FunctionOptions
+        fo; // --profile 1: each step timed (the reports are printed as the functions go)
+    fo.profile = opt("profile", "0") != "0";
+    Placeholder x({n, n}, f32, "x"), labels({m}, i64, "labels");
+    Array xv = randn({n, n}, 16);
+    std::vector<int64_t> lv(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+        lv[size_t(i)] = (i * 7919) % depth;
+    Array la(lv, {m});
+    Function fp = function({x}, {pad(x, {1, 1}, {1, 1})}, {}, fo),
+             fc = function({x}, {concat({x, x}, 1)}, {}, fo),
+             fa = function({x}, {argmax(x, 1)}, {}, fo),
+             fo1 = function({labels}, {one_hot(labels, depth)}, {}, fo);
+    const std::string extra = "\"n\": " + std::to_string(n);
+    emit("rows", "pad", measure([&] { fp(xv); }) * 1e3, "ms", extra);
+    emit("rows", "concat", measure([&] { fc(xv); }) * 1e3, "ms", extra);
+    emit("rows", "argmax", measure([&] { fa(xv); }) * 1e3, "ms", extra);
+    emit("rows", "one_hot", measure([&] { fo1(la); }) * 1e3, "ms", extra);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -971,6 +998,8 @@ int main(int argc, char** argv) {
             sort_bench();
         else if (b == "search")
             search_bench();
+        else if (b == "rows")
+            rows_bench();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

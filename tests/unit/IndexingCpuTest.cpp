@@ -8,6 +8,7 @@
 
 #include "TestUtil.h"
 
+#include <limits>
 #include <random>
 
 using namespace sj;
@@ -137,4 +138,52 @@ TEST(IndexingCpu, CumsumEqualsTheReference) {
                                 std::string("cumsum ") + dtype_name(dt) + " " + shape_str(c.shape) +
                                     (reverse ? " reverse" : ""));
             }
+}
+
+TEST(IndexingCpu, PadConcatArgmaxOneHotEqualTheReference) {
+    // (Note [Row kernels] in src/backend/cpu/Movement.cpp)
+    for (DType dt : {DType::F32, DType::F64, DType::I32, DType::U8, DType::Bool}) {
+        const std::string what = dtype_name(dt);
+        Placeholder x({6, 7, 9}, dt, "x"), big({512, 1024}, dt, "big");
+        Placeholder y({6, 3, 9}, dt, "y"), z({6, 0, 9}, dt, "z");
+        // pads before and after, interior pads on the last dim and on others, the team
+        std::vector<Tensor> outs = {
+            pad(x, {1, 0, 2}, {0, 3, 1}, 7.0),
+            pad(x, {2, 1, 3}, {1, 0, 2}, 1.0),
+            pad(x, {0, 1, 1}, {2, 0, 0}, {1, 0, 2}, 3.0),
+            pad(big, {2, 3}, {1, 4}, 2.0),
+            concat({x, y, z, x}, 1),
+            concat({x, x}, 0),
+            concat({x, x}, 2),
+            concat({big, big}, 1),
+        };
+        if (dt != DType::Bool)
+            for (int64_t axis : {0, 1, 2}) {
+                outs.push_back(argmax(x, axis));
+                outs.push_back(argmin(x, axis, true));
+            }
+        std::vector<Array> args = {idx_values(dt, {6, 7, 9}, 21, -3),
+                                   idx_values(dt, {512, 1024}, 22), idx_values(dt, {6, 3, 9}, 23),
+                                   Array(dt, {6, 0, 9})};
+        idx_expect_same(outs, {x, big, y, z}, args, what);
+    }
+    // argmax and argmin with ties, NaN (the first NaN wins) and infinities, on lines and columns
+    const float nan = std::numeric_limits<float>::quiet_NaN(),
+                inf = std::numeric_limits<float>::infinity();
+    std::vector<float> v = {1, 3, 3, -inf, nan, 2, nan, inf, 0, -0.0f, 0, 5, inf, 5, -inf, -inf};
+    Placeholder t({4, 4}, f32, "t");
+    idx_expect_same({argmax(t, 0), argmax(t, 1), argmin(t, 0), argmin(t, 1)}, {t},
+                    {Array(v, {4, 4})}, "ties and NaN");
+    Placeholder l({2, 200}, f32, "long");
+    idx_expect_same({argmax(l, 1), argmin(l, 0)}, {l}, {idx_values(DType::F32, {2, 200}, 24)},
+                    "long lines");
+    // one_hot: every output dtype, out-of-range indices give a zero row, the team for 1 MB+
+    for (DType dt : {DType::F32, DType::I64, DType::Bool})
+        for (DType it : {DType::I32, DType::I64}) {
+            Placeholder i({9}, it, "labels"), many({4096}, it, "many");
+            std::vector<int64_t> iv = {0, 3, -1, 4, 5, 2, 3, 100, 1};
+            idx_expect_same({one_hot(i, 5, dt), one_hot(many, 300, dt)}, {i, many},
+                            {Array(iv, {9}).astype(it), idx_indices(it, 4096, 320, 25)},
+                            std::string("one_hot ") + dtype_name(dt) + " " + dtype_name(it));
+        }
 }

@@ -40,25 +40,12 @@ namespace sj::cpu {
 
 namespace {
 
-constexpr int64_t kTeamBytes = int64_t(1) << 20;
-
-/// Runs fn(begin, end) over [0, n) in contiguous pieces: on the team when bytes >= kTeamBytes.
-template <class F> void split(int64_t n, int64_t bytes, F&& fn) {
-    ThreadPool& pool = ThreadPool::get();
-    int tasks = int(std::min<int64_t>(n, 4 * int64_t(pool.threads())));
-    if (pool.threads() < 2 || tasks < 2 || bytes < kTeamBytes) {
-        fn(int64_t(0), n);
-        return;
-    }
-    pool.run(tasks, [&](int t) { fn(n * t / tasks, n * (t + 1) / tasks); });
-}
-
 /// Checks indices p[0..m) against [0, len): one pass (on the team for many indices) that only
 /// finds whether one is bad, then, only when one is, a second for the first bad one (the
 /// reference's error).
 template <class I> void check_range(const Node& node, const I* p, int64_t m, int64_t len) {
     std::atomic<bool> bad{false};
-    split(m, m * int64_t(sizeof(I)), [&](int64_t k0, int64_t k1) {
+    split_work(m, m * int64_t(sizeof(I)), [&](int64_t k0, int64_t k1) {
         bool b = false;
         for (int64_t k = k0; k < k1; ++k) {
             int64_t v = static_cast<int64_t>(p[k]);
@@ -136,7 +123,7 @@ void gather(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
                 std::atomic<bool> bad{false};
                 auto copy = [&](auto bits) {
                     using B = decltype(bits);
-                    split(n, n * (2 * sz + int64_t(sizeof(I))), [&](int64_t e0, int64_t e1) {
+                    split_work(n, n * (2 * sz + int64_t(sizeof(I))), [&](int64_t e0, int64_t e1) {
                         if (gather_elements(reinterpret_cast<const B*>(p), reinterpret_cast<B*>(q),
                                             j, len, m, e0, e1))
                             bad = true;
@@ -158,7 +145,7 @@ void gather(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
     }
     with_checked_indices(node, idx, len, [&](const auto* j) {
         const int64_t row = inner * sz, rows = outer * m;
-        split(rows, rows * 2 * row, [&](int64_t r0, int64_t r1) {
+        split_work(rows, rows * 2 * row, [&](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; ++r) {
                 int64_t o = r / m, k = r % m;
                 std::memcpy(q + r * row, p + (o * len + int64_t(j[k])) * row, size_t(row));
@@ -227,12 +214,13 @@ void scatter(const Node& node, const std::vector<Array>& in, Array& out, uint64_
             // pieces: outer rows times column blocks of at least 64 elements
             const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(inner / 64, 64));
             const int64_t pieces = outer * blocks;
-            split(pieces, m * outer * inner * 2 * int64_t(sizeof(T)), [&](int64_t p0, int64_t p1) {
-                for (int64_t pc = p0; pc < p1; ++pc) {
-                    int64_t o = pc / blocks, b = pc % blocks;
-                    apply(o, inner * b / blocks, inner * (b + 1) / blocks);
-                }
-            });
+            split_work(pieces, m * outer * inner * 2 * int64_t(sizeof(T)),
+                       [&](int64_t p0, int64_t p1) {
+                           for (int64_t pc = p0; pc < p1; ++pc) {
+                               int64_t o = pc / blocks, b = pc % blocks;
+                               apply(o, inner * b / blocks, inner * (b + 1) / blocks);
+                           }
+                       });
         });
     });
 }
@@ -279,7 +267,7 @@ void cumsum(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
         // pieces: outer rows times column blocks; each column accumulates along the axis
         const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(inner / 256, 64));
         const int64_t pieces = outer * blocks;
-        split(pieces, x.nbytes() * 2, [&](int64_t p0, int64_t p1) {
+        split_work(pieces, x.nbytes() * 2, [&](int64_t p0, int64_t p1) {
             std::vector<Acc> acc;
             for (int64_t pc = p0; pc < p1; ++pc) {
                 int64_t o = pc / blocks, b = pc % blocks;

@@ -3,6 +3,7 @@
 
 #include "Indexing.h"
 #include "Linalg.h"
+#include "Movement.h"
 #include "Random.h"
 #include "Sort.h"
 
@@ -18,10 +19,19 @@ struct Entry {
 
 // a table, not a switch: most ops have no library kernel, and a new op needs no entry here
 constexpr Entry kKernels[] = {
-    {Op::Cholesky, cholesky, "lapack"},      {Op::TriangularSolve, triangular_solve, "lapack"},
-    {Op::PhiloxBits, philox_bits, "random"}, {Op::Sort, sort, "sort"},
-    {Op::Gather, gather, "index"},           {Op::ScatterAdd, scatter, "index"},
-    {Op::Scatter, scatter, "index"},         {Op::Cumsum, cumsum, "scan"},
+    {Op::Cholesky, cholesky, "lapack"},
+    {Op::TriangularSolve, triangular_solve, "lapack"},
+    {Op::PhiloxBits, philox_bits, "random"},
+    {Op::Sort, sort, "sort"},
+    {Op::Gather, gather, "index"},
+    {Op::ScatterAdd, scatter, "index"},
+    {Op::Scatter, scatter, "index"},
+    {Op::Cumsum, cumsum, "scan"},
+    {Op::Pad, pad, "rows"},
+    {Op::Concat, concat, "rows"},
+    {Op::ArgMax, arg_reduce, "scan"},
+    {Op::ArgMin, arg_reduce, "scan"},
+    {Op::OneHot, one_hot, "rows"},
 };
 
 const Entry* entry(Op op) {

@@ -1,8 +1,8 @@
 // The cpu backend's library implementations of ops that have no generated kernel: LAPACK and
 // CBLAS for cholesky and triangular_solve (Linalg.cpp), the vectorised, multi-threaded Philox
 // draw for philox_bits (Random.cpp), packed-key sorts for sort (Sort.cpp), typed loops for
-// gather, scatter_add, scatter and cumsum (Indexing.cpp). Every other such op runs its reference
-// kernel.
+// gather, scatter_add, scatter and cumsum (Indexing.cpp), row copies and scans for pad, concat,
+// argmax, argmin and one_hot (Movement.cpp). Every other such op runs its reference kernel.
 #pragma once
 
 #include <symjax/Array.h>

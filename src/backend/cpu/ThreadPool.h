@@ -3,6 +3,7 @@
 
 #include "../FloatMode.h"
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 
@@ -39,6 +40,23 @@ public:
 private:
     int threads_;
 };
+
+/// The bytes of work (bytes moved) from which a library kernel starts the team (Note [Parallel
+/// work threshold] in CpuExecutable.cpp sets our generated kernels' by the same measure).
+inline constexpr int64_t kTeamBytes = int64_t(1) << 20;
+
+/// Runs fn(begin, end) over [0, n) in contiguous pieces: on the team when `bytes` (the work's
+/// bytes moved) reach kTeamBytes, else at once on the calling thread.
+template <class F> void split_work(int64_t n, int64_t bytes, F&& fn) {
+    const ThreadPool& pool = ThreadPool::get();
+    const int64_t most = 4 * int64_t(pool.threads());
+    const int tasks = int(n < most ? n : most);
+    if (pool.threads() < 2 || tasks < 2 || bytes < kTeamBytes) {
+        fn(int64_t(0), n);
+        return;
+    }
+    pool.run(tasks, [&](int t) { fn(n * t / tasks, n * (t + 1) / tasks); });
+}
 
 /// FunctionOptions::flush_denormals for one call of the cpu backend (Note [Flushing
 /// denormals] in src/backend/FloatMode.h): when `on`, sets FTZ and DAZ on the calling thread and
