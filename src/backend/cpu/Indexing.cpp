@@ -3,6 +3,7 @@
 
 #include "../reference/Iterate.h"
 #include "../reference/Reference.h"
+#include "ElementBits.h"
 #include "ThreadPool.h"
 
 #include <symjax/Error.h>
@@ -77,13 +78,6 @@ void with_checked_indices(const Node& node, const Array& idx, int64_t len, F&& f
     });
 }
 
-/// An unsigned integer type of `bytes` bytes, for copies that only move bits.
-template <size_t bytes> struct Bits;
-template <> struct Bits<1> { using type = uint8_t; };
-template <> struct Bits<2> { using type = uint16_t; };
-template <> struct Bits<4> { using type = uint32_t; };
-template <> struct Bits<8> { using type = uint64_t; };
-
 /// q[e] = x[o][j[k]] for the output elements e = o * m + k in [e0, e1), row by row. An index
 /// outside [0, len) reads element 0 instead and makes the result true (the caller then throws).
 template <class T, class I>
@@ -129,14 +123,7 @@ void gather(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
                             bad = true;
                     });
                 };
-                if (sz == 1)
-                    copy(Bits<1>::type{});
-                else if (sz == 2)
-                    copy(Bits<2>::type{});
-                else if (sz == 4)
-                    copy(Bits<4>::type{});
-                else
-                    copy(Bits<8>::type{});
+                with_element_bits(sz, copy);
                 if (bad)
                     check_range(node, j, m, len);
             }

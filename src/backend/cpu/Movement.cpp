@@ -2,6 +2,7 @@
 #include "Movement.h"
 
 #include "../reference/Iterate.h"
+#include "ElementBits.h"
 #include "ThreadPool.h"
 
 #include <symjax/Error.h>
@@ -37,13 +38,6 @@ namespace sj::cpu {
 
 namespace {
 
-/// An unsigned integer type of `bytes` bytes, for copies that only move bits.
-template <size_t bytes> struct Bits;
-template <> struct Bits<1> { using type = uint8_t; };
-template <> struct Bits<2> { using type = uint16_t; };
-template <> struct Bits<4> { using type = uint32_t; };
-template <> struct Bits<8> { using type = uint64_t; };
-
 /// Every element of `out` set to the bytes of one element of `value`.
 void fill_with(Array& out, const Array& value) {
     const int64_t sz = dtype_size(out.dtype()), n = out.size();
@@ -54,14 +48,7 @@ void fill_with(Array& out, const Array& value) {
         B* q = static_cast<B*>(out.raw());
         split_work(n, n * sz, [&](int64_t e0, int64_t e1) { std::fill(q + e0, q + e1, v); });
     };
-    if (sz == 1)
-        run(Bits<1>::type{});
-    else if (sz == 2)
-        run(Bits<2>::type{});
-    else if (sz == 4)
-        run(Bits<4>::type{});
-    else
-        run(Bits<8>::type{});
+    with_element_bits(sz, run);
 }
 
 } // namespace
