@@ -21,7 +21,7 @@ struct Unique {
     Tensor values;  ///< [size]: the smallest `size` unique values, ascending; then fill_value
     Tensor indices; ///< [size] i64: where each value first occurs in flattened x (0 past the end)
     Tensor inverse; ///< x's shape, i64: the slot of each element's value in `values` (clamped to
-                    ///< size - 1 for values cut off; flat [n] when x has two dims of unknown size)
+                    ///< size - 1 for values cut off)
     Tensor counts;  ///< [size] i64: how often each value occurs (0 past the end)
 };
 

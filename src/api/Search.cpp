@@ -2,6 +2,9 @@
 // searchsorted, digitize, bincount, histogram, quantile and median.
 #include <symjax/Search.h>
 
+#include "../ops/OpDef.h"
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -105,10 +108,10 @@ Unique unique_all(const Tensor& x, int64_t size, std::optional<double> fill_valu
                           0, 0, size);
     double last = double(std::max<int64_t>(size - 1, 0));
     Tensor inv = scatter(zeros_like(order), order, minimum(rank, last), 0, ScatterMode::Set);
-    int unknown = 0;
-    for (int d = 0; d < x.rank(); ++d)
-        unknown += x.dim(d) < 0;
-    u.inverse = unknown <= 1 ? reshape(inv, x.shape()) : inv;
+    const Shape& xs = x.shape();
+    u.inverse = std::count(xs.begin(), xs.end(), int64_t(-1)) <= 1
+                    ? reshape(inv, xs)
+                    : detail::make(Op::Reshape, {inv, x}, ShapeAttrs{xs}); // dims follow x
     return u;
 }
 
@@ -233,9 +236,10 @@ Tensor bincount(const Tensor& x, int64_t length, const std::optional<Tensor>& we
     }
     Tensor xi = cast(x, DType::I64);
     // Negative values are refused when the function runs; values >= length are left out.
-    Tensor checked = check_index(where(ge(xi, double(length)), 0.0, xi),
-                                 std::max<int64_t>(length, 1), {}, "bincount: value");
-    Tensor slot = where(ge(xi, double(length)), double(length), checked);
+    Tensor past = ge(xi, double(length));
+    Tensor checked =
+        check_index(where(past, 0.0, xi), std::max<int64_t>(length, 1), {}, "bincount: value");
+    Tensor slot = where(past, double(length), checked);
     Tensor w = weights ? *weights : full_like(xi, 1.0, DType::I64);
     return slice_axis(scatter_add(zeros({length + 1}, w.dtype()), slot, w), 0, 0, length);
 }

@@ -20,7 +20,7 @@ using namespace sj;
 namespace {
 
 // 2^22 elements: more work than the cpu backend's threshold for splitting a kernel across the
-// team (kParallelWork, 2^20), so both halves run on different threads when there are two
+// team (parallel_work(), 2^20), so both halves run on different threads when there are two
 constexpr int64_t kMany = int64_t(1) << 22;
 
 FunctionOptions options(const std::string& backend, bool flush) {

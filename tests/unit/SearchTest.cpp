@@ -162,6 +162,12 @@ TEST_P(Search, UniqueOfAnEmptyInputTakesTheFillValue) {
     EXPECT_EQ(r0[0].shape(), (Shape{0}));
     EXPECT_EQ(r0[1].shape(), (Shape{0}));
     EXPECT_EQ(r0[2].shape(), (Shape{0}));
+    // the inverse has x's shape also when two of its dims are known only at the call
+    Placeholder two({-1, -1}, i32, "two_unknown");
+    Array tv(std::vector<int32_t>{4, 1, 4, 9, 1, 1}, {2, 3});
+    Array inv = function({two}, {unique_all(two, 3).inverse}, {}, opts())(tv)[0];
+    EXPECT_EQ(inv.shape(), (Shape{2, 3}));
+    EXPECT_EQ(srch_vals(inv), (std::vector<double>{1, 0, 1, 2, 0, 0}));
 }
 
 TEST_P(Search, NonzeroArgwhereFlatnonzero) {

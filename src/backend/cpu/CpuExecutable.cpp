@@ -49,26 +49,13 @@ namespace {
 // floats moves 256 KB in ~10 us, while 32K points of a GELU chain compute for much longer. So
 // the plan gives each kernel a work figure, bytes moved plus kWorkPerOp per arithmetic op and
 // point (compiler::BoundStep::work), and a kernel runs on several threads when that reaches
-// kParallelWork. `bench/run parallel_threshold` measures both kinds of kernel one- and
-// two-threaded over sizes from 1K to 1M points; the threshold and the op weight are set where
-// the two times cross (docs/performance.md). SJ_PARALLEL_WORK overrides the threshold (0: every
-// kernel that can split does; a huge value: none), for that benchmark. The decision depends on
-// shapes only, never on the thread count, so results stay the same at any thread count (Note
-// [Thread-count-independent sums]).
-constexpr int64_t kParallelWork = int64_t(1) << 20;
-
-int64_t parallel_work() {
-    static const int64_t w = [] {
-        const char* e = std::getenv("SJ_PARALLEL_WORK");
-        if (!e || !*e) return kParallelWork;
-        char* end = nullptr;
-        long long v = std::strtoll(e, &end, 10);
-        SJ_CHECK(end && *end == 0 && v >= 0, InputError)
-            << "SJ_PARALLEL_WORK must be a whole number >= 0 (byte-equivalents), got '" << e << "'";
-        return int64_t(v);
-    }();
-    return w;
-}
+// parallel_work() (1 MB by default). `bench/run parallel_threshold` measures both kinds of
+// kernel one- and two-threaded over sizes from 1K to 1M points; the threshold and the op weight
+// are set where the two times cross (docs/performance.md). SJ_PARALLEL_WORK overrides the
+// threshold (0: every kernel that can split does; a huge value: none), for that benchmark. The
+// library kernels that split (split_work in ThreadPool.h) follow the same threshold. The
+// decision depends on shapes only, never on the thread count, so results stay the same at any
+// thread count (Note [Thread-count-independent sums]).
 
 /// Milliseconds since t0.
 double ms_since(std::chrono::steady_clock::time_point t0) {

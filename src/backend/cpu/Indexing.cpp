@@ -36,8 +36,8 @@ namespace sj::cpu {
 //     sum's bits depend on their order. cumsum splits over its lines; each line accumulates in
 //     order, in double for floats, as the reference; a single long line of integers is scanned
 //     in blocks, one per thread, after the sums of the blocks before (wrapping adds commute).
-//   * A team starts only for work of kTeamBytes or more (bytes moved), below which starting
-//     it costs more than it saves (Note [Parallel work threshold] in CpuExecutable.cpp).
+//   * A team starts only for work of parallel_work() bytes or more (bytes moved), below which
+//     starting it costs more than it saves (Note [Parallel work threshold] in CpuExecutable.cpp).
 
 namespace {
 
@@ -184,7 +184,7 @@ void scatter(const Node& node, const std::vector<Array>& in, Array& out, uint64_
                 ThreadPool& pool = ThreadPool::get();
                 const int64_t bytes = m * int64_t(sizeof(T) + sizeof(*j));
                 if (mode == ScatterMode::Add && !bool_or && inner == 1 && outer == 1 &&
-                    pool.threads() > 1 && len * 8 <= m && bytes >= kTeamBytes) {
+                    pool.threads() > 1 && len * 8 <= m && bytes >= parallel_work()) {
                     const int tasks = pool.threads();
                     std::vector<T> rows(size_t(tasks * len), T(0));
                     pool.run(tasks, [&](int t) {
@@ -228,7 +228,7 @@ void cumsum(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
             // offset of the blocks before it that a first pass summed.
             ThreadPool& pool = ThreadPool::get();
             if (x.dtype() != DType::Bool && inner == 1 && outer == 1 && pool.threads() > 1 &&
-                x.nbytes() * 2 >= kTeamBytes) {
+                x.nbytes() * 2 >= parallel_work()) {
                 const int tasks = pool.threads();
                 std::vector<T> block_sum(size_t(tasks) + 1, T(0));
                 auto at = [&](int64_t s) { return a.reverse ? len - 1 - s : s; };

@@ -32,7 +32,7 @@ namespace sj::cpu {
 //     the reference's rule;
 //   * one_hot clears each index's row and sets its one.
 //
-// Rows are split over the team when the work reaches kTeamBytes; each output element is
+// Rows are split over the team when the work reaches parallel_work(); each output element is
 // written by one row, and the arg-reductions scan each line in order, so the bits are the
 // reference's at any thread count (tests/unit/IndexingCpuTest.cpp compares them byte for byte).
 

@@ -44,6 +44,20 @@ int parse_thread_count(const std::string& text, const std::string& where) {
 
 namespace sj::cpu {
 
+int64_t parallel_work() {
+    static const int64_t w = [] {
+        const char* e = std::getenv("SJ_PARALLEL_WORK");
+        if (!e || !*e)
+            return int64_t(1) << 20;
+        char* end = nullptr;
+        long long v = std::strtoll(e, &end, 10);
+        SJ_CHECK(end && *end == 0 && v >= 0, InputError)
+            << "SJ_PARALLEL_WORK must be a whole number >= 0 (byte-equivalents), got '" << e << "'";
+        return int64_t(v);
+    }();
+    return w;
+}
+
 // Note [Forked children]
 // GNU OpenMP keeps its team's threads between parallel regions, and fork() copies only the
 // thread that calls it: in the child, libgomp's next region of two threads or more waits at its

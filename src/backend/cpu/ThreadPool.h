@@ -41,17 +41,18 @@ private:
     int threads_;
 };
 
-/// The bytes of work (bytes moved) from which a library kernel starts the team (Note [Parallel
-/// work threshold] in CpuExecutable.cpp sets our generated kernels' by the same measure).
-inline constexpr int64_t kTeamBytes = int64_t(1) << 20;
+/// The work (bytes moved, plus a weight per arithmetic op) from which a kernel starts the team:
+/// 1 MB, or SJ_PARALLEL_WORK (Note [Parallel work threshold] in CpuExecutable.cpp). Our
+/// generated kernels and the library kernels that split follow it alike.
+int64_t parallel_work();
 
 /// Runs fn(begin, end) over [0, n) in contiguous pieces: on the team when `bytes` (the work's
-/// bytes moved) reach kTeamBytes, else at once on the calling thread.
+/// bytes moved) reach parallel_work(), else at once on the calling thread.
 template <class F> void split_work(int64_t n, int64_t bytes, F&& fn) {
     const ThreadPool& pool = ThreadPool::get();
     const int64_t most = 4 * int64_t(pool.threads());
     const int tasks = int(n < most ? n : most);
-    if (pool.threads() < 2 || tasks < 2 || bytes < kTeamBytes) {
+    if (pool.threads() < 2 || tasks < 2 || bytes < parallel_work()) {
         fn(int64_t(0), n);
         return;
     }
