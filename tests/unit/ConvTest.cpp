@@ -599,6 +599,42 @@ TEST(ConvCpu, SmallPoolsRunOnOneThread) {
     }
 }
 
+// Library calls keep their oneDNN memory objects between calls (Note [Call arguments kept] in
+// src/backend/cpu/Dnnl.cpp) and re-point them when a buffer moves. A training step's convs
+// (bias and leaky relu as post-ops), pool, weight gradients (19 images: chunks of two sizes) and
+// matmuls (one reading an input directly), called on two sets of inputs in turn and on another
+// batch (new primitives at the same call sites), each call against the reference interpreter.
+TEST(ConvCpu, KeptCallArgumentsFollowMovedBuffersAndNewShapes) {
+    Variable w(random_array(f32, {16, 3, 3, 3}, 410), "w"), b(random_array(f32, {16}, 411), "b");
+    Variable d(random_array(f32, {16, 10}, 412), "d"), v(random_array(f32, {12, 10}, 413), "v");
+    Placeholder x({-1, 3, 8, 8}, f32, "x"), z({-1, 12}, f32, "z");
+    Tensor h = nn::leaky_relu(conv2d(x, w, {}, "SAME") + reshape(b, {16, 1, 1}), 0.1);
+    Tensor logits = matmul(mean(max_pool2d(h, {2, 2}), {2, 3}), d) + matmul(z, v);
+    Tensor loss = sum(logits * logits);
+    std::vector<Tensor> outs = gradients(loss, {w, b, d, v, x});
+    outs.insert(outs.begin(), loss);
+    Function cpu = function({x, z}, outs, {}, on("cpu"));
+    Function ref = function({x, z}, outs, {}, on("reference"));
+    auto inputs = [](int64_t n, uint64_t seed) {
+        return std::vector<Array>{random_array(f32, {n, 3, 8, 8}, seed),
+                                  random_array(f32, {n, 12}, seed + 1)};
+    };
+    const std::vector<std::vector<Array>> calls = {inputs(19, 420), inputs(19, 430), inputs(6, 440),
+                                                   inputs(19, 430)};
+    for (size_t c = 0; c < calls.size(); ++c) {
+        SCOPED_TRACE("call " + std::to_string(c));
+        std::vector<Array> got = cpu(calls[c][0], calls[c][1]),
+                           want = ref(calls[c][0], calls[c][1]);
+        for (size_t i = 0; i < got.size(); ++i) { // (f32 sums in other orders than the reference)
+            double largest = 0;
+            for (double e : test::values(want[i]))
+                largest = std::max(largest, std::fabs(e));
+            test::expect_close(got[i], want[i], 1e-4, 1e-5 * largest,
+                               "output " + std::to_string(i));
+        }
+    }
+}
+
 // The primitive cache outlives the functions that fill it; it must not keep their graphs alive.
 // A conv primitive kept its epilogue's graph nodes, and through them the whole graph and its
 // variables' values: a network built, trained and dropped left its weights behind. After a

@@ -891,20 +891,19 @@ namespace {
 /// then the partials added in chunk order (Note [Thread-count-independent weight gradients]).
 /// src, diff_dst: the whole batch in the chunks' layout; diff_weights: the sum's buffer, in the
 /// caller's layout when f.user_offset maps the chunks' one into it.
-void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& diff_dst,
-                       const memory& diff_weights, Arena& arena) {
-    const auto& e = dnnl_engine();
+void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_dst,
+                       void* diff_weights, Arena& arena, KeptMemories& kept) {
     std::vector<float*> partial;
     for (int c = 0; c < f.count; ++c)
         partial.push_back(reinterpret_cast<float*>(arena.take(f.diff_weights.get_size())));
     std::vector<char*> scratch;
     for (int t = 0; t < f.tasks; ++t)
         scratch.push_back(arena.take(f.scratch));
-    const char* x = static_cast<const char*>(src.get_data_handle());
-    const char* dy = static_cast<const char*>(diff_dst.get_data_handle());
+    const char* x = static_cast<const char*>(src);
+    const char* dy = static_cast<const char*>(diff_dst);
     // the sum: each element adds its partials in chunk order, whoever computes it; part `t` of
     // `parts`
-    auto* sum = static_cast<float*>(diff_weights.get_data_handle());
+    auto* sum = static_cast<float*>(diff_weights);
     const int64_t n = int64_t(f.diff_weights.get_size() / sizeof(float));
     auto add_partials = [&](int t, int parts) {
         const int64_t begin = n * t / parts, end = n * (t + 1) / parts;
@@ -918,36 +917,35 @@ void run_filter_chunks(const FilterChunks& f, const memory& src, const memory& d
     const bool serial_sum = n * f.count <= kSerialFilterSum;
     std::atomic<int> finished{0};
     const ThreadPool& pool = ThreadPool::get();
+    // each task's memory objects, one set per size of chunk, their pointers moved from chunk to
+    // chunk and kept between calls (Note [Call arguments kept] in Dnnl.cpp)
+    KeptMemories* task_kept = kept.tasks(size_t(f.tasks));
     pool.run(f.tasks, [&](int t) {
         // one thread in the call too: a GEMM-based primitive may ask for the thread count when
         // it runs (outside a parallel region, with one task, that would be the pool's)
         OneDnnlThread one;
-        dnnl::stream s(e);
-        // one set of arguments per size of chunk, their pointers moved from chunk to chunk (made
-        // per chunk, the memory objects and their map cost ~1 us a chunk: 16 chunks of a layer)
-        std::unordered_map<int, memory> args[2];
+        dnnl::stream& s = thread_stream();
+        KeptMemories& mine = task_kept[t];
         // a contiguous run of chunks (Note [Tasks stay on their thread] in ThreadPool.cpp)
         for (int c = f.count * t / f.tasks; c < f.count * (t + 1) / f.tasks; ++c) {
             int64_t begin = f.batch * c / f.count, end = f.batch * (c + 1) / f.count;
-            const size_t size = end - begin == f.sizes[0].images ? 0 : 1;
-            const FilterChunk& k = f.sizes[size];
+            const int size = end - begin == f.sizes[0].images ? 0 : 1;
+            const FilterChunk& k = f.sizes[size_t(size)];
             void* src_at = const_cast<char*>(x) + size_t(begin) * f.src_image_bytes;
             void* dy_at = const_cast<char*>(dy) + size_t(begin) * f.diff_dst_image_bytes;
-            std::unordered_map<int, memory>& a = args[size];
-            if (a.empty()) {
-                a = {{DNNL_ARG_SRC, memory(k.src, e, src_at)},
-                     {DNNL_ARG_DIFF_DST, memory(k.diff_dst, e, dy_at)},
-                     {DNNL_ARG_DIFF_WEIGHTS, memory(f.diff_weights, e, partial[size_t(c)])}};
-                if (f.scratch)
-                    a[DNNL_ARG_SCRATCHPAD] = memory(
-                        memory::desc({memory::dim(f.scratch)}, dt::u8, memory::format_tag::a), e,
-                        scratch[size_t(t)]);
-            } else {
-                a[DNNL_ARG_SRC].set_data_handle(src_at);
-                a[DNNL_ARG_DIFF_DST].set_data_handle(dy_at);
-                a[DNNL_ARG_DIFF_WEIGHTS].set_data_handle(partial[size_t(c)]);
-            }
-            k.prim.execute(s, a);
+            const int of_size = size << 20; // (the keys of the second size's set)
+            ExecArgs a;
+            a.add(DNNL_ARG_SRC, mine.at(DNNL_ARG_SRC | of_size, src_at, [&] { return k.src; }));
+            a.add(DNNL_ARG_DIFF_DST,
+                  mine.at(DNNL_ARG_DIFF_DST | of_size, dy_at, [&] { return k.diff_dst; }));
+            a.add(DNNL_ARG_DIFF_WEIGHTS,
+                  mine.at(DNNL_ARG_DIFF_WEIGHTS | of_size, partial[size_t(c)],
+                          [&] { return f.diff_weights; }));
+            if (f.scratch)
+                a.add(DNNL_ARG_SCRATCHPAD, mine.at(DNNL_ARG_SCRATCHPAD, scratch[size_t(t)], [&] {
+                    return memory::desc({memory::dim(f.scratch)}, dt::u8, memory::format_tag::a);
+                }));
+            a.execute(k.prim, s);
         }
         s.wait();
         // (acq_rel: the last task sees every other task's partials)
@@ -1043,29 +1041,42 @@ void keep_reordered_weights(const WindowArg& a, const Array& w, FoldedWeights& f
     remember_source(f, w, {});
 }
 
+/// Runs a reorder primitive from `from` to `to`.
+void run_reorder(const dnnl::reorder& r, const memory& from, const memory& to, dnnl::stream& s) {
+    ExecArgs a;
+    a.add(DNNL_ARG_FROM, from);
+    a.add(DNNL_ARG_TO, to);
+    a.execute(r, s);
+}
+
+// the keys of KeptMemories other than an argument's DNNL_ARG_* (Note [Call arguments kept])
+constexpr int kUserSide = 1 << 28;   // an argument's buffer in our layout, reordered from or to
+constexpr int kForwardArg = 1 << 29; // max-pool backward: the forward pass's arguments
+
 void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
                      const std::vector<const Array*>& post_operands, Array* workspace,
-                     FoldedWeights* folded) {
-    const auto& e = dnnl_engine();
+                     FoldedWeights* folded, KeptMemories& kept) {
     thread_local Arena arena;
     arena.reserve(p.temp_bytes);
-    dnnl::stream s(e);
-    std::unordered_map<int, memory> args;
-    std::vector<std::pair<const WindowArg*, memory>> results; // (arg, the primitive's buffer)
-    memory out_user;
+    dnnl::stream& s = thread_stream();
+    kept.begin(&p); // (Note [Call arguments kept] in Dnnl.cpp)
+    ExecArgs args;
+    std::vector<std::pair<const WindowArg*, const memory*>> results; // (arg, the primitive's)
+    const memory* out_user = nullptr;
     thread_local std::vector<float> scale; // the weights' per-channel scale (p.scale_weights)
     if (p.affine) {
         int64_t c = p.channel.channels;
         scale.resize(size_t(c));
-        memory bias = arena.take(p.bias);
+        const memory& bias =
+            kept.at(DNNL_ARG_BIAS, arena.take(p.bias.get_size()), [&] { return p.bias; });
         affine_of(p.epilogue, p.affine, post_operands, c, scale.data(),
                   static_cast<float*>(bias.get_data_handle()));
-        args[DNNL_ARG_BIAS] = bias;
+        args.add(DNNL_ARG_BIAS, bias);
     }
     // weights kept between calls: folded with a batch norm's scale, or in Winograd's layout
-    const bool kept = p.scale_weights || p.keep_weights;
-    if (kept) {
-        FoldedWeights local; // a caller that keeps none: made for this call
+    const bool kept_weights = p.scale_weights || p.keep_weights;
+    FoldedWeights local; // a caller that keeps none: made for this call (read by the primitive)
+    if (kept_weights) {
         FoldedWeights& f = folded ? *folded : local;
         for (const WindowArg& a : p.args)
             if (a.operand == 1) {
@@ -1073,30 +1084,32 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
                     fold_weights(p, a, *in[1], scale, f, arena, s);
                 else
                     keep_reordered_weights(a, *in[1], f, s);
-                args[a.id] = memory(a.prim, e, f.weights.raw());
+                args.add(a.id, kept.at(a.id, f.weights.raw(), [&] { return a.prim; }));
             }
     }
     for (const WindowArg& a : p.args) {
-        if (a.operand == 1 && kept)
+        if (a.operand == 1 && kept_weights)
             continue; // the kept weights
         void* ptr = a.operand >= 0 ? const_cast<void*>(in[size_t(a.operand)]->raw()) : out.raw();
-        memory user(a.user, e, ptr);
         if (!a.reorder) {
-            args[a.id] = user;
+            args.add(a.id, kept.at(a.id, ptr, [&] { return a.user; }));
             continue;
         }
-        memory tmp = arena.take(a.prim);
+        const memory& user = kept.at(a.id | kUserSide, ptr, [&] { return a.user; });
+        const memory& tmp = kept.at(a.id, arena.take(a.prim.get_size()), [&] { return a.prim; });
         if (a.operand >= 0) {
-            dnnl::reorder(a.reorder).execute(s, user, tmp);
+            run_reorder(a.reorder, user, tmp, s);
         } else {
-            out_user = user;
-            results.emplace_back(&a, tmp);
+            out_user = &user;
+            results.emplace_back(&a, &tmp);
             if (a.reorder_in)
-                dnnl::reorder(a.reorder_in).execute(s, user, tmp); // the sum's
+                run_reorder(a.reorder_in, user, tmp, s); // the sum's
         }
-        args[a.id] = tmp;
+        args.add(a.id, tmp);
     }
-    if (p.scratch.get_size()) args[DNNL_ARG_SCRATCHPAD] = arena.take(p.scratch);
+    if (p.scratch.get_size())
+        args.add(DNNL_ARG_SCRATCHPAD, kept.at(DNNL_ARG_SCRATCHPAD, arena.take(p.scratch.get_size()),
+                                              [&] { return p.scratch; }));
     if (p.workspace.get_size() && !p.forward) { // a training-mode pool: keep its workspace
         void* ws = nullptr;
         if (workspace) {
@@ -1104,33 +1117,43 @@ void run_window_impl(const WindowPrimitive& p, const std::vector<const Array*>& 
                 *workspace = Array::uninitialized(DType::U8, {int64_t(p.workspace.get_size())});
             ws = workspace->raw();
         }
-        args[DNNL_ARG_WORKSPACE] = ws ? memory(p.workspace, e, ws) : arena.take(p.workspace);
+        if (!ws)
+            ws = arena.take(p.workspace.get_size());
+        args.add(DNNL_ARG_WORKSPACE, kept.at(DNNL_ARG_WORKSPACE, ws, [&] { return p.workspace; }));
     }
     if (p.forward && workspace && workspace->defined()) { // the paired pool's
         SJ_ASSERT(size_t(workspace->size()) == p.workspace.get_size())
             << "max-pool backward: the paired forward's workspace has " << workspace->size()
             << " bytes, " << p.workspace.get_size() << " expected";
-        args[DNNL_ARG_WORKSPACE] = memory(p.workspace, e, workspace->raw());
+        args.add(DNNL_ARG_WORKSPACE,
+                 kept.at(DNNL_ARG_WORKSPACE, workspace->raw(), [&] { return p.workspace; }));
     } else if (p.forward) { // max-pool backward: recompute the workspace (Note [Max-pool workspace])
-        memory ws = arena.take(p.workspace);
-        std::unordered_map<int, memory> fargs{
-            {DNNL_ARG_SRC, memory(p.forward_src, e, const_cast<void*>(in[0]->raw()))},
-            {DNNL_ARG_DST, arena.take(p.forward_dst)},
-            {DNNL_ARG_WORKSPACE, ws}};
+        const memory& ws = kept.at(DNNL_ARG_WORKSPACE, arena.take(p.workspace.get_size()),
+                                   [&] { return p.workspace; });
+        ExecArgs fargs;
+        fargs.add(DNNL_ARG_SRC, kept.at(DNNL_ARG_SRC | kForwardArg, const_cast<void*>(in[0]->raw()),
+                                        [&] { return p.forward_src; }));
+        fargs.add(DNNL_ARG_DST,
+                  kept.at(DNNL_ARG_DST | kForwardArg, arena.take(p.forward_dst.get_size()),
+                          [&] { return p.forward_dst; }));
+        fargs.add(DNNL_ARG_WORKSPACE, ws);
         if (p.forward_scratch.get_size())
-            fargs[DNNL_ARG_SCRATCHPAD] = arena.take(p.forward_scratch);
-        p.forward.execute(s, fargs);
-        args[DNNL_ARG_WORKSPACE] = ws;
+            fargs.add(DNNL_ARG_SCRATCHPAD, kept.at(DNNL_ARG_SCRATCHPAD | kForwardArg,
+                                                   arena.take(p.forward_scratch.get_size()),
+                                                   [&] { return p.forward_scratch; }));
+        fargs.execute(p.forward, s);
+        args.add(DNNL_ARG_WORKSPACE, ws);
     }
-    add_post_op_args(args, p.epilogue, post_operands, p.channel, p.affine);
+    add_post_op_args(args, kept, p.epilogue, post_operands, p.channel, p.affine);
     if (p.filter) {
         s.wait(); // the inputs' reorders
-        run_filter_chunks(*p.filter, args.at(DNNL_ARG_SRC), args.at(DNNL_ARG_DIFF_DST),
-                          args.at(DNNL_ARG_DIFF_WEIGHTS), arena);
+        run_filter_chunks(*p.filter, args.data(DNNL_ARG_SRC), args.data(DNNL_ARG_DIFF_DST),
+                          args.data(DNNL_ARG_DIFF_WEIGHTS), arena, kept);
     } else {
-        p.main.execute(s, args);
+        args.execute(p.main, s);
     }
-    for (auto& [a, tmp] : results) dnnl::reorder(a->reorder).execute(s, tmp, out_user);
+    for (auto& [a, tmp] : results)
+        run_reorder(a->reorder, *tmp, *out_user, s);
     s.wait();
 }
 
@@ -1148,13 +1171,14 @@ bool shares_workspace(const WindowPrimitive& forward, const WindowPrimitive& bac
 
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
                 const std::vector<const Array*>& post_operands, Array* workspace,
-                FoldedWeights* folded) {
+                FoldedWeights* folded, KeptMemories* kept) {
     match_dnnl_threads();
+    KeptMemories local; // (a caller that keeps none)
     std::optional<OneDnnlThread> one;
     if (p.one_thread)
         one.emplace(); // (Note [Small pools on one thread])
     try {
-        run_window_impl(p, in, out, post_operands, workspace, folded);
+        run_window_impl(p, in, out, post_operands, workspace, folded, kept ? *kept : local);
     } catch (const dnnl::error& e) {
         // the primitive was accepted for these shapes: a failure here is oneDNN's or ours
         SJ_ASSERT(false) << "oneDNN failed running " << p.impl << ": " << e.message;

@@ -12,6 +12,8 @@
 
 namespace sj::cpu {
 
+class KeptMemories; // Dnnl.h
+
 /// A oneDNN primitive (with its reorders and workspace pass) for one window op at fixed shapes.
 struct WindowPrimitive;
 
@@ -68,9 +70,11 @@ struct FoldedWeights {
 /// max-pool backward given a defined one reads it instead of running the forward pass again.
 /// `folded`: a conv that scales its weights (batch-norm folding, Note [Affine prefix] in
 /// Dnnl.cpp) reuses the scaled weights kept there while their source and scale are unchanged.
+/// `kept`: the call site's library arguments, kept between its calls (Note [Call arguments
+/// kept] in Dnnl.cpp); null: made for this call.
 void run_window(const WindowPrimitive& p, const std::vector<const Array*>& in, Array& out,
                 const std::vector<const Array*>& post_operands = {}, Array* workspace = nullptr,
-                FoldedWeights* folded = nullptr);
+                FoldedWeights* folded = nullptr, KeptMemories* kept = nullptr);
 
 /// Estimated floating-point operations of the op (multiply-adds count 2).
 double window_flops(const Node& n, const std::vector<TensorType>& in, const TensorType& out);

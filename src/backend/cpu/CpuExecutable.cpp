@@ -8,6 +8,7 @@
 #include "../reference/Reference.h"
 #include "Conv.h"
 #include "CpuTarget.h"
+#include "Dnnl.h"
 #include "Dot.h"
 #include "Jit.h"
 #include "LibraryKernels.h"
@@ -203,6 +204,9 @@ struct StepCode {
     /// a conv that keeps its weights between calls, folded with an inference batch norm or in
     /// Winograd's layout: them (Note [Folded weights cache] in Conv.cpp)
     mutable FoldedWeights folded;
+    /// window and Dot steps: their oneDNN arguments, kept between calls (Note [Call arguments
+    /// kept] in Dnnl.cpp)
+    mutable KeptMemories memories;
     /// a conv whose weights are a variable's value: the variable, whose stamp tells whether the
     /// kept weights are current (Note [Folded weights cache]); null otherwise (bytes compared)
     detail::VariableState* weights_var = nullptr;
@@ -1410,16 +1414,18 @@ private:
             if (const PackedWeight* pw = plan.code[si].packed_rhs) { // (Note [Packed weights])
                 out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
                 dot_general_packed(lhs, static_cast<const float*>(pw->copy.raw()), rhs.shape(),
-                                   dims, out, g.epilogue, post_operands(g, env));
+                                   dims, out, g.epilogue, post_operands(g, env),
+                                   &plan.code[si].memories);
                 env[gc.out_slots[0]] = std::move(out);
                 return;
             }
             if (acc >= 0 && !dot_can_accumulate(lhs, rhs, dims, env[size_t(acc)])) {
                 out = buffer(plan, gc.out_slots[0], t); // the plain product, then the epilogue
-                dot_general(lhs, rhs, dims, out);
+                dot_general(lhs, rhs, dims, out, {}, {}, &plan.code[si].memories);
             } else {
                 out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
-                applied = dot_general(lhs, rhs, dims, out, g.epilogue, post_operands(g, env));
+                applied = dot_general(lhs, rhs, dims, out, g.epilogue, post_operands(g, env),
+                                      &plan.code[si].memories);
             }
             if (!applied)
                 out = epilogue_reference(g, out, plan, env, counter);
@@ -1459,7 +1465,8 @@ private:
             if (detail::VariableState* v = plan.code[si].weights_var)
                 plan.code[si].folded.weights_version = v->current_version();
             run_window(*plan.code[si].window, ins, out, post_operands(g, env),
-                       ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr, &plan.code[si].folded);
+                       ws >= 0 ? &plan.workspaces[size_t(ws)] : nullptr, &plan.code[si].folded,
+                       &plan.code[si].memories);
             env[gc.out_slots[0]] = std::move(out);
             return;
         }

@@ -6,8 +6,9 @@
 
 #include <dnnl.hpp>
 
+#include <deque>
 #include <string>
-#include <unordered_map>
+#include <vector>
 
 namespace sj::cpu {
 
@@ -61,9 +62,85 @@ void affine_of(const std::vector<compiler::PostOp>& epilogue, size_t n,
 /// The post-ops' part of a primitive cache key.
 std::string post_ops_key(const std::vector<compiler::PostOp>& epilogue);
 
+/// The oneDNN memory objects of one call site's arguments, kept between its calls (Note [Call
+/// arguments kept] in Dnnl.cpp): made on the first call, re-pointed when a buffer moves, dropped
+/// when the call site runs another primitive. One call at a time uses it; a copy starts empty.
+class KeptMemories {
+public:
+    KeptMemories() = default;
+    KeptMemories(const KeptMemories&) {}
+    KeptMemories& operator=(const KeptMemories&) {
+        clear();
+        return *this;
+    }
+
+    /// Starts a call of `owner` (the primitive the memories are for): what was kept for another
+    /// one is dropped.
+    void begin(const void* owner) {
+        if (owner != owner_) {
+            clear();
+            owner_ = owner;
+        }
+    }
+    /// The memory kept under `key` (a DNNL_ARG_* or another number the caller picks), pointing
+    /// at `ptr`; made with descriptor desc() the first time. A key's descriptor is fixed by the
+    /// owner.
+    template <class Desc> const dnnl::memory& at(int key, void* ptr, Desc&& desc) {
+        for (Kept& k : kept_)
+            if (k.key == key) {
+                if (k.ptr != ptr) {
+                    k.mem.set_data_handle(ptr);
+                    k.ptr = ptr;
+                }
+                return k.mem;
+            }
+        kept_.push_back({key, dnnl::memory(desc(), dnnl_engine(), ptr), ptr});
+        return kept_.back().mem;
+    }
+    /// n sets of their own, one for each task of a parallel region (made by the calling thread
+    /// before the region; task t uses the t-th only).
+    KeptMemories* tasks(size_t n) {
+        if (tasks_.size() < n)
+            tasks_.resize(n);
+        return tasks_.data();
+    }
+
+private:
+    struct Kept {
+        int key;
+        dnnl::memory mem;
+        void* ptr;
+    };
+    void clear() {
+        kept_.clear();
+        tasks_.clear();
+        owner_ = nullptr;
+    }
+    const void* owner_ = nullptr;
+    std::deque<Kept> kept_; // (at()'s references stay valid as it grows)
+    std::vector<KeptMemories> tasks_;
+};
+
+/// A primitive's arguments for one execution, as oneDNN's C API takes them: no map to build and
+/// free per call (Note [Call arguments kept] in Dnnl.cpp). The memories must outlive execute().
+class ExecArgs {
+public:
+    void add(int id, const dnnl::memory& m) { args_.push_back({id, m.get()}); }
+    /// Runs `p` on the stream with these arguments (dnnl::error on failure).
+    void execute(const dnnl::primitive& p, const dnnl::stream& s) const;
+    /// The buffer of argument `id` (null when there is none).
+    void* data(int id) const;
+
+private:
+    std::vector<dnnl_exec_arg_t> args_;
+};
+
+/// The calling thread's stream on the engine (a stream made per call cost ~1.5 us when cold).
+dnnl::stream& thread_stream();
+
 /// Adds the binary post-ops' operands (`operands[i]` for epilogue[i]; null for the others) to a
-/// primitive's execution arguments.
-void add_post_op_args(std::unordered_map<int, dnnl::memory>& args,
+/// primitive's execution arguments, their memories kept in `kept` under keys of their own.
+void add_post_op_args(ExecArgs& args, KeptMemories& kept,
                       const std::vector<compiler::PostOp>& epilogue,
                       const std::vector<const Array*>& operands, const ChannelDim& c,
                       size_t first = 0);

@@ -220,45 +220,52 @@ const Gemm& gemm_for(const GemmKey& key, const std::vector<compiler::PostOp>& ep
 
 void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c,
               const std::vector<compiler::PostOp>& epilogue,
-              const std::vector<const Array*>& post_operands) {
+              const std::vector<const Array*>& post_operands, KeptMemories& kept) {
     const Gemm& g = gemm_for(key, epilogue);
-    thread_local dnnl::stream stream(dnnl_engine());
+    kept.begin(&g); // (Note [Call arguments kept] in Dnnl.cpp)
     thread_local std::vector<unsigned char> scratch;
     if (scratch.size() < g.scratch_bytes) scratch.resize(g.scratch_bytes);
     using dnnl::memory;
-    const dnnl::engine& e = dnnl_engine();
-    memory ma(g.a, e, const_cast<float*>(a)), mb(g.b, e, const_cast<float*>(b)), mc(g.c, e, c);
-    memory ms(dnnl::memory::desc({int64_t(g.scratch_bytes)}, memory::data_type::u8, memory::format_tag::a), e,
-              scratch.data());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb},
-                                         {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
+    ExecArgs args;
+    args.add(DNNL_ARG_SRC, kept.at(DNNL_ARG_SRC, const_cast<float*>(a), [&] { return g.a; }));
+    args.add(DNNL_ARG_WEIGHTS,
+             kept.at(DNNL_ARG_WEIGHTS, const_cast<float*>(b), [&] { return g.b; }));
+    args.add(DNNL_ARG_DST, kept.at(DNNL_ARG_DST, c, [&] { return g.c; }));
+    args.add(DNNL_ARG_SCRATCHPAD, kept.at(DNNL_ARG_SCRATCHPAD, scratch.data(), [&] {
+        return memory::desc({int64_t(g.scratch_bytes)}, memory::data_type::u8,
+                            memory::format_tag::a);
+    }));
     thread_local std::vector<float> scale, shift;
     if (g.shift) {
         scale.resize(size_t(key.n));
         shift.resize(size_t(key.n));
         affine_of(epilogue, g.shift, post_operands, key.n, scale.data(), shift.data());
-        args[DNNL_ARG_BIAS] = memory(g.bias, e, shift.data());
+        args.add(DNNL_ARG_BIAS, kept.at(DNNL_ARG_BIAS, shift.data(), [&] { return g.bias; }));
     }
-    add_post_op_args(args, epilogue, post_operands, gemm_channels(key), g.shift);
-    g.prim.execute(stream, args);
+    add_post_op_args(args, kept, epilogue, post_operands, gemm_channels(key), g.shift);
+    dnnl::stream& stream = thread_stream();
+    args.execute(g.prim, stream);
     stream.wait();
 }
 
 /// Note [Long contractions]: the matmul in fixed pieces of K, summed in piece order.
-void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* c) {
+void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* c,
+                     KeptMemories& kept) {
     const int64_t K = key.k, count = (K + kChunkK - 1) / kChunkK;
     const size_t out = size_t(key.batch * key.m * key.n);
     thread_local std::vector<float> storage;
     storage.resize(out * size_t(count));
     float* partial = storage.data(); // the caller's: the tasks run on other threads too
     const ThreadPool& pool = ThreadPool::get();
+    kept.begin(nullptr);
+    KeptMemories* piece_kept = kept.tasks(size_t(count)); // (piece p's, used by one thread)
     pool.run(int(count), [&](int p) { // (a contiguous run of pieces per thread)
         OneDnnlThread one;
         const int64_t k0 = K * p / count, kc = K * (p + 1) / count - k0; // (equal pieces)
         GemmKey piece{key.batch, key.m, key.n, kc, key.ta, key.tb, key.post, K};
         const float* ap = a + (key.ta ? k0 * key.m : k0);
         const float* bp = b + (key.tb ? k0 : k0 * key.n);
-        gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {});
+        gemm_f32(piece, ap, bp, partial + size_t(p) * out, {}, {}, piece_kept[p]);
     });
     std::vector<float*> parts;
     for (int64_t p = 0; p < count; ++p)
@@ -315,7 +322,7 @@ bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& d, c
 
 bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& out,
                  const std::vector<compiler::PostOp>& epilogue,
-                 const std::vector<const Array*>& post_operands) {
+                 const std::vector<const Array*>& post_operands, KeptMemories* kept) {
     const GemmDims g(lhs.shape(), rhs.shape(), d);
     const auto& [B, M, N, K, lf, rf] = g;
     SJ_ASSERT(g.can_accumulate(out) || !compiler::sum_post_op(epilogue))
@@ -349,22 +356,24 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
         else Bm = permuted(rhs, pb);
     }
     if (out.dtype() == DType::F32) {
+        KeptMemories local; // (a caller that keeps none)
+        KeptMemories& k = kept ? *kept : local;
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
         if (g.one_thread()) { // planned for one thread (k_full set) and run on one
             OneDnnlThread one;
             gemm_f32({B, M, N, K, ta, tb, post_ops_key(epilogue), K},
                      static_cast<const float*>(A.raw()), static_cast<const float*>(Bm.raw()),
-                     static_cast<float*>(out.raw()), epilogue, post_operands);
+                     static_cast<float*>(out.raw()), epilogue, post_operands, k);
             return true;
         }
         if (g.in_pieces()) { // the caller applies the epilogue: one split for all
             gemm_f32_pieces({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
-                            static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()));
+                            static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), k);
             return epilogue.empty();
         }
         gemm_f32({B, M, N, K, ta, tb, post_ops_key(epilogue)}, static_cast<const float*>(A.raw()),
                  static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,
-                 post_operands);
+                 post_operands, k);
         return true;
     }
     int64_t lda = ta ? M : K, ldb = tb ? K : N;
@@ -425,13 +434,14 @@ void pack_rhs(const float* w, float* packed, int64_t K, int64_t N, int64_t begin
 void dot_general_packed(const Array& lhs, const float* packed_rhs, const Shape& rhs,
                         const DotAttrs& d, Array& out,
                         const std::vector<compiler::PostOp>& epilogue,
-                        const std::vector<const Array*>& post_operands) {
+                        const std::vector<const Array*>& post_operands, KeptMemories* kept) {
     const GemmDims g(lhs.shape(), rhs, d);
     match_dnnl_threads();
+    KeptMemories local;
     gemm_f32(
         {1, g.M, g.N, g.K, *lhs_in_place(lhs.shape(), d), false, post_ops_key(epilogue), 0, true},
         static_cast<const float*>(lhs.raw()), packed_rhs, static_cast<float*>(out.raw()), epilogue,
-        post_operands);
+        post_operands, kept ? *kept : local);
 }
 
 } // namespace sj::cpu

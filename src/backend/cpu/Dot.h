@@ -9,6 +9,8 @@
 
 namespace sj::cpu {
 
+class KeptMemories; // Dnnl.h
+
 /// out = dot_general(lhs, rhs) with XLA dims; `out` is allocated by the caller with the result
 /// shape. Operands whose dims are not [batch, free, contract] / [batch, contract, free] (or the
 /// transposed forms a GEMM accepts) are first copied into that order.
@@ -16,9 +18,11 @@ namespace sj::cpu {
 /// one free dim, the channels) as post-ops, `post_operands[i]` the operand of the i-th when it is
 /// binary, and returns true; false when it did not (f64, an empty result, no contracted
 /// elements): then `out` holds the plain product and the caller applies the epilogue.
+/// `kept`: the call site's library arguments, kept between its calls (Note [Call arguments kept]
+/// in Dnnl.cpp); null: made for this call.
 bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array& out,
                  const std::vector<compiler::PostOp>& epilogue = {},
-                 const std::vector<const Array*>& post_operands = {});
+                 const std::vector<const Array*>& post_operands = {}, KeptMemories* kept = nullptr);
 
 /// Whether an f32 call computing `out` applies an accumulating post-op (Note [Accumulating
 /// post-op] in src/compiler/Fusion.cpp): not when it has nothing to contract, or sums a long
@@ -49,7 +53,8 @@ void pack_rhs(const float* w, float* packed, int64_t K, int64_t N, int64_t begin
 void dot_general_packed(const Array& lhs, const float* packed_rhs, const Shape& rhs,
                         const DotAttrs& dims, Array& out,
                         const std::vector<compiler::PostOp>& epilogue = {},
-                        const std::vector<const Array*>& post_operands = {});
+                        const std::vector<const Array*>& post_operands = {},
+                        KeptMemories* kept = nullptr);
 
 /// Estimated floating-point operations of the call (2 M N K per batch).
 double dot_flops(const Shape& lhs, const DotAttrs& dims, const Shape& out);
