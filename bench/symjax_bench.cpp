@@ -21,7 +21,8 @@
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
 //   symjax_bench sort [--rows R --n N --k K]   (sort, argsort and top_k of f32 along the last axis)
-//   symjax_bench rows [--profile 1]   (pad, concat, argmax and one_hot of a 1024 x 1024 f32)
+//   symjax_bench rows [--profile 1]   (pad, concat, argmax, one_hot, dynamic_slice and
+//                                      dynamic_update_slice of a 1024 x 1024 f32)
 //   symjax_bench search [--n N] [--profile 1]   (searchsorted, unique, bincount and histogram of N
 //   elements) symjax_bench matmul_update   (Note [Tasks stay on their thread]: an SGD update alone,
 //   its
@@ -943,11 +944,18 @@ void rows_bench() {
              fc = function({x}, {concat({x, x}, 1)}, {}, fo),
              fa = function({x}, {argmax(x, 1)}, {}, fo),
              fo1 = function({labels}, {one_hot(labels, depth)}, {}, fo);
+    // a window of half the rows at a start given when the function runs, read and written
+    Placeholder starts({2}, i64, "starts"), u({n / 2, n}, f32, "u");
+    Function fds = function({x, starts}, {dynamic_slice(x, starts, {n / 2, n})}, {}, fo),
+             fdu = function({x, u, starts}, {dynamic_update_slice(x, u, starts)}, {}, fo);
+    Array sv(std::vector<int64_t>{300, 0}, {2}), uv = randn({n / 2, n}, 17);
     const std::string extra = "\"n\": " + std::to_string(n);
     emit("rows", "pad", measure([&] { fp(xv); }) * 1e3, "ms", extra);
     emit("rows", "concat", measure([&] { fc(xv); }) * 1e3, "ms", extra);
     emit("rows", "argmax", measure([&] { fa(xv); }) * 1e3, "ms", extra);
     emit("rows", "one_hot", measure([&] { fo1(la); }) * 1e3, "ms", extra);
+    emit("rows", "dynamic_slice", measure([&] { fds(xv, sv); }) * 1e3, "ms", extra);
+    emit("rows", "dynamic_update_slice", measure([&] { fdu(xv, uv, sv); }) * 1e3, "ms", extra);
 }
 
 } // namespace

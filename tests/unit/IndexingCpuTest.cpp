@@ -187,3 +187,77 @@ TEST(IndexingCpu, PadConcatArgmaxOneHotEqualTheReference) {
                             std::string("one_hot ") + dtype_name(dt) + " " + dtype_name(it));
         }
 }
+
+TEST(IndexingCpu, DynamicSlicesEqualTheReference) {
+    // (Note [Row kernels] in src/backend/cpu/Movement.cpp) windows inside, at the edges, past
+    // them (the starts are clamped), negative starts, whole trailing dims (one run), rank 0, an
+    // empty window, and a large window on the team
+    for (DType dt : {DType::F32, DType::F64, DType::I32, DType::U8, DType::Bool}) {
+        Placeholder x({6, 7, 9}, dt, "x"), u({2, 3, 4}, dt, "u"), w({2, 7, 9}, dt, "w");
+        Placeholder s({3}, DType::I64, "starts"), big({1024, 600}, dt, "big");
+        Placeholder bu({1000, 500}, dt, "bu"), bs({2}, DType::I32, "bs");
+        Placeholder r0({}, dt, "r0"), e({0}, DType::I64, "e");
+        std::vector<Tensor> outs = {
+            dynamic_slice(x, s, {2, 3, 4}),     dynamic_slice(x, s, {2, 7, 9}),
+            dynamic_slice(x, s, {0, 3, 4}),     dynamic_update_slice(x, u, s),
+            dynamic_update_slice(x, w, s),      dynamic_slice(big, bs, {1000, 500}),
+            dynamic_update_slice(big, bu, bs),  dynamic_slice(r0, e, {}),
+            dynamic_update_slice(r0, r0 * 2, e)};
+        Array xv = idx_values(dt, {6, 7, 9}, 31), uv = idx_values(dt, {2, 3, 4}, 32),
+              wv = idx_values(dt, {2, 7, 9}, 33), bigv = idx_values(dt, {1024, 600}, 34),
+              buv = idx_values(dt, {1000, 500}, 35), r0v = idx_values(dt, {}, 36);
+        for (const std::vector<int64_t>& st :
+             {std::vector<int64_t>{1, 2, 3}, {4, 4, 5}, {9, 9, 9}, {-3, 1, -1}, {0, 0, 0}}) {
+            std::vector<int32_t> b = {int32_t(st[1] * 7), int32_t(st[2] * 11)};
+            idx_expect_same(
+                outs, {x, u, w, s, big, bu, bs, r0, e},
+                {xv, uv, wv, Array(st, {3}), bigv, buv, Array(b, {2}), r0v, Array(DType::I64, {0})},
+                std::string(dtype_name(dt)) + " starts " + std::to_string(st[0]) + " " +
+                    std::to_string(st[1]) + " " + std::to_string(st[2]));
+        }
+    }
+    // a start vector of the wrong length is the reference's error
+    Placeholder x({4, 5}, f32, "x"), s({-1}, DType::I64, "starts");
+    for (const Tensor& out : {dynamic_slice(x, s, {2, 2}), dynamic_update_slice(x, x * 2, s)}) {
+        Function fc = function({x, s}, {out}, {}, on("cpu"));
+        Function fr = function({x, s}, {out}, {}, on("reference"));
+        Array xv = random_array(f32, {4, 5}, 37), sv(std::vector<int64_t>{1, 2, 3}, {3});
+        std::string mc = message_of<InputError>([&] { fc(xv, sv); });
+        EXPECT_EQ(mc, message_of<InputError>([&] { fr(xv, sv); }));
+        EXPECT_NE(mc.find("must be a vector of 2 indices, got shape [3]"), std::string::npos) << mc;
+    }
+}
+
+TEST(IndexingCpu, CheckIndexOnTheTeamGivesTheReferencesError) {
+    // check_index passes its input on; the first bad value is named, as the reference names it,
+    // for a few values and for 1M (checked on the team), with an ignore_index and negative ones
+    for (int64_t m : {int64_t(12), int64_t(1) << 20})
+        for (DType it : {DType::I32, DType::I64}) {
+            Placeholder i({m}, it, "labels");
+            const Tensor plain = check_index(i, 10), ignoring = check_index(i, 10, -100, "label");
+            std::vector<int64_t> good(size_t(m), 3);
+            good[1] = -100;
+            good[2] = 9;
+            Array gv = Array(good, {m}).astype(it);
+            idx_expect_same({ignoring * 1}, {i}, {gv}, "no bad value");
+            EXPECT_NE(message_of<InputError>([&] {
+                          function({i}, {plain}, {}, on("cpu"))(gv);
+                      }).find("-100 at position [1]"),
+                      std::string::npos);
+            for (int64_t bad : {int64_t(-1), int64_t(10)}) {
+                std::vector<int64_t> v = good;
+                v[size_t(m / 2)] = bad;
+                v[size_t(m - 1)] = bad + 5; // only the first bad one is named
+                Array bv = Array(v, {m}).astype(it);
+                // (plain stops at the -100 above)
+                std::string mc = message_of<InputError>(
+                    [&] { function({i}, {ignoring * 1}, {}, on("cpu"))(bv); });
+                EXPECT_EQ(mc, message_of<InputError>(
+                                  [&] { function({i}, {ignoring * 1}, {}, on("reference"))(bv); }));
+                EXPECT_NE(
+                    mc.find(std::to_string(bad) + " at position [" + std::to_string(m / 2) + "]"),
+                    std::string::npos)
+                    << mc;
+            }
+        }
+}

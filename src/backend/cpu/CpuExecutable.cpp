@@ -10,6 +10,7 @@
 #include "CpuTarget.h"
 #include "Dnnl.h"
 #include "Dot.h"
+#include "Indexing.h"
 #include "Jit.h"
 #include "LibraryKernels.h"
 #include "ThreadPool.h"
@@ -1646,6 +1647,10 @@ private:
     Array run_fallback(const Node& r, std::vector<Array>& ins, const CallPlan& plan,
                        uint64_t counter) {
         const TensorType& t = plan.bound.types[slot(&r)];
+        if (r.is(Op::CheckIndex)) { // (its input is its result)
+            check_index_values(r, ins[0]);
+            return ins[0];
+        }
         if (LibraryKernel k = library_kernel(r.op())) {
             Array out = buffer(plan, slot(&r), t);
             k(r, ins, out, counter);

@@ -275,4 +275,32 @@ void cumsum(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
     });
 }
 
+void check_index_values(const Node& node, const Array& idx) {
+    const auto& a = node.attr<CheckIndexAttrs>();
+    const int64_t lo = a.negative ? -a.depth : 0, m = idx.size();
+    auto ok = [&](int64_t v) {
+        return (v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore);
+    };
+    dispatch(idx.dtype(), [&](auto tag) {
+        using I = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<I>) {
+            SJ_THROW(InternalError)
+                << node.describe() << ": values of dtype " << dtype_name(idx.dtype());
+        } else {
+            const I* p = static_cast<const I*>(idx.raw());
+            std::atomic<bool> bad{false};
+            split_work(m, m * int64_t(sizeof(I)), [&](int64_t k0, int64_t k1) {
+                bool b = false;
+                for (int64_t k = k0; k < k1; ++k)
+                    b |= !ok(static_cast<int64_t>(p[k]));
+                if (b)
+                    bad = true;
+            });
+            for (int64_t k = 0; bad && k < m; ++k)
+                if (!ok(static_cast<int64_t>(p[k])))
+                    ref::throw_check_index(node, idx, k, static_cast<int64_t>(p[k]));
+        }
+    });
+}
+
 } // namespace sj::cpu

@@ -32,6 +32,8 @@ constexpr Entry kKernels[] = {
     {Op::ArgMax, arg_reduce, "scan"},
     {Op::ArgMin, arg_reduce, "scan"},
     {Op::OneHot, one_hot, "rows"},
+    {Op::DynamicSlice, dynamic_slice, "rows"},
+    {Op::DynamicUpdateSlice, dynamic_update_slice, "rows"},
 };
 
 const Entry* entry(Op op) {
@@ -49,6 +51,8 @@ LibraryKernel library_kernel(Op op) {
 }
 
 const char* library_kind(Op op) {
+    if (op == Op::CheckIndex) // (checked on the team, no kernel: check_index_values)
+        return "index";
     const Entry* e = entry(op);
     return e ? e->kind : nullptr;
 }

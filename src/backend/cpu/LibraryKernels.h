@@ -2,7 +2,9 @@
 // CBLAS for cholesky and triangular_solve (Linalg.cpp), the vectorised, multi-threaded Philox
 // draw for philox_bits (Random.cpp), packed-key sorts for sort (Sort.cpp), typed loops for
 // gather, scatter_add, scatter and cumsum (Indexing.cpp), row copies and scans for pad, concat,
-// argmax, argmin and one_hot (Movement.cpp). Every other such op runs its reference kernel.
+// argmax, argmin, one_hot, dynamic_slice and dynamic_update_slice (Movement.cpp). check_index
+// checks on the team and passes its input on (Indexing.h). Every other such op runs its
+// reference kernel.
 #pragma once
 
 #include <symjax/Array.h>

@@ -1,7 +1,9 @@
-// pad, concat, argmax/argmin and one_hot on the CPU (Movement.h).
+// pad, concat, argmax/argmin, one_hot, dynamic_slice and dynamic_update_slice on the CPU
+// (Movement.h).
 #include "Movement.h"
 
 #include "../reference/Iterate.h"
+#include "../reference/Reference.h"
 #include "ElementBits.h"
 #include "ThreadPool.h"
 
@@ -17,10 +19,10 @@ namespace sj::cpu {
 
 // Note [Row kernels]
 // ~~~~~~~~~~~~~~~~~~
-// pad, concat, argmax, argmin and one_hot have no generated kernel (their fusion class is
-// Fallback), and their reference kernels walk the output with an odometer, one memcpy per
-// element, into a new array per call: a pad of 2 MB took 9.8 ms, an argmax over 2 MB 3 ms. Here
-// they write the call's kept buffer:
+// pad, concat, argmax, argmin, one_hot, dynamic_slice and dynamic_update_slice have no
+// generated kernel (their fusion class is Fallback), and their reference kernels walk the output
+// with an odometer, one memcpy per element, into a new array per call: a pad of 2 MB took 9.8
+// ms, an argmax over 2 MB 3 ms. Here they write the call's kept buffer:
 //
 //   * pad fills the result with the pad value (converted as Array::full converts it), then
 //     copies each input row's run along the last dim with one memcpy (an interior pad on the
@@ -30,7 +32,11 @@ namespace sj::cpu {
 //     contiguous line is searched for a NaN, then for its extreme by eight compare chains, then
 //     for the first element equal to it; columns of an inner dim are scanned side by side with
 //     the reference's rule;
-//   * one_hot clears each index's row and sets its one.
+//   * one_hot clears each index's row and sets its one;
+//   * dynamic_slice copies the window's rows, dynamic_update_slice copies the operand and then
+//     the update's rows over it; a row runs along the window's last dim and the dims after the
+//     last one it cuts (contiguous on both sides), with the start indices clamped as the
+//     reference clamps them (ref::dynamic_starts, which also gives its error).
 //
 // Rows are split over the team when the work reaches parallel_work(); each output element is
 // written by one row, and the arg-reductions scan each line in order, so the bits are the
@@ -234,6 +240,67 @@ void one_hot(const Node& node, const std::vector<Array>& in, Array& out, uint64_
             });
         });
     });
+}
+
+namespace {
+
+/// Copies the window of `sizes` at `starts` of a row-major array of shape `big` to or from
+/// (`into_big`) a dense array of the window's shape, by rows: `win` and `big_data` as bytes.
+void copy_window(const Shape& big, const Shape& sizes, const std::vector<int64_t>& starts,
+                 int64_t sz, unsigned char* big_data, unsigned char* win, bool into_big) {
+    const size_t r = big.size();
+    if (numel(sizes) == 0)
+        return;
+    // dims k.. form one contiguous run on both sides: every dim after k is whole
+    size_t k = r == 0 ? 0 : r - 1;
+    while (k > 0 && sizes[k] == big[k])
+        --k;
+    int64_t run = 1;
+    for (size_t d = k; d < r; ++d)
+        run *= sizes[d];
+    const int64_t rows = numel(sizes) / run;
+    const std::vector<int64_t> st = row_major_strides(big);
+    const int64_t base = r == 0 ? 0 : starts[k] * st[k];
+    split_work(rows, 2 * rows * run * sz, [&](int64_t r0, int64_t r1) {
+        for (int64_t row = r0; row < r1; ++row) {
+            int64_t off = base, rem = row;
+            for (size_t d = k; d-- > 0;) {
+                off += (starts[d] + rem % sizes[d]) * st[d];
+                rem /= sizes[d];
+            }
+            unsigned char* b = big_data + off * sz;
+            unsigned char* w = win + row * run * sz;
+            if (into_big)
+                std::memcpy(b, w, size_t(run * sz));
+            else
+                std::memcpy(w, b, size_t(run * sz));
+        }
+    });
+}
+
+} // namespace
+
+void dynamic_slice(const Node& node, const std::vector<Array>& in, Array& out, uint64_t) {
+    const Array& x = in[0];
+    const std::vector<int64_t> s0 = ref::dynamic_starts(node, in[1], x.shape(), out.shape());
+    copy_window(x.shape(), out.shape(), s0, dtype_size(x.dtype()),
+                static_cast<unsigned char*>(const_cast<void*>(x.raw())),
+                static_cast<unsigned char*>(out.raw()), false);
+}
+
+void dynamic_update_slice(const Node& node, const std::vector<Array>& in, Array& out, uint64_t) {
+    const Array &x = in[0], &u = in[1];
+    const std::vector<int64_t> s0 = ref::dynamic_starts(node, in[2], x.shape(), u.shape());
+    if (out.raw() != x.raw()) {
+        const auto* p = static_cast<const unsigned char*>(x.raw());
+        auto* q = static_cast<unsigned char*>(out.raw());
+        const int64_t n = x.nbytes();
+        split_work(n, 2 * n,
+                   [&](int64_t b0, int64_t b1) { std::memcpy(q + b0, p + b0, size_t(b1 - b0)); });
+    }
+    copy_window(x.shape(), u.shape(), s0, dtype_size(x.dtype()),
+                static_cast<unsigned char*>(out.raw()),
+                static_cast<unsigned char*>(const_cast<void*>(u.raw())), true);
 }
 
 } // namespace sj::cpu

@@ -79,26 +79,9 @@ Array scatter_kernel(const KernelCtx& c) {
     return scatter_into(c, a.axis, a.mode);
 }
 
-/// Start indices clamped so a window of `sizes` fits in `shape` (XLA semantics).
-std::vector<int64_t> clamped_starts(const Array& starts, const Shape& shape, const Shape& sizes) {
-    std::vector<int64_t> s(shape.size());
-    for (size_t i = 0; i < shape.size(); ++i) {
-        int64_t v = index_at(starts, static_cast<int64_t>(i));
-        int64_t hi = shape[i] - sizes[i];
-        s[i] = v < 0 ? 0 : (v > hi ? hi : v);
-    }
-    return s;
-}
-
-void check_starts_size(const KernelCtx& c, const Array& starts, size_t rank) {
-    SJ_CHECK(starts.size() == int64_t(rank), InputError)
-        << c.node.describe() << ": " << starts.size() << " start indices for rank " << rank;
-}
-
 Array dynamic_slice_kernel(const KernelCtx& c) {
     const Array &x = c.in[0], &starts = c.in[1];
-    check_starts_size(c, starts, x.shape().size());
-    auto s0 = clamped_starts(starts, x.shape(), c.out.shape);
+    auto s0 = dynamic_starts(c.node, starts, x.shape(), c.out.shape);
     auto st = row_major_strides(x.shape());
     Array out(c.out.dtype, c.out.shape);
     int64_t sz = dtype_size(x.dtype());
@@ -115,8 +98,7 @@ Array dynamic_slice_kernel(const KernelCtx& c) {
 
 Array dus_kernel(const KernelCtx& c) {
     const Array &x = c.in[0], &u = c.in[1], &starts = c.in[2];
-    check_starts_size(c, starts, x.shape().size());
-    auto s0 = clamped_starts(starts, x.shape(), u.shape());
+    auto s0 = dynamic_starts(c.node, starts, x.shape(), u.shape());
     auto st = row_major_strides(x.shape());
     Array out = x.clone();
     int64_t sz = dtype_size(x.dtype());
@@ -185,6 +167,19 @@ std::string position_str(const Shape& s, int64_t k) {
 void throw_index_out_of_range(const Node& node, int64_t v, int64_t k, int64_t len) {
     SJ_THROW(InputError) << node.describe() << ": index " << v << " (at position " << k << " of "
                          << node.input(1)->describe() << ") is out of range [0, " << len << ")";
+}
+
+std::vector<int64_t> dynamic_starts(const Node& node, const Array& starts, const Shape& shape,
+                                    const Shape& sizes) {
+    SJ_CHECK(starts.size() == int64_t(shape.size()), InputError)
+        << node.describe() << ": " << starts.size() << " start indices for rank " << shape.size();
+    std::vector<int64_t> s(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        int64_t v = index_at(starts, static_cast<int64_t>(i));
+        int64_t hi = shape[i] - sizes[i];
+        s[i] = v < 0 ? 0 : (v > hi ? hi : v);
+    }
+    return s;
 }
 
 void throw_check_index(const Node& node, const Array& idx, int64_t k, int64_t v) {

@@ -48,6 +48,11 @@ inline std::string linalg_where(const Node& n) {
 [[noreturn]] void throw_index_out_of_range(const Node& node, int64_t v, int64_t k, int64_t len);
 /// check_index node's InputError for value v at flat position k of idx (both backends).
 [[noreturn]] void throw_check_index(const Node& node, const Array& idx, int64_t k, int64_t v);
+/// dynamic_slice's and dynamic_update_slice's start indices (`starts`, one per dim of `shape`,
+/// else an InputError naming the node), each clamped so that a window of `sizes` fits in
+/// `shape` (XLA's semantics; both backends).
+std::vector<int64_t> dynamic_starts(const Node& node, const Array& starts, const Shape& shape,
+                                    const Shape& sizes);
 
 // Each family file fills its rows of the kernel table.
 void register_elementwise_kernels(Kernel* table);
