@@ -244,12 +244,9 @@ Tensor past_end_if_out_of_range(const Tensor& idx, const Tensor& size) {
 /// [B * L, rest...], at i + b * L (take_along_axis's gather, Note [Taking along an axis], is of
 /// this kind). An index outside [0, L) would read another example's table, so it is checked
 /// first: check_index on a known L, else moved past the end of the stack, which the gather
-/// refuses. Along another axis, or with more than one dim of unknown size after the table's
-/// axis, vmap loops over the examples.
-Tensor batch_gather_both(const BatchArgs& b) {
-    const Tensor &x = b.in[0], &i = b.in[1];
-    if (b.n.attr<AxisAttrs>().axis != 0)
-        return Tensor();
+/// refuses. x: [B, L, rest...], i: [B, m...]; the result [B, m..., rest...]. Undefined (vmap
+/// loops) with more than one dim of unknown size after the table's axis.
+Tensor gather_stacked(const Tensor& x, const Tensor& i) {
     Shape flat{-1};
     for (int d = 2; d < x.rank(); ++d) {
         if (x.dim(d) < 0)
@@ -263,8 +260,61 @@ Tensor batch_gather_both(const BatchArgs& b) {
         idx = check_index(idx, len, {}, "gather (under vmap): index");
     else
         idx = past_end_if_out_of_range(idx, size);
-    Tensor example = cumsum(cast(ones_like(idx), DType::I64), 0) - 1.0;
+    // each row's number, [B, 1, ...]: from arange when B is known, else a cumsum of B ones
+    Shape column(size_t(idx.rank()), 1);
+    column[0] = idx.dim(0);
+    Tensor example;
+    if (idx.dim(0) >= 0) {
+        example = reshape(arange(idx.dim(0)), column);
+    } else {
+        std::vector<int64_t> start(size_t(idx.rank()), 0), stop(size_t(idx.rank()), 1),
+            step(size_t(idx.rank()), 1);
+        stop[0] = Index::kEnd;
+        Tensor first = index_slice(idx, start, stop, step, 0);
+        example = cumsum(ones_like(first), 0) - 1.0;
+    }
     return make(Op::Gather, {reshape(x, flat), idx + example * size}, AxisAttrs{0, false});
+}
+
+/// gather(x, i, axis) with a table and indices per example (gather_stacked). Along an axis a >
+/// 0 of the example's table, x [B, d_0 .. d_{a-1}, L, rest...] is read as [B * D, L, rest...]
+/// (D = d_0 ... d_{a-1}; a reshape, no copy), each example's indices repeated for its D rows:
+/// one gather of what the result needs, then a reshape to [B, d_0 .. d_{a-1}, m..., rest...].
+/// (Moving the axis next to the batch instead would copy every table whole: measured slower
+/// than the loop over the examples.) Undefined (vmap loops) with a dim of unknown size other
+/// than the batch, except one after the table's axis when a is 0.
+Tensor batch_gather_both(const BatchArgs& b) {
+    const Tensor &x = b.in[0], &i = b.in[1];
+    const int64_t a = b.n.attr<AxisAttrs>().axis; // (the example's axis; the batch is dim 0)
+    if (a == 0)
+        return gather_stacked(x, i);
+    for (int64_t d = 1; d < x.rank(); ++d)
+        if (x.dim(d) < 0)
+            return Tensor();
+    for (int64_t d = 1; d < i.rank(); ++d)
+        if (i.dim(d) < 0)
+            return Tensor();
+    Shape rows{-1}, lead{-1}, ones{-1}, spread, out{-1}, idx_rows{-1};
+    for (int64_t d = 1; d <= a; ++d) {
+        lead.push_back(x.dim(d));
+        ones.push_back(1);
+        spread.push_back(x.dim(d));
+        out.push_back(x.dim(d));
+    }
+    for (int64_t d = a + 1; d < x.rank(); ++d)
+        rows.push_back(x.dim(d));
+    for (int64_t d = 1; d < i.rank(); ++d) {
+        ones.push_back(i.dim(d));
+        spread.push_back(1);
+        out.push_back(i.dim(d));
+        idx_rows.push_back(i.dim(d));
+    }
+    for (int64_t d = a + 2; d < x.rank(); ++d)
+        out.push_back(x.dim(d));
+    // [B, 1.., m...] + zeros [d_0 .., 1..] -> [B, d_0 .., m...] -> [B * D, m...]
+    Tensor idx = reshape(cast(i, DType::I64), ones) + zeros(spread, DType::I64);
+    Tensor g = gather_stacked(reshape(x, rows), reshape(idx, idx_rows));
+    return g.defined() ? reshape(g, out) : g;
 }
 
 Tensor batch_gather(const BatchArgs& b) {

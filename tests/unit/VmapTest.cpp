@@ -237,6 +237,24 @@ TEST_P(Vmap, GatherAndOneHot) {
         3, opts());
 }
 
+TEST_P(Vmap, GatherAlongLaterAxesWithBothBatched) {
+    // a table and indices per example, along the example's axis 1 and 2 (and 0), with 2-d
+    // indices: one gather between two transposes, no loop over the examples
+    Placeholder t({3, 4, 6, 3}, DType::F64, "t"), i({3, 2, 3}, DType::I64, "i");
+    auto fn = [](const Ts& a) {
+        return Ts{gather(a[0], a[1], 1), gather(a[0], a[1] % 3, 2), gather(a[0], a[1] % 4, 0)};
+    };
+    Array idx(DType::I64, {3, 2, 3});
+    for (int64_t n = 0; n < 18; ++n)
+        idx.data<int64_t>()[n] = (n * 5 + 1) % 6;
+    VmapOptions o{{0, 0}, {}, ""};
+    Ts got = vmap(fn, o)({t, i});
+    EXPECT_EQ(batch_loops(got), 0);
+    EXPECT_EQ(got[0].shape(), (Shape{3, 4, 2, 3, 3}));
+    EXPECT_EQ(got[1].shape(), (Shape{3, 4, 6, 2, 3}));
+    check_against_loop(fn, {t, i}, {random_array(DType::F64, {3, 4, 6, 3}, 41), idx}, o, 3, opts());
+}
+
 TEST_P(Vmap, ConvAndPool) {
     Placeholder x({3, 2, 1, 6, 6}, DType::F64, "x"), w({4, 1, 3, 3}, DType::F64, "w"),
         ws({3, 4, 1, 3, 3}, DType::F64, "ws");
