@@ -329,10 +329,60 @@ Tensor batch_gather(const BatchArgs& b) {
     return move_batch_axis_to_front(make(Op::Gather, {b.in[0], b.in[1]}, a), a.axis);
 }
 
+/// dynamic_slice per example. The same starts for every example: one dynamic_slice of the batch
+/// whole (its size known). Starts per example: one gather of single elements from the tables
+/// flattened, at row * N + the window's start (clamped as the op clamps) + each window
+/// element's offset (a constant of the window's shape). Undefined (vmap loops) when the
+/// example's shape, or the batch size with shared starts, is unknown, or for a window of more
+/// than 2^24 elements (its offsets would be a large constant).
+Tensor batch_dynamic_slice(const BatchArgs& b) {
+    const Tensor &x = b.in[0], &starts = b.in[1];
+    const Shape& sizes = b.n.attr<DynamicSliceAttrs>().sizes;
+    const bool xb = b.batched[0];
+    if (!b.batched[1]) { // (x batched)
+        if (x.dim(0) < 0)
+            return Tensor();
+        Shape all{x.dim(0)};
+        all.insert(all.end(), sizes.begin(), sizes.end());
+        return dynamic_slice(x, concat({zeros({1}, starts.dtype()), starts}, 0), all);
+    }
+    const Shape ex(x.shape().begin() + (xb ? 1 : 0), x.shape().end());
+    for (int64_t d : ex)
+        if (d < 0)
+            return Tensor();
+    const int64_t r = int64_t(ex.size()), n = numel(ex), w = numel(sizes);
+    if (w > (int64_t(1) << 24))
+        return Tensor();
+    const std::vector<int64_t> st = row_major_strides(ex);
+    std::vector<int64_t> hi(static_cast<size_t>(r)), offsets(static_cast<size_t>(w));
+    for (int64_t d = 0; d < r; ++d)
+        hi[size_t(d)] = ex[size_t(d)] - sizes[size_t(d)];
+    const std::vector<int64_t> wst = row_major_strides(sizes);
+    for (int64_t k = 0; k < w; ++k) { // each window element's offset in the example
+        int64_t off = 0;
+        for (int64_t d = 0; d < r; ++d)
+            off += (k / wst[size_t(d)] % sizes[size_t(d)]) * st[size_t(d)];
+        offsets[size_t(k)] = off;
+    }
+    // the clamped starts [B, r] -> each example's window start [B]
+    Tensor s = minimum(maximum(cast(starts, DType::I64), 0.0), constant(Array(hi, {r})));
+    Tensor first = sum(s * constant(Array(std::vector<int64_t>(st), {r})), {1});
+    if (xb) {
+        Tensor row = x.dim(0) >= 0 ? arange(x.dim(0)) : cumsum(ones_like(first), 0) - 1.0;
+        first = first + row * double(n);
+    }
+    Shape column(sizes.size() + 1, 1), window{1}; // [B, 1...] + [1, sizes...]
+    column[0] = -1;
+    window.insert(window.end(), sizes.begin(), sizes.end());
+    Tensor idx = reshape(first, column) + reshape(constant(Array(offsets, {w})), window);
+    return make(Op::Gather, {reshape(x, {-1}), idx}, AxisAttrs{0, false});
+}
+
 } // namespace
 
 void register_indexing_ops(OpDef* t) {
     t[int(Op::Gather)].batch = batch_gather;
+    t[int(Op::DynamicSlice)].batch = batch_dynamic_slice;
     t[int(Op::OneHot)].batch = batch_as_is; // each index on its own
     t[int(Op::CheckIndex)].batch = batch_as_is; // each index on its own
     t[int(Op::Gather)].infer = infer_gather;

@@ -255,6 +255,28 @@ TEST_P(Vmap, GatherAlongLaterAxesWithBothBatched) {
     check_against_loop(fn, {t, i}, {random_array(DType::F64, {3, 4, 6, 3}, 41), idx}, o, 3, opts());
 }
 
+TEST_P(Vmap, DynamicSliceWithStartsPerExampleIsOneGather) {
+    // random crops: a window per example at its own starts, clamped as the op clamps (past the
+    // end, negative), from tables per example or one shared table; shared starts on batched
+    // tables; none of them loops
+    Placeholder x({4, 3, 7, 9}, DType::F64, "x"), s({4, 3}, DType::I32, "s"),
+        shared({3, 7, 9}, DType::F64, "shared"), one({3}, DType::I64, "one");
+    auto fn = [](const Ts& a) {
+        return Ts{dynamic_slice(a[0], a[1], {2, 4, 5}), dynamic_slice(a[2], a[1], {3, 2, 9}),
+                  dynamic_slice(a[0], a[3], {1, 7, 3})};
+    };
+    Array sv(std::vector<int32_t>{0, 1, 2, 1, 5, 9, -2, 0, 3, 2, 3, -1}, {4, 3});
+    VmapOptions o{{0, 0, not_mapped, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, s, shared, one});
+    EXPECT_EQ(batch_loops(got), 0);
+    EXPECT_EQ(got[0].shape(), (Shape{4, 2, 4, 5}));
+    check_against_loop(fn, {x, s, shared, one},
+                       {random_array(DType::F64, {4, 3, 7, 9}, 42), sv,
+                        random_array(DType::F64, {3, 7, 9}, 43),
+                        Array(std::vector<int64_t>{2, 3, 4}, {3})},
+                       o, 4, opts());
+}
+
 TEST_P(Vmap, ConvAndPool) {
     Placeholder x({3, 2, 1, 6, 6}, DType::F64, "x"), w({4, 1, 3, 3}, DType::F64, "w"),
         ws({3, 4, 1, 3, 3}, DType::F64, "ws");
