@@ -240,6 +240,19 @@ Tensor past_end_if_out_of_range(const Tensor& idx, const Tensor& size) {
 
 // Batching (Note [Batching rules] in src/api/Vmap.cpp).
 
+/// Each row's number (i64), [R, 1, ...] for idx [R, ...]: an arange when R is known, else a
+/// cumsum of R ones.
+Tensor row_numbers(const Tensor& idx) {
+    Shape column(size_t(idx.rank()), 1);
+    column[0] = idx.dim(0);
+    if (idx.dim(0) >= 0)
+        return reshape(arange(idx.dim(0)), column);
+    std::vector<int64_t> start(size_t(idx.rank()), 0), stop(size_t(idx.rank()), 1),
+        step(size_t(idx.rank()), 1);
+    stop[0] = Index::kEnd;
+    return cumsum(ones_like(index_slice(idx, start, stop, step, 0)), 0) - 1.0;
+}
+
 /// gather(x, i, 0) with a table and indices per example: one gather from the tables stacked,
 /// [B * L, rest...], at i + b * L (take_along_axis's gather, Note [Taking along an axis], is of
 /// this kind). An index outside [0, L) would read another example's table, so it is checked
@@ -260,20 +273,7 @@ Tensor gather_stacked(const Tensor& x, const Tensor& i) {
         idx = check_index(idx, len, {}, "gather (under vmap): index");
     else
         idx = past_end_if_out_of_range(idx, size);
-    // each row's number, [B, 1, ...]: from arange when B is known, else a cumsum of B ones
-    Shape column(size_t(idx.rank()), 1);
-    column[0] = idx.dim(0);
-    Tensor example;
-    if (idx.dim(0) >= 0) {
-        example = reshape(arange(idx.dim(0)), column);
-    } else {
-        std::vector<int64_t> start(size_t(idx.rank()), 0), stop(size_t(idx.rank()), 1),
-            step(size_t(idx.rank()), 1);
-        stop[0] = Index::kEnd;
-        Tensor first = index_slice(idx, start, stop, step, 0);
-        example = cumsum(ones_like(first), 0) - 1.0;
-    }
-    return make(Op::Gather, {reshape(x, flat), idx + example * size}, AxisAttrs{0, false});
+    return make(Op::Gather, {reshape(x, flat), idx + row_numbers(idx) * size}, AxisAttrs{0, false});
 }
 
 /// gather(x, i, axis) with a table and indices per example (gather_stacked). Along an axis a >
@@ -294,9 +294,8 @@ Tensor batch_gather_both(const BatchArgs& b) {
     for (int64_t d = 1; d < i.rank(); ++d)
         if (i.dim(d) < 0)
             return Tensor();
-    Shape rows{-1}, lead{-1}, ones{-1}, spread, out{-1}, idx_rows{-1};
+    Shape rows{-1}, ones{-1}, spread, out{-1}, idx_rows{-1};
     for (int64_t d = 1; d <= a; ++d) {
-        lead.push_back(x.dim(d));
         ones.push_back(1);
         spread.push_back(x.dim(d));
         out.push_back(x.dim(d));
@@ -378,11 +377,65 @@ Tensor batch_dynamic_slice(const BatchArgs& b) {
     return make(Op::Gather, {reshape(x, {-1}), idx}, AxisAttrs{0, false});
 }
 
+/// scatter_add and scatter per example (the gradient of a gather per example, as per-example
+/// gradients of an embedding make): every input batched (repeated when it is not), then one
+/// scatter into the targets stacked. x [B, d_0 .. d_{a-1}, L, rest...] is read as [B * D * L,
+/// rest...], the updates [B, d_0 .., m..., rest...] as [B * D, m..., rest...], and each
+/// example's indices are repeated for its D rows and moved to their row's place: + row * L.
+/// An index outside [0, L) would write into another example's target, so it is checked first
+/// (check_index on a known L, else moved past the end of the stack, which the scatter refuses).
+/// Each example's updates stay in their order, so a Set scatter's last update still wins.
+/// Undefined (vmap loops) with a dim of unknown size other than the batch in x or the indices.
+Tensor batch_scatter(const BatchArgs& b) {
+    const bool add = b.n.is(Op::ScatterAdd);
+    const int64_t a = add ? b.n.attr<AxisAttrs>().axis : b.n.attr<ScatterAttrs>().axis;
+    const Tensor x = batched_input(b, 0), i = batched_input(b, 1), u = batched_input(b, 2);
+    for (int64_t d = 1; d < x.rank(); ++d)
+        if (x.dim(d) < 0)
+            return Tensor();
+    for (int64_t d = 1; d < i.rank(); ++d)
+        if (i.dim(d) < 0)
+            return Tensor();
+    const int64_t len = x.dim(a + 1);
+    Shape stack{-1}, ones{-1}, spread, idx_rows{-1}, upd_rows{-1};
+    for (int64_t d = 1; d <= a; ++d) {
+        ones.push_back(1);
+        spread.push_back(x.dim(d));
+    }
+    for (int64_t d = a + 2; d < x.rank(); ++d)
+        stack.push_back(x.dim(d));
+    for (int64_t d = 1; d < i.rank(); ++d) {
+        ones.push_back(i.dim(d));
+        spread.push_back(1);
+        idx_rows.push_back(i.dim(d));
+        upd_rows.push_back(i.dim(d));
+    }
+    upd_rows.insert(upd_rows.end(), stack.begin() + 1, stack.end());
+    // [B, 1.., m...] + zeros [d_0 .., 1..] -> [B, d_0 .., m...] -> [B * D, m...]
+    Tensor idx = reshape(reshape(cast(i, DType::I64), ones) + zeros(spread, DType::I64), idx_rows);
+    if (len >= 0)
+        idx = check_index(idx, len, {},
+                          std::string(add ? "scatter_add" : "scatter") + " (under vmap): index");
+    else
+        idx = past_end_if_out_of_range(idx, runtime_dim(x, a + 1));
+    Tensor pos = idx + row_numbers(idx) *
+                           (len >= 0 ? scalar(double(len), DType::I64) : runtime_dim(x, a + 1));
+    Tensor r = add ? make(Op::ScatterAdd, {reshape(x, stack), pos, reshape(u, upd_rows)},
+                          AxisAttrs{0, false})
+                   : make(Op::Scatter, {reshape(x, stack), pos, reshape(u, upd_rows)},
+                          ScatterAttrs{0, b.n.attr<ScatterAttrs>().mode});
+    Shape whole = x.shape();
+    whole[0] = -1;
+    return reshape(r, whole);
+}
+
 } // namespace
 
 void register_indexing_ops(OpDef* t) {
     t[int(Op::Gather)].batch = batch_gather;
     t[int(Op::DynamicSlice)].batch = batch_dynamic_slice;
+    t[int(Op::ScatterAdd)].batch = batch_scatter;
+    t[int(Op::Scatter)].batch = batch_scatter;
     t[int(Op::OneHot)].batch = batch_as_is; // each index on its own
     t[int(Op::CheckIndex)].batch = batch_as_is; // each index on its own
     t[int(Op::Gather)].infer = infer_gather;

@@ -589,6 +589,63 @@ TEST_P(Vmap, GatherPerExampleChecksItsIndices) {
     }
 }
 
+TEST_P(Vmap, ScattersPerExampleAreOneScatter) {
+    // scatter_add and scatter (every mode) with targets, indices and updates per example or
+    // shared, along the example's axes 0 and 1, repeated indices included: one scatter into the
+    // stacked targets, against the loop
+    Placeholder x({3, 4, 5}, DType::F64, "x"), i({3, 6}, DType::I64, "i"),
+        u0({3, 6, 5}, DType::F64, "u0"), u1({3, 4, 6}, DType::F64, "u1"),
+        shared({4, 5}, DType::F64, "shared"), si({6}, DType::I64, "si");
+    auto fn = [](const Ts& a) {
+        Tensor i4 = a[1] % 4, i5 = a[1] % 5;
+        return Ts{scatter_add(a[0], i4, a[2], 0),
+                  scatter_add(a[0], i5, a[3], 1),
+                  scatter(a[0], i4, a[2], 0, ScatterMode::Set),
+                  scatter(a[0], i5, a[3], 1, ScatterMode::Max),
+                  scatter(a[0], i4, a[2], 0, ScatterMode::Mul),
+                  scatter_add(a[4], i4, a[2], 0),                      // shared target
+                  scatter_add(a[0], a[5] % 4, a[2], 0),                // shared indices
+                  scatter(a[4], a[5] % 5, a[3], 1, ScatterMode::Min)}; // only updates batched
+    };
+    Array iv(std::vector<int64_t>{0, 3, 3, 1, 7, 2, 4, 4, 4, 0, 1, 9, 2, 6, 5, 5, 3, 0}, {3, 6});
+    VmapOptions o{{0, 0, 0, 0, not_mapped, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, i, u0, u1, shared, si});
+    EXPECT_EQ(batch_loops(got), 0);
+    check_against_loop(
+        fn, {x, i, u0, u1, shared, si},
+        {random_array(DType::F64, {3, 4, 5}, 44), iv, random_array(DType::F64, {3, 6, 5}, 45),
+         random_array(DType::F64, {3, 4, 6}, 46), random_array(DType::F64, {4, 5}, 47),
+         Array(std::vector<int64_t>{1, 3, 1, 0, 2, 6}, {6})},
+        o, 3, opts());
+    // an index past an example's own target must not write into the next one's
+    Ts s = vmap([](const Ts& a) { return Ts{scatter_add(a[0], a[1], a[2], 0)}; }, {})({x, i, u0});
+    Function f = function({x, i, u0}, s, {}, opts());
+    std::string m = message_of<InputError>([&] {
+        f(random_array(DType::F64, {3, 4, 5}, 48), iv, random_array(DType::F64, {3, 6, 5}, 49));
+    });
+    EXPECT_NE(m.find("out of range"), std::string::npos) << m;
+}
+
+// Per-example gradients of an embedding lookup: the gather's gradient is a scatter_add per
+// example, now one scatter, against each example's own gradient graph.
+TEST_P(Vmap, PerExampleEmbeddingGradients) {
+    const int64_t B = 4, V = 9, E = 3, T = 5;
+    Placeholder tok({B, T}, DType::I64, "tok");
+    Variable emb(random_array(DType::F64, {V, E}, 50), "emb");
+    auto loss = [&](const Tensor& t) { return sum(tanh(gather(emb, t, 0)) * 1.5); };
+    Ts g = vmap([&](const Ts& a) { return gradients(loss(a[0]), {emb}); }, {})({tok});
+    EXPECT_FALSE(has_op(g, Op::Scan));
+    Array tv(std::vector<int64_t>{0, 8, 8, 3, 1, 2, 2, 2, 7, 0, 5, 4, 3, 2, 1, 6, 6, 0, 8, 4},
+             {B, T});
+    Array r = function({tok}, g, {}, opts())(tv)[0];
+    for (int64_t b = 0; b < B; ++b) {
+        Array e =
+            function({tok}, gradients(loss(take(tok, b, 0)), {emb}), {}, on("reference"))(tv)[0];
+        for (int64_t k = 0; k < V * E; ++k)
+            EXPECT_NEAR(r.at(b * V * E + k), e.at(k), 1e-12) << "example " << b;
+    }
+}
+
 TEST_P(Vmap, Errors) {
     Placeholder x({4, 3}, DType::F64, "x"), y({5, 3}, DType::F64, "y"), s({}, DType::F64, "s");
     auto add = [](const Ts& a) { return Ts{a[0] + a[1]}; };
