@@ -328,24 +328,12 @@ Tensor batch_gather(const BatchArgs& b) {
     return move_batch_axis_to_front(make(Op::Gather, {b.in[0], b.in[1]}, a), a.axis);
 }
 
-/// dynamic_slice per example. The same starts for every example: one dynamic_slice of the batch
-/// whole (its size known). Starts per example: one gather of single elements from the tables
-/// flattened, at row * N + the window's start (clamped as the op clamps) + each window
-/// element's offset (a constant of the window's shape). Undefined (vmap loops) when the
-/// example's shape, or the batch size with shared starts, is unknown, or for a window of more
-/// than 2^24 elements (its offsets would be a large constant).
-Tensor batch_dynamic_slice(const BatchArgs& b) {
-    const Tensor &x = b.in[0], &starts = b.in[1];
-    const Shape& sizes = b.n.attr<DynamicSliceAttrs>().sizes;
-    const bool xb = b.batched[0];
-    if (!b.batched[1]) { // (x batched)
-        if (x.dim(0) < 0)
-            return Tensor();
-        Shape all{x.dim(0)};
-        all.insert(all.end(), sizes.begin(), sizes.end());
-        return dynamic_slice(x, concat({zeros({1}, starts.dtype()), starts}, 0), all);
-    }
-    const Shape ex(x.shape().begin() + (xb ? 1 : 0), x.shape().end());
+/// The linear positions (i64, [B, sizes...]) of the elements of windows of `sizes` at starts
+/// per example ([B, r], clamped as dynamic_slice clamps them) in tables of shape `ex`; when
+/// `stacked`, in the B tables stacked (+ row * N, the rows counted from `starts`). Undefined when
+/// a dim of `ex` is unknown, or for a window of more than 2^24 elements (its offsets, a
+/// constant, would be large).
+Tensor window_positions(const Shape& ex, const Shape& sizes, const Tensor& starts, bool stacked) {
     for (int64_t d : ex)
         if (d < 0)
             return Tensor();
@@ -366,15 +354,59 @@ Tensor batch_dynamic_slice(const BatchArgs& b) {
     // the clamped starts [B, r] -> each example's window start [B]
     Tensor s = minimum(maximum(cast(starts, DType::I64), 0.0), constant(Array(hi, {r})));
     Tensor first = sum(s * constant(Array(std::vector<int64_t>(st), {r})), {1});
-    if (xb) {
-        Tensor row = x.dim(0) >= 0 ? arange(x.dim(0)) : cumsum(ones_like(first), 0) - 1.0;
+    if (stacked) {
+        Tensor row = starts.dim(0) >= 0 ? arange(starts.dim(0)) : cumsum(ones_like(first), 0) - 1.0;
         first = first + row * double(n);
     }
     Shape column(sizes.size() + 1, 1), window{1}; // [B, 1...] + [1, sizes...]
     column[0] = -1;
     window.insert(window.end(), sizes.begin(), sizes.end());
-    Tensor idx = reshape(first, column) + reshape(constant(Array(offsets, {w})), window);
+    return reshape(first, column) + reshape(constant(Array(offsets, {w})), window);
+}
+
+/// dynamic_slice per example. The same starts for every example: one dynamic_slice of the batch
+/// whole (its size known). Starts per example: one gather of single elements from the tables
+/// flattened, at their window_positions. Undefined (vmap loops) where window_positions is, or
+/// with shared starts and an unknown batch size.
+Tensor batch_dynamic_slice(const BatchArgs& b) {
+    const Tensor &x = b.in[0], &starts = b.in[1];
+    const Shape& sizes = b.n.attr<DynamicSliceAttrs>().sizes;
+    const bool xb = b.batched[0];
+    if (!b.batched[1]) { // (x batched)
+        if (x.dim(0) < 0)
+            return Tensor();
+        Shape all{x.dim(0)};
+        all.insert(all.end(), sizes.begin(), sizes.end());
+        return dynamic_slice(x, concat({zeros({1}, starts.dtype()), starts}, 0), all);
+    }
+    const Shape ex(x.shape().begin() + (xb ? 1 : 0), x.shape().end());
+    Tensor idx = window_positions(ex, sizes, starts, xb);
+    if (!idx.defined())
+        return idx;
     return make(Op::Gather, {reshape(x, {-1}), idx}, AxisAttrs{0, false});
+}
+
+/// dynamic_update_slice per example: the targets and updates batched (repeated when shared).
+/// The same starts for every example: one dynamic_update_slice of the batch whole. Starts per
+/// example: one Set scatter of the updates' elements into the targets stacked and flattened, at
+/// their window_positions (distinct within an example, so no write competes with another).
+Tensor batch_dus(const BatchArgs& b) {
+    const Tensor x = batched_input(b, 0), u = batched_input(b, 1), &starts = b.in[2];
+    if (!b.batched[2])
+        return dynamic_update_slice(x, u, concat({zeros({1}, starts.dtype()), starts}, 0));
+    const Shape ex(x.shape().begin() + 1, x.shape().end()),
+        sizes(u.shape().begin() + 1, u.shape().end());
+    for (int64_t d : sizes)
+        if (d < 0)
+            return Tensor();
+    Tensor idx = window_positions(ex, sizes, starts, true);
+    if (!idx.defined())
+        return idx;
+    Shape whole = x.shape();
+    whole[0] = -1;
+    return reshape(make(Op::Scatter, {reshape(x, {-1}), reshape(idx, {-1}), reshape(u, {-1})},
+                        ScatterAttrs{0, ScatterMode::Set}),
+                   whole);
 }
 
 /// scatter_add and scatter per example (the gradient of a gather per example, as per-example
@@ -434,6 +466,7 @@ Tensor batch_scatter(const BatchArgs& b) {
 void register_indexing_ops(OpDef* t) {
     t[int(Op::Gather)].batch = batch_gather;
     t[int(Op::DynamicSlice)].batch = batch_dynamic_slice;
+    t[int(Op::DynamicUpdateSlice)].batch = batch_dus;
     t[int(Op::ScatterAdd)].batch = batch_scatter;
     t[int(Op::Scatter)].batch = batch_scatter;
     t[int(Op::OneHot)].batch = batch_as_is; // each index on its own

@@ -277,6 +277,29 @@ TEST_P(Vmap, DynamicSliceWithStartsPerExampleIsOneGather) {
                        o, 4, opts());
 }
 
+TEST_P(Vmap, DynamicUpdateSliceWithStartsPerExampleIsOneScatter) {
+    // a window per example written at its own starts, clamped as the op clamps (past the end,
+    // negative), into targets per example or one shared target, from updates per example or
+    // shared; shared starts; none of them loops
+    Placeholder x({4, 3, 7, 9}, DType::F64, "x"), s({4, 3}, DType::I32, "s"),
+        u({4, 2, 4, 5}, DType::F64, "u"), shared({3, 7, 9}, DType::F64, "shared"),
+        su({2, 4, 5}, DType::F64, "su"), one({3}, DType::I64, "one");
+    auto fn = [](const Ts& a) {
+        return Ts{dynamic_update_slice(a[0], a[2], a[1]), dynamic_update_slice(a[3], a[2], a[1]),
+                  dynamic_update_slice(a[0], a[4], a[1]), dynamic_update_slice(a[0], a[2], a[5])};
+    };
+    Array sv(std::vector<int32_t>{0, 1, 2, 1, 5, 9, -2, 0, 3, 2, 3, -1}, {4, 3});
+    VmapOptions o{{0, 0, 0, not_mapped, not_mapped, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({x, s, u, shared, su, one});
+    EXPECT_EQ(batch_loops(got), 0);
+    check_against_loop(
+        fn, {x, s, u, shared, su, one},
+        {random_array(DType::F64, {4, 3, 7, 9}, 51), sv, random_array(DType::F64, {4, 2, 4, 5}, 52),
+         random_array(DType::F64, {3, 7, 9}, 53), random_array(DType::F64, {2, 4, 5}, 54),
+         Array(std::vector<int64_t>{0, 3, 6}, {3})},
+        o, 4, opts());
+}
+
 TEST_P(Vmap, ConvAndPool) {
     Placeholder x({3, 2, 1, 6, 6}, DType::F64, "x"), w({4, 1, 3, 3}, DType::F64, "w"),
         ws({3, 4, 1, 3, 3}, DType::F64, "ws");
