@@ -276,6 +276,30 @@ Tensor gather_stacked(const Tensor& x, const Tensor& i) {
     return make(Op::Gather, {reshape(x, flat), idx + row_numbers(idx) * size}, AxisAttrs{0, false});
 }
 
+/// Each example's indices i [B, m...] repeated for the D = d_0 ... d_{a-1} rows before axis a of
+/// the batched x [B, d_0 .. d_{a-1}, L, rest...]: [B * D, m...] (i64). Undefined when a dim of x
+/// or i other than the batch has an unknown size.
+Tensor indices_per_row(const Tensor& x, const Tensor& i, int64_t a) {
+    for (int64_t d = 1; d < x.rank(); ++d)
+        if (x.dim(d) < 0)
+            return Tensor();
+    for (int64_t d = 1; d < i.rank(); ++d)
+        if (i.dim(d) < 0)
+            return Tensor();
+    Shape ones{-1}, spread, rows{-1};
+    for (int64_t d = 1; d <= a; ++d) {
+        ones.push_back(1);
+        spread.push_back(x.dim(d));
+    }
+    for (int64_t d = 1; d < i.rank(); ++d) {
+        ones.push_back(i.dim(d));
+        spread.push_back(1);
+        rows.push_back(i.dim(d));
+    }
+    // [B, 1.., m...] + zeros [d_0 .., 1..] -> [B, d_0 .., m...] -> [B * D, m...]
+    return reshape(reshape(cast(i, DType::I64), ones) + zeros(spread, DType::I64), rows);
+}
+
 /// gather(x, i, axis) with a table and indices per example (gather_stacked). Along an axis a >
 /// 0 of the example's table, x [B, d_0 .. d_{a-1}, L, rest...] is read as [B * D, L, rest...]
 /// (D = d_0 ... d_{a-1}; a reshape, no copy), each example's indices repeated for its D rows:
@@ -288,31 +312,16 @@ Tensor batch_gather_both(const BatchArgs& b) {
     const int64_t a = b.n.attr<AxisAttrs>().axis; // (the example's axis; the batch is dim 0)
     if (a == 0)
         return gather_stacked(x, i);
-    for (int64_t d = 1; d < x.rank(); ++d)
-        if (x.dim(d) < 0)
-            return Tensor();
-    for (int64_t d = 1; d < i.rank(); ++d)
-        if (i.dim(d) < 0)
-            return Tensor();
-    Shape rows{-1}, ones{-1}, spread, out{-1}, idx_rows{-1};
-    for (int64_t d = 1; d <= a; ++d) {
-        ones.push_back(1);
-        spread.push_back(x.dim(d));
-        out.push_back(x.dim(d));
-    }
+    Tensor idx = indices_per_row(x, i, a);
+    if (!idx.defined())
+        return idx;
+    Shape rows{-1}, out{-1};
     for (int64_t d = a + 1; d < x.rank(); ++d)
         rows.push_back(x.dim(d));
-    for (int64_t d = 1; d < i.rank(); ++d) {
-        ones.push_back(i.dim(d));
-        spread.push_back(1);
-        out.push_back(i.dim(d));
-        idx_rows.push_back(i.dim(d));
-    }
-    for (int64_t d = a + 2; d < x.rank(); ++d)
-        out.push_back(x.dim(d));
-    // [B, 1.., m...] + zeros [d_0 .., 1..] -> [B, d_0 .., m...] -> [B * D, m...]
-    Tensor idx = reshape(cast(i, DType::I64), ones) + zeros(spread, DType::I64);
-    Tensor g = gather_stacked(reshape(x, rows), reshape(idx, idx_rows));
+    out.insert(out.end(), x.shape().begin() + 1, x.shape().begin() + 1 + a);
+    out.insert(out.end(), i.shape().begin() + 1, i.shape().end());
+    out.insert(out.end(), x.shape().begin() + a + 2, x.shape().end());
+    Tensor g = gather_stacked(reshape(x, rows), idx);
     return g.defined() ? reshape(g, out) : g;
 }
 
@@ -415,43 +424,26 @@ Tensor batch_dus(const BatchArgs& b) {
 /// rest...], the updates [B, d_0 .., m..., rest...] as [B * D, m..., rest...], and each
 /// example's indices are repeated for its D rows and moved to their row's place: + row * L.
 /// An index outside [0, L) would write into another example's target, so it is checked first
-/// (check_index on a known L, else moved past the end of the stack, which the scatter refuses).
+/// (check_index).
 /// Each example's updates stay in their order, so a Set scatter's last update still wins.
 /// Undefined (vmap loops) with a dim of unknown size other than the batch in x or the indices.
 Tensor batch_scatter(const BatchArgs& b) {
     const bool add = b.n.is(Op::ScatterAdd);
     const int64_t a = add ? b.n.attr<AxisAttrs>().axis : b.n.attr<ScatterAttrs>().axis;
     const Tensor x = batched_input(b, 0), i = batched_input(b, 1), u = batched_input(b, 2);
-    for (int64_t d = 1; d < x.rank(); ++d)
-        if (x.dim(d) < 0)
-            return Tensor();
-    for (int64_t d = 1; d < i.rank(); ++d)
-        if (i.dim(d) < 0)
-            return Tensor();
+    Tensor idx = indices_per_row(x, i, a);
+    if (!idx.defined())
+        return idx;
     const int64_t len = x.dim(a + 1);
-    Shape stack{-1}, ones{-1}, spread, idx_rows{-1}, upd_rows{-1};
-    for (int64_t d = 1; d <= a; ++d) {
-        ones.push_back(1);
-        spread.push_back(x.dim(d));
-    }
+    Shape stack{-1}, upd_rows{-1};
     for (int64_t d = a + 2; d < x.rank(); ++d)
         stack.push_back(x.dim(d));
-    for (int64_t d = 1; d < i.rank(); ++d) {
-        ones.push_back(i.dim(d));
-        spread.push_back(1);
-        idx_rows.push_back(i.dim(d));
-        upd_rows.push_back(i.dim(d));
-    }
+    upd_rows.insert(upd_rows.end(), i.shape().begin() + 1, i.shape().end());
     upd_rows.insert(upd_rows.end(), stack.begin() + 1, stack.end());
-    // [B, 1.., m...] + zeros [d_0 .., 1..] -> [B, d_0 .., m...] -> [B * D, m...]
-    Tensor idx = reshape(reshape(cast(i, DType::I64), ones) + zeros(spread, DType::I64), idx_rows);
-    if (len >= 0)
-        idx = check_index(idx, len, {},
-                          std::string(add ? "scatter_add" : "scatter") + " (under vmap): index");
-    else
-        idx = past_end_if_out_of_range(idx, runtime_dim(x, a + 1));
-    Tensor pos = idx + row_numbers(idx) *
-                           (len >= 0 ? scalar(double(len), DType::I64) : runtime_dim(x, a + 1));
+    // (every dim of x but the batch is known: indices_per_row)
+    idx = check_index(idx, len, {},
+                      std::string(add ? "scatter_add" : "scatter") + " (under vmap): index");
+    Tensor pos = idx + row_numbers(idx) * double(len);
     Tensor r = add ? make(Op::ScatterAdd, {reshape(x, stack), pos, reshape(u, upd_rows)},
                           AxisAttrs{0, false})
                    : make(Op::Scatter, {reshape(x, stack), pos, reshape(u, upd_rows)},
