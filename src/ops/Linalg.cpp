@@ -203,6 +203,12 @@ TensorType infer_triangular_solve(const InferCtx& c) {
     return {c.in[1].dtype, out};
 }
 
+/// triangular_solve per example: the matrix and the right-hand side both batched (the shared one
+/// repeated: the op wants the same batch dims on both), one solve of the whole batch.
+Tensor batch_triangular_solve(const BatchArgs& b) {
+    return make(Op::TriangularSolve, {batched_input(b, 0), batched_input(b, 1)}, b.n.attrs());
+}
+
 /// The mask of the entries of A that triangular_solve reads: the selected triangle, without
 /// the diagonal when it is taken as 1.
 Tensor used_triangle(const Node& n, const Tensor& a) {
@@ -290,6 +296,9 @@ void register_linalg_ops(OpDef* t) {
     t[int(Op::DotGeneral)].infer = infer_dot_general;
     t[int(Op::Cholesky)].infer = infer_cholesky;
     t[int(Op::TriangularSolve)].infer = infer_triangular_solve;
+    // (their leading dims are a batch already: vmap's is one more)
+    t[int(Op::Cholesky)].batch = batch_as_is;
+    t[int(Op::TriangularSolve)].batch = batch_triangular_solve;
     register_grads(t);
 }
 

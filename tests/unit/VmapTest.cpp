@@ -300,6 +300,32 @@ TEST_P(Vmap, DynamicUpdateSliceWithStartsPerExampleIsOneScatter) {
         o, 4, opts());
 }
 
+TEST_P(Vmap, CholeskyAndTriangularSolveBatchTheirOwnLeadingDims) {
+    // a matrix per example (shared or per-example right-hand sides), and per-example gradients
+    // of a Gaussian log-density through both: no loop
+    Placeholder m({3, 4, 4}, DType::F64, "m"), r({3, 4, 2}, DType::F64, "r"),
+        shared({4, 2}, DType::F64, "shared"), sa({4, 4}, DType::F64, "sa");
+    auto fn = [](const Ts& a) {
+        Tensor spd = matmul(a[0], transpose(a[0], {1, 0})) + 4.0 * eye(4, -1, 0, DType::F64);
+        Tensor l = cholesky(spd);
+        Tensor sl =
+            cholesky(matmul(a[3], transpose(a[3], {1, 0})) + 4.0 * eye(4, -1, 0, DType::F64));
+        Tensor z = triangular_solve(l, a[1], true, true);
+        Tensor logdet = sum(log(diagonal(l, 0, 0, 1)));
+        Tensor density = -0.5 * sum(z * z) - logdet;
+        return Ts{l, z, triangular_solve(l, a[2], true, true),
+                  triangular_solve(sl, a[1], true, true), gradients(density, {a[0], a[1]})[0]};
+    };
+    VmapOptions o{{0, 0, not_mapped, not_mapped}, {}, ""};
+    Ts got = vmap(fn, o)({m, r, shared, sa});
+    EXPECT_EQ(batch_loops(got), 0);
+    check_against_loop(fn, {m, r, shared, sa},
+                       {random_array(DType::F64, {3, 4, 4}, 55),
+                        random_array(DType::F64, {3, 4, 2}, 56),
+                        random_array(DType::F64, {4, 2}, 57), random_array(DType::F64, {4, 4}, 58)},
+                       o, 3, opts(), 1e-10);
+}
+
 TEST_P(Vmap, ConvAndPool) {
     Placeholder x({3, 2, 1, 6, 6}, DType::F64, "x"), w({4, 1, 3, 3}, DType::F64, "w"),
         ws({3, 4, 1, 3, 3}, DType::F64, "ws");
