@@ -337,6 +337,11 @@ Tensor batch_gather(const BatchArgs& b) {
     return move_batch_axis_to_front(make(Op::Gather, {b.in[0], b.in[1]}, a), a.axis);
 }
 
+/// A window's starts for the whole batch: 0, then the example's (shared) starts.
+Tensor batch_starts(const Tensor& starts) {
+    return concat({zeros({1}, starts.dtype()), starts}, 0);
+}
+
 /// The linear positions (i64, [B, sizes...]) of the elements of windows of `sizes` at starts
 /// per example ([B, r], clamped as dynamic_slice clamps them) in tables of shape `ex`; when
 /// `stacked`, in the B tables stacked (+ row * N, the rows counted from `starts`). Undefined when
@@ -386,7 +391,7 @@ Tensor batch_dynamic_slice(const BatchArgs& b) {
             return Tensor();
         Shape all{x.dim(0)};
         all.insert(all.end(), sizes.begin(), sizes.end());
-        return dynamic_slice(x, concat({zeros({1}, starts.dtype()), starts}, 0), all);
+        return dynamic_slice(x, batch_starts(starts), all);
     }
     const Shape ex(x.shape().begin() + (xb ? 1 : 0), x.shape().end());
     Tensor idx = window_positions(ex, sizes, starts, xb);
@@ -402,7 +407,7 @@ Tensor batch_dynamic_slice(const BatchArgs& b) {
 Tensor batch_dus(const BatchArgs& b) {
     const Tensor x = batched_input(b, 0), u = batched_input(b, 1), &starts = b.in[2];
     if (!b.batched[2])
-        return dynamic_update_slice(x, u, concat({zeros({1}, starts.dtype()), starts}, 0));
+        return dynamic_update_slice(x, u, batch_starts(starts));
     const Shape ex(x.shape().begin() + 1, x.shape().end()),
         sizes(u.shape().begin() + 1, u.shape().end());
     for (int64_t d : sizes)

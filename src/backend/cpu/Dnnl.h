@@ -6,7 +6,7 @@
 
 #include <dnnl.hpp>
 
-#include <deque>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -117,7 +117,9 @@ private:
         owner_ = nullptr;
     }
     const void* owner_ = nullptr;
-    std::deque<Kept> kept_; // (at()'s references stay valid as it grows)
+    // (at()'s references stay valid as it grows; an empty list allocates nothing, so a call
+    // site that keeps none pays nothing for its local one)
+    std::list<Kept> kept_;
     std::vector<KeptMemories> tasks_;
 };
 

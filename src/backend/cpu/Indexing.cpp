@@ -41,40 +41,49 @@ namespace sj::cpu {
 
 namespace {
 
-/// Checks indices p[0..m) against [0, len): one pass (on the team for many indices) that only
-/// finds whether one is bad, then, only when one is, a second for the first bad one (the
-/// reference's error).
-template <class I> void check_range(const Node& node, const I* p, int64_t m, int64_t len) {
+/// The first k in [0, m) whose value p[k] (as int64) fails ok, or -1: one pass (on the team for
+/// many values) that only finds whether one fails, then, only when one does, a second for the
+/// first (the reference names the first in its error).
+template <class I, class Ok> int64_t first_failing(const I* p, int64_t m, Ok&& ok) {
     std::atomic<bool> bad{false};
     split_work(m, m * int64_t(sizeof(I)), [&](int64_t k0, int64_t k1) {
         bool b = false;
-        for (int64_t k = k0; k < k1; ++k) {
-            int64_t v = static_cast<int64_t>(p[k]);
-            b |= v < 0 || v >= len;
-        }
+        for (int64_t k = k0; k < k1; ++k)
+            b |= !ok(static_cast<int64_t>(p[k]));
         if (b)
             bad = true;
     });
-    for (int64_t k = 0; bad && k < m; ++k) {
-        int64_t v = static_cast<int64_t>(p[k]);
-        if (v < 0 || v >= len)
-            ref::throw_index_out_of_range(node, v, k, len);
-    }
+    for (int64_t k = 0; bad && k < m; ++k)
+        if (!ok(static_cast<int64_t>(p[k])))
+            return k;
+    return -1;
+}
+
+/// fn(p) with p the integer values of idx typed (floats are the caller's bug).
+template <class F> void with_integers(const Node& node, const Array& idx, F&& fn) {
+    dispatch(idx.dtype(), [&](auto tag) {
+        using I = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<I>)
+            SJ_THROW(InternalError)
+                << node.describe() << ": indices of dtype " << dtype_name(idx.dtype());
+        else
+            fn(static_cast<const I*>(idx.raw()));
+    });
+}
+
+/// Checks indices p[0..m) against [0, len); the reference's error for the first bad one.
+template <class I> void check_range(const Node& node, const I* p, int64_t m, int64_t len) {
+    const int64_t k = first_failing(p, m, [&](int64_t v) { return v >= 0 && v < len; });
+    if (k >= 0)
+        ref::throw_index_out_of_range(node, static_cast<int64_t>(p[k]), k, len);
 }
 
 /// fn(p) with p the indices (node input 1) typed, after check_range.
 template <class F>
 void with_checked_indices(const Node& node, const Array& idx, int64_t len, F&& fn) {
-    dispatch(idx.dtype(), [&](auto tag) {
-        using I = typename decltype(tag)::type;
-        if constexpr (std::is_floating_point_v<I>) {
-            SJ_THROW(InternalError)
-                << node.describe() << ": indices of dtype " << dtype_name(idx.dtype());
-        } else {
-            const I* p = static_cast<const I*>(idx.raw());
-            check_range(node, p, idx.size(), len);
-            fn(p);
-        }
+    with_integers(node, idx, [&](const auto* p) {
+        check_range(node, p, idx.size(), len);
+        fn(p);
     });
 }
 
@@ -277,29 +286,14 @@ void cumsum(const Node& node, const std::vector<Array>& in, Array& out, uint64_t
 
 void check_index_values(const Node& node, const Array& idx) {
     const auto& a = node.attr<CheckIndexAttrs>();
-    const int64_t lo = a.negative ? -a.depth : 0, m = idx.size();
+    const int64_t lo = a.negative ? -a.depth : 0;
     auto ok = [&](int64_t v) {
         return (v >= lo && v < a.depth) || (a.has_ignore && v == a.ignore);
     };
-    dispatch(idx.dtype(), [&](auto tag) {
-        using I = typename decltype(tag)::type;
-        if constexpr (std::is_floating_point_v<I>) {
-            SJ_THROW(InternalError)
-                << node.describe() << ": values of dtype " << dtype_name(idx.dtype());
-        } else {
-            const I* p = static_cast<const I*>(idx.raw());
-            std::atomic<bool> bad{false};
-            split_work(m, m * int64_t(sizeof(I)), [&](int64_t k0, int64_t k1) {
-                bool b = false;
-                for (int64_t k = k0; k < k1; ++k)
-                    b |= !ok(static_cast<int64_t>(p[k]));
-                if (b)
-                    bad = true;
-            });
-            for (int64_t k = 0; bad && k < m; ++k)
-                if (!ok(static_cast<int64_t>(p[k])))
-                    ref::throw_check_index(node, idx, k, static_cast<int64_t>(p[k]));
-        }
+    with_integers(node, idx, [&](const auto* p) {
+        const int64_t k = first_failing(p, idx.size(), ok);
+        if (k >= 0)
+            ref::throw_check_index(node, idx, k, static_cast<int64_t>(p[k]));
     });
 }
 
