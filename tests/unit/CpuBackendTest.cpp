@@ -394,6 +394,53 @@ TEST(CpuBackend, SmallMatmulsRunOnTheCallingThread) {
     EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
 }
 
+// Note [Tiny matmuls in a loop] (Dot.cpp): matmuls of at most 2^15 multiply-adds, or of at most
+// four rows and 2^20, run in our own FMA loop with their bias, leaky relu and linear post-ops.
+// Every layout of the operands, batches, rows on both sides of the four-row blocks, column
+// counts that end inside a 16-wide block and inside the four-block groups, against the
+// reference interpreter.
+TEST(CpuBackend, TinyMatmulsMatchTheReference) {
+    struct Case {
+        int64_t batch, m, k, n;
+        bool ta, tb;
+    };
+    const Case cases[] = {{1, 32, 32, 10, false, false},  {1, 32, 32, 10, true, false},
+                          {1, 32, 10, 32, false, true},   {1, 7, 33, 17, true, true},
+                          {3, 5, 12, 40, false, false},   {2, 6, 20, 70, true, true},
+                          {1, 1, 784, 512, false, false}, {1, 3, 300, 100, false, true},
+                          {1, 4, 129, 33, true, false},   {2, 2, 64, 64, false, false},
+                          {1, 2, 24, 60, false, true},    {1, 1, 4099, 10, false, false},
+                          {1, 5, 30, 20, true, false},    {2, 3, 7, 12, false, false}};
+    int seed = 30;
+    for (const Case& c : cases) {
+        SCOPED_TRACE("batch " + std::to_string(c.batch) + ", " + std::to_string(c.m) + "x" +
+                     std::to_string(c.k) + "x" + std::to_string(c.n) + (c.ta ? ", A^T" : "") +
+                     (c.tb ? ", B^T" : ""));
+        const bool batched = c.batch > 1;
+        auto dims = [&](int64_t rows, int64_t cols) {
+            return batched ? Shape{c.batch, rows, cols} : Shape{rows, cols};
+        };
+        const int64_t o = batched ? 1 : 0; // the first matrix dim
+        Placeholder a(c.ta ? dims(c.k, c.m) : dims(c.m, c.k), f32, "a");
+        Placeholder w(c.tb ? dims(c.n, c.k) : dims(c.k, c.n), f32, "w");
+        Placeholder b({c.n}, f32, "b");
+        DotDims d{batched ? Axes{0} : Axes{},
+                  batched ? Axes{0} : Axes{},
+                  {c.ta ? o : o + 1},
+                  {c.tb ? o + 1 : o}};
+        Tensor y = dot_general(a, w, d);
+        // weights of 1/sqrt(K): outputs of order one, whose rounding the tolerance covers
+        const double scale = 1.0 / std::sqrt(double(c.k));
+        std::vector<Array> args = {random_array(f32, a.shape(), seed),
+                                   random_array(f32, w.shape(), seed + 1, -scale, scale),
+                                   random_array(f32, {c.n}, seed + 2)};
+        seed += 3;
+        // one function each, so that each output is the matmul's epilogue
+        for (const Tensor& out : {y, y + b, nn::leaky_relu(y + b, 0.1), (y + b) * 2.0 + 1.0})
+            compare({a, w, b}, {out}, args, 1e-5, 1e-5);
+    }
+}
+
 namespace {
 /// Two dense layers trained by SGD (W0) and momentum (W1), the learning rate an input: the
 /// shapes let both weights be read packed (K a multiple of 16, N of 64, and matmuls of more than

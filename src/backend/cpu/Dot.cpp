@@ -2,7 +2,8 @@
 // CPU family and falls back to a generic kernel unless OPENBLAS_CORETYPE is set, which we may
 // not do for users; oneDNN dispatches its own AVX-512 JIT kernels at run time, is already our
 // convolution library, and its OpenMP threads do not fight a second BLAS pool. f64 (used by
-// tests and gradient checks) takes a simple cache-blocked loop.
+// tests and gradient checks) takes a simple cache-blocked loop. Tiny f32 products do not call
+// the library (Note [Tiny matmuls in a loop]).
 //
 // Note [matmul primitives, not dnnl_sgemm]: dnnl_sgemm JIT-generates every kernel variant of its
 // GEMM driver on its first call (~100 ms on our 2-core VM, a third of a cached MLP start-up); a
@@ -146,6 +147,205 @@ constexpr int64_t kOneThreadWork = int64_t(1) << 22;
 // alone, so the bits stay the same at any thread count.
 constexpr int64_t kSmallGemmWork = int64_t(1) << 20;
 
+// Note [Tiny matmuls in a loop]
+// A oneDNN matmul call costs a few microseconds however small it is, and more inside a step,
+// where the library's code and data are out of the caches: the paper network's 32x32x10 dense
+// layer took 0.020 ms forward and 0.007 and 0.0055 for its two gradients in the training step
+// (2026-12-07, AMD EPYC, `--profile 1`), against 0.011 for all three in the bound's loop. And its
+// matmul of one to four rows reads B at a fraction of the bandwidth: 1x784x512 took 46 us a call
+// on one thread (the MLP's first layer at batch 1). So, on a CPU with AVX-512, a product of at
+// most kTinyGemmWork multiply-adds, or of at most four rows a matrix and kSmallGemmWork, runs here
+// in a loop of FMAs (tiny_rows_avx512): up to four rows by up to four 16-column blocks accumulate
+// along K, each block of B loaded once for the rows; where that makes fewer than four chains (a
+// row of a narrow product), K is dealt round-robin to four accumulators, added in a fixed order
+// at the end. When B is stored transposed, a call of at most four rows takes dot products along
+// B's rows (16 lanes, summed at the end: tiny_gemv_avx512), and others first copy B to [K, N].
+// Measured against the library through a function of one matmul and a bias (us a call, the
+// call's own ~0.6 included; 2026-12-07, AMD EPYC): 32x32x10 1.9 -> 1.0, 32x32x32 2.0 -> 1.2,
+// 128x16x16 2.0 -> 1.3, 1x4096x10 6.4 -> 3.0, 1x784x512 45 -> 18, 3x200x300 5.0 -> 3.7. Past the
+// bounds it loses: 32x16x256 3.3 -> 4.0, 256x4x256 7.8 -> 10.2, and 784x1x512 (an outer product)
+// 35 -> 100. The epilogue is applied to each block as it is stored when it is a bias (Note
+// [Affine prefix]) followed by leaky relus and linear maps; another one (a sum post-op, a binary
+// tail) keeps the library call. Which path a call takes, and the order of its sums, are functions
+// of its shapes and the CPU, so the bits do not depend on the thread count.
+constexpr int64_t kTinyGemmWork = int64_t(1) << 15;
+
+/// Whether the epilogue from `first` on is made of post-ops tiny_gemm applies.
+bool tiny_tail(const std::vector<compiler::PostOp>& epilogue, size_t first) {
+    using K = compiler::PostOp::Kind;
+    for (size_t i = first; i < epilogue.size(); ++i)
+        if (epilogue[i].kind != K::Relu && epilogue[i].kind != K::Linear)
+            return false;
+    return true;
+}
+
+#if defined(__x86_64__)
+/// A block of tiny_gemm_avx512's result with the epilogue applied: + s when there is a shift,
+/// then the post-ops from `first` on.
+__attribute__((target("avx512f"))) inline __m512
+tiny_finish(__m512 v, const float* shift, __m512 s, const std::vector<compiler::PostOp>& epilogue,
+            size_t first) {
+    if (shift)
+        v = _mm512_add_ps(v, s);
+    for (size_t p = first; p < epilogue.size(); ++p) {
+        const __m512 alpha = _mm512_set1_ps(float(epilogue[p].alpha));
+        // Relu: x >= 0 ? x : alpha x (NaN: alpha NaN); Linear: alpha x + beta, rounded as the
+        // two ops
+        if (epilogue[p].kind == compiler::PostOp::Kind::Relu) {
+            const __mmask16 neg = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_NGE_UQ);
+            v = _mm512_mask_mul_ps(v, neg, v, alpha);
+        } else {
+            v = _mm512_add_ps(_mm512_mul_ps(v, alpha), _mm512_set1_ps(float(epilogue[p].beta)));
+        }
+    }
+    return v;
+}
+
+/// Columns j.. of a 16-wide block of an N-column row, none past N.
+__attribute__((target("avx512f"))) inline __mmask16 column_mask(int64_t N, int64_t j) {
+    return N - j >= 16 ? __mmask16(0xFFFF) : N <= j ? __mmask16(0) : __mmask16((1u << (N - j)) - 1);
+}
+
+/// One k of tiny_rows_avx512: acc[r][q] += a(r, k) b(k, block q), `a` at a(0, k), `bk` at b(k, j).
+template <int R, int Q>
+__attribute__((target("avx512f"), always_inline)) inline void
+tiny_step(__m512 (&acc)[R][Q], const float* a, int64_t sa, const float* bk,
+          const __mmask16 (&m)[Q]) {
+    __m512 bq[Q];
+    for (int q = 0; q < Q; ++q)
+        bq[q] = _mm512_maskz_loadu_ps(m[q], bk + 16 * q);
+    for (int r = 0; r < R; ++r) {
+        const __m512 x = _mm512_set1_ps(a[r * sa]);
+        for (int q = 0; q < Q; ++q)
+            acc[r][q] = _mm512_fmadd_ps(x, bq[q], acc[r][q]);
+    }
+}
+
+/// Rows i0 .. i0 + R of tiny_gemm_avx512's product, Q 16-column blocks at a time: R x Q
+/// independent FMA chains, each block of B loaded once for the R rows. Fewer than four chains
+/// (a row or two of a narrow product) would wait on each FMA's latency, so then K is dealt
+/// round-robin to four accumulators per block, added in a fixed order at the end.
+template <int R, int Q>
+__attribute__((target("avx512f"))) void
+tiny_rows_avx512(int64_t i0, int64_t N, int64_t K, const float* a, int64_t sa, int64_t sk,
+                 const float* b, float* c, const float* shift,
+                 const std::vector<compiler::PostOp>& epilogue, size_t first) {
+    constexpr int U = R * Q < 4 ? 4 : 1; // accumulators per (row, block)
+    a += i0 * sa;
+    for (int64_t j = 0; j < N; j += 16 * Q) {
+        __mmask16 m[Q];
+        for (int q = 0; q < Q; ++q)
+            m[q] = column_mask(N, j + 16 * q);
+        __m512 acc[U][R][Q];
+        for (int u = 0; u < U; ++u)
+            for (int r = 0; r < R; ++r)
+                for (int q = 0; q < Q; ++q)
+                    acc[u][r][q] = _mm512_setzero_ps();
+        int64_t k = 0;
+        for (; k + U <= K; k += U)
+            for (int u = 0; u < U; ++u)
+                tiny_step<R, Q>(acc[u], a + (k + u) * sk, sa, b + (k + u) * N + j, m);
+        for (int u = 0; k < K; ++k, ++u)
+            tiny_step<R, Q>(acc[u], a + k * sk, sa, b + k * N + j, m);
+        if constexpr (U == 4)
+            for (int r = 0; r < R; ++r)
+                for (int q = 0; q < Q; ++q)
+                    acc[0][r][q] = _mm512_add_ps(_mm512_add_ps(acc[0][r][q], acc[1][r][q]),
+                                                 _mm512_add_ps(acc[2][r][q], acc[3][r][q]));
+#pragma GCC unroll 4
+        for (int q = 0; q < Q; ++q) { // (a constant trip count: acc stays in registers)
+            const __m512 s = shift ? _mm512_maskz_loadu_ps(m[q], shift + j + 16 * q) : acc[0][0][q];
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) // (a block past N: its mask stores nothing)
+                _mm512_mask_storeu_ps(c + (i0 + r) * N + j + 16 * q, m[q],
+                                      tiny_finish(acc[0][r][q], shift, s, epilogue, first));
+        }
+    }
+}
+
+/// Rows i0 .. i0 + R of the product, as many column blocks at a time as N fills, up to four.
+template <int R>
+__attribute__((target("avx512f"))) void
+tiny_row_group(int64_t i0, int64_t N, int64_t K, const float* a, int64_t sa, int64_t sk,
+               const float* b, float* c, const float* shift,
+               const std::vector<compiler::PostOp>& epilogue, size_t first) {
+    if (N <= 16)
+        tiny_rows_avx512<R, 1>(i0, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    else if (N <= 32)
+        tiny_rows_avx512<R, 2>(i0, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    else
+        tiny_rows_avx512<R, 4>(i0, N, K, a, sa, sk, b, c, shift, epilogue, first);
+}
+
+/// c = a b (+ shift, then the epilogue's tail from `first`) for one batch matrix; Note [Tiny
+/// matmuls in a loop]. `b` is [K, N] row-major; a(i, k) is a[i * sa + k * sk].
+__attribute__((target("avx512f"))) void
+tiny_gemm_avx512(int64_t M, int64_t N, int64_t K, const float* a, int64_t sa, int64_t sk,
+                 const float* b, float* c, const float* shift,
+                 const std::vector<compiler::PostOp>& epilogue, size_t first) {
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4)
+        tiny_row_group<4>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    if (M - i == 3)
+        tiny_row_group<3>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    else if (M - i == 2)
+        tiny_row_group<2>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    else if (M - i == 1)
+        tiny_row_group<1>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+}
+
+/// c = a b^T (+ shift, then the epilogue's tail) for one batch matrix of at most four rows, a
+/// [M, K] and b [N, K] row-major: each output a dot product along K in 16 lanes, summed across
+/// the lanes at the end, four columns at a time.
+__attribute__((target("avx512f"))) void
+tiny_gemv_avx512(int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c,
+                 const float* shift, const std::vector<compiler::PostOp>& epilogue, size_t first) {
+    const int64_t tail = K % 16;
+    const __mmask16 mk = __mmask16((1u << tail) - 1);
+    alignas(64) float out[16];
+    for (int64_t i = 0; i < M; ++i) {
+        const float* ai = a + i * K;
+        for (int64_t j0 = 0; j0 < N; j0 += 16) {
+            const int64_t n = std::min<int64_t>(16, N - j0);
+            for (int64_t j = 0; j < n; j += 4) {
+                const int64_t q = std::min<int64_t>(4, n - j); // (columns j0 + j .. past N: row 0)
+                const float* b0 = b + (j0 + j) * K;
+                const float* b1 = q > 1 ? b0 + K : b0;
+                const float* b2 = q > 2 ? b0 + 2 * K : b0;
+                const float* b3 = q > 3 ? b0 + 3 * K : b0;
+                __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                int64_t k = 0;
+                for (; k + 16 <= K; k += 16) {
+                    const __m512 x = _mm512_loadu_ps(ai + k);
+                    s0 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b0 + k), s0);
+                    s1 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b1 + k), s1);
+                    s2 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b2 + k), s2);
+                    s3 = _mm512_fmadd_ps(x, _mm512_loadu_ps(b3 + k), s3);
+                }
+                if (tail) {
+                    const __m512 x = _mm512_maskz_loadu_ps(mk, ai + k);
+                    s0 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mk, b0 + k), s0);
+                    s1 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mk, b1 + k), s1);
+                    s2 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mk, b2 + k), s2);
+                    s3 = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(mk, b3 + k), s3);
+                }
+                out[j] = _mm512_reduce_add_ps(s0);
+                if (q > 1)
+                    out[j + 1] = _mm512_reduce_add_ps(s1);
+                if (q > 2)
+                    out[j + 2] = _mm512_reduce_add_ps(s2);
+                if (q > 3)
+                    out[j + 3] = _mm512_reduce_add_ps(s3);
+            }
+            const __mmask16 m = __mmask16((1u << n) - 1);
+            const __m512 v = _mm512_maskz_load_ps(m, out);
+            const __m512 sv = shift ? _mm512_maskz_loadu_ps(m, shift + j0) : v;
+            _mm512_mask_storeu_ps(c + i * N + j0, m, tiny_finish(v, shift, sv, epilogue, first));
+        }
+    }
+}
+#endif
+
 /// The GEMM's [batch, M, N] result (or [M, N] when packed) holds the channels along N.
 ChannelDim gemm_channels(const GemmKey& key) {
     return key.packed ? ChannelDim{2, 1, key.n} : ChannelDim{3, 2, key.n};
@@ -277,6 +477,54 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     });
 }
 
+/// Note [Tiny matmuls in a loop]: whether the call runs in tiny_gemm_avx512.
+bool runs_tiny(int64_t M, int64_t work, bool ta, bool tb,
+               const std::vector<compiler::PostOp>& epilogue) {
+#if defined(__x86_64__)
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    // (a few rows of a large product: not both operands transposed, whose B tiny_gemm copies)
+    const bool rows = M <= 4 && work <= kSmallGemmWork && !(ta && tb);
+    return avx512 && (work <= kTinyGemmWork || rows) &&
+           tiny_tail(epilogue, affine_prefix(epilogue, false));
+#else
+    (void)M, (void)work, (void)ta, (void)tb, (void)epilogue;
+    return false;
+#endif
+}
+
+void tiny_gemm(const GemmKey& key, const float* a, const float* b, float* c,
+               const std::vector<compiler::PostOp>& epilogue,
+               const std::vector<const Array*>& post_operands) {
+#if defined(__x86_64__)
+    const auto& [B, M, N, K, ta, tb, post, k_full, packed] = key;
+    const size_t first = affine_prefix(epilogue, false);
+    thread_local std::vector<float> scale, shift, bt;
+    if (first) {
+        scale.resize(size_t(N)), shift.resize(size_t(N));
+        affine_of(epilogue, first, post_operands, N, scale.data(), shift.data()); // (scale 1)
+    }
+    for (int64_t m = 0; m < B; ++m) {
+        const float* bm = b + m * K * N;
+        if (tb && M <= 4 && !ta) { // rows of B along K: dot products
+            tiny_gemv_avx512(M, N, K, a + m * M * K, bm, c + m * M * N,
+                             first ? shift.data() : nullptr, epilogue, first);
+            continue;
+        }
+        if (tb) { // [N, K] -> [K, N]
+            bt.resize(size_t(K * N));
+            for (int64_t k = 0; k < K; ++k)
+                for (int64_t j = 0; j < N; ++j)
+                    bt[size_t(k * N + j)] = bm[j * K + k];
+            bm = bt.data();
+        }
+        tiny_gemm_avx512(M, N, K, a + m * M * K, ta ? 1 : K, ta ? M : 1, bm, c + m * M * N,
+                         first ? shift.data() : nullptr, epilogue, first);
+    }
+#else
+    (void)key, (void)a, (void)b, (void)c, (void)epilogue, (void)post_operands;
+#endif
+}
+
 } // namespace
 
 double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
@@ -358,6 +606,12 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     if (out.dtype() == DType::F32) {
         KeptMemories local; // (a caller that keeps none)
         KeptMemories& k = kept ? *kept : local;
+        if (runs_tiny(M, B * M * N * K, ta, tb, epilogue)) { // (Note [Tiny matmuls in a loop])
+            tiny_gemm({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
+                      static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,
+                      post_operands);
+            return true;
+        }
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
         if (g.one_thread()) { // planned for one thread (k_full set) and run on one
             OneDnnlThread one;

@@ -1,4 +1,5 @@
-// dot_general on the CPU: f32 through oneDNN's sgemm, f64 through a plain blocked loop.
+// dot_general on the CPU: f32 through oneDNN's matmul (tiny products through our own FMA loop), f64
+// through a plain blocked loop.
 #pragma once
 
 #include "../../compiler/Fusion.h"
