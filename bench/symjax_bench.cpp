@@ -958,6 +958,40 @@ void rows_bench() {
     emit("rows", "dynamic_update_slice", measure([&] { fdu(xv, uv, sv); }) * 1e3, "ms", extra);
 }
 
+/// Small f32 products with a bias (the dense layers of the benchmarks' networks: Note [Tiny
+/// matmuls in a loop]) and f64 products (Note [f64 matmuls]), microseconds per call. Cases
+/// "DTYPE BATCHxMxKxN", batch 1 a plain matmul.
+void matmul_bench() {
+    struct Case {
+        DType dt;
+        int64_t batch, m, k, n;
+        bool bias;
+    };
+    const Case cases[] = {{f32, 1, 32, 32, 10, true},    {f32, 1, 1, 784, 512, true},
+                          {f32, 1, 1, 4096, 10, true},   {f32, 1, 128, 16, 16, true},
+                          {f64, 1, 64, 64, 64, false},   {f64, 1, 512, 512, 512, false},
+                          {f64, 256, 16, 16, 16, false}, {f64, 1, 1, 1000, 1000, false}};
+    for (const Case& c : cases) {
+        const bool batched = c.batch > 1;
+        Shape sa = batched ? Shape{c.batch, c.m, c.k} : Shape{c.m, c.k};
+        Shape sb = batched ? Shape{c.batch, c.k, c.n} : Shape{c.k, c.n};
+        Placeholder a(sa, c.dt, "a"), w(sb, c.dt, "w"), b({c.n}, c.dt, "b");
+        Tensor y = matmul(a, w);
+        if (c.bias)
+            y = y + b;
+        Function f = function({a, w, b}, {y});
+        Array av = randn(sa, 21).astype(c.dt), wv = randn(sb, 22).astype(c.dt),
+              bv = randn({c.n}, 23).astype(c.dt);
+        const std::string name = std::string(c.dt == f32 ? "f32 " : "f64 ") +
+                                 std::to_string(c.batch) + "x" + std::to_string(c.m) + "x" +
+                                 std::to_string(c.k) + "x" + std::to_string(c.n) +
+                                 (c.bias ? " + bias" : "");
+        const double s = measure([&] { f(av, wv, bv); });
+        const double flops = 2.0 * double(c.batch * c.m * c.k * c.n);
+        emit("matmul", name, s * 1e6, "us", "\"gflops\": " + std::to_string(flops / s * 1e-9));
+    }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -966,7 +1000,7 @@ int main(int argc, char** argv) {
                      "usage: %s elementwise_chain|mlp_train|call_overhead|compile_time|mvn_logpdf|"
                      "cnn_train|reduce_rows|compile_scaling|control_flow|lstm|per_example_grads|"
                      "scan_checkpoint|"
-                     "parallel_threshold|matmul_update|optimizer_step|unary|random "
+                     "parallel_threshold|matmul_update|optimizer_step|unary|random|matmul "
                      "[--key value]...\n",
                      argv[0]);
         return 2;
@@ -1008,6 +1042,8 @@ int main(int argc, char** argv) {
             search_bench();
         else if (b == "rows")
             rows_bench();
+        else if (b == "matmul")
+            matmul_bench();
         else {
             std::fprintf(stderr, "unknown benchmark %s\n", b.c_str());
             return 2;

@@ -441,6 +441,48 @@ TEST(CpuBackend, TinyMatmulsMatchTheReference) {
     }
 }
 
+// Note [f64 matmuls] (Dot.cpp): f64 products in our AVX-512 kernel, B read in place or copied
+// panel by panel, rows in fours and the rest, columns that end inside an 8-wide block and past a
+// 32-column panel, every operand layout, batches, and products large enough for the team,
+// against the reference interpreter (the same sums in another order: f64 rounding).
+TEST(CpuBackend, F64MatmulsMatchTheReference) {
+    struct Case {
+        int64_t batch, m, k, n;
+        bool ta, tb;
+    };
+    const Case cases[] = {{1, 1, 1000, 1000, false, false}, {1, 5, 7, 3, false, false},
+                          {1, 17, 33, 40, true, false},     {1, 18, 20, 70, false, true},
+                          {3, 6, 12, 33, true, true},       {256, 16, 16, 16, false, false},
+                          {2, 130, 64, 129, false, false},  {1, 3, 100, 1, true, true},
+                          {2, 64, 300, 96, false, true}};
+    int seed = 60;
+    for (const Case& c : cases) {
+        SCOPED_TRACE("batch " + std::to_string(c.batch) + ", " + std::to_string(c.m) + "x" +
+                     std::to_string(c.k) + "x" + std::to_string(c.n) + (c.ta ? ", A^T" : "") +
+                     (c.tb ? ", B^T" : ""));
+        const bool batched = c.batch > 1;
+        auto dims = [&](int64_t rows, int64_t cols) {
+            return batched ? Shape{c.batch, rows, cols} : Shape{rows, cols};
+        };
+        const int64_t o = batched ? 1 : 0;
+        Placeholder a(c.ta ? dims(c.k, c.m) : dims(c.m, c.k), f64, "a");
+        Placeholder w(c.tb ? dims(c.n, c.k) : dims(c.k, c.n), f64, "w");
+        DotDims d{batched ? Axes{0} : Axes{},
+                  batched ? Axes{0} : Axes{},
+                  {c.ta ? o : o + 1},
+                  {c.tb ? o + 1 : o}};
+        std::vector<Array> args = {random_array(f64, a.shape(), seed),
+                                   random_array(f64, w.shape(), seed + 1)};
+        seed += 2;
+        compare({a, w}, {dot_general(a, w, d)}, args, 1e-12, 1e-12);
+    }
+    // more than 2^20 multiply-adds: the panels on the team, when there is one
+    Placeholder p({2, 130, 64}, f64, "p"), q({2, 64, 129}, f64, "q");
+    Function g = function({p, q}, {matmul(p, q)});
+    g(random_array(f64, {2, 130, 64}, 70), random_array(f64, {2, 64, 129}, 71));
+    EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
+}
+
 namespace {
 /// Two dense layers trained by SGD (W0) and momentum (W1), the learning rate an input: the
 /// shapes let both weights be read packed (K a multiple of 16, N of 64, and matmuls of more than

@@ -1,9 +1,9 @@
 // dot_general via GEMM. Note [Why oneDNN for matmul]: Debian's OpenBLAS does not recognise this
 // CPU family and falls back to a generic kernel unless OPENBLAS_CORETYPE is set, which we may
 // not do for users; oneDNN dispatches its own AVX-512 JIT kernels at run time, is already our
-// convolution library, and its OpenMP threads do not fight a second BLAS pool. f64 (used by
-// tests and gradient checks) takes a simple cache-blocked loop. Tiny f32 products do not call
-// the library (Note [Tiny matmuls in a loop]).
+// convolution library, and its OpenMP threads do not fight a second BLAS pool. f64 takes our
+// own kernel (Note [f64 matmuls]); tiny f32 products do not call the library either (Note [Tiny
+// matmuls in a loop]).
 //
 // Note [matmul primitives, not dnnl_sgemm]: dnnl_sgemm JIT-generates every kernel variant of its
 // GEMM driver on its first call (~100 ms on our 2-core VM, a third of a cached MLP start-up); a
@@ -98,8 +98,8 @@ bool is_identity(const std::vector<int64_t>& p) {
     return true;
 }
 
-void gemm_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
-              const double* B, int64_t ldb, double* C, int64_t ldc) {
+void gemm_f64_loop(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, int64_t lda,
+                   const double* B, int64_t ldb, double* C, int64_t ldc) {
     for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = 0;
     constexpr int64_t kb = 64;
@@ -346,6 +346,146 @@ tiny_gemv_avx512(int64_t M, int64_t N, int64_t K, const float* a, const float* b
 }
 #endif
 
+// Note [f64 matmuls]
+// oneDNN has no f64 matmul, and OpenBLAS's dgemm (a generic kernel on this CPU unless
+// OPENBLAS_CORETYPE is set, which we may not do) splits its sums by its own thread count. f64
+// products (gradient checks, per-example gradients through cholesky, users' f64 models) ran a
+// scalar blocked loop at ~4 GFLOP/s on one thread. On a CPU with AVX-512 they now run in
+// gemm_f64_avx512: B in 32-column panels (copied to [K, 32] when stored transposed or read by
+// many rows: f64_packs), each panel against the rows of A four at a time, 4 x 4 accumulators of 8
+// doubles along K in order. Every
+// element of C is one sum over K in order, whoever computes it, so the bits do not depend on
+// the thread count; a product of kF64TeamWork multiply-adds or more spreads its panels (of all
+// its batch matrices) over the thread team. Measured in docs/performance.md ("f64 matmuls").
+constexpr int64_t kPanelF64 = 32;
+/// From this many multiply-adds an f64 product spreads its panels over the team: 1x1000x1000
+/// (2^20, reading 8 MB of B) took 94-169 us on one thread, 64x64x64 (2^18) 6 us.
+constexpr int64_t kF64TeamWork = int64_t(1) << 19;
+
+#if defined(__x86_64__)
+/// Whether gemm_f64_avx512 copies each panel of B first: when B is stored transposed, and when
+/// the panel is read by enough rows of A to repay the copy (in place, 512x512x512 took 1.76 ms
+/// against 1.45 copied; 1x1000x1000 0.094 against 0.22).
+constexpr bool f64_packs(bool tb, int64_t M) {
+    return tb || M >= 16;
+}
+
+/// The first `left` of a block of 8 lanes (none when left <= 0).
+__attribute__((target("avx512f"))) inline __mmask8 lanes8(int64_t left) {
+    return left >= 8 ? __mmask8(0xFF) : left <= 0 ? __mmask8(0) : __mmask8((1u << left) - 1);
+}
+
+/// Rows i0 .. i0 + R of C's columns j0 .. j0 + n (n <= 32); `bk` points at b(0, j0), row k at
+/// bk + k * ldb.
+template <int R>
+__attribute__((target("avx512f"))) void
+f64_rows(int64_t i0, int64_t j0, int64_t n, int64_t K, const double* A, int64_t sa, int64_t sk,
+         const double* bk, int64_t ldb, double* C, int64_t ldc) {
+    const __mmask8 m0 = lanes8(n), m1 = lanes8(n - 8), m2 = lanes8(n - 16), m3 = lanes8(n - 24);
+    __m512d acc[R][4];
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < 4; ++q)
+            acc[r][q] = _mm512_setzero_pd();
+    const double* a = A + i0 * sa;
+    for (int64_t k = 0; k < K; ++k, bk += ldb) {
+        const __m512d b0 = _mm512_maskz_loadu_pd(m0, bk), b1 = _mm512_maskz_loadu_pd(m1, bk + 8),
+                      b2 = _mm512_maskz_loadu_pd(m2, bk + 16),
+                      b3 = _mm512_maskz_loadu_pd(m3, bk + 24);
+        for (int r = 0; r < R; ++r) {
+            const __m512d x = _mm512_set1_pd(a[r * sa + k * sk]);
+            acc[r][0] = _mm512_fmadd_pd(x, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_pd(x, b1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_pd(x, b2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_pd(x, b3, acc[r][3]);
+        }
+    }
+    const __mmask8 m[4] = {m0, m1, m2, m3};
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) // (a block past n: its mask stores nothing)
+            _mm512_mask_storeu_pd(C + (i0 + r) * ldc + j0 + 8 * q, m[q], acc[r][q]);
+}
+
+/// C = op(A) op(B) for one matrix, panels p0 .. p1 of 32 columns; `bp`: K x 32 doubles of
+/// scratch, where B is stored transposed and each panel is first copied to [K, 32].
+__attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_t M, int64_t N,
+                                                        int64_t K, const double* A, int64_t lda,
+                                                        const double* B, int64_t ldb, double* C,
+                                                        int64_t ldc, int64_t p0, int64_t p1,
+                                                        double* bp) {
+    const int64_t sa = ta ? 1 : lda, sk = ta ? lda : 1; // a(i, k) = A[i * sa + k * sk]
+    for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * kPanelF64, n = std::min(kPanelF64, N - j0);
+        const double* bk = B + j0; // B's rows in place
+        int64_t stride = ldb;
+        if (f64_packs(tb, M)) { // the panel as [K, 32], contiguous
+            for (int64_t k = 0; k < K && !tb; ++k)
+                std::memcpy(bp + k * kPanelF64, B + k * ldb + j0, size_t(n) * sizeof(double));
+            for (int64_t j = 0; j < n && tb; ++j)
+                for (int64_t k = 0; k < K; ++k)
+                    bp[k * kPanelF64 + j] = B[(j0 + j) * ldb + k];
+            bk = bp, stride = kPanelF64;
+        }
+        int64_t i = 0;
+        for (; i + 4 <= M; i += 4)
+            f64_rows<4>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+        if (M - i == 3)
+            f64_rows<3>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+        else if (M - i == 2)
+            f64_rows<2>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+        else if (M - i == 1)
+            f64_rows<1>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+    }
+}
+#endif
+
+/// Whether an f64 product runs on the thread team (Note [f64 matmuls]).
+bool f64_on_team(int64_t batch, int64_t M, int64_t N, int64_t K) {
+#if defined(__x86_64__)
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    const int64_t tasks = batch * ((N + kPanelF64 - 1) / kPanelF64);
+    return avx512 && batch * M * N * K >= kF64TeamWork && tasks > 1 &&
+           ThreadPool::get().threads() > 1;
+#else
+    (void)batch, (void)M, (void)N, (void)K;
+    return false;
+#endif
+}
+
+/// Note [f64 matmuls]: the B matrices [batch, M, N] = op(A) op(B), A [batch] of M x K (K x M when
+/// ta), B of K x N (N x K when tb), row-major and contiguous.
+void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const double* A,
+              const double* B, double* C) {
+    const int64_t lda = ta ? M : K, ldb = tb ? K : N;
+#if defined(__x86_64__)
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512) {
+        const int64_t panels = (N + kPanelF64 - 1) / kPanelF64, tasks = batch * panels;
+        const ThreadPool& pool = ThreadPool::get();
+        const int nt =
+            f64_on_team(batch, M, N, K) ? int(std::min<int64_t>(tasks, pool.threads())) : 1;
+        auto work = [&](int t) { // tasks [tasks * t / nt, tasks * (t + 1) / nt)
+            thread_local std::vector<double> bp;
+            if (f64_packs(tb, M))
+                bp.resize(size_t(K * kPanelF64));
+            for (int64_t task = tasks * t / nt; task < tasks * (t + 1) / nt; ++task) {
+                const int64_t m = task / panels, p = task % panels;
+                gemm_f64_avx512(ta, tb, M, N, K, A + m * M * K, lda, B + m * K * N, ldb,
+                                C + m * M * N, N, p, p + 1, bp.data());
+            }
+        };
+        if (nt > 1)
+            pool.run(nt, work);
+        else
+            work(0);
+        return;
+    }
+#endif
+    for (int64_t m = 0; m < batch; ++m)
+        gemm_f64_loop(ta, tb, M, N, K, A + m * M * K, lda, B + m * K * N, ldb, C + m * M * N, N);
+}
+
 /// The GEMM's [batch, M, N] result (or [M, N] when packed) holds the channels along N.
 ChannelDim gemm_channels(const GemmKey& key) {
     return key.packed ? ChannelDim{2, 1, key.n} : ChannelDim{3, 2, key.n};
@@ -559,7 +699,11 @@ struct GemmDims {
 
 int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& d, DType out) {
     const GemmDims g(lhs, rhs, d);
-    if (out != DType::F32 || g.B * g.M * g.N == 0 || g.K == 0 || g.one_thread())
+    if (g.B * g.M * g.N == 0 || g.K == 0)
+        return 0;
+    if (out == DType::F64)
+        return f64_on_team(g.B, g.M, g.N, g.K) ? 1 : 0;
+    if (out != DType::F32 || g.one_thread())
         return 0;
     return g.in_pieces() ? 2 : 1;
 }
@@ -630,11 +774,8 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
                  post_operands, k);
         return true;
     }
-    int64_t lda = ta ? M : K, ldb = tb ? K : N;
-    for (int64_t b = 0; b < B; ++b)
-        gemm_f64(ta, tb, M, N, K, static_cast<const double*>(A.raw()) + b * M * K, lda,
-                 static_cast<const double*>(Bm.raw()) + b * K * N, ldb, static_cast<double*>(out.raw()) + b * M * N,
-                 N);
+    gemm_f64(ta, tb, B, M, N, K, static_cast<const double*>(A.raw()),
+             static_cast<const double*>(Bm.raw()), static_cast<double*>(out.raw()));
     return epilogue.empty();
 }
 

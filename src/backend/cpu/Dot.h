@@ -1,5 +1,5 @@
 // dot_general on the CPU: f32 through oneDNN's matmul (tiny products through our own FMA loop), f64
-// through a plain blocked loop.
+// through our own AVX-512 kernel (a plain blocked loop without AVX-512).
 #pragma once
 
 #include "../../compiler/Fusion.h"
@@ -30,9 +30,10 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& dims, Array
 /// contraction in fixed pieces (Note [Long contractions]).
 bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& dims, const Array& out);
 
-/// How many times the call starts the team (FunctionStats::parallel_regions): 0 for f64 and for
-/// small f32 calls, which run on the calling thread (Note [Small matmuls on one thread] in
-/// Dot.cpp), 2 for a long contraction in pieces (the pieces, their sum), else 1.
+/// How many times the call starts the team (FunctionStats::parallel_regions): 0 for small f32
+/// calls, which run on the calling thread (Note [Small matmuls on one thread] in Dot.cpp), 2 for
+/// a long contraction in pieces (the pieces, their sum), else 1; f64: 1 for a product of more
+/// than 2^20 multiply-adds on a CPU with AVX-512 (Note [f64 matmuls]), else 0.
 int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& dims, DType out);
 
 /// Whether the f32 call lhs x rhs -> out with `epilogue` can read rhs, a [K, N] matrix
