@@ -394,45 +394,52 @@ TEST(CpuBackend, SmallMatmulsRunOnTheCallingThread) {
     EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
 }
 
+namespace {
+/// A dot_general of a [batch] of M x K matrices (K x M when ta) and K x N ones (N x K when tb);
+/// batch 1: plain matrices.
+struct DotCase {
+    int64_t batch, m, k, n;
+    bool ta, tb;
+    std::string name() const {
+        return "batch " + std::to_string(batch) + ", " + std::to_string(m) + "x" +
+               std::to_string(k) + "x" + std::to_string(n) + (ta ? ", A^T" : "") +
+               (tb ? ", B^T" : "");
+    }
+    Shape dims(int64_t rows, int64_t cols) const {
+        return batch > 1 ? Shape{batch, rows, cols} : Shape{rows, cols};
+    }
+    Shape a_shape() const { return ta ? dims(k, m) : dims(m, k); }
+    Shape w_shape() const { return tb ? dims(n, k) : dims(k, n); }
+    DotDims dot_dims() const {
+        const int64_t o = batch > 1 ? 1 : 0; // the first matrix dim
+        const Axes b = batch > 1 ? Axes{0} : Axes{};
+        return {b, b, {ta ? o : o + 1}, {tb ? o + 1 : o}};
+    }
+};
+} // namespace
+
 // Note [Tiny matmuls in a loop] (Dot.cpp): matmuls of at most 2^15 multiply-adds, or of at most
 // four rows and 2^20, run in our own FMA loop with their bias, leaky relu and linear post-ops.
 // Every layout of the operands, batches, rows on both sides of the four-row blocks, column
 // counts that end inside a 16-wide block and inside the four-block groups, against the
 // reference interpreter.
 TEST(CpuBackend, TinyMatmulsMatchTheReference) {
-    struct Case {
-        int64_t batch, m, k, n;
-        bool ta, tb;
-    };
-    const Case cases[] = {{1, 32, 32, 10, false, false},  {1, 32, 32, 10, true, false},
-                          {1, 32, 10, 32, false, true},   {1, 7, 33, 17, true, true},
-                          {3, 5, 12, 40, false, false},   {2, 6, 20, 70, true, true},
-                          {1, 1, 784, 512, false, false}, {1, 3, 300, 100, false, true},
-                          {1, 4, 129, 33, true, false},   {2, 2, 64, 64, false, false},
-                          {1, 2, 24, 60, false, true},    {1, 1, 4099, 10, false, false},
-                          {1, 5, 30, 20, true, false},    {2, 3, 7, 12, false, false}};
+    const DotCase cases[] = {{1, 32, 32, 10, false, false},  {1, 32, 32, 10, true, false},
+                             {1, 32, 10, 32, false, true},   {1, 7, 33, 17, true, true},
+                             {3, 5, 12, 40, false, false},   {2, 6, 20, 70, true, true},
+                             {1, 1, 784, 512, false, false}, {1, 3, 300, 100, false, true},
+                             {1, 4, 129, 33, true, false},   {2, 2, 64, 64, false, false},
+                             {1, 2, 24, 60, false, true},    {1, 1, 4099, 10, false, false},
+                             {1, 5, 30, 20, true, false},    {2, 3, 7, 12, false, false}};
     int seed = 30;
-    for (const Case& c : cases) {
-        SCOPED_TRACE("batch " + std::to_string(c.batch) + ", " + std::to_string(c.m) + "x" +
-                     std::to_string(c.k) + "x" + std::to_string(c.n) + (c.ta ? ", A^T" : "") +
-                     (c.tb ? ", B^T" : ""));
-        const bool batched = c.batch > 1;
-        auto dims = [&](int64_t rows, int64_t cols) {
-            return batched ? Shape{c.batch, rows, cols} : Shape{rows, cols};
-        };
-        const int64_t o = batched ? 1 : 0; // the first matrix dim
-        Placeholder a(c.ta ? dims(c.k, c.m) : dims(c.m, c.k), f32, "a");
-        Placeholder w(c.tb ? dims(c.n, c.k) : dims(c.k, c.n), f32, "w");
-        Placeholder b({c.n}, f32, "b");
-        DotDims d{batched ? Axes{0} : Axes{},
-                  batched ? Axes{0} : Axes{},
-                  {c.ta ? o : o + 1},
-                  {c.tb ? o + 1 : o}};
-        Tensor y = dot_general(a, w, d);
+    for (const DotCase& c : cases) {
+        SCOPED_TRACE(c.name());
+        Placeholder a(c.a_shape(), f32, "a"), w(c.w_shape(), f32, "w"), b({c.n}, f32, "b");
+        Tensor y = dot_general(a, w, c.dot_dims());
         // weights of 1/sqrt(K): outputs of order one, whose rounding the tolerance covers
         const double scale = 1.0 / std::sqrt(double(c.k));
-        std::vector<Array> args = {random_array(f32, a.shape(), seed),
-                                   random_array(f32, w.shape(), seed + 1, -scale, scale),
+        std::vector<Array> args = {random_array(f32, c.a_shape(), seed),
+                                   random_array(f32, c.w_shape(), seed + 1, -scale, scale),
                                    random_array(f32, {c.n}, seed + 2)};
         seed += 3;
         // one function each, so that each output is the matmul's epilogue
@@ -446,35 +453,19 @@ TEST(CpuBackend, TinyMatmulsMatchTheReference) {
 // 32-column panel, every operand layout, batches, and products large enough for the team,
 // against the reference interpreter (the same sums in another order: f64 rounding).
 TEST(CpuBackend, F64MatmulsMatchTheReference) {
-    struct Case {
-        int64_t batch, m, k, n;
-        bool ta, tb;
-    };
-    const Case cases[] = {{1, 1, 1000, 1000, false, false}, {1, 5, 7, 3, false, false},
-                          {1, 17, 33, 40, true, false},     {1, 18, 20, 70, false, true},
-                          {3, 6, 12, 33, true, true},       {256, 16, 16, 16, false, false},
-                          {2, 130, 64, 129, false, false},  {1, 3, 100, 1, true, true},
-                          {2, 64, 300, 96, false, true}};
+    const DotCase cases[] = {{1, 1, 1000, 1000, false, false}, {1, 5, 7, 3, false, false},
+                             {1, 17, 33, 40, true, false},     {1, 18, 20, 70, false, true},
+                             {3, 6, 12, 33, true, true},       {256, 16, 16, 16, false, false},
+                             {2, 130, 64, 129, false, false},  {1, 3, 100, 1, true, true},
+                             {2, 64, 300, 96, false, true}};
     int seed = 60;
-    for (const Case& c : cases) {
-        SCOPED_TRACE("batch " + std::to_string(c.batch) + ", " + std::to_string(c.m) + "x" +
-                     std::to_string(c.k) + "x" + std::to_string(c.n) + (c.ta ? ", A^T" : "") +
-                     (c.tb ? ", B^T" : ""));
-        const bool batched = c.batch > 1;
-        auto dims = [&](int64_t rows, int64_t cols) {
-            return batched ? Shape{c.batch, rows, cols} : Shape{rows, cols};
-        };
-        const int64_t o = batched ? 1 : 0;
-        Placeholder a(c.ta ? dims(c.k, c.m) : dims(c.m, c.k), f64, "a");
-        Placeholder w(c.tb ? dims(c.n, c.k) : dims(c.k, c.n), f64, "w");
-        DotDims d{batched ? Axes{0} : Axes{},
-                  batched ? Axes{0} : Axes{},
-                  {c.ta ? o : o + 1},
-                  {c.tb ? o + 1 : o}};
-        std::vector<Array> args = {random_array(f64, a.shape(), seed),
-                                   random_array(f64, w.shape(), seed + 1)};
+    for (const DotCase& c : cases) {
+        SCOPED_TRACE(c.name());
+        Placeholder a(c.a_shape(), f64, "a"), w(c.w_shape(), f64, "w");
+        std::vector<Array> args = {random_array(f64, c.a_shape(), seed),
+                                   random_array(f64, c.w_shape(), seed + 1)};
         seed += 2;
-        compare({a, w}, {dot_general(a, w, d)}, args, 1e-12, 1e-12);
+        compare({a, w}, {dot_general(a, w, c.dot_dims())}, args, 1e-12, 1e-12);
     }
     // more than 2^20 multiply-adds: the panels on the team, when there is one
     Placeholder p({2, 130, 64}, f64, "p"), q({2, 64, 129}, f64, "q");

@@ -45,6 +45,7 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 #if defined(__x86_64__)
@@ -179,6 +180,20 @@ bool tiny_tail(const std::vector<compiler::PostOp>& epilogue, size_t first) {
     return true;
 }
 
+/// f(std::integral_constant<int, R>(), i) for M rows in groups of R = 4 from row i, then the
+/// last one to three rows as one group: the row blocks of the AVX-512 kernels below.
+template <class F> void by_row_groups(int64_t M, F&& f) {
+    int64_t i = 0;
+    for (; i + 4 <= M; i += 4)
+        f(std::integral_constant<int, 4>(), i);
+    if (M - i == 3)
+        f(std::integral_constant<int, 3>(), i);
+    else if (M - i == 2)
+        f(std::integral_constant<int, 2>(), i);
+    else if (M - i == 1)
+        f(std::integral_constant<int, 1>(), i);
+}
+
 #if defined(__x86_64__)
 /// A block of tiny_gemm_avx512's result with the epilogue applied: + s when there is a shift,
 /// then the post-ops from `first` on.
@@ -283,15 +298,9 @@ __attribute__((target("avx512f"))) void
 tiny_gemm_avx512(int64_t M, int64_t N, int64_t K, const float* a, int64_t sa, int64_t sk,
                  const float* b, float* c, const float* shift,
                  const std::vector<compiler::PostOp>& epilogue, size_t first) {
-    int64_t i = 0;
-    for (; i + 4 <= M; i += 4)
-        tiny_row_group<4>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
-    if (M - i == 3)
-        tiny_row_group<3>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
-    else if (M - i == 2)
-        tiny_row_group<2>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
-    else if (M - i == 1)
-        tiny_row_group<1>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    by_row_groups(M, [&](auto rows, int64_t i) {
+        tiny_row_group<rows()>(i, N, K, a, sa, sk, b, c, shift, epilogue, first);
+    });
 }
 
 /// c = a b^T (+ shift, then the epilogue's tail) for one batch matrix of at most four rows, a
@@ -427,15 +436,9 @@ __attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_
                     bp[k * kPanelF64 + j] = B[(j0 + j) * ldb + k];
             bk = bp, stride = kPanelF64;
         }
-        int64_t i = 0;
-        for (; i + 4 <= M; i += 4)
-            f64_rows<4>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
-        if (M - i == 3)
-            f64_rows<3>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
-        else if (M - i == 2)
-            f64_rows<2>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
-        else if (M - i == 1)
-            f64_rows<1>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+        by_row_groups(M, [&](auto rows, int64_t i) {
+            f64_rows<rows()>(i, j0, n, K, A, sa, sk, bk, stride, C, ldc);
+        });
     }
 }
 #endif
