@@ -116,6 +116,23 @@ def test_lengths_match_torch_packed_sequences(kind):
     np.testing.assert_allclose(got_h, h_t.detach().numpy(), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["SimpleRNN", "GRU", "LSTM"])
+def test_a_batch_of_one_through_an_unknown_batch_size(kind):
+    # batch-1 inference: the final states of a batch declared None and bound to 1 per call
+    Tn, I, H = 4, 3, 5
+    ours, theirs = pair(kind, I, H, num_layers=2)
+    x0 = np.random.randn(Tn, 1, I)
+    out_t, state = theirs(torch.tensor(x0))
+    h_t = state[0] if kind == "LSTM" else state
+    x = T.Placeholder((Tn, None, I), "float64")
+    out, st = ours.run(x)
+    h = st[0] if kind == "LSTM" else st
+    got_out, got_h = sj.function(x, outputs=[out, h])(x0)
+    assert got_h.shape == (2, 1, H)
+    np.testing.assert_allclose(got_out, out_t.detach().numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got_h, h_t.detach().numpy(), rtol=1e-9, atol=1e-12)
+
+
 def test_options_names_and_aliases():
     with sj.Scope("seq"):
         lstm = nn.LSTM(3, 4, 2, bidirectional=True, batch_first=True)

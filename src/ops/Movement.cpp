@@ -97,7 +97,10 @@ TensorType infer_broadcast(const InferCtx& c) {
         SJ_CHECK(od >= 0 && od < int64_t(out.size()) && (i == 0 || od > a.dims[i - 1]), ShapeError)
             << c.where() << ": broadcast dims " << shape_str(a.dims) << " must be increasing and < "
             << out.size();
-        if (out[od] == -1 && s[i] != 1)
+        // an unknown target dim takes the operand's size; at run time a dim declared -1 binds
+        // it even when that size is 1 (expand_dims of a batch of one), where a static 1 binds
+        // nothing: it is broadcast to a size another input or `like` gives
+        if (out[od] == -1 && (s[i] != 1 || (c.at_runtime && c.static_shape(0)[i] == -1)))
             out[od] = s[i];
         SJ_CHECK(s[i] == 1 || s[i] == -1 || out[od] == -1 || s[i] == out[od], ShapeError)
             << c.where() << ": cannot broadcast " << shape_str(s) << " to " << shape_str(out)

@@ -213,6 +213,21 @@ TEST(Errors, AnyDimBoundInconsistently) {
     EXPECT_EQ(acc.value().item<float>(), 36.0f);
 }
 
+// A -1 dim bound to 1 that lands on a target dim of unknown size binds it (expand_dims and stack
+// of a batch of one), and one that would broadcast to a known size is still refused.
+TEST(Errors, UnknownDimOfOneBindsAnUnknownTargetDim) {
+    Placeholder x({-1, 3}, f32, "one_x");
+    Function f = function({x}, {expand_dims(x, 0), stack({x, x}, 1)});
+    std::vector<Array> r = f(Array::full(f32, {1, 3}, 2.0));
+    EXPECT_EQ(r[0].shape(), (Shape{1, 1, 3}));
+    EXPECT_EQ(r[1].shape(), (Shape{1, 2, 3}));
+    EXPECT_EQ(r[1].to_vector<float>(), std::vector<float>(6, 2.0f));
+    Function g = function({x}, {broadcast_to(x, {4, 3})});
+    std::string msg = message_of<InputError>([&] { g(Array(f32, {1, 3})); });
+    EXPECT_THAT(msg, AllOf(HasSubstr("one_x"), HasSubstr("declare it as 1")));
+    EXPECT_EQ(g(Array(f32, {4, 3}))[0].shape(), (Shape{4, 3}));
+}
+
 TEST(Errors, CallOfAnEmptyFunction) {
     Function f;
     EXPECT_THROW(f(), Error);

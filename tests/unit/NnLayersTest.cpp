@@ -1,9 +1,12 @@
 // Tests of the nn layers: Dense, Dropout, Flatten, Embedding, LayerNorm, BatchNorm.
+#include "TestUtil.h"
+
 #include <gtest/gtest.h>
 #include <symjax/nn.h>
 #include <symjax/symjax.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 
 using namespace sj;
@@ -232,4 +235,38 @@ TEST(NnLayers, BatchNormGradients) {
         EXPECT_NEAR(gb, 0.0, 1e-12);
     for (double gx : r[2].to_vector<double>())
         EXPECT_NEAR(gx, 0.0, 1e-10);
+}
+
+// A batch of one through a batch dim declared -1 (batch-1 inference of a recurrent model): the
+// final states stack one [N, H] per layer with expand_dims, whose target dim -1 the batch's 1
+// must bind (it threw "declared -1 and bound to 1" before). Outputs, final states and the
+// weights' gradients against the reference interpreter, for each kind of cell.
+TEST(NnLayers, RecurrentLayersRunABatchOfOne) {
+    for (int kind = 0; kind < 3; ++kind) {
+        SCOPED_TRACE(kind == 0 ? "SimpleRNN" : kind == 1 ? "GRU" : "LSTM");
+        Scope scope("batch_of_one_" + std::to_string(kind));
+        std::unique_ptr<nn::Recurrent> rnn;
+        if (kind == 0)
+            rnn = std::make_unique<nn::SimpleRNN>(3, 4, nn::RecurrentOptions{.num_layers = 2});
+        else if (kind == 1)
+            rnn = std::make_unique<nn::GRU>(3, 4);
+        else
+            rnn = std::make_unique<nn::LSTM>(3, 4);
+        Placeholder x({5, -1, 3}, f32, "x");
+        nn::RecurrentOutput r = rnn->run(x);
+        std::vector<Tensor> outs = {r.output, r.h};
+        if (kind == 2)
+            outs.push_back(r.c);
+        std::vector<Variable> vars = rnn->variables();
+        std::vector<Tensor> wrt(vars.begin(), vars.end());
+        for (const Tensor& g : gradients(sum(r.h) + sum(r.output), wrt))
+            outs.push_back(g);
+        Array xv = sj::test::random_array(f32, {5, 1, 3}, 40 + kind);
+        std::vector<Array> got = function({x}, outs)(xv);
+        std::vector<Array> want = function({x}, outs, {}, sj::test::on("reference"))(xv);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(got[1].shape(), (Shape{kind == 0 ? 2 : 1, 1, 4}));
+        for (size_t i = 0; i < got.size(); ++i)
+            sj::test::expect_close(got[i], want[i], 1e-5, 1e-6, "output " + std::to_string(i));
+    }
 }
