@@ -468,10 +468,26 @@ TEST(CpuBackend, F64MatmulsMatchTheReference) {
         compare({a, w}, {dot_general(a, w, c.dot_dims())}, args, 1e-12, 1e-12);
     }
     // more than 2^20 multiply-adds: the panels on the team, when there is one
+    const bool team = cpu::ThreadPool::get().threads() > 1;
     Placeholder p({2, 130, 64}, f64, "p"), q({2, 64, 129}, f64, "q");
     Function g = function({p, q}, {matmul(p, q)});
     g(random_array(f64, {2, 130, 64}, 70), random_array(f64, {2, 64, 129}, 71));
-    EXPECT_EQ(g.stats().parallel_regions, cpu::ThreadPool::get().threads() > 1 ? 1 : 0);
+    EXPECT_EQ(g.stats().parallel_regions, team ? 1 : 0);
+    // K past 2^16: B read in place by 16 rows (two panels, on the team), and B stored transposed,
+    // whose panels are not copied (the plain loop, on the calling thread)
+    const DotCase longer[] = {{1, 16, 70000, 33, false, false}, {1, 2, 70000, 3, false, true}};
+    for (const DotCase& c : longer) {
+        SCOPED_TRACE(c.name());
+        Placeholder a(c.a_shape(), f64, "a"), w(c.w_shape(), f64, "w");
+        Tensor y = dot_general(a, w, c.dot_dims());
+        std::vector<Array> args = {random_array(f64, c.a_shape(), seed),
+                                   random_array(f64, c.w_shape(), seed + 1)};
+        seed += 2;
+        compare({a, w}, {y}, args, 1e-12, 1e-12);
+        Function h = function({a, w}, {y});
+        h(args[0], args[1]);
+        EXPECT_EQ(h.stats().parallel_regions, team && !c.tb ? 1 : 0);
+    }
 }
 
 namespace {

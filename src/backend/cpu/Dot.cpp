@@ -361,22 +361,27 @@ tiny_gemv_avx512(int64_t M, int64_t N, int64_t K, const float* a, const float* b
 // products (gradient checks, per-example gradients through cholesky, users' f64 models) ran a
 // scalar blocked loop at ~4 GFLOP/s on one thread. On a CPU with AVX-512 they now run in
 // gemm_f64_avx512: B in 32-column panels (copied to [K, 32] when stored transposed or read by
-// many rows: f64_packs), each panel against the rows of A four at a time, 4 x 4 accumulators of 8
-// doubles along K in order. Every
-// element of C is one sum over K in order, whoever computes it, so the bits do not depend on
-// the thread count; a product of kF64TeamWork multiply-adds or more spreads its panels (of all
-// its batch matrices) over the thread team. Measured in docs/performance.md ("f64 matmuls").
+// many rows: f64_packs), each panel against the rows of A four at a time, 4 x 4 accumulators of
+// 8 doubles along K in order. Every element of C is one sum over K in order, whoever computes
+// it, so the bits do not depend on the thread count; a product of kF64TeamWork multiply-adds or
+// more spreads its panels (of all its batch matrices) over the thread team. A B stored
+// transposed with K past kF64PackK (a dot product of two long vectors) keeps the loop, whose
+// scratch would be 32 K doubles. Measured in docs/performance.md ("f64 matmuls").
 constexpr int64_t kPanelF64 = 32;
 /// From this many multiply-adds an f64 product spreads its panels over the team: 1x1000x1000
 /// (2^20, reading 8 MB of B) took 94-169 us on one thread, 64x64x64 (2^18) 6 us.
 constexpr int64_t kF64TeamWork = int64_t(1) << 19;
 
 #if defined(__x86_64__)
+/// The longest K whose panels gemm_f64_avx512 copies: 16 MB of scratch a thread. Past it a B
+/// stored transposed takes gemm_f64_loop, and one stored in place is read in place.
+constexpr int64_t kF64PackK = int64_t(1) << 16;
+
 /// Whether gemm_f64_avx512 copies each panel of B first: when B is stored transposed, and when
 /// the panel is read by enough rows of A to repay the copy (in place, 512x512x512 took 1.76 ms
-/// against 1.45 copied; 1x1000x1000 0.094 against 0.22).
-constexpr bool f64_packs(bool tb, int64_t M) {
-    return tb || M >= 16;
+/// against 1.45 copied; 1x1000x1000 0.094 against 0.22); never past kF64PackK.
+constexpr bool f64_packs(bool tb, int64_t M, int64_t K) {
+    return (tb || M >= 16) && K <= kF64PackK;
 }
 
 /// The first `left` of a block of 8 lanes (none when left <= 0).
@@ -417,7 +422,7 @@ f64_rows(int64_t i0, int64_t j0, int64_t n, int64_t K, const double* A, int64_t 
 }
 
 /// C = op(A) op(B) for one matrix, panels p0 .. p1 of 32 columns; `bp`: K x 32 doubles of
-/// scratch, where B is stored transposed and each panel is first copied to [K, 32].
+/// scratch for the panels' copies where f64_packs holds (B stored transposed needs them).
 __attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_t M, int64_t N,
                                                         int64_t K, const double* A, int64_t lda,
                                                         const double* B, int64_t ldb, double* C,
@@ -428,7 +433,7 @@ __attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_
         const int64_t j0 = p * kPanelF64, n = std::min(kPanelF64, N - j0);
         const double* bk = B + j0; // B's rows in place
         int64_t stride = ldb;
-        if (f64_packs(tb, M)) { // the panel as [K, 32], contiguous
+        if (f64_packs(tb, M, K)) { // the panel as [K, 32], contiguous
             for (int64_t k = 0; k < K && !tb; ++k)
                 std::memcpy(bp + k * kPanelF64, B + k * ldb + j0, size_t(n) * sizeof(double));
             for (int64_t j = 0; j < n && tb; ++j)
@@ -443,15 +448,25 @@ __attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_
 }
 #endif
 
-/// Whether an f64 product runs on the thread team (Note [f64 matmuls]).
-bool f64_on_team(int64_t batch, int64_t M, int64_t N, int64_t K) {
+/// Whether an f64 product runs in gemm_f64_avx512 (Note [f64 matmuls]).
+bool f64_in_kernel(bool tb, int64_t K) {
 #if defined(__x86_64__)
     static const bool avx512 = __builtin_cpu_supports("avx512f");
+    return avx512 && (!tb || K <= kF64PackK);
+#else
+    (void)tb, (void)K;
+    return false;
+#endif
+}
+
+/// Whether an f64 product runs on the thread team (Note [f64 matmuls]).
+bool f64_on_team(bool tb, int64_t batch, int64_t M, int64_t N, int64_t K) {
+#if defined(__x86_64__)
     const int64_t tasks = batch * ((N + kPanelF64 - 1) / kPanelF64);
-    return avx512 && batch * M * N * K >= kF64TeamWork && tasks > 1 &&
+    return f64_in_kernel(tb, K) && batch * M * N * K >= kF64TeamWork && tasks > 1 &&
            ThreadPool::get().threads() > 1;
 #else
-    (void)batch, (void)M, (void)N, (void)K;
+    (void)tb, (void)batch, (void)M, (void)N, (void)K;
     return false;
 #endif
 }
@@ -462,15 +477,14 @@ void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
               const double* B, double* C) {
     const int64_t lda = ta ? M : K, ldb = tb ? K : N;
 #if defined(__x86_64__)
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (avx512) {
+    if (f64_in_kernel(tb, K)) {
         const int64_t panels = (N + kPanelF64 - 1) / kPanelF64, tasks = batch * panels;
         const ThreadPool& pool = ThreadPool::get();
         const int nt =
-            f64_on_team(batch, M, N, K) ? int(std::min<int64_t>(tasks, pool.threads())) : 1;
+            f64_on_team(tb, batch, M, N, K) ? int(std::min<int64_t>(tasks, pool.threads())) : 1;
         auto work = [&](int t) { // tasks [tasks * t / nt, tasks * (t + 1) / nt)
             thread_local std::vector<double> bp;
-            if (f64_packs(tb, M))
+            if (f64_packs(tb, M, K))
                 bp.resize(size_t(K * kPanelF64));
             for (int64_t task = tasks * t / nt; task < tasks * (t + 1) / nt; ++task) {
                 const int64_t m = task / panels, p = task % panels;
@@ -674,6 +688,21 @@ double dot_flops(const Shape& lhs, const DotAttrs& d, const Shape& out) {
     return 2.0 * double(numel(out)) * double(prod(lhs, d.lhs_contract));
 }
 
+/// The orders of rhs's dims a GEMM reads in place: `plain` [batch, contract, free] and
+/// `flipped` [batch, free, contract] (B transposed); another order is first copied to `plain`.
+struct RhsOrder {
+    std::vector<int64_t> plain, flipped;
+    RhsOrder(const std::vector<int64_t>& rf, const DotAttrs& d)
+        : plain(d.rhs_batch), flipped(d.rhs_batch) {
+        plain.insert(plain.end(), d.rhs_contract.begin(), d.rhs_contract.end());
+        plain.insert(plain.end(), rf.begin(), rf.end());
+        flipped.insert(flipped.end(), rf.begin(), rf.end());
+        flipped.insert(flipped.end(), d.rhs_contract.begin(), d.rhs_contract.end());
+    }
+    /// Whether the GEMM reads B transposed.
+    bool transposed() const { return !is_identity(plain) && is_identity(flipped); }
+};
+
 /// A call's GEMM sizes: batch, rows, columns, contraction.
 struct GemmDims {
     int64_t B, M, N, K;
@@ -705,7 +734,7 @@ int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& d, 
     if (g.B * g.M * g.N == 0 || g.K == 0)
         return 0;
     if (out == DType::F64)
-        return f64_on_team(g.B, g.M, g.N, g.K) ? 1 : 0;
+        return f64_on_team(RhsOrder(g.rf, d).transposed(), g.B, g.M, g.N, g.K) ? 1 : 0;
     if (out != DType::F32 || g.one_thread())
         return 0;
     return g.in_pieces() ? 2 : 1;
@@ -739,17 +768,11 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
         if (is_identity(pat)) ta = true;
         else A = permuted(lhs, pa);
     }
-    std::vector<int64_t> pb(d.rhs_batch), pbt(d.rhs_batch);
-    pb.insert(pb.end(), d.rhs_contract.begin(), d.rhs_contract.end());
-    pb.insert(pb.end(), rf.begin(), rf.end());
-    pbt.insert(pbt.end(), rf.begin(), rf.end());
-    pbt.insert(pbt.end(), d.rhs_contract.begin(), d.rhs_contract.end());
-    bool tb = false;
+    const RhsOrder ro(rf, d);
+    const bool tb = ro.transposed();
     Array Bm = rhs;
-    if (!is_identity(pb)) {
-        if (is_identity(pbt)) tb = true;
-        else Bm = permuted(rhs, pb);
-    }
+    if (!is_identity(ro.plain) && !tb)
+        Bm = permuted(rhs, ro.plain);
     if (out.dtype() == DType::F32) {
         KeptMemories local; // (a caller that keeps none)
         KeptMemories& k = kept ? *kept : local;
