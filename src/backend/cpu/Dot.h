@@ -32,8 +32,9 @@ bool dot_can_accumulate(const Array& lhs, const Array& rhs, const DotAttrs& dims
 
 /// How many times the call starts the team (FunctionStats::parallel_regions): 0 for small f32
 /// calls, which run on the calling thread (Note [Small matmuls on one thread] in Dot.cpp), 2 for
-/// a long contraction in pieces (the pieces, their sum), else 1; f64: 1 for a product of more
-/// than 2^20 multiply-adds on a CPU with AVX-512 (Note [f64 matmuls]), else 0.
+/// a long contraction in pieces (the pieces, their sum), else 1; f64: 1 for a product of 2^19
+/// multiply-adds or more in more than one panel on a CPU with AVX-512 (Note [f64 matmuls]),
+/// else 0.
 int dot_parallel_regions(const Shape& lhs, const Shape& rhs, const DotAttrs& dims, DType out);
 
 /// Whether the f32 call lhs x rhs -> out with `epilogue` can read rhs, a [K, N] matrix
