@@ -368,10 +368,8 @@ Tensor window_positions(const Shape& ex, const Shape& sizes, const Tensor& start
     // the clamped starts [B, r] -> each example's window start [B]
     Tensor s = minimum(maximum(cast(starts, DType::I64), 0.0), constant(Array(hi, {r})));
     Tensor first = sum(s * constant(Array(std::vector<int64_t>(st), {r})), {1});
-    if (stacked) {
-        Tensor row = starts.dim(0) >= 0 ? arange(starts.dim(0)) : cumsum(ones_like(first), 0) - 1.0;
-        first = first + row * double(n);
-    }
+    if (stacked)
+        first = first + row_numbers(first) * double(n);
     Shape column(sizes.size() + 1, 1), window{1}; // [B, 1...] + [1, sizes...]
     column[0] = -1;
     window.insert(window.end(), sizes.begin(), sizes.end());

@@ -171,6 +171,26 @@ constexpr int64_t kSmallGemmWork = int64_t(1) << 20;
 // of its shapes and the CPU, so the bits do not depend on the thread count.
 constexpr int64_t kTinyGemmWork = int64_t(1) << 15;
 
+/// Whether this CPU runs AVX-512 (the tiny and f64 kernels below need it).
+bool avx512() {
+#if defined(__x86_64__)
+    static const bool has = __builtin_cpu_supports("avx512f");
+    return has;
+#else
+    return false;
+#endif
+}
+
+/// The shift of the epilogue's first n post-ops (Note [Affine prefix]), one per channel: a
+/// thread's buffer, valid until its next call.
+float* affine_shift(const std::vector<compiler::PostOp>& epilogue, size_t n,
+                    const std::vector<const Array*>& post_operands, int64_t channels) {
+    thread_local std::vector<float> scale, shift;
+    scale.resize(size_t(channels)), shift.resize(size_t(channels));
+    affine_of(epilogue, n, post_operands, channels, scale.data(), shift.data());
+    return shift.data();
+}
+
 /// Whether the epilogue from `first` on is made of post-ops tiny_gemm applies.
 bool tiny_tail(const std::vector<compiler::PostOp>& epilogue, size_t first) {
     using K = compiler::PostOp::Kind;
@@ -450,25 +470,14 @@ __attribute__((target("avx512f"))) void gemm_f64_avx512(bool ta, bool tb, int64_
 
 /// Whether an f64 product runs in gemm_f64_avx512 (Note [f64 matmuls]).
 bool f64_in_kernel(bool tb, int64_t K) {
-#if defined(__x86_64__)
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    return avx512 && (!tb || K <= kF64PackK);
-#else
-    (void)tb, (void)K;
-    return false;
-#endif
+    return avx512() && (!tb || K <= kF64PackK);
 }
 
 /// Whether an f64 product runs on the thread team (Note [f64 matmuls]).
 bool f64_on_team(bool tb, int64_t batch, int64_t M, int64_t N, int64_t K) {
-#if defined(__x86_64__)
     const int64_t tasks = batch * ((N + kPanelF64 - 1) / kPanelF64);
     return f64_in_kernel(tb, K) && batch * M * N * K >= kF64TeamWork && tasks > 1 &&
            ThreadPool::get().threads() > 1;
-#else
-    (void)tb, (void)batch, (void)M, (void)N, (void)K;
-    return false;
-#endif
 }
 
 /// Note [f64 matmuls]: the B matrices [batch, M, N] = op(A) op(B), A [batch] of M x K (K x M when
@@ -592,12 +601,9 @@ void gemm_f32(const GemmKey& key, const float* a, const float* b, float* c,
         return memory::desc({int64_t(g.scratch_bytes)}, memory::data_type::u8,
                             memory::format_tag::a);
     }));
-    thread_local std::vector<float> scale, shift;
     if (g.shift) {
-        scale.resize(size_t(key.n));
-        shift.resize(size_t(key.n));
-        affine_of(epilogue, g.shift, post_operands, key.n, scale.data(), shift.data());
-        args.add(DNNL_ARG_BIAS, kept.at(DNNL_ARG_BIAS, shift.data(), [&] { return g.bias; }));
+        float* shift = affine_shift(epilogue, g.shift, post_operands, key.n);
+        args.add(DNNL_ARG_BIAS, kept.at(DNNL_ARG_BIAS, shift, [&] { return g.bias; }));
     }
     add_post_op_args(args, kept, epilogue, post_operands, gemm_channels(key), g.shift);
     dnnl::stream& stream = thread_stream();
@@ -634,37 +640,27 @@ void gemm_f32_pieces(const GemmKey& key, const float* a, const float* b, float* 
     });
 }
 
-/// Note [Tiny matmuls in a loop]: whether the call runs in tiny_gemm_avx512.
+/// Note [Tiny matmuls in a loop]: whether the call runs in tiny_gemm; `first`, the length of
+/// the epilogue's affine prefix.
 bool runs_tiny(int64_t M, int64_t work, bool ta, bool tb,
-               const std::vector<compiler::PostOp>& epilogue) {
-#if defined(__x86_64__)
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
+               const std::vector<compiler::PostOp>& epilogue, size_t first) {
     // (a few rows of a large product: not both operands transposed, whose B tiny_gemm copies)
     const bool rows = M <= 4 && work <= kSmallGemmWork && !(ta && tb);
-    return avx512 && (work <= kTinyGemmWork || rows) &&
-           tiny_tail(epilogue, affine_prefix(epilogue, false));
-#else
-    (void)M, (void)work, (void)ta, (void)tb, (void)epilogue;
-    return false;
-#endif
+    return avx512() && (work <= kTinyGemmWork || rows) && tiny_tail(epilogue, first);
 }
 
-void tiny_gemm(const GemmKey& key, const float* a, const float* b, float* c,
-               const std::vector<compiler::PostOp>& epilogue,
-               const std::vector<const Array*>& post_operands) {
+/// The batch matrices of a product runs_tiny accepts, [B, M, K] (or [B, K, M] when ta) times
+/// [B, K, N] (or [B, N, K] when tb), with the epilogue.
+void tiny_gemm(int64_t B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, const float* a,
+               const float* b, float* c, const std::vector<compiler::PostOp>& epilogue,
+               size_t first, const std::vector<const Array*>& post_operands) {
 #if defined(__x86_64__)
-    const auto& [B, M, N, K, ta, tb, post, k_full, packed] = key;
-    const size_t first = affine_prefix(epilogue, false);
-    thread_local std::vector<float> scale, shift, bt;
-    if (first) {
-        scale.resize(size_t(N)), shift.resize(size_t(N));
-        affine_of(epilogue, first, post_operands, N, scale.data(), shift.data()); // (scale 1)
-    }
+    const float* shift = first ? affine_shift(epilogue, first, post_operands, N) : nullptr;
+    thread_local std::vector<float> bt;
     for (int64_t m = 0; m < B; ++m) {
         const float* bm = b + m * K * N;
         if (tb && M <= 4 && !ta) { // rows of B along K: dot products
-            tiny_gemv_avx512(M, N, K, a + m * M * K, bm, c + m * M * N,
-                             first ? shift.data() : nullptr, epilogue, first);
+            tiny_gemv_avx512(M, N, K, a + m * M * K, bm, c + m * M * N, shift, epilogue, first);
             continue;
         }
         if (tb) { // [N, K] -> [K, N]
@@ -674,11 +670,12 @@ void tiny_gemm(const GemmKey& key, const float* a, const float* b, float* c,
                     bt[size_t(k * N + j)] = bm[j * K + k];
             bm = bt.data();
         }
-        tiny_gemm_avx512(M, N, K, a + m * M * K, ta ? 1 : K, ta ? M : 1, bm, c + m * M * N,
-                         first ? shift.data() : nullptr, epilogue, first);
+        tiny_gemm_avx512(M, N, K, a + m * M * K, ta ? 1 : K, ta ? M : 1, bm, c + m * M * N, shift,
+                         epilogue, first);
     }
 #else
-    (void)key, (void)a, (void)b, (void)c, (void)epilogue, (void)post_operands;
+    (void)B, (void)M, (void)N, (void)K, (void)ta, (void)tb, (void)a, (void)b, (void)c;
+    (void)epilogue, (void)first, (void)post_operands;
 #endif
 }
 
@@ -774,14 +771,15 @@ bool dot_general(const Array& lhs, const Array& rhs, const DotAttrs& d, Array& o
     if (!is_identity(ro.plain) && !tb)
         Bm = permuted(rhs, ro.plain);
     if (out.dtype() == DType::F32) {
-        KeptMemories local; // (a caller that keeps none)
-        KeptMemories& k = kept ? *kept : local;
-        if (runs_tiny(M, B * M * N * K, ta, tb, epilogue)) { // (Note [Tiny matmuls in a loop])
-            tiny_gemm({B, M, N, K, ta, tb, ""}, static_cast<const float*>(A.raw()),
+        const size_t first = affine_prefix(epilogue, false);
+        if (runs_tiny(M, B * M * N * K, ta, tb, epilogue, first)) { // (Note [Tiny matmuls...])
+            tiny_gemm(B, M, N, K, ta, tb, static_cast<const float*>(A.raw()),
                       static_cast<const float*>(Bm.raw()), static_cast<float*>(out.raw()), epilogue,
-                      post_operands);
+                      first, post_operands);
             return true;
         }
+        KeptMemories local; // (a caller that keeps none)
+        KeptMemories& k = kept ? *kept : local;
         match_dnnl_threads(); // before a primitive is created: oneDNN plans its split then
         if (g.one_thread()) { // planned for one thread (k_full set) and run on one
             OneDnnlThread one;
