@@ -376,6 +376,59 @@ TEST(ConvCpu, WeightGradientChunksFollowTheWork) {
     EXPECT_EQ(cpu::filter_chunk_count(37, 1600), 16); // 40x40
 }
 
+TEST(ConvCpu, WeightGradientsOfABatchOfOneCutTheirOutputChannels) {
+    // Note [Weight gradients of a batch of one]: with a batch of one, conv_backward_filter runs
+    // as chunks of whole groups, or of 16-channel blocks of its outputs, each chunk's rows of the
+    // gradient stored at their places in our layout; below two chunks' worth of multiply-adds
+    // (Conv.cpp's kChunkMacs) it stays whole. Configs: blocked chunks of equal and of two sizes,
+    // a plain source (3 channels), a stride, grouped chunks whose units hold 16 groups (3 -> 16
+    // channels a group: vmap's per-example first layer) or one (16 -> 32), depthwise chunks of 16
+    // groups, groups no blocked layout cuts (5 -> 7 channels a group: plain, in chunks of 1 and 2
+    // groups), and calls too small to cut
+    struct Config {
+        Shape x, w;
+        int64_t groups, stride;
+        bool cut;
+    };
+    std::vector<Config> configs = {
+        {{1, 16, 32, 32}, {64, 16, 3, 3}, 1, 1, true},
+        {{1, 16, 16, 16}, {80, 16, 3, 3}, 1, 1, true}, // 5 blocks on 2 chunks
+        {{1, 3, 64, 64}, {32, 3, 3, 3}, 1, 1, true},
+        {{1, 32, 64, 64}, {32, 32, 3, 3}, 1, 2, true},
+        {{1, 96, 16, 16}, {512, 3, 3, 3}, 32, 1, true},
+        {{1, 128, 16, 16}, {256, 16, 3, 3}, 8, 1, true},
+        {{1, 64, 128, 128}, {64, 1, 3, 3}, 64, 1, true},
+        {{1, 35, 48, 48}, {49, 5, 3, 3}, 7, 1, true},   // 7 groups on 4 chunks
+        {{1, 3, 32, 32}, {32, 3, 3, 3}, 1, 1, false},   // 0.9M multiply-adds
+        {{1, 16, 16, 16}, {24, 16, 3, 3}, 1, 1, false}, // 24 channels: no whole blocks
+        {{2, 16, 32, 32}, {64, 16, 3, 3}, 1, 1, false}, // a batch of two: chunks of images
+    };
+    for (size_t k = 0; k < configs.size(); ++k) {
+        const Config& c = configs[k];
+        SCOPED_TRACE("config " + std::to_string(k));
+        Placeholder x(c.x, f32, "x");
+        Tensor y = conv(x, Placeholder(c.w, f32, "w"), {c.stride, c.stride}, "SAME", {}, c.groups);
+        Placeholder dy(y.shape(), f32, "dy");
+        Tensor dw = conv_backward_filter(x, dy, {c.w[2], c.w[3]}, {c.stride, c.stride}, "SAME", {},
+                                         c.groups);
+        auto p = cpu::window_primitive(*dw.node(), {{f32, c.x}, {f32, y.shape()}}, {f32, c.w});
+        ASSERT_TRUE(p);
+        const std::string impl = cpu::window_impl(*p);
+        EXPECT_EQ(impl.find("chunks of its output channels") != std::string::npos, c.cut) << impl;
+        Array xv = random_array(f32, c.x, 150 + k), dyv = random_array(f32, y.shape(), 160 + k);
+        Array ref = function({x, dy}, {dw}, {}, on("reference"))(xv, dyv)[0];
+        Function f = function({x, dy}, {dw}, {}, on("cpu"));
+        Array got = f(xv, dyv)[0];
+        double scale = 0;
+        for (int64_t i = 0; i < ref.size(); ++i)
+            scale = std::max(scale, std::fabs(ref.at(i)));
+        // each entry sums up to 64 x 64 x 16 products in f32 in oneDNN's order: as
+        // WeightGradientsOverBatchChunksMatchTheReference, well below 2e-5 of the largest entry
+        for (int64_t i = 0; i < ref.size(); ++i)
+            ASSERT_NEAR(got.at(i), ref.at(i), 2e-5 * scale) << "at " << i;
+    }
+}
+
 // Note [Winograd convolutions]: on AVX-512 a forward 3x3 conv whose weights are a variable the
 // function does not update runs as Winograd, its weight transform kept while the weights' bytes
 // do not change (counted with the folded weights); a step that updates the weights keeps the

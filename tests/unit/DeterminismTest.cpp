@@ -79,7 +79,7 @@ TEST(Determinism, DISABLED_Digests) {
     print("grouped_conv_fwd", rg[0]);
     print("grouped_conv_bwd_data", rg[1]);
     print("grouped_conv_bwd_filter", rg[2]);
-    // one image: a single chunk, run outside a parallel region
+    // one image: chunks of its two groups (Note [Weight gradients of a batch of one])
     Placeholder x1({1, 16, 96, 96}, f32, "x1");
     Tensor y1 = conv(x1, wg, {}, "SAME", {}, 2);
     print("one_image_conv_bwd_filter", function({x1}, {gradients(mean(y1 * y1), {wg})[0]})(
@@ -111,6 +111,23 @@ TEST(Determinism, DISABLED_Digests) {
     auto gt = gradients(sum(var * var) + sum(t * t * 0.5), {t});
     auto rt = function({t}, {mu, var, gt[0], sum(t), sum(t, {0})})(random_array(f32, {64, 32, 16, 16}, 5));
     for (size_t i = 0; i < rt.size(); ++i) print("reduce" + std::to_string(i), rt[i]);
+
+    // weight gradients of a batch of one, cut along their output channels (Note [Weight
+    // gradients of a batch of one] in src/backend/cpu/Conv.cpp): one conv without groups, and
+    // per-example gradients under vmap (the examples in the groups)
+    Placeholder xo({1, 16, 32, 32}, f32, "xo");
+    Variable wo(random_array(f32, {64, 16, 3, 3}, 13, -0.1, 0.1), "det_wo");
+    Tensor yo = conv2d(xo, wo, {}, "SAME");
+    print("conv_filter_batch_of_one", function({xo}, {gradients(sum(yo * yo), {wo})[0]})(
+                                          random_array(f32, {1, 16, 32, 32}, 14))[0]);
+    Placeholder xe({32, 3, 16, 16}, f32, "xe");
+    Variable we(random_array(f32, {16, 3, 3, 3}, 15, -0.3, 0.3), "det_we");
+    Tensor ge = vmap([&](const std::vector<Tensor>& a) {
+        Tensor ye = conv2d(expand_dims(a[0], 0), we, {}, "SAME");
+        return std::vector<Tensor>{gradients(sum(ye * ye), {we})[0]};
+    })({xe})[0];
+    print("per_example_conv_grads",
+          function({xe}, {ge})(random_array(f32, {32, 3, 16, 16}, 16))[0]);
 
     // a few training steps of a small CNN: conv, batch norm, relu, max pool, dense, Adam; every
     // variable after them (weights, batch-norm statistics, Adam's moments and step)

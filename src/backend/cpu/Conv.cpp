@@ -140,28 +140,43 @@ memory::dims minus_one(const std::vector<int64_t>& v) {
 
 } // namespace
 
-/// conv_backward_filter on one chunk of the batch: a primitive planned for one thread (Note
-/// [Thread-count-independent weight gradients]).
+/// conv_backward_filter on one chunk: `units` images of the batch, or `units` units of the output
+/// channels of a batch of one (Note [Weight gradients of a batch of one]); a primitive planned for
+/// one thread (Note [Thread-count-independent weight gradients]).
 struct FilterChunk {
-    int64_t images = 0;
+    int64_t units = 0;
     dnnl::primitive prim;
     memory::desc src, diff_dst;
+    /// cut by outputs: the chunk's gradient in the primitive's layout, and for each of its
+    /// elements its offset from the chunk's first element in the caller's layout (-1: padding),
+    /// or empty when the layouts are the same (the primitive then writes the caller's buffer)
+    memory::desc diff_weights;
+    std::vector<int32_t> to_user;
 };
 
-/// conv_backward_filter's chunks: images [N * c / count, N * (c + 1) / count) for c < count, of
-/// at most two sizes, one primitive per size.
+/// conv_backward_filter's chunks: units [units * c / count, units * (c + 1) / count) for
+/// c < count, of at most two sizes, one primitive per size. The units are the batch's images
+/// (their partial gradients summed), or for a batch of one `by_outputs` units of its output
+/// channels (each chunk computes its own rows of the gradient, nothing is summed).
 struct FilterChunks {
-    int64_t batch = 0;
+    int64_t units = 0;
     int count = 0;
+    bool by_outputs = false;
+    bool unit_calls = false; // by outputs: one primitive call per unit (a group), sizes[0]'s
     std::vector<FilterChunk> sizes;
-    memory::desc diff_weights; // the layout of every partial gradient, and of the sum
+    memory::desc src, diff_dst; // the layouts of the whole x and dy, which the chunks slice
+    memory::desc diff_weights;  // by images: the layout of every partial gradient, and of the sum
     size_t scratch = 0;        // the largest scratchpad of a chunk's primitive
-    size_t src_image_bytes = 0, diff_dst_image_bytes = 0;
+    // the bytes of one unit in the chunks' layout of x and dy: an image's; by outputs, a unit's
+    // input channels (0 when the chunks all read the whole of x: no groups) and output channels
+    size_t src_unit_bytes = 0, diff_dst_unit_bytes = 0;
+    int64_t weights_unit = 0; // by outputs: the gradient's elements of one unit
+    size_t partial_bytes = 0; // by outputs: the largest chunk gradient a task keeps
     int tasks = 1; // threads that run chunks (each has its own scratchpad)
     std::string impl;
-    // for each element of diff_weights, its offset in the caller's layout, or -1 (padding);
-    // empty when the sum is reordered instead (Note [Weight gradients stored in the caller's
-    // layout])
+    // by images: for each element of diff_weights, its offset in the caller's layout, or -1
+    // (padding); empty when the sum is reordered instead (Note [Weight gradients stored in the
+    // caller's layout])
     std::vector<int32_t> user_offset;
 };
 
@@ -466,54 +481,191 @@ std::vector<int32_t> user_offsets(const memory::desc& user, const memory::desc& 
     return offsets;
 }
 
+/// The primitive of conv_backward_filter (x, dy) -> dw planned for one thread, weights in
+/// `weights`' layout or, when null, the primitive's choice.
+dnnl::convolution_backward_weights::primitive_desc filter_pd(const Shape& x, const Shape& w,
+                                                             const Shape& y, const ConvAttrs& a,
+                                                             Layout l,
+                                                             const memory::desc* weights) {
+    ConvDescs d = conv_descs(x, w, y, a, l);
+    if (weights)
+        d.weights = *weights;
+    auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
+    dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src,
+                                                  d.weights, d.dst, d.strides, d.dilates, d.lo,
+                                                  d.hi);
+    return dnnl::convolution_backward_weights::primitive_desc(desc, user_scratchpad(),
+                                                              dnnl_engine(), hint);
+}
+
+/// Adds the primitive of chunks of `units` units to f.
+void add_chunk(FilterChunks& f, int64_t units,
+               const dnnl::convolution_backward_weights::primitive_desc& pd) {
+    f.sizes.push_back({units,
+                       dnnl::convolution_backward_weights(pd),
+                       pd.src_desc(),
+                       pd.diff_dst_desc(),
+                       pd.diff_weights_desc(),
+                       {}});
+    f.scratch = std::max(f.scratch, pd.scratchpad_desc().get_size());
+}
+
 /// conv_backward_filter (x, dy) -> dw for the whole batch as fixed chunks (Note
-/// [Thread-count-independent weight gradients]); `layout` is set to the chunks' layout.
+/// [Thread-count-independent weight gradients]).
 std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w, const Shape& y,
-                                                 const ConvAttrs& a, Layout& layout) {
+                                                 const ConvAttrs& a) {
+    OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
     auto f = std::make_unique<FilterChunks>();
-    f->batch = x[0];
+    f->units = x[0];
     // y is [N, C, spatial...] (logical_operands)
     f->count = int(filter_chunk_count(
         x[0], std::accumulate(y.begin() + 2, y.end(), int64_t{1}, std::multiplies<>())));
-    OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
-    // `weights`: the layout of the diff weights, or null for the primitive's choice
     auto pd_for = [&](int64_t images, Layout l, const memory::desc* weights) {
         Shape xc = x, yc = y;
         xc[0] = yc[0] = images;
-        ConvDescs d = conv_descs(xc, w, yc, a, l);
-        if (weights)
-            d.weights = *weights;
-        auto hint = conv_forward_pd(d, dnnl::prop_kind::forward_training, dnnl::primitive_attr());
-        dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src,
-                                                      d.weights, d.dst, d.strides, d.dilates, d.lo,
-                                                      d.hi);
-        return dnnl::convolution_backward_weights::primitive_desc(desc, user_scratchpad(),
-                                                                  dnnl_engine(), hint);
+        return filter_pd(xc, w, yc, a, l, weights);
     };
-    auto add = [&](int64_t images, const dnnl::convolution_backward_weights::primitive_desc& pd) {
-        f->sizes.push_back(
-            {images, dnnl::convolution_backward_weights(pd), pd.src_desc(), pd.diff_dst_desc()});
-        f->scratch = std::max(f->scratch, pd.scratchpad_desc().get_size());
-    };
-    const int64_t small = f->batch / f->count;
+    const int64_t small = f->units / f->count;
     // first_fast returns the descriptor of the last layout it tried
+    Layout layout = Layout::Plain;
     auto pd = first_fast([&](Layout l) {
         layout = l;
         return pd_for(small, l, nullptr);
     });
     f->diff_weights = pd.diff_weights_desc();
     f->impl = pd.impl_info_str();
-    add(small, pd);
-    if (f->batch % f->count)
-        add(small + 1, pd_for(small + 1, layout, &f->diff_weights));
-    f->src_image_bytes = activation(x, layout).get_size() / size_t(f->batch);
-    f->diff_dst_image_bytes = activation(y, layout).get_size() / size_t(f->batch);
+    add_chunk(*f, small, pd);
+    if (f->units % f->count)
+        add_chunk(*f, small + 1, pd_for(small + 1, layout, &f->diff_weights));
+    f->src = activation(x, layout);
+    f->diff_dst = activation(y, layout);
+    f->src_unit_bytes = f->src.get_size() / size_t(f->units);
+    f->diff_dst_unit_bytes = f->diff_dst.get_size() / size_t(f->units);
     for (const FilterChunk& c : f->sizes)
-        SJ_ASSERT(c.src.get_size() == f->src_image_bytes * size_t(c.images) &&
-                  c.diff_dst.get_size() == f->diff_dst_image_bytes * size_t(c.images))
+        SJ_ASSERT(c.src.get_size() == f->src_unit_bytes * size_t(c.units) &&
+                  c.diff_dst.get_size() == f->diff_dst_unit_bytes * size_t(c.units))
             << "conv_backward_filter: a chunk's layout is not a piece of the batch's";
     f->tasks = std::min(f->count, ThreadPool::get().threads());
     return f;
+}
+
+// Note [Weight gradients of a batch of one]
+// The chunks of Note [Thread-count-independent weight gradients] cut the batch, so a batch of one
+// ran on one thread: vmap's per-example weight gradients (one grouped conv_backward_filter with
+// the examples in the groups and a batch of one: src/ops/Conv.cpp's batch_conv_backward_filter),
+// and each example's gradient in the loop vmap runs when the batch is unknown. Such a call now
+// cuts its output channels instead. A unit's rows of the gradient read only its own output
+// channels of dy and, with groups, its own groups' input channels of x; with a batch of one
+// these are contiguous pieces of both buffers. The cuts, tried in order (make_output_chunks):
+//   - blocked: units of whole channel blocks (isa_channel_block()) in the blocked layout; with
+//     groups, as many groups a unit as make its input and output channels whole blocks;
+//   - with groups, one call per group of a primitive without groups, on a blocked piece where a
+//     group's channels are whole blocks and a plain one where not (vmap's first layer: 3 input
+//     channels an example). oneDNN has no direct kernel for groups of 3 channels and ran a
+//     grouped GEMM instead: 64 examples of [3, 32, 32] to 16 channels took 4.2 ms at 2 threads,
+//     the calls per group 0.3 ms;
+//   - units of single groups (or blocks) in the plain layout.
+// Each chunk runs primitives planned for one thread over its units and writes its own rows of the
+// gradient, at their places in the caller's layout: nothing is summed, and each element is
+// computed by one primitive whatever the thread count, so the bits do not depend on it. The
+// count is a function of the shapes alone: at most kFilterChunks and one chunk per kChunkMacs
+// multiply-adds of the whole gradient (a primitive call costs microseconds; below two chunks'
+// worth the call stays whole, on one thread).
+constexpr int64_t kChunkMacs = int64_t(1) << 20;
+
+/// The ways a batch of one is cut (Note [Weight gradients of a batch of one]), in the order they
+/// are tried: units of blocks in the blocked layout; with groups, one call per group of a
+/// primitive without groups; units in the plain layout.
+enum class OutputCut : uint8_t { Blocked, GroupCalls, Plain };
+
+/// conv_backward_filter of a batch of one cut along its output channels (Note [Weight gradients
+/// of a batch of one]), or null when the shapes do not allow two chunks.
+std::unique_ptr<FilterChunks> make_output_chunks(const Shape& x, const Shape& w, const Shape& y,
+                                                 const ConvAttrs& a) {
+    if (x[0] != 1)
+        return nullptr;
+    const int64_t G = a.groups, C = x[1], O = y[1], Cg = C / G, Og = O / G, B = isa_channel_block();
+    auto product = [](auto begin, auto end) {
+        return std::accumulate(begin, end, int64_t{1}, std::multiplies<>());
+    };
+    const int64_t kernel = product(w.begin() + 2, w.end());
+    const int64_t macs = O * Cg * kernel * product(y.begin() + 2, y.end());
+    OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
+    for (OutputCut cut : {OutputCut::Blocked, OutputCut::GroupCalls, OutputCut::Plain}) {
+        if (cut == OutputCut::GroupCalls && G == 1)
+            continue;
+        const Layout l = cut == OutputCut::Plain ? Layout::Plain : Layout::Blocked;
+        // a unit: `per` groups, or `per` output channels without groups
+        const int64_t per = G == 1 ? B
+                            : cut == OutputCut::Blocked
+                                ? std::lcm(B / std::gcd(Cg, B), B / std::gcd(Og, B))
+                                : 1;
+        if ((G == 1 ? O : G) % per != 0)
+            continue;
+        auto f = std::make_unique<FilterChunks>();
+        f->by_outputs = true;
+        f->unit_calls = cut == OutputCut::GroupCalls;
+        f->units = (G == 1 ? O : G) / per;
+        f->count = int(std::min({f->units, kFilterChunks, macs / kChunkMacs}));
+        if (f->count < 2)
+            continue; // (too little work, or one unit: plain units may be smaller)
+        // the layouts of the whole x and dy that the chunks read pieces of: one group's channels
+        // are a piece of a blocked buffer when they are whole blocks
+        f->src =
+            cut == OutputCut::GroupCalls ? (Cg % B ? plain(x) : blocked(x, B)) : activation(x, l);
+        f->diff_dst =
+            cut == OutputCut::GroupCalls ? (Og % B ? plain(y) : blocked(y, B)) : activation(y, l);
+        const int64_t unit_out = G == 1 ? per : per * Og; // output channels of a unit
+        // the shapes and attributes of one primitive call on u units
+        auto call = [&](int64_t u, Shape& xc, Shape& wc, Shape& yc, ConvAttrs& ac) {
+            xc = x, wc = w, yc = y, ac = a;
+            yc[1] = wc[0] = u * unit_out;
+            if (G > 1)
+                xc[1] = u * per * Cg, ac.groups = u * per;
+        };
+        const int64_t small = f->units / f->count;
+        // the units of a call: a chunk's (of two sizes at most), or one group
+        std::vector<int64_t> sizes{f->unit_calls ? 1 : small};
+        if (!f->unit_calls && f->units % f->count)
+            sizes.push_back(small + 1);
+        for (int64_t u : sizes) {
+            Shape xc, wc, yc;
+            ConvAttrs ac;
+            call(u, xc, wc, yc, ac);
+            try {
+                auto pd = filter_pd(xc, wc, yc, ac, l, nullptr);
+                if (cut != OutputCut::Plain &&
+                    std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+                    break; // a reference kernel: try the next cut (first_fast's rule)
+                add_chunk(*f, u, pd);
+                if (u == sizes[0])
+                    f->impl = pd.impl_info_str();
+            } catch (const dnnl::error&) {
+                break; // no implementation takes these layouts
+            }
+            FilterChunk& k = f->sizes.back();
+            const memory::desc user = plain(weights_shape(wc, ac.groups));
+            if (!(user == k.diff_weights)) {
+                k.to_user = user_offsets(user, k.diff_weights);
+                if (k.to_user.empty())
+                    return nullptr; // too large to map
+                f->partial_bytes = std::max(f->partial_bytes, k.diff_weights.get_size());
+            }
+        }
+        if (f->sizes.size() != sizes.size())
+            continue;
+        f->src_unit_bytes = G == 1 ? 0 : f->src.get_size() / size_t(f->units);
+        f->diff_dst_unit_bytes = f->diff_dst.get_size() / size_t(f->units);
+        f->weights_unit = unit_out * Cg * kernel;
+        for (const FilterChunk& c : f->sizes)
+            SJ_ASSERT((G == 1 ? c.src.get_size() == f->src.get_size()
+                              : c.src.get_size() == f->src_unit_bytes * size_t(c.units)) &&
+                      c.diff_dst.get_size() == f->diff_dst_unit_bytes * size_t(c.units))
+                << "conv_backward_filter: a chunk's layout is not a piece of the output channels'";
+        f->tasks = std::min(f->count, ThreadPool::get().threads());
+        return f;
+    }
+    return nullptr;
 }
 
 std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
@@ -597,19 +749,23 @@ std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
         p->impl = pd.impl_info_str();
         break;
     }
-    case Op::ConvBackwardFilter: { // (x, dy) -> dw, summed over fixed chunks of the batch
+    case Op::ConvBackwardFilter: { // (x, dy) -> dw over fixed chunks of the batch or outputs
         const Shape &x = o.in[0], &w = o.out, &y = o.in[1];
-        Layout l = Layout::Plain;
-        std::unique_ptr<FilterChunks> f = make_filter_chunks(x, w, y, a, l);
+        std::unique_ptr<FilterChunks> f = make_output_chunks(x, w, y, a);
+        if (!f)
+            f = make_filter_chunks(x, w, y, a);
         ConvDescs d = conv_descs(x, w, y, a, Layout::Plain, o.in_block(0), o.in_block(1));
-        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, activation(x, l));
-        add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, activation(y, l));
-        f->user_offset = user_offsets(d.weights_user, f->diff_weights);
-        // the sum stores into the caller's buffer, or into a temporary that is reordered
+        add_arg(*p, DNNL_ARG_SRC, 0, d.src_user, f->src);
+        add_arg(*p, DNNL_ARG_DIFF_DST, 1, d.dst_user, f->diff_dst);
+        if (!f->by_outputs)
+            f->user_offset = user_offsets(d.weights_user, f->diff_weights);
+        // the chunks (by outputs) or the sum store into the caller's buffer, or the sum into a
+        // temporary that is reordered
         add_arg(*p, DNNL_ARG_DIFF_WEIGHTS, -1, d.weights_user,
-                f->user_offset.empty() ? f->diff_weights : d.weights_user);
+                f->by_outputs || !f->user_offset.empty() ? d.weights_user : f->diff_weights);
         p->filter = std::move(f);
-        p->impl = p->filter->impl + " on " + std::to_string(p->filter->count) + " chunks";
+        p->impl = p->filter->impl + " on " + std::to_string(p->filter->count) +
+                  (p->filter->by_outputs ? " chunks of its output channels" : " chunks");
         break;
     }
     // the pools and reorders have their own builders (make_pool, make_reblock)
@@ -736,8 +892,10 @@ size_t temp_bytes(const WindowPrimitive& p) {
         n += aligned(p.workspace.get_size()) + aligned(p.forward_dst.get_size()) +
              aligned(p.forward_scratch.get_size());
     n += aligned(p.bias.get_size()) + aligned(p.weights_user.get_size());
-    if (p.filter) // the partial gradients and a scratchpad per task
-        n += size_t(p.filter->count) * aligned(p.filter->diff_weights.get_size()) +
+    if (p.filter) // the partial gradients (by outputs: one per task) and a scratchpad per task
+        n += (p.filter->by_outputs
+                  ? size_t(p.filter->tasks) * aligned(p.filter->partial_bytes)
+                  : size_t(p.filter->count) * aligned(p.filter->diff_weights.get_size())) +
              size_t(p.filter->tasks) * aligned(p.filter->scratch);
     return n;
 }
@@ -888,14 +1046,17 @@ WindowCacheStats window_cache_stats() {
 namespace {
 
 /// conv_backward_filter: each chunk of the batch into its own partial gradient, on one thread,
-/// then the partials added in chunk order (Note [Thread-count-independent weight gradients]).
-/// src, diff_dst: the whole batch in the chunks' layout; diff_weights: the sum's buffer, in the
-/// caller's layout when f.user_offset maps the chunks' one into it.
+/// then the partials added in chunk order (Note [Thread-count-independent weight gradients]);
+/// or each chunk of the output channels of a batch of one into its own rows of the gradient
+/// (Note [Weight gradients of a batch of one]). src, diff_dst: in the chunks' layout;
+/// diff_weights: the sum's buffer, in the caller's layout when f.user_offset maps the chunks' one
+/// into it (by outputs: always the caller's).
 void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_dst,
                        void* diff_weights, Arena& arena, KeptMemories& kept) {
-    std::vector<float*> partial;
-    for (int c = 0; c < f.count; ++c)
-        partial.push_back(reinterpret_cast<float*>(arena.take(f.diff_weights.get_size())));
+    std::vector<float*> partial; // by images: one per chunk; by outputs: one per task
+    const size_t partial_bytes = f.by_outputs ? f.partial_bytes : f.diff_weights.get_size();
+    for (int c = 0; c < (f.by_outputs ? (partial_bytes ? f.tasks : 0) : f.count); ++c)
+        partial.push_back(reinterpret_cast<float*>(arena.take(partial_bytes)));
     std::vector<char*> scratch;
     for (int t = 0; t < f.tasks; ++t)
         scratch.push_back(arena.take(f.scratch));
@@ -914,7 +1075,7 @@ void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_
     };
     // Small partials are added by the task that finishes last, in the chunks' region: a region
     // of their own cost more than the adding (Note [Thread-count-independent weight gradients]).
-    const bool serial_sum = n * f.count <= kSerialFilterSum;
+    const bool serial_sum = !f.by_outputs && n * f.count <= kSerialFilterSum;
     std::atomic<int> finished{0};
     const ThreadPool& pool = ThreadPool::get();
     // each task's memory objects, one set per size of chunk, their pointers moved from chunk to
@@ -926,33 +1087,51 @@ void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_
         OneDnnlThread one;
         dnnl::stream& s = thread_stream();
         KeptMemories& mine = task_kept[t];
-        // a contiguous run of chunks (Note [Tasks stay on their thread] in ThreadPool.cpp)
-        for (int c = f.count * t / f.tasks; c < f.count * (t + 1) / f.tasks; ++c) {
-            int64_t begin = f.batch * c / f.count, end = f.batch * (c + 1) / f.count;
-            const int size = end - begin == f.sizes[0].images ? 0 : 1;
+        // a call of sizes[size]'s primitive on the units from `begin`, into partial `c`
+        auto run_call = [&](int size, int64_t begin, int c) {
             const FilterChunk& k = f.sizes[size_t(size)];
-            void* src_at = const_cast<char*>(x) + size_t(begin) * f.src_image_bytes;
-            void* dy_at = const_cast<char*>(dy) + size_t(begin) * f.diff_dst_image_bytes;
+            void* src_at = const_cast<char*>(x) + size_t(begin) * f.src_unit_bytes;
+            void* dy_at = const_cast<char*>(dy) + size_t(begin) * f.diff_dst_unit_bytes;
+            // by outputs: the call's rows start at element begin * weights_unit of the caller's
+            float* rows = sum + begin * f.weights_unit;
+            float* dw_at = !f.by_outputs       ? partial[size_t(c)]
+                           : k.to_user.empty() ? rows
+                                               : partial[size_t(t)];
             const int of_size = size << 20; // (the keys of the second size's set)
             ExecArgs a;
             a.add(DNNL_ARG_SRC, mine.at(DNNL_ARG_SRC | of_size, src_at, [&] { return k.src; }));
             a.add(DNNL_ARG_DIFF_DST,
                   mine.at(DNNL_ARG_DIFF_DST | of_size, dy_at, [&] { return k.diff_dst; }));
-            a.add(DNNL_ARG_DIFF_WEIGHTS,
-                  mine.at(DNNL_ARG_DIFF_WEIGHTS | of_size, partial[size_t(c)],
-                          [&] { return f.diff_weights; }));
+            a.add(DNNL_ARG_DIFF_WEIGHTS, mine.at(DNNL_ARG_DIFF_WEIGHTS | of_size, dw_at, [&] {
+                return f.by_outputs ? k.diff_weights : f.diff_weights;
+            }));
             if (f.scratch)
                 a.add(DNNL_ARG_SCRATCHPAD, mine.at(DNNL_ARG_SCRATCHPAD, scratch[size_t(t)], [&] {
                     return memory::desc({memory::dim(f.scratch)}, dt::u8, memory::format_tag::a);
                 }));
             a.execute(k.prim, s);
+            if (f.by_outputs && !k.to_user.empty()) { // the rows to their places in the caller's
+                s.wait();
+                for (size_t j = 0; j < k.to_user.size(); ++j)
+                    if (k.to_user[j] >= 0)
+                        rows[k.to_user[j]] = dw_at[j];
+            }
+        };
+        // a contiguous run of chunks (Note [Tasks stay on their thread] in ThreadPool.cpp)
+        for (int c = f.count * t / f.tasks; c < f.count * (t + 1) / f.tasks; ++c) {
+            const int64_t begin = f.units * c / f.count, end = f.units * (c + 1) / f.count;
+            if (f.unit_calls)
+                for (int64_t u = begin; u < end; ++u)
+                    run_call(0, u, c);
+            else
+                run_call(end - begin == f.sizes[0].units ? 0 : 1, begin, c);
         }
         s.wait();
         // (acq_rel: the last task sees every other task's partials)
         if (serial_sum && finished.fetch_add(1, std::memory_order_acq_rel) + 1 == f.tasks)
             add_partials(0, 1);
     });
-    if (!serial_sum)
+    if (!f.by_outputs && !serial_sum)
         pool.run(f.tasks, [&](int t) { add_partials(t, f.tasks); });
 }
 
