@@ -91,6 +91,25 @@ NodePtr permute_chain(const NodePtr& n) {
     return transpose(T(in0(in0(n))), r).node();
 }
 
+/// transpose(x, p) -> reshape(x) when p moves only dims of size 1 (its other dims keep their
+/// order, so the row-major bytes are the same): vmap writes such transposes around grouped
+/// convolutions (a batch of one moved next to the examples), and a reshape is a view
+NodePtr permute_units(const NodePtr& n) {
+    if (!n->is(Op::Permute) || !is_static(in0(n)->shape()))
+        return nullptr;
+    const auto& p = n->attr<AxesAttrs>().axes;
+    const Shape& s = in0(n)->shape();
+    int64_t last = -1;
+    for (int64_t a : p) {
+        if (s[size_t(a)] == 1)
+            continue;
+        if (a < last)
+            return nullptr;
+        last = a;
+    }
+    return Node::make(Op::Reshape, ShapeAttrs{n->shape()}, {in0(n)});
+}
+
 /// broadcast(broadcast(x, s1, d1), s2, d2) -> broadcast(x, s2, d2[d1])
 NodePtr broadcast_chain(const NodePtr& n) {
     if (!n->is(Op::Broadcast) || n->num_inputs() != 1) return nullptr;
@@ -288,6 +307,7 @@ const std::vector<Pattern>& canonicalize_patterns() {
         {"neg_neg", neg_neg},
         {"reshape_chain", reshape_chain},
         {"permute_chain", permute_chain},
+        {"permute_units", permute_units},
         {"broadcast_chain", broadcast_chain},
         {"cast_roundtrip", cast_roundtrip},
         {"sink_broadcast", sink_broadcast},
