@@ -12,7 +12,7 @@
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
 //                                [--max_steps N | --steps N,N,...] [--width W] [--first_call 0]
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
-//   symjax_bench per_example_grads [--batch 128] [--hidden 512]
+//   symjax_bench per_example_grads [--batch 128] [--hidden 512] [--model mlp|cnn]
 //   symjax_bench conv_stack_infer [--channels 256] [--layers 8] [--size 8] [--batch 1]
 //                                 (inference of a stack of 3x3 convs with large weights: Note
 //                                 [Folded weights cache]; PyTorch's peer:
@@ -241,8 +241,61 @@ void conv_stack_infer() {
              ", \"weights_mb\": " + std::to_string(mb));
 }
 
+/// Per-example gradients of a small CNN's loss: [3, 32, 32] images through conv 3x3 (3 -> 16),
+/// relu, conv 3x3 (16 -> 32), relu, the spatial mean and a dense layer to 10 classes. Under vmap
+/// each convolution's weight gradient is one grouped conv_backward_filter with the examples in
+/// its groups and a batch of one (Note [Weight gradients of a small batch] in
+/// src/backend/cpu/Conv.cpp).
+void per_example_grads_cnn(int64_t batch) {
+    std::vector<Variable> params;
+    auto uniform = [&](Shape s, int64_t fan_in, uint64_t seed) {
+        const double bound = 1.0 / std::sqrt(double(fan_in)); // PyTorch's default init's bound
+        std::mt19937_64 g(seed);
+        std::uniform_real_distribution<float> u(-float(bound), float(bound));
+        Array a(f32, std::move(s));
+        for (int64_t i = 0; i < a.size(); ++i)
+            a.data<float>()[i] = u(g);
+        return a;
+    };
+    params.emplace_back(uniform({16, 3, 3, 3}, 27, 1), "pe_cnn/w0");
+    params.emplace_back(uniform({32, 16, 3, 3}, 144, 2), "pe_cnn/w1");
+    params.emplace_back(uniform({32, 10}, 32, 3), "pe_cnn/W");
+    params.emplace_back(uniform({10}, 32, 4), "pe_cnn/b");
+    std::vector<Tensor> ps(params.begin(), params.end());
+    // --static_batch 1: placeholders of the batch's size (vmap then folds the examples into the
+    // convolutions' groups; with -1 it loops over them: docs/vmap.md)
+    const int64_t b = opt("static_batch", "0") != "0" ? batch : -1;
+    Placeholder x({b, 3, 32, 32}, f32, "x");
+    Placeholder y({b}, i32, "y");
+    auto example_grads = [&](const std::vector<Tensor>& a) {
+        Tensor h = nn::relu(conv2d(expand_dims(a[0], 0), ps[0], {}, "SAME"));
+        h = nn::relu(conv2d(h, ps[1], {}, "SAME"));
+        Tensor logits = matmul(mean(h, {2, 3}), ps[2]) + ps[3];
+        Tensor loss = -sum(one_hot(expand_dims(a[1], 0), 10) * log_softmax(logits, 1));
+        return gradients(loss, ps);
+    };
+    auto t0 = Clock::now();
+    std::vector<Tensor> g = vmap(example_grads)({x, y});
+    FunctionOptions fo; // --profile 1: each step timed (the report is printed as f goes)
+    fo.profile = opt("profile", "0") != "0";
+    Function f = function({x, y}, g, {}, fo);
+    double compile_ms = ms_since(t0);
+    Array xb = randn({batch, 3, 32, 32}, 7);
+    Array yb(i32, {batch});
+    for (int64_t i = 0; i < batch; ++i)
+        yb.data<int32_t>()[i] = int32_t(i % 10);
+    double s = measure([&] { f(xb, yb); });
+    emit("per_example_grads", "cnn", s * 1e3, "ms",
+         "\"batch\": " + std::to_string(batch) + ", \"static_batch\": " + (b < 0 ? "0" : "1") +
+             ", \"compile_ms\": " + std::to_string(compile_ms) +
+             ", \"kernels\": " + std::to_string(f.stats().kernels) +
+             ", \"library_calls\": " + std::to_string(f.stats().library_calls));
+}
+
 void per_example_grads() {
     int64_t batch = std::stoll(opt("batch", "128"));
+    if (opt("model", "mlp") == "cnn")
+        return per_example_grads_cnn(batch);
     int hidden = std::stoi(opt("hidden", "512"));
     Mlp m(hidden);
     std::vector<Tensor> params(m.params.begin(), m.params.end());
