@@ -262,8 +262,8 @@ void per_example_grads_cnn(int64_t batch) {
     params.emplace_back(uniform({32, 10}, 32, 3), "pe_cnn/W");
     params.emplace_back(uniform({10}, 32, 4), "pe_cnn/b");
     std::vector<Tensor> ps(params.begin(), params.end());
-    // --static_batch 1: placeholders of the batch's size (vmap then folds the examples into the
-    // convolutions' groups; with -1 it loops over them: docs/vmap.md)
+    // --static_batch 1: placeholders of the batch's size (default -1; the examples go into the
+    // convolutions' groups either way: Note [Groups that follow the batch] in src/ops/Conv.cpp)
     const int64_t b = opt("static_batch", "0") != "0" ? batch : -1;
     Placeholder x({b, 3, 32, 32}, f32, "x");
     Placeholder y({b}, i32, "y");

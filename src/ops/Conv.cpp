@@ -89,7 +89,7 @@ void check_conv_attrs(const InferCtx& c, const ConvAttrs& a, size_t nsp, bool ba
     check_sizes(c, "dilation", a.dilation, nsp, 1);
     check_sizes(c, "pads (lo)", a.pad_lo, nsp, 0);
     check_sizes(c, "pads (hi)", a.pad_hi, nsp, 0);
-    SJ_CHECK(a.groups >= 1, ShapeError)
+    SJ_CHECK(a.groups >= 1 || (a.groups == 0 && a.group_in >= 1 && a.group_out >= 1), ShapeError)
         << c.where() << ": feature_group_count (groups) must be >= 1, got " << a.groups;
     if (backward) check_sizes(c, "result spatial dims", a.result_spatial, nsp, -1);
 }
@@ -135,6 +135,18 @@ void check_filters_split(const InferCtx& c, int64_t o, size_t from, int64_t grou
     shape_fail(c, os.str());
 }
 
+/// With groups that follow the channels (ConvAttrs::groups 0): `g` groups of the input's
+/// channels must have group_out output channels each.
+void check_group_outputs(const InferCtx& c, const ConvAttrs& a, int64_t o, size_t from, int64_t g) {
+    if (a.groups > 0 || o < 0 || g < 0 || o == g * a.group_out)
+        return;
+    std::ostringstream os;
+    os << c.where() << ": " << c.name(from) << " (shape " << shape_str(c.in[from].shape) << ") has "
+       << o << " output channels but " << g << " groups of " << a.group_out << " take "
+       << g * a.group_out;
+    shape_fail(c, os.str());
+}
+
 /// dy's spatial dims equal the forward output computed from the input and filter sizes.
 void check_dy_spatial(const InferCtx& c, size_t dy, const Shape& want, const std::string& from) {
     const Shape& s = c.in[dy].shape;
@@ -157,8 +169,14 @@ TensorType infer_conv(const InferCtx& c) {
     check_layout(c, 1, nsp, "[O, C / groups, k...]");
     const Shape& ws = c.in[1].shape;
     check_conv_attrs(c, a, nsp, false);
-    check_channels(c, xs[1], 0, ws[1], 1, a.groups);
-    check_filters_split(c, ws[0], 1, a.groups);
+    const int64_t g = a.groups > 0 ? a.groups
+                      : xs[1] >= 0 ? (xs[1] + a.group_in - 1) / a.group_in // (then checked)
+                                   : -1;
+    if (g > 0) {
+        check_channels(c, xs[1], 0, ws[1], 1, g);
+        check_filters_split(c, ws[0], 1, g);
+        check_group_outputs(c, a, ws[0], 1, g);
+    }
     Shape out{xs[0], ws[0]};
     for (size_t i = 0; i < nsp; ++i) out.push_back(conv_out(c, a, i, xs[2 + i], ws[2 + i]));
     return {c.in[0].dtype, out};
@@ -192,12 +210,24 @@ TensorType infer_conv_backward_data(const InferCtx& c) {
            << ") have " << ws[0] << " outputs";
         shape_fail(c, os.str());
     }
-    check_filters_split(c, known_or(ws[0], ds[1]), 1, a.groups);
+    // (groups that follow the channels: from the output channels here)
+    const int64_t o = known_or(ws[0], ds[1]);
+    const int64_t g = a.groups > 0 ? a.groups : o >= 0 ? (o + a.group_out - 1) / a.group_out : -1;
+    if (g > 0) {
+        check_filters_split(c, o, 1, g);
+        check_group_outputs(c, a, o, 1, g);
+    }
+    if (a.groups == 0 && ws[1] >= 0 && ws[1] != a.group_in) {
+        std::ostringstream os;
+        os << c.where() << ": the filters " << c.name(1) << " (shape " << shape_str(ws) << ") take "
+           << ws[1] << " input channels per group, not " << a.group_in;
+        shape_fail(c, os.str());
+    }
     Shape src = result_spatial(c, a.result_spatial, 2, nsp);
     Shape want;
     for (size_t i = 0; i < nsp; ++i) want.push_back(conv_out(c, a, i, src[i], ws[2 + i]));
     check_dy_spatial(c, 0, want, "an input of spatial dims " + shape_str(src));
-    Shape out{ds[0], ws[1] >= 0 ? ws[1] * a.groups : -1};
+    Shape out{ds[0], ws[1] >= 0 && g > 0 ? ws[1] * g : -1};
     out.insert(out.end(), src.begin(), src.end());
     return {c.in[0].dtype, out};
 }
@@ -214,13 +244,23 @@ TensorType infer_conv_backward_filter(const InferCtx& c) {
            << shape_str(xs) << ", " << c.name(1) << " has shape " << shape_str(ds);
         shape_fail(c, os.str());
     }
-    if (xs[1] >= 0 && xs[1] % a.groups != 0) {
+    if (xs[1] >= 0 && a.groups > 0 && xs[1] % a.groups != 0) {
         std::ostringstream os;
         os << c.where() << ": the " << xs[1] << " channels of " << c.name(0) << " (shape "
            << shape_str(xs) << ") do not split into " << a.groups << " groups";
         shape_fail(c, os.str());
     }
-    check_filters_split(c, ds[1], 1, a.groups);
+    if (xs[1] >= 0 && a.groups == 0 && xs[1] % a.group_in != 0) {
+        std::ostringstream os;
+        os << c.where() << ": the " << xs[1] << " channels of " << c.name(0) << " (shape "
+           << shape_str(xs) << ") do not split into groups of " << a.group_in;
+        shape_fail(c, os.str());
+    }
+    const int64_t g = conv_groups(a, xs[1]);
+    if (g > 0) {
+        check_filters_split(c, ds[1], 1, g);
+        check_group_outputs(c, a, ds[1], 1, g);
+    }
     Shape k = result_spatial(c, a.result_spatial, 2, nsp);
     for (size_t i = 0; i < nsp; ++i)
         SJ_CHECK(k[i] != 0, ShapeError) << c.where() << ": filter spatial dims " << shape_str(k)
@@ -228,7 +268,7 @@ TensorType infer_conv_backward_filter(const InferCtx& c) {
     Shape want;
     for (size_t i = 0; i < nsp; ++i) want.push_back(conv_out(c, a, i, xs[2 + i], k[i]));
     check_dy_spatial(c, 1, want, c.name(0) + " with filters of spatial dims " + shape_str(k));
-    Shape out{ds[1], xs[1] >= 0 ? xs[1] / a.groups : -1};
+    Shape out{ds[1], a.groups == 0 ? a.group_in : xs[1] >= 0 ? xs[1] / a.groups : -1};
     out.insert(out.end(), k.begin(), k.end());
     return {c.in[0].dtype, out};
 }
@@ -518,15 +558,17 @@ Tensor fold_apply(const BatchArgs& b, std::vector<Tensor> in, const std::vector<
 /// The number of unknown dims of s (one may be left to reshape to infer).
 int unknown_dims(const Shape& s) { return int(std::count(s.begin(), s.end(), int64_t(-1))); }
 
-/// [B, N, C, sp...] -> [N, B * C, sp...]; undefined when more than N is unknown.
+/// [B, N, C, sp...] -> [N, B * C, sp...]; undefined when a dim but B or C is unknown, or both
+/// are (C is unknown inside a vmap of groups that follow the batch).
 Tensor channels_from_batch(const Tensor& x) {
     const Shape& s = x.shape();
     if (s.size() < 3) return Tensor();
     Shape rest(s.begin() + 3, s.end());
-    if (s[0] < 0 || s[2] < 0 || unknown_dims(rest) > 0) return Tensor();
+    if (s[1] < 0 || (s[0] < 0 && s[2] < 0) || unknown_dims(rest) > 0)
+        return Tensor();
     Axes perm{1, 0};
     for (int64_t i = 2; i < int64_t(s.size()); ++i) perm.push_back(i);
-    Shape t{s[1], s[0] * s[2]};
+    Shape t{s[1], s[0] < 0 || s[2] < 0 ? -1 : s[0] * s[2]};
     t.insert(t.end(), rest.begin(), rest.end());
     return reshape(transpose(x, perm), t);
 }
@@ -542,28 +584,57 @@ Tensor batch_from_channels(const BatchArgs& b, const Tensor& y) {
     return transpose(reshape(y, t), perm);
 }
 
-/// A per-example filter [B, O, C / g, k...] as [B * O, C / g, k...].
+/// A per-example filter [B, O, C / g, k...] as [B * O, C / g, k...]; undefined when a dim but B
+/// or O is unknown, or both are.
 Tensor filter_from_batch(const Tensor& w) {
     const Shape& s = w.shape();
-    if (unknown_dims(s) > 0) return Tensor();
-    Shape t{s[0] * s[1]};
+    if ((s[0] < 0 && s[1] < 0) || unknown_dims(Shape(s.begin() + 2, s.end())) > 0)
+        return Tensor();
+    Shape t{s[0] < 0 || s[1] < 0 ? -1 : s[0] * s[1]};
     t.insert(t.end(), s.begin() + 2, s.end());
     return reshape(w, t);
 }
 
-/// The node on operands already put in grouped form, with B * groups groups; undefined when an
-/// operand could not be written that way.
+// Note [Groups that follow the batch]
+// vmap puts the examples of a convolution with a filter per example (and of a weight gradient)
+// into its groups: B x groups of them. When B is unknown when the graph is built (a placeholder
+// of batch -1, as users write them) the count is unknown too, so the op says instead how many
+// channels each group has (ConvAttrs::groups 0, group_in and group_out: one example's per-group
+// counts, the same whatever B), and the count follows the channels when the function is called
+// (conv_groups(); each backend fixes it from the bound shapes with with_groups()). Batching such
+// an op again (nested vmap) leaves it as it is: its groups' channels do not change. Without this
+// the op looped over the examples ("What loops" in docs/vmap.md).
+
+/// The node on operands already put in grouped form, with B * groups groups (Note [Groups that
+/// follow the batch] when B is unknown); undefined when an operand could not be written that way
+/// or the per-example channel counts are unknown.
 Tensor make_grouped(const BatchArgs& b, const std::vector<Tensor>& in) {
     for (const Tensor& t : in)
         if (!t.defined()) return Tensor();
     ConvAttrs a = b.n.attr<ConvAttrs>();
-    a.groups *= b.size;
+    if (a.groups > 0 && b.size >= 0) {
+        a.groups *= b.size;
+    } else if (a.groups > 0) {
+        // one example's channels: [C, O] of its forward input and output
+        const Shape& s0 = b.n.input(0)->shape();
+        const Shape& s1 = b.n.input(1)->shape();
+        int64_t c = -1, o = -1;
+        if (b.n.op() == Op::Conv)
+            c = s0[1], o = s1[0]; // (x, w)
+        else if (b.n.op() == Op::ConvBackwardData)
+            c = s1[1] * a.groups, o = s1[0]; // (dy, w)
+        else
+            c = s0[1], o = s1[1]; // (x, dy)
+        if (c < 0 || o < 0)
+            return Tensor();
+        a.group_in = c / a.groups, a.group_out = o / a.groups, a.groups = 0;
+    }
     return make(b.n.op(), in, a);
 }
 
 Tensor batch_conv(const BatchArgs& b) {
-    if (!b.batched[1] && b.n.num_inputs() == 2) return fold_apply(b, b.in, {0});
-    if (b.size < 0) return Tensor();
+    if (!b.batched[1] && b.n.num_inputs() == 2)
+        return fold_apply(b, b.in, {0});
     // a filter per example: conv(x, w) and conv_backward_data(dy, w[, like]) in groups
     std::vector<Tensor> in{channels_from_batch(batched_input(b, 0)),
                            filter_from_batch(batched_input(b, 1))};
@@ -573,14 +644,14 @@ Tensor batch_conv(const BatchArgs& b) {
 }
 
 Tensor batch_conv_backward_filter(const BatchArgs& b) {
-    if (b.size < 0) return Tensor();
     // the filter gradient of each example: x [B, N, C, ...] and dy [B, N, O, ...] in groups
     std::vector<Tensor> in{channels_from_batch(batched_input(b, 0)),
                            channels_from_batch(batched_input(b, 1))};
     if (b.n.num_inputs() == 3) in.push_back(filter_from_batch(batched_input(b, 2)));
     Shape t{b.size};
     t.insert(t.end(), b.n.shape().begin(), b.n.shape().end());
-    if (unknown_dims(t) > 0) return Tensor();
+    if (unknown_dims(t) > 1)
+        return Tensor();
     Tensor g = make_grouped(b, in);
     return g.defined() ? reshape(g, t) : Tensor();
 }

@@ -357,7 +357,14 @@ template <class T> std::vector<T> prepend(T first, const std::vector<T>& rest) {
 }
 
 Tensor batch_reshape(const BatchArgs& b) {
-    Shape s = prepend(b.size, b.n.attr<ShapeAttrs>().shape);
+    // an example's -1 dims that its static size fixes (reshape(h, {1, -1}) of a known h) are
+    // taken from its type: with a batch of unknown size, the target keeps one -1
+    Shape per = b.n.attr<ShapeAttrs>().shape;
+    if (b.n.num_inputs() == 1)
+        for (size_t i = 0; i < per.size(); ++i)
+            if (per[i] < 0 && b.n.shape()[i] >= 0)
+                per[i] = b.n.shape()[i];
+    Shape s = prepend(b.size, per);
     if (b.n.num_inputs() == 2) {
         // -1 dims take the like's dims: a batched like gives the batch too
         if (!b.batched[1])

@@ -512,40 +512,101 @@ TEST_P(Vmap, PerExampleGradients) {
     }
 }
 
-// Per-example gradients of a small CNN (conv, pool, dense): the filter gradient of each example
-// is one grouped conv_backward_filter; against each example's own gradient graph.
+// Per-example gradients of a small CNN (conv, pool, dense, a conv of two groups): the filter
+// gradient of each example is one grouped conv_backward_filter, whether the batch is declared or
+// unknown (Note [Groups that follow the batch] in src/ops/Conv.cpp); against each example's own
+// gradient graph.
 TEST_P(Vmap, PerExampleConvGradients) {
-    const int64_t B = 3;
-    Placeholder x({B, 2, 7, 7}, DType::F64, "x"), y({B}, DType::I64, "y");
-    Variable w(random_array(DType::F64, {4, 2, 3, 3}, 50), "w_conv"),
-        w2(random_array(DType::F64, {4, 2, 3, 3}, 51), "w_strided"),
-        d(random_array(DType::F64, {4 * 3 * 3 + 4 * 3 * 3, 5}, 52), "d_dense");
-    Ts params{w, w2, d};
-    auto loss_of = [&](const Tensor& xi, const Tensor& yi) {
-        Tensor img = expand_dims(xi, 0);
-        Tensor h = max_pool2d(maximum(conv2d(img, w, {1, 1}, "SAME"), 0.0), {2, 2});
-        Tensor h2 = tanh(conv2d(img, w2, {2, 2}, "VALID")); // stride 2: backward ops need like
-        Tensor flat = concat({reshape(h, {1, -1}), reshape(h2, {1, -1})}, 1);
-        return sum(
-            nn::losses::sparse_softmax_crossentropy_logits(expand_dims(yi, 0), matmul(flat, d)));
-    };
-    Ts g = vmap([&](const Ts& a) { return gradients(loss_of(a[0], a[1]), params); }, {})({x, y});
-    EXPECT_EQ(batch_loops(g), 0);
-    Array xv = random_array(DType::F64, {B, 2, 7, 7}, 53);
-    Array yv(DType::I64, {B});
-    for (int64_t i = 0; i < B; ++i)
-        yv.data<int64_t>()[i] = (2 * i + 1) % 5;
-    auto r = function({x, y}, g, {}, opts())(xv, yv);
-    for (int64_t b = 0; b < B; ++b) {
-        Ts gb = gradients(loss_of(take(x, b, 0), take(y, b, 0)), params);
-        auto e = function({x, y}, gb, {}, on("reference"))(xv, yv);
-        for (size_t k = 0; k < params.size(); ++k) {
-            int64_t n = e[k].size();
-            for (int64_t i = 0; i < n; ++i)
-                EXPECT_NEAR(r[k].at(b * n + i), e[k].at(i), 1e-11)
-                    << "example " << b << " param " << k;
+    for (int64_t declared : {int64_t(3), int64_t(-1)}) {
+        SCOPED_TRACE("batch declared " + std::to_string(declared));
+        const int64_t B = 3;
+        Placeholder x({declared, 2, 7, 7}, DType::F64, "x"), y({declared}, DType::I64, "y");
+        Variable w(random_array(DType::F64, {4, 2, 3, 3}, 50), "w_conv"),
+            w2(random_array(DType::F64, {4, 2, 3, 3}, 51), "w_strided"),
+            w3(random_array(DType::F64, {4, 1, 3, 3}, 54), "w_grouped"),
+            d(random_array(DType::F64, {4 * 3 * 3 + 4 * 3 * 3, 5}, 52), "d_dense");
+        Ts params{w, w2, w3, d};
+        auto loss_of = [&](const Tensor& xi, const Tensor& yi) {
+            Tensor img = expand_dims(xi, 0);
+            Tensor h = max_pool2d(maximum(conv2d(img, w, {1, 1}, "SAME"), 0.0), {2, 2});
+            Tensor h2 = tanh(conv2d(img, w2, {2, 2}, "VALID")); // stride 2: backward ops need like
+            Tensor h3 = conv(img, w3, {1, 1}, "SAME", {}, 2);
+            Tensor flat = concat({reshape(h, {1, -1}), reshape(h2, {1, -1})}, 1);
+            return sum(nn::losses::sparse_softmax_crossentropy_logits(expand_dims(yi, 0),
+                                                                      matmul(flat, d))) +
+                   0.1 * sum(h3 * h3);
+        };
+        Ts g =
+            vmap([&](const Ts& a) { return gradients(loss_of(a[0], a[1]), params); }, {})({x, y});
+        EXPECT_EQ(batch_loops(g), 0);
+        Array xv = random_array(DType::F64, {B, 2, 7, 7}, 53);
+        Array yv(DType::I64, {B});
+        for (int64_t i = 0; i < B; ++i)
+            yv.data<int64_t>()[i] = (2 * i + 1) % 5;
+        auto r = function({x, y}, g, {}, opts())(xv, yv);
+        // each example's own gradient graph, on placeholders of the batch's size (an example taken
+        // from a batch of unknown size has an unknown size itself)
+        Placeholder xd({B, 2, 7, 7}, DType::F64, "xd"), yd({B}, DType::I64, "yd");
+        for (int64_t b = 0; b < B; ++b) {
+            Ts gb = gradients(loss_of(take(xd, b, 0), take(yd, b, 0)), params);
+            auto e = function({xd, yd}, gb, {}, on("reference"))(xv, yv);
+            for (size_t k = 0; k < params.size(); ++k) {
+                int64_t n = e[k].size();
+                for (int64_t i = 0; i < n; ++i)
+                    EXPECT_NEAR(r[k].at(b * n + i), e[k].at(i), 1e-11)
+                        << "example " << b << " param " << k;
+            }
         }
     }
+}
+
+// A filter per example with an unknown batch: conv and, in the gradient, conv_backward_data and
+// conv_backward_filter in groups that follow the batch (Note [Groups that follow the batch]),
+// with two groups per example; nested vmap keeps them; a batch of another size at the next call
+TEST_P(Vmap, PerExampleFiltersWithAnUnknownBatch) {
+    Placeholder x({-1, 1, 4, 6, 6}, DType::F64, "x"), w({-1, 6, 2, 3, 3}, DType::F64, "w");
+    auto fn = [](const Ts& a) {
+        Tensor y = conv(a[0], a[1], {1, 1}, "SAME", {}, 2);
+        Ts g = gradients(sum(y * y * y), {a[0], a[1]});
+        return Ts{y, g[0], g[1]};
+    };
+    VmapOptions o{{0, 0}, {}, ""};
+    // results of the batched graph against the loop over examples on declared placeholders (an
+    // example taken from a batch of unknown size has an unknown size itself)
+    auto check = [&](const Ts& unknown, const Ts& declared, const std::vector<Array>& values,
+                     int64_t batch, const VmapFn& f) {
+        Ts got = vmap(f, o)(unknown);
+        EXPECT_EQ(batch_loops(got), 0);
+        Ts want = unrolled(f, declared, o.in_axes, batch, o.out_axes);
+        std::vector<Function::Arg> a(values.begin(), values.end());
+        auto r = function(unknown, got, {}, opts()).call(a);
+        auto e = function(declared, want, {}, on("reference")).call(a);
+        ASSERT_EQ(r.size(), e.size());
+        for (size_t j = 0; j < r.size(); ++j) {
+            ASSERT_EQ(r[j].shape(), e[j].shape()) << "result " << j;
+            expect_close(r[j], e[j], 1e-11, 1e-11, "result " + std::to_string(j));
+        }
+    };
+    EXPECT_EQ(vmap(fn, o)({x, w})[0].shape(), (Shape{-1, 1, 6, 6, 6}));
+    for (int64_t b : {3, 5}) { // one graph, two batch sizes
+        SCOPED_TRACE("batch " + std::to_string(b));
+        Placeholder xd({b, 1, 4, 6, 6}, DType::F64, "xd"), wd({b, 6, 2, 3, 3}, DType::F64, "wd");
+        check({x, w}, {xd, wd},
+              {random_array(DType::F64, {b, 1, 4, 6, 6}, 60 + uint64_t(b)),
+               random_array(DType::F64, {b, 6, 2, 3, 3}, 70 + uint64_t(b))},
+              b, fn);
+    }
+    // vmap of vmap: the inner rule's groups follow the channels, the outer batch keeps them
+    SCOPED_TRACE("nested");
+    Placeholder xx({2, -1, 1, 4, 6, 6}, DType::F64, "xx"),
+        ww({2, -1, 6, 2, 3, 3}, DType::F64, "ww");
+    Placeholder xxd({2, 3, 1, 4, 6, 6}, DType::F64, "xxd"),
+        wwd({2, 3, 6, 2, 3, 3}, DType::F64, "wwd");
+    auto inner = [&](const Ts& a) { return vmap(fn, o)(a); };
+    check({xx, ww}, {xxd, wwd},
+          {random_array(DType::F64, {2, 3, 1, 4, 6, 6}, 80),
+           random_array(DType::F64, {2, 3, 6, 2, 3, 3}, 81)},
+          2, inner);
 }
 
 TEST_P(Vmap, UnknownBatchSize) {

@@ -154,13 +154,30 @@ struct DotAttrs {
 /// the channels (groups == C: depthwise). `result_spatial` is the spatial size of a backward op's
 /// result (backward_data: the forward's input; backward_filter: the filter), which the geometry
 /// does not fix when stride > 1 (a -1 entry takes the dim of the op's `like` input at call
-/// time); it is empty for conv.
+/// time); it is empty for conv. groups 0: the count follows the channels at call time, each
+/// group `group_in` input and `group_out` output channels (vmap's per-example filters with a
+/// batch of unknown size, Note [Groups that follow the batch] in src/ops/Conv.cpp);
+/// conv_groups() gives the count.
 struct ConvAttrs {
     std::vector<int64_t> strides, pad_lo, pad_hi, dilation;
     int64_t groups = 1;
     Shape result_spatial;
-    SJ_FIELDS(strides, pad_lo, pad_hi, dilation, groups, result_spatial);
+    int64_t group_in = 0, group_out = 0; // with groups 0: the channels of each group
+    SJ_FIELDS(strides, pad_lo, pad_hi, dilation, groups, result_spatial, group_in, group_out);
 };
+/// The group count of a conv op whose forward input has `in_channels` channels (-1: unknown, and
+/// then so is the count when it follows the channels).
+inline int64_t conv_groups(const ConvAttrs& a, int64_t in_channels) {
+    if (a.groups > 0)
+        return a.groups;
+    return in_channels >= 0 && a.group_in > 0 ? in_channels / a.group_in : -1;
+}
+/// `a` with its group count fixed for a forward input of `in_channels` (known) channels.
+inline ConvAttrs with_groups(ConvAttrs a, int64_t in_channels) {
+    a.groups = conv_groups(a, in_channels);
+    a.group_in = a.group_out = 0;
+    return a;
+}
 enum class PoolKind : uint8_t { Max, Avg };
 /// pool, max_pool_backward and avg_pool_backward: window, strides and pads per spatial dim (pads
 /// smaller than the window, so every window holds an element of the input). Average pooling

@@ -671,7 +671,10 @@ std::unique_ptr<FilterChunks> make_output_chunks(const Shape& x, const Shape& w,
 std::shared_ptr<WindowPrimitive> make_conv(const Node& n, const Operands& o,
                                            const std::vector<compiler::PostOp>& epilogue,
                                            bool fixed_weights) {
-    const auto& a = n.attr<ConvAttrs>();
+    // the group count fixed by the forward input's channels (Note [Groups that follow the batch]
+    // in src/ops/Conv.cpp)
+    const ConvAttrs a =
+        with_groups(n.attr<ConvAttrs>(), n.is(Op::ConvBackwardData) ? o.out[1] : o.in[0][1]);
     auto p = std::make_shared<WindowPrimitive>();
     dnnl::primitive_attr attr = user_scratchpad();
     switch (n.op()) {

@@ -126,8 +126,8 @@ const char* static_reason(const Node& n, size_t spatial) {
     if (n.is(Op::Conv) || n.is(Op::ConvBackwardData) || n.is(Op::ConvBackwardFilter)) {
         const auto& a = n.attr<ConvAttrs>();
         if (!fits(a.strides, spatial, 1) || !fits(a.dilation, spatial, 1) ||
-            !fits(a.pad_lo, spatial, 0) || !fits(a.pad_hi, spatial, 0) || a.groups < 1 ||
-            a.groups > INT_MAX)
+            !fits(a.pad_lo, spatial, 0) || !fits(a.pad_hi, spatial, 0) ||
+            (a.groups < 1 && a.group_in < 1) || a.groups > INT_MAX)
             return "attributes out of cuDNN's range";
         if (a.pad_lo != a.pad_hi)
             return "asymmetric padding";
@@ -252,8 +252,11 @@ std::optional<WindowCall> window_call_for(const Node& n, const std::vector<Tenso
 
     if (is_conv(*kind)) {
         const auto& a = n.attr<ConvAttrs>();
-        c.pad = a.pad_lo, c.stride = a.strides, c.dilation = a.dilation, c.groups = a.groups;
-        if (c.x[1] % c.groups || c.w[0] % c.groups || c.x[1] != c.w[1] * c.groups ||
+        // (groups that follow the channels: fixed by the bound input, Note [Groups that follow
+        // the batch] in src/ops/Conv.cpp)
+        c.pad = a.pad_lo, c.stride = a.strides, c.dilation = a.dilation,
+        c.groups = conv_groups(a, c.x[1]);
+        if (c.groups < 1 || c.x[1] % c.groups || c.w[0] % c.groups || c.x[1] != c.w[1] * c.groups ||
             c.y[1] != c.w[0])
             return no("channels that do not match the filter and groups");
         for (size_t d = 0; d < spatial; ++d)

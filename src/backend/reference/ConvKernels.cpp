@@ -53,10 +53,10 @@ struct ConvDims {
     int64_t N, C, O, I, G, S, K, P; // S, K, P: input, filter and output spatial sizes
     std::vector<int64_t> table;
     ConvDims(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a)
-        : N(x[0]), C(x[1]), O(w[0]), I(w[1]), G(a.groups), S(numel(spatial(x))),
+        : N(x[0]), C(x[1]), O(w[0]), I(w[1]), G(conv_groups(a, x[1])), S(numel(spatial(x))),
           K(numel(spatial(w))), P(numel(spatial(y))),
-          table(window_table(spatial(x), spatial(w), spatial(y), a.strides, a.pad_lo,
-                             a.dilation)) {}
+          table(window_table(spatial(x), spatial(w), spatial(y), a.strides, a.pad_lo, a.dilation)) {
+    }
     /// The first input channel of output channel oc's group.
     int64_t first_channel(int64_t oc) const { return oc / (O / G) * I; }
 };
