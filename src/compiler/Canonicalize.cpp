@@ -93,9 +93,13 @@ NodePtr permute_chain(const NodePtr& n) {
 
 /// transpose(x, p) -> reshape(x) when p moves only dims of size 1 (its other dims keep their
 /// order, so the row-major bytes are the same): vmap writes such transposes around grouped
-/// convolutions (a batch of one moved next to the examples), and a reshape is a view
+/// convolutions (a batch of one moved next to the examples), and a reshape is a view. An unknown
+/// dim counts as one that may not be 1; the reshape infers at most one.
 NodePtr permute_units(const NodePtr& n) {
-    if (!n->is(Op::Permute) || !is_static(in0(n)->shape()))
+    if (!n->is(Op::Permute))
+        return nullptr;
+    const Shape& out = n->shape();
+    if (std::count(out.begin(), out.end(), int64_t(-1)) > 1)
         return nullptr;
     const auto& p = n->attr<AxesAttrs>().axes;
     const Shape& s = in0(n)->shape();

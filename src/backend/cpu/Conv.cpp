@@ -553,8 +553,8 @@ std::unique_ptr<FilterChunks> make_filter_chunks(const Shape& x, const Shape& w,
 // The chunks of Note [Thread-count-independent weight gradients] cut the batch, so a batch of one
 // ran on one thread: vmap's per-example weight gradients (one grouped conv_backward_filter with
 // the examples in the groups and a batch of one: src/ops/Conv.cpp's batch_conv_backward_filter),
-// and each example's gradient in the loop vmap runs when the batch is unknown. Such a call now
-// cuts its output channels instead. A unit's rows of the gradient read only its own output
+// and any one image's gradient (a loop over examples, a batch-1 step). Such a call now cuts its
+// output channels instead. A unit's rows of the gradient read only its own output
 // channels of dy and, with groups, its own groups' input channels of x; with a batch of one
 // these are contiguous pieces of both buffers. The cuts, tried in order (make_output_chunks):
 //   - blocked: units of whole channel blocks (isa_channel_block()) in the blocked layout; with
