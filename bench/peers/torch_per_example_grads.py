@@ -35,7 +35,8 @@ def main():
     torch.manual_seed(0)
     B, H = args.batch, args.hidden
     if args.model == "mlp":
-        model = nn.Sequential(nn.Linear(784, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU(), nn.Linear(H, 10))
+        model = nn.Sequential(nn.Linear(784, H), nn.ReLU(), nn.Linear(H, H), nn.ReLU(),
+                              nn.Linear(H, 10))
         x = torch.randn(B, 784)
     else:
         model = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.ReLU(),
@@ -71,7 +72,8 @@ def main():
         r = pb.measure(step, args)
         pb.emit({
             "bench": "per_example_grads", "case": args.model, "impl": "torch", "variant": impl,
-            "batch": B, **({"hidden": H} if args.model == "mlp" else {}), "value": 1e3 * r["median_s"], "unit": "ms",
+            "batch": B, **({"hidden": H} if args.model == "mlp" else {}),
+            "value": 1e3 * r["median_s"], "unit": "ms",
             **r,
         }, args, ctx)
 
