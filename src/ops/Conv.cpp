@@ -147,6 +147,24 @@ void check_group_outputs(const InferCtx& c, const ConvAttrs& a, int64_t o, size_
     shape_fail(c, os.str());
 }
 
+/// The group count: ConvAttrs::groups, or when the count follows the channels (groups 0) `ch`,
+/// the channels of operand `from`, over `per_group` (group_in or group_out); -1 when `ch` is
+/// unknown. Throws when they do not split into such groups.
+int64_t groups_from(const InferCtx& c, const ConvAttrs& a, int64_t ch, size_t from,
+                    int64_t per_group) {
+    if (a.groups > 0)
+        return a.groups;
+    if (ch < 0)
+        return -1;
+    if (ch % per_group != 0) {
+        std::ostringstream os;
+        os << c.where() << ": the " << ch << " channels of " << c.name(from) << " (shape "
+           << shape_str(c.in[from].shape) << ") do not split into groups of " << per_group;
+        shape_fail(c, os.str());
+    }
+    return ch / per_group;
+}
+
 /// dy's spatial dims equal the forward output computed from the input and filter sizes.
 void check_dy_spatial(const InferCtx& c, size_t dy, const Shape& want, const std::string& from) {
     const Shape& s = c.in[dy].shape;
@@ -169,9 +187,7 @@ TensorType infer_conv(const InferCtx& c) {
     check_layout(c, 1, nsp, "[O, C / groups, k...]");
     const Shape& ws = c.in[1].shape;
     check_conv_attrs(c, a, nsp, false);
-    const int64_t g = a.groups > 0 ? a.groups
-                      : xs[1] >= 0 ? (xs[1] + a.group_in - 1) / a.group_in // (then checked)
-                                   : -1;
+    const int64_t g = groups_from(c, a, xs[1], 0, a.group_in);
     if (g > 0) {
         check_channels(c, xs[1], 0, ws[1], 1, g);
         check_filters_split(c, ws[0], 1, g);
@@ -212,7 +228,7 @@ TensorType infer_conv_backward_data(const InferCtx& c) {
     }
     // (groups that follow the channels: from the output channels here)
     const int64_t o = known_or(ws[0], ds[1]);
-    const int64_t g = a.groups > 0 ? a.groups : o >= 0 ? (o + a.group_out - 1) / a.group_out : -1;
+    const int64_t g = groups_from(c, a, o, ws[0] >= 0 ? 1 : 0, a.group_out);
     if (g > 0) {
         check_filters_split(c, o, 1, g);
         check_group_outputs(c, a, o, 1, g);
@@ -250,13 +266,7 @@ TensorType infer_conv_backward_filter(const InferCtx& c) {
            << shape_str(xs) << ") do not split into " << a.groups << " groups";
         shape_fail(c, os.str());
     }
-    if (xs[1] >= 0 && a.groups == 0 && xs[1] % a.group_in != 0) {
-        std::ostringstream os;
-        os << c.where() << ": the " << xs[1] << " channels of " << c.name(0) << " (shape "
-           << shape_str(xs) << ") do not split into groups of " << a.group_in;
-        shape_fail(c, os.str());
-    }
-    const int64_t g = conv_groups(a, xs[1]);
+    const int64_t g = groups_from(c, a, xs[1], 0, a.group_in);
     if (g > 0) {
         check_filters_split(c, ds[1], 1, g);
         check_group_outputs(c, a, ds[1], 1, g);

@@ -582,14 +582,11 @@ enum class OutputCut : uint8_t { Blocked, GroupCalls, Plain };
 /// of a batch of one]), or null when the shapes do not allow two chunks.
 std::unique_ptr<FilterChunks> make_output_chunks(const Shape& x, const Shape& w, const Shape& y,
                                                  const ConvAttrs& a) {
-    if (x[0] != 1)
+    if (x[0] != 1 || numel(y) == 0 || numel(w) == 0)
         return nullptr;
     const int64_t G = a.groups, C = x[1], O = y[1], Cg = C / G, Og = O / G, B = isa_channel_block();
-    auto product = [](auto begin, auto end) {
-        return std::accumulate(begin, end, int64_t{1}, std::multiplies<>());
-    };
-    const int64_t kernel = product(w.begin() + 2, w.end());
-    const int64_t macs = O * Cg * kernel * product(y.begin() + 2, y.end());
+    const int64_t per_output = numel(w) / O;    // an output channel's weights: C / G x k...
+    const int64_t macs = per_output * numel(y); // (a batch of one: y holds O x positions)
     OneDnnlThread one; // planned for one thread: the chunks run inside our parallel region
     for (OutputCut cut : {OutputCut::Blocked, OutputCut::GroupCalls, OutputCut::Plain}) {
         if (cut == OutputCut::GroupCalls && G == 1)
@@ -656,7 +653,7 @@ std::unique_ptr<FilterChunks> make_output_chunks(const Shape& x, const Shape& w,
             continue;
         f->src_unit_bytes = G == 1 ? 0 : f->src.get_size() / size_t(f->units);
         f->diff_dst_unit_bytes = f->diff_dst.get_size() / size_t(f->units);
-        f->weights_unit = unit_out * Cg * kernel;
+        f->weights_unit = unit_out * per_output;
         for (const FilterChunk& c : f->sizes)
             SJ_ASSERT((G == 1 ? c.src.get_size() == f->src.get_size()
                               : c.src.get_size() == f->src_unit_bytes * size_t(c.units)) &&
@@ -1058,7 +1055,7 @@ void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_
                        void* diff_weights, Arena& arena, KeptMemories& kept) {
     std::vector<float*> partial; // by images: one per chunk; by outputs: one per task
     const size_t partial_bytes = f.by_outputs ? f.partial_bytes : f.diff_weights.get_size();
-    for (int c = 0; c < (f.by_outputs ? (partial_bytes ? f.tasks : 0) : f.count); ++c)
+    for (int c = 0; c < (f.by_outputs ? f.tasks : f.count); ++c)
         partial.push_back(reinterpret_cast<float*>(arena.take(partial_bytes)));
     std::vector<char*> scratch;
     for (int t = 0; t < f.tasks; ++t)
