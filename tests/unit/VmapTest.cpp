@@ -560,6 +560,30 @@ TEST_P(Vmap, PerExampleConvGradients) {
     }
 }
 
+// Per-example gradients of an f32 CNN whose convolutions have 16 channels: on the cpu target they
+// run channel-blocked, and vmap's reshapes around them ([B, 1, C, H, W] for the ops between the
+// layers, [1, B * C, H, W] for the per-example weight gradients, the global mean per example)
+// read the blocked tensors without reorders (Note [Reshapes of whole channel blocks] in
+// src/backend/cpu/LayoutPass.cpp); against the loop over examples on the reference interpreter.
+TEST_P(Vmap, PerExampleGradientsOfABlockedCnn) {
+    const int64_t B = 3;
+    Placeholder x({B, 3, 6, 6}, DType::F32, "x");
+    Variable w1(random_array(DType::F32, {16, 3, 3, 3}, 80), "w1"),
+        w2(random_array(DType::F32, {16, 16, 3, 3}, 81), "w2"),
+        d(random_array(DType::F32, {16, 4}, 82), "d");
+    Ts params{w1, w2, d};
+    auto grads = [&](const Ts& a) {
+        Tensor h = maximum(conv2d(expand_dims(a[0], 0), w1, {1, 1}, "SAME"), 0.0);
+        h = maximum(conv2d(h, w2, {1, 1}, "SAME") + 0.25, 0.0);
+        Tensor m = mean(h, {2, 3}); // [1, 16]
+        return gradients(sum(tanh(matmul(m, d))), params);
+    };
+    // f32 sums of up to 16 * 3 * 3 * 36 terms in oneDNN's order against the reference's: a few
+    // ulps of the sums' magnitude (~10) each
+    check_against_loop(grads, {x}, {random_array(DType::F32, {B, 3, 6, 6}, 83)}, VmapOptions{}, B,
+                       opts(), 2e-5);
+}
+
 // A filter per example with an unknown batch: conv and, in the gradient, conv_backward_data and
 // conv_backward_filter in groups that follow the batch (Note [Groups that follow the batch]),
 // with two groups per example; nested vmap keeps them; a batch of another size at the next call
