@@ -46,10 +46,10 @@ inline int64_t block_bits(int64_t b) {
     return b == kChannelBlock ? 0 : b << kBlockShift;
 }
 
-/// [N, C, s...] -> [N, C / B, s..., B] (C a known multiple of B; -1 dims stay -1).
+/// [N, C, s...] -> [N, C / B, s..., B] (C a multiple of B; -1 dims stay -1, C included).
 inline Shape blocked_shape(const Shape& s, int64_t block) {
     Shape b = s;
-    b[1] = s[1] / block;
+    b[1] = s[1] < 0 ? -1 : s[1] / block;
     b.push_back(block);
     return b;
 }
@@ -62,6 +62,33 @@ inline Shape unblocked_shape(const Shape& b) {
 /// True when a [N, C, s...] tensor can be blocked by B: rank >= 3 and C a known multiple of B.
 inline bool blockable(const Shape& s, int64_t block) {
     return s.size() >= 3 && s[1] > 0 && s[1] % block == 0;
+}
+/// The channels each group of a conv op's operand i (-1: its result) has when the op's groups
+/// follow its channels (ConvAttrs::groups 0, Note [Groups that follow the batch] in
+/// src/ops/Conv.cpp): its channel count, unknown when the graph is built, is a multiple of it.
+/// 0 for other ops, other operands, and a fixed group count.
+inline int64_t channels_per_group(Op op, const Attrs& attrs, int i) {
+    const bool fwd = op == Op::Conv, data = op == Op::ConvBackwardData,
+               filter = op == Op::ConvBackwardFilter;
+    if (!fwd && !data && !filter)
+        return 0;
+    const auto& a = std::get<ConvAttrs>(attrs);
+    if (a.groups != 0)
+        return 0;
+    if (i == -1)
+        return fwd ? a.group_out : data ? a.group_in : 0;
+    if (i == 0)
+        return data ? a.group_out : a.group_in;
+    return filter && i == 1 ? a.group_out : 0;
+}
+/// True when [N, C, s...] holds whole blocks of B channels: C a known multiple of B, or unknown
+/// and a multiple of `per_group` channels (channels_per_group), itself a multiple of B.
+inline bool whole_blocks(const Shape& s, int64_t block, int64_t per_group) {
+    if (s.size() < 3)
+        return false;
+    if (s[1] == -1)
+        return per_group > 0 && per_group % block == 0;
+    return s[1] > 0 && s[1] % block == 0;
 }
 /// True when s can be a blocked tensor: rank >= 4 and a valid block width last.
 inline bool blocked_form(const Shape& s) {

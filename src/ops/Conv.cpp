@@ -407,7 +407,7 @@ template <InferFn Logical> TensorType infer_window(const InferCtx& c) {
     InferCtx logical{c.op, c.attrs, in, c.nodes, c.at_runtime};
     TensorType t = Logical(logical);
     if (mask & kBlockedResult) {
-        SJ_CHECK(blockable(t.shape, block), ShapeError)
+        SJ_CHECK(whole_blocks(t.shape, block, channels_per_group(c.op, c.attrs, -1)), ShapeError)
             << c.where() << ": a blocked result needs a multiple of " << block
             << " channels, got shape " << shape_str(t.shape);
         t.shape = blocked_shape(t.shape, block);

@@ -563,25 +563,42 @@ TEST_P(Vmap, PerExampleConvGradients) {
 // Per-example gradients of an f32 CNN whose convolutions have 16 channels: on the cpu target they
 // run channel-blocked, and vmap's reshapes around them ([B, 1, C, H, W] for the ops between the
 // layers, [1, B * C, H, W] for the per-example weight gradients, the global mean per example)
-// read the blocked tensors without reorders (Note [Reshapes of whole channel blocks] in
-// src/backend/cpu/LayoutPass.cpp); against the loop over examples on the reference interpreter.
+// read the blocked tensors without reorders, also when the batch is unknown and so are the
+// grouped convolutions' channel counts (Note [Reshapes of whole channel blocks] in
+// src/backend/cpu/LayoutPass.cpp); against each example's own gradient on the reference
+// interpreter.
 TEST_P(Vmap, PerExampleGradientsOfABlockedCnn) {
     const int64_t B = 3;
-    Placeholder x({B, 3, 6, 6}, DType::F32, "x");
     Variable w1(random_array(DType::F32, {16, 3, 3, 3}, 80), "w1"),
         w2(random_array(DType::F32, {16, 16, 3, 3}, 81), "w2"),
         d(random_array(DType::F32, {16, 4}, 82), "d");
     Ts params{w1, w2, d};
-    auto grads = [&](const Ts& a) {
-        Tensor h = maximum(conv2d(expand_dims(a[0], 0), w1, {1, 1}, "SAME"), 0.0);
-        h = maximum(conv2d(h, w2, {1, 1}, "SAME") + 0.25, 0.0);
-        Tensor m = mean(h, {2, 3}); // [1, 16]
-        return gradients(sum(tanh(matmul(m, d))), params);
+    auto loss_of = [&](const Tensor& xi) {
+        Tensor h = nn::relu(conv2d(expand_dims(xi, 0), w1, {1, 1}, "SAME"));
+        h = nn::relu(conv2d(h, w2, {1, 1}, "SAME") + 0.25);
+        return sum(tanh(matmul(mean(h, {2, 3}), d))); // the mean: [1, 16]
     };
-    // f32 sums of up to 16 * 3 * 3 * 36 terms in oneDNN's order against the reference's: a few
-    // ulps of the sums' magnitude (~10) each
-    check_against_loop(grads, {x}, {random_array(DType::F32, {B, 3, 6, 6}, 83)}, VmapOptions{}, B,
-                       opts(), 2e-5);
+    const Array xv = random_array(DType::F32, {B, 3, 6, 6}, 83);
+    Placeholder xd({B, 3, 6, 6}, DType::F32, "xd");
+    for (int64_t declared : {B, int64_t(-1)}) {
+        SCOPED_TRACE("batch declared " + std::to_string(declared));
+        Placeholder x({declared, 3, 6, 6}, DType::F32, "x");
+        Ts g = vmap([&](const Ts& a) { return gradients(loss_of(a[0]), params); }, {})({x});
+        EXPECT_EQ(batch_loops(g), 0);
+        auto r = function({x}, g, {}, opts())(xv);
+        for (int64_t b = 0; b < B; ++b) {
+            auto e =
+                function({xd}, gradients(loss_of(take(xd, b, 0)), params), {}, on("reference"))(xv);
+            for (size_t k = 0; k < params.size(); ++k) {
+                const int64_t n = e[k].size();
+                // f32 sums of up to 16 * 3 * 3 * 36 terms in oneDNN's order against the
+                // reference's: a few ulps of the sums' magnitude (~10) each
+                for (int64_t i = 0; i < n; ++i)
+                    EXPECT_NEAR(r[k].at(b * n + i), e[k].at(i), 2e-5 * (1 + std::abs(e[k].at(i))))
+                        << "example " << b << " param " << k;
+            }
+        }
+    }
 }
 
 // A filter per example with an unknown batch: conv and, in the gradient, conv_backward_data and

@@ -21,7 +21,9 @@ namespace {
 
 using detail::blockable;
 using detail::blocked_shape;
+using detail::channels_per_group;
 using detail::kBlockedResult;
+using detail::whole_blocks;
 
 /// The block width of the pass's run on this thread (Note [Channel-blocked layout]): the window
 /// ops it blocks take it; the sinking patterns read the width of the blocked tensor they move.
@@ -86,16 +88,18 @@ NodePtr unblock_under_reshapes(NodePtr p) {
     return p->is(Op::UnblockChannels) ? p : nullptr;
 }
 
-/// Whether [N, C, s...] `from` and `to` have the same blocked bytes by B (Note [Reshapes of whole
-/// channel blocks]): the same rank and static spatial dims, and known channel counts that are
-/// multiples of B, so that N * C = N' * C'.
+/// Whether the unblocked `from` (an unblock's result: its channels are whole blocks of B even
+/// when unknown) and `to` [N', C', s...] have the same blocked bytes (Note [Reshapes of whole
+/// channel blocks]): the same rank and static spatial dims, and C' a known multiple of B or
+/// unknown with N' = 1 (then C' = N * C).
 bool same_blocks(const Shape& from, const Shape& to, int64_t B) {
-    if (from.size() != to.size() || !blockable(from, B) || !blockable(to, B))
+    if (from.size() != to.size() || to.size() < 3)
         return false;
     for (size_t i = 2; i < from.size(); ++i)
         if (from[i] < 0 || from[i] != to[i])
             return false;
-    return reshapable(blocked_shape(to, B));
+    const bool whole = to[1] > 0 ? to[1] % B == 0 : to[1] == -1 && to[0] == 1;
+    return whole && reshapable(blocked_shape(to, B));
 }
 
 /// philox_bits `n` drawn over the blocked form of its shape from `in` (the counter, and a blocked
@@ -120,15 +124,16 @@ constexpr int kBlockedOperandDepth = 3;
 /// Null otherwise. B: the block width.
 NodePtr blocked_operand(const NodePtr& p, const Shape& out, int64_t B, int depth = 0) {
     size_t r = out.size();
+    // a view of a blocked tensor (its channel count may be unknown: same_blocks checks it)
+    if (NodePtr u = p->is(Op::Reshape) ? unblock_under_reshapes(p) : nullptr;
+        u && width(u->input(0)) == B && size_t(p->rank()) == r && p->shape() == out &&
+        same_blocks(u->shape(), p->shape(), B))
+        return reshape_to(u->input(0), blocked_shape(p->shape(), B));
     if (!blockable(out, B))
         return nullptr;
     if (p->rank() == 0) return p;
     if (p->is(Op::UnblockChannels))
         return width(p->input(0)) == B ? p->input(0) : nullptr;
-    if (NodePtr u = p->is(Op::Reshape) ? unblock_under_reshapes(p) : nullptr;
-        u && width(u->input(0)) == B && size_t(p->rank()) == r &&
-        same_blocks(u->shape(), p->shape(), B))
-        return reshape_to(u->input(0), blocked_shape(p->shape(), B));
     if (size_t(p->rank()) == r && p->shape()[1] == out[1] && pointwise_channels(p->shape()))
         return reshape_to(p, blocked_shape(p->shape(), B));
     Shape s = p->shape();
@@ -260,23 +265,37 @@ NodePtr block_window(const NodePtr& n) {
     if (!conv && !chained) return nullptr;
     int64_t mask = 0;
     std::vector<NodePtr> in = n->inputs();
-    for (size_t i : w.values)
+    for (size_t i : w.values) {
         if (blockable(in[i]->shape(), B)) {
             in[i] = block(in[i], B);
             mask |= int64_t(1) << i;
+            continue;
         }
+        // channels unknown but whole blocks (groups that follow them): blocked where a view of a
+        // blocked tensor has them (block_channels needs a known count)
+        NodePtr b = whole_blocks(in[i]->shape(), B, channels_per_group(n->op(), n->attrs(), int(i)))
+                        ? blocked_operand(in[i], in[i]->shape(), B)
+                        : nullptr;
+        if (b) {
+            in[i] = b;
+            mask |= int64_t(1) << i;
+        }
+    }
     for (size_t i : w.shapes)
         if (i < in.size() && in[i]->is(Op::UnblockChannels) && width(in[i]->input(0)) == B) {
             in[i] = in[i]->input(0);
             mask |= int64_t(1) << i;
         }
-    bool result = w.result && blockable(n->shape(), B);
+    bool result =
+        w.result && whole_blocks(n->shape(), B, channels_per_group(n->op(), n->attrs(), -1));
     if (result) mask |= kBlockedResult;
     if (mask == 0) return nullptr;
     mask |= detail::block_bits(B);
     NodePtr b = Node::make_laid_out(n->op(), n->attrs(), std::move(in), mask);
     return result ? unblock(b) : b;
 }
+
+NodePtr sink_broadcast(const NodePtr& n);
 
 /// For each non-unit dim of `to`, the dim of `from` it is, when a reshape from `from` to `to`
 /// only inserts or removes dims of size 1; empty otherwise.
@@ -317,12 +336,18 @@ NodePtr frame_unblock(const NodePtr& p, int depth = 0) {
 /// unblock of `s`, a broadcast of a scalar or of a tensor that blocked_operand takes once moved
 /// to `s`, an elementwise op of such operands. Null otherwise.
 NodePtr framed_operand(const NodePtr& p, const Shape& s, const Shape& t,
-                       const std::optional<std::vector<int64_t>>& map, int64_t B, int depth = 0) {
+                       const std::optional<std::vector<int64_t>>& map, const NodePtr& like,
+                       int depth = 0) {
+    const int64_t B = width(like);
     if (p->rank() == 0)
         return p;
     // a splat of a scalar (of e's shape, or one broadcast against it): spread over the blocked s
-    if (p->is(Op::Broadcast) && p->num_inputs() == 1 && p->input(0)->rank() == 0 && is_static(s))
-        return make(Op::Broadcast, BroadcastAttrs{blocked_shape(s, B), {}}, {p->input(0)});
+    // (whose unknown dims `like`, a blocked tensor of that shape, gives)
+    if (p->is(Op::Broadcast) && p->num_inputs() == 1 && p->input(0)->rank() == 0) {
+        const BroadcastAttrs a{blocked_shape(s, B), {}};
+        return is_static(s) ? make(Op::Broadcast, a, {p->input(0)})
+                            : make(Op::Broadcast, a, {p->input(0), like});
+    }
     if (p->shape() != t)
         return nullptr;
     if (p->is(Op::Reshape)) {
@@ -347,13 +372,18 @@ NodePtr framed_operand(const NodePtr& p, const Shape& s, const Shape& t,
         }
         if (!reshapable(xs))
             return nullptr;
-        NodePtr moved = make(Op::Broadcast, BroadcastAttrs{s, dims}, {reshape_to(x, xs)});
-        return blocked_operand(moved, s, B);
+        if (is_static(s))
+            return blocked_operand(
+                make(Op::Broadcast, BroadcastAttrs{s, dims}, {reshape_to(x, xs)}), s, B);
+        // unknown dims: the spread of a global pool's gradient, as sink_broadcast blocks it
+        NodePtr moved = sink_broadcast(
+            make(Op::Broadcast, BroadcastAttrs{s, dims}, {reshape_to(x, xs), unblock(like)}));
+        return moved ? moved->input(0) : nullptr;
     }
     if (has_trait(p->op(), kElementwise) && depth < kBlockedOperandDepth) {
         std::vector<NodePtr> in;
         for (const auto& i : p->inputs()) {
-            NodePtr b = framed_operand(i, s, t, map, B, depth + 1);
+            NodePtr b = framed_operand(i, s, t, map, like, depth + 1);
             if (!b)
                 return nullptr;
             in.push_back(b);
@@ -376,14 +406,14 @@ NodePtr hoist_reshape(const NodePtr& n) {
             break;
     if (!first)
         return nullptr;
-    const Shape& s = first->shape();
+    const Shape& s = first->shape(); // an unblock's: whole blocks, even when C is unknown
     const int64_t B = width(first->input(0));
-    if (!blockable(s, B))
+    if (s.size() < 3)
         return nullptr;
     const auto map = unit_dims_map(s, n->shape());
     std::vector<NodePtr> in;
     for (const auto& i : n->inputs()) {
-        NodePtr b = framed_operand(i, s, n->shape(), map, B);
+        NodePtr b = framed_operand(i, s, n->shape(), map, first->input(0));
         if (!b)
             return nullptr;
         in.push_back(b);
