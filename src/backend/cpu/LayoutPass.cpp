@@ -74,12 +74,21 @@ bool per_channel(const Shape& s, size_t r) {
 // multiples of B have the same blocked bytes, and a reshape between them is a reshape of the
 // blocked tensors. vmap writes such reshapes: the examples of a per-example weight gradient
 // become the groups of one image ([B, C, H, W] -> [1, B * C, H, W]), and an example's
-// [1, C, H, W] gains a batch dim in front ([B, 1, C, H, W]) for the ops between its layers. So
-// block_channels of a reshape of an unblock is a view of the blocked tensor (blocked_operand),
-// and an elementwise op whose operands are all reshapes of unblocks of one shape (or scalars)
-// runs on the blocked tensors, its result reshaped after the unblock (hoist_reshape). Without
-// these, each convolution of a vmap'd CNN unblocked and reblocked its result around the
-// activation (~2 ms of a 9 ms per-example gradient call at batch 64).
+// [1, C, H, W] gains a batch dim in front ([B, 1, C, H, W]) for the ops between its layers.
+// Three rules use it:
+// - blocked_operand: block_channels of a reshape of an unblock is a view of the blocked tensor;
+// - hoist_reshape: an elementwise op whose operands are reshapes of unblocks of one shape s,
+//   scalars, spreads that move to s, and elementwise ops of these runs on the blocked tensors,
+//   its result reshaped after the unblock;
+// - reduce_through_reshape: a reduction of a reshape that only inserts or removes dims of size 1
+//   reduces the unblocked tensor, which sink_reduce then moves onto the blocked one.
+// An unblock's result holds whole blocks even when its channel count is unknown, and so does
+// [1, -1, s...] reshaped from it (C' = N * C): with a batch of unknown size, the grouped
+// convolutions whose groups follow their channels (Note [Groups that follow the batch] in
+// src/ops/Conv.cpp) take such views when their groups are whole blocks (channels_per_group in
+// src/ops/ChannelBlocking.h), and block_window blocks them. Without these rules each convolution
+// of a vmap'd CNN unblocked and reblocked its result around the activation (~2 ms of a 9 ms
+// per-example gradient call at batch 64; docs/performance.md).
 
 /// The unblock_channels under a chain of reshapes (at most 4), or null.
 NodePtr unblock_under_reshapes(NodePtr p) {
@@ -300,6 +309,8 @@ NodePtr sink_broadcast(const NodePtr& n);
 /// For each non-unit dim of `to`, the dim of `from` it is, when a reshape from `from` to `to`
 /// only inserts or removes dims of size 1; empty otherwise.
 std::optional<std::vector<int64_t>> unit_dims_map(const Shape& from, const Shape& to) {
+    if (!reshapable(from) || !reshapable(to)) // one unknown dim each: then the two are equal
+        return std::nullopt;
     std::vector<int64_t> map(to.size(), -1);
     size_t i = 0;
     for (size_t j = 0; j < to.size(); ++j) {
@@ -394,9 +405,8 @@ NodePtr framed_operand(const NodePtr& p, const Shape& s, const Shape& t,
 }
 
 /// e(reshape(unblock(a)), ...) -> reshape(unblock(e(a, ...))) when every operand has a blocked
-/// form over the unblock's shape s (framed_operand) and s is blockable by a's width (Note
-/// [Reshapes of whole channel blocks]). f32 results only: a bool or integer result left
-/// unblocked would take the reference reorder.
+/// form over the unblock's shape s (framed_operand; Note [Reshapes of whole channel blocks]).
+/// f32 results only: a bool or integer result left unblocked would take the reference reorder.
 NodePtr hoist_reshape(const NodePtr& n) {
     if (!has_trait(n->op(), kElementwise) || n->dtype() != DType::F32 || !reshapable(n->shape()))
         return nullptr;
