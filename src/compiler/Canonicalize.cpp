@@ -131,6 +131,34 @@ NodePtr broadcast_chain(const NodePtr& n) {
     return Node::make(Op::Broadcast, BroadcastAttrs{s, dims}, {in0(a)});
 }
 
+/// broadcast(x) that only inserts dims of size 1 (x's dims kept, in order, at their sizes) ->
+/// reshape(x): a view where the broadcast was a copy. vmap writes these for an example's
+/// expand_dims ([B, C, H, W] -> [B, 1, C, H, W] around a batched image). An unknown dim of the
+/// result takes x's; the reshape infers at most one.
+NodePtr broadcast_units(const NodePtr& n) {
+    // (a scalar's spread stays one: the patterns that look for splats read broadcasts)
+    if (!n->is(Op::Broadcast) || n->num_inputs() != 1 || in0(n)->rank() == 0)
+        return nullptr;
+    const NodePtr& x = in0(n);
+    const auto& b = n->attr<BroadcastAttrs>();
+    const Shape& out = n->shape();
+    if (b.dims.size() != size_t(x->rank()) || std::count(out.begin(), out.end(), int64_t(-1)) > 1)
+        return nullptr;
+    std::vector<bool> kept(out.size(), false);
+    int64_t last = -1;
+    for (size_t i = 0; i < b.dims.size(); ++i) {
+        const int64_t d = b.dims[i];
+        if (d <= last || d >= int64_t(out.size()) || x->shape()[i] != out[size_t(d)])
+            return nullptr;
+        kept[size_t(d)] = true;
+        last = d;
+    }
+    for (size_t d = 0; d < out.size(); ++d)
+        if (!kept[d] && out[d] != 1)
+            return nullptr;
+    return Node::make(Op::Reshape, ShapeAttrs{out}, {x});
+}
+
 /// cast(cast(x, wide), type(x)) -> x when the inner cast is lossless (f32 -> f64, i32 -> i64)
 NodePtr cast_roundtrip(const NodePtr& n) {
     if (!n->is(Op::Cast) || !in0(n)->is(Op::Cast)) return nullptr;
@@ -313,6 +341,7 @@ const std::vector<Pattern>& canonicalize_patterns() {
         {"permute_chain", permute_chain},
         {"permute_units", permute_units},
         {"broadcast_chain", broadcast_chain},
+        {"broadcast_units", broadcast_units},
         {"cast_roundtrip", cast_roundtrip},
         {"sink_broadcast", sink_broadcast},
         {"where_scale", where_scale},
