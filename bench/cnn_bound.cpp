@@ -186,11 +186,13 @@ private:
                 {fwd(), alg, src_any, w_any, dst_any, strides, pad, pad}, eng_);
         };
         // Winograd on the layers symjax gives it (Note [Winograd convolutions]): 16-channel
-        // blocks on both sides and an output of at least 8x8 in inference, 16x16 in training
-        // (the forward and the backward data; weight gradients stay direct there too)
+        // blocks and at least 32 channels on both sides, and an output of at least 8x8 in
+        // inference, 16x16 in training (the forward and the backward data; weight gradients stay
+        // direct there too)
         const int64_t min_side = train_ ? 16 : 8;
         bool wino = conv_alg_ == algorithm::convolution_winograd && sd[1] % 16 == 0 &&
-                    dst_dims[1] % 16 == 0 && dst_dims[2] >= min_side && dst_dims[3] >= min_side;
+                    dst_dims[1] % 16 == 0 && sd[1] >= 32 && dst_dims[1] >= 32 &&
+                    dst_dims[2] >= min_side && dst_dims[3] >= min_side;
         dnnl::convolution_forward::primitive_desc f;
         try {
             f = make(wino ? algorithm::convolution_winograd : algorithm::convolution_direct);

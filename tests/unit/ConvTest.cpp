@@ -577,6 +577,27 @@ TEST(ConvCpu, WinogradInTrainingOnBlockedWeights) {
     }
 }
 
+TEST(ConvCpu, WinogradNeedsThirtyTwoChannelsASide) {
+    // with 16 channels on either side the direct kernel is faster (Note [Winograd convolutions],
+    // "Channels"): the rule asks for at least 32 a side, in inference and in training
+    const bool wino = cpu::isa_channel_block() == 16; // oneDNN has Winograd kernels on AVX-512
+    for (auto [ci, co] :
+         {std::pair<int64_t, int64_t>{16, 32}, {32, 16}, {16, 16}, {32, 32}, {64, 32}, {32, 48}}) {
+        SCOPED_TRACE(std::to_string(ci) + " -> " + std::to_string(co));
+        Shape xs{4, ci, 16, 16}, ws{co, ci, 3, 3}, ys{4, co, 16, 16};
+        Placeholder x(xs, f32, "x");
+        Variable w(random_array(f32, ws, 66, -0.2, 0.2), "wino_channels_w");
+        Tensor y = conv2d(x, w, {}, "SAME");
+        std::vector<TensorType> in{{f32, xs}, {f32, ws}};
+        for (bool fixed : {false, true}) {
+            auto p = cpu::window_primitive(*y.node(), in, {f32, ys}, {}, false, fixed);
+            ASSERT_TRUE(p);
+            EXPECT_EQ(cpu::winograd_impl(cpu::window_impl(*p)), wino && ci >= 32 && co >= 32)
+                << (fixed ? "kept weights: " : "weights that change: ") << cpu::window_impl(*p);
+        }
+    }
+}
+
 TEST(ConvCpu, WidePoolsMatchTheReference) {
     // 32 channels take oneDNN's jit pooling (the table's few channels take its simple one)
     Placeholder x({2, 32, 9, 8}, f32, "x");

@@ -355,7 +355,8 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 // slower at 4x4 and for one image at 8x8 or less (a standalone oneDNN harness; docs/performance.md,
 // "Shared normalisation sums and Winograd inference"). So a forward convolution whose shapes have
 // them runs as Winograd: f32, one group, a 3x3 kernel, stride and dilation 1, channels in the CPU's
-// 16-channel blocks on both sides, an output of at least 8x8 (kMinWinogradSide). The rule reads the
+// 16-channel blocks on both sides and at least 32 of them (kMinWinogradChannels, "Channels"
+// below), an output of at least 8x8 (kMinWinogradSide). The rule reads the
 // shapes alone. oneDNN's own choice (convolution_auto) was tried and is not used: it picked
 // Winograd for a 64-channel 8x8 layer with one thread and the direct kernel with two, and 1 and 2
 // threads must give the same bits (Note [Thread-count-independent weight gradients]); the Winograd
@@ -379,22 +380,41 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 // -> 0.30-0.32 ms a call in its step; training steps 1.06x (paper network, batch 32), 1.19x
 // (brief, 32 and 128) as fast. The bits stay the same for 1 and 2 threads
 // (Determinism.OneAndTwoThreadsGiveTheSameBits trains such a layer).
+//
+// Channels. With 16 channels on either side the transforms outweigh the smaller products:
+// measured on the AMD EPYC (Zen 5, 2 threads, 2026-12-07; inference, batch 32, ms a call,
+// Winograd against direct) 16->16 at 32x32 1.04 against 0.84, 16->32 1.77 against 1.35,
+// 16->64 at 16x16 0.58 against 0.51, 16->16 at 16x16 0.23 against 0.16; 32->16 at 32x32 about
+// even (1.71-1.92 against 1.61-1.76); 32->32 2.2-2.3 against 2.7-2.9, 32->64 at 16x16 0.67
+// against 1.0, 64->64 at 8x8 0.30 against 0.48. In a vmap'd CNN's gradients (16->32 at 32x32,
+// batch 64) the forward took 2.8 ms against 1.9 direct and the backward data 2.7 against 2.1.
+// So both sides need at least kMinWinogradChannels (docs/performance.md, "Winograd needs 32
+// channels a side").
 constexpr int64_t kMinWinogradSide = 8;
 constexpr int64_t kMinTrainingWinogradSide = 16;
+constexpr int64_t kMinWinogradChannels = 32;
 
-bool winograd_enabled() {
-    static const bool on = [] {
+/// SJ_WINOGRAD: 0 keeps the direct kernels; "all" drops the channel minimum (for
+/// python/bench/winograd_channels.py, which measures it); anything else, or unset, the rule.
+enum class WinogradMode { Off, Rule, All };
+WinogradMode winograd_mode() {
+    static const WinogradMode m = [] {
         const char* e = std::getenv("SJ_WINOGRAD");
-        return !(e && std::strcmp(e, "0") == 0);
+        if (e && std::strcmp(e, "0") == 0)
+            return WinogradMode::Off;
+        return e && std::strcmp(e, "all") == 0 ? WinogradMode::All : WinogradMode::Rule;
     }();
-    return on;
+    return m;
 }
 
 /// Whether a forward convolution of these logical shapes runs as Winograd (Note [Winograd
 /// convolutions]).
 bool winograd_shapes(const Shape& x, const Shape& w, const Shape& y, const ConvAttrs& a) {
-    if (!winograd_enabled() || isa_channel_block() != 16 || a.groups != 1 || x.size() != 4 ||
+    const WinogradMode mode = winograd_mode();
+    if (mode == WinogradMode::Off || isa_channel_block() != 16 || a.groups != 1 || x.size() != 4 ||
         w.size() != 4 || w[2] != 3 || w[3] != 3 || x[1] % 16 != 0 || y[1] % 16 != 0)
+        return false;
+    if (mode == WinogradMode::Rule && (x[1] < kMinWinogradChannels || y[1] < kMinWinogradChannels))
         return false;
     for (size_t i = 0; i < 2; ++i)
         if (a.strides[i] != 1 || a.dilation[i] != 1 || y[2 + i] < kMinWinogradSide)
