@@ -381,15 +381,13 @@ template <class Make> auto first_fast(Make&& make) -> decltype(make(Layout::Plai
 // (brief, 32 and 128) as fast. The bits stay the same for 1 and 2 threads
 // (Determinism.OneAndTwoThreadsGiveTheSameBits trains such a layer).
 //
-// Channels. With 16 channels on either side the transforms outweigh the smaller products:
-// measured on the AMD EPYC (Zen 5, 2 threads, 2026-12-07; inference, batch 32, ms a call,
-// Winograd against direct) 16->16 at 32x32 1.04 against 0.84, 16->32 1.77 against 1.35,
-// 16->64 at 16x16 0.58 against 0.51, 16->16 at 16x16 0.23 against 0.16; 32->16 at 32x32 about
-// even (1.71-1.92 against 1.61-1.76); 32->32 2.2-2.3 against 2.7-2.9, 32->64 at 16x16 0.67
-// against 1.0, 64->64 at 8x8 0.30 against 0.48. In a vmap'd CNN's gradients (16->32 at 32x32,
-// batch 64) the forward took 2.8 ms against 1.9 direct and the backward data 2.7 against 2.1.
-// So both sides need at least kMinWinogradChannels (docs/performance.md, "Winograd needs 32
-// channels a side").
+// Channels. With 16 channels on either side the transforms outweigh the smaller products. On
+// the AMD EPYC (Zen 5, 2 threads; `bench/run winograd_channels`, inference, batch 32), Winograd
+// took 1.11-2.01x the direct kernel's time with 16 channels on a side (16->16, 16->32, 16->64 at
+// 32x32 and 16x16), 1.01x at 32->16, and 0.57-0.94x with 32 or more on both (32->32, 32->64,
+// 64->64 at 8x8 to 32x32). In a vmap'd CNN's gradients (16->32 at 32x32, batch 64) the forward
+// took 2.8 ms against 1.9 direct and the backward data 2.7 against 2.1. So both sides need at
+// least kMinWinogradChannels (docs/performance.md, "Winograd needs 32 channels a side").
 constexpr int64_t kMinWinogradSide = 8;
 constexpr int64_t kMinTrainingWinogradSide = 16;
 constexpr int64_t kMinWinogradChannels = 32;
