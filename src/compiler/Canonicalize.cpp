@@ -133,30 +133,14 @@ NodePtr broadcast_chain(const NodePtr& n) {
 
 /// broadcast(x) that only inserts dims of size 1 (x's dims kept, in order, at their sizes) ->
 /// reshape(x): a view where the broadcast was a copy. vmap writes these for an example's
-/// expand_dims ([B, C, H, W] -> [B, 1, C, H, W] around a batched image). An unknown dim of the
-/// result takes x's; the reshape infers at most one.
+/// expand_dims ([B, C, H, W] -> [B, 1, C, H, W] around a batched image). A valid broadcast
+/// whose result has x's dims but for 1s (detail::unit_dims_map) spreads nothing.
 NodePtr broadcast_units(const NodePtr& n) {
     // (a scalar's spread stays one: the patterns that look for splats read broadcasts)
-    if (!n->is(Op::Broadcast) || n->num_inputs() != 1 || in0(n)->rank() == 0)
+    if (!n->is(Op::Broadcast) || n->num_inputs() != 1 || in0(n)->rank() == 0 ||
+        !detail::unit_dims_map(in0(n)->shape(), n->shape()))
         return nullptr;
-    const NodePtr& x = in0(n);
-    const auto& b = n->attr<BroadcastAttrs>();
-    const Shape& out = n->shape();
-    if (b.dims.size() != size_t(x->rank()) || std::count(out.begin(), out.end(), int64_t(-1)) > 1)
-        return nullptr;
-    std::vector<bool> kept(out.size(), false);
-    int64_t last = -1;
-    for (size_t i = 0; i < b.dims.size(); ++i) {
-        const int64_t d = b.dims[i];
-        if (d <= last || d >= int64_t(out.size()) || x->shape()[i] != out[size_t(d)])
-            return nullptr;
-        kept[size_t(d)] = true;
-        last = d;
-    }
-    for (size_t d = 0; d < out.size(); ++d)
-        if (!kept[d] && out[d] != 1)
-            return nullptr;
-    return Node::make(Op::Reshape, ShapeAttrs{out}, {x});
+    return Node::make(Op::Reshape, ShapeAttrs{n->shape()}, {in0(n)});
 }
 
 /// cast(cast(x, wide), type(x)) -> x when the inner cast is lossless (f32 -> f64, i32 -> i64)

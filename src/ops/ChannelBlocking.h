@@ -60,9 +60,7 @@ inline Shape unblocked_shape(const Shape& b) {
     return s;
 }
 /// True when a [N, C, s...] tensor can be blocked by B: rank >= 3 and C a known multiple of B.
-inline bool blockable(const Shape& s, int64_t block) {
-    return s.size() >= 3 && s[1] > 0 && s[1] % block == 0;
-}
+
 /// The channels each group of a conv op's operand i (-1: its result) has when the op's groups
 /// follow its channels (ConvAttrs::groups 0, Note [Groups that follow the batch] in
 /// src/ops/Conv.cpp): its channel count, unknown when the graph is built, is a multiple of it.
@@ -89,6 +87,10 @@ inline bool whole_blocks(const Shape& s, int64_t block, int64_t per_group) {
     if (s[1] == -1)
         return per_group > 0 && per_group % block == 0;
     return s[1] > 0 && s[1] % block == 0;
+}
+/// True when a [N, C, s...] tensor can be blocked by B: rank >= 3 and C a known multiple of B.
+inline bool blockable(const Shape& s, int64_t block) {
+    return whole_blocks(s, block, 0);
 }
 /// True when s can be a blocked tensor: rank >= 4 and a valid block width last.
 inline bool blocked_form(const Shape& s) {

@@ -533,6 +533,28 @@ Tensor slice(const Tensor& x, const std::vector<int64_t>& start, const std::vect
 
 namespace detail {
 
+std::optional<std::vector<int64_t>> unit_dims_map(const Shape& from, const Shape& to) {
+    auto unknowns = [](const Shape& s) { return std::count(s.begin(), s.end(), int64_t(-1)); };
+    if (unknowns(from) > 1 || unknowns(to) > 1)
+        return std::nullopt;
+    std::vector<int64_t> map(to.size(), -1);
+    size_t i = 0;
+    for (size_t j = 0; j < to.size(); ++j) {
+        if (to[j] == 1)
+            continue;
+        while (i < from.size() && from[i] == 1)
+            ++i;
+        if (i == from.size() || from[i] != to[j])
+            return std::nullopt;
+        map[j] = int64_t(i++);
+    }
+    while (i < from.size() && from[i] == 1)
+        ++i;
+    if (i != from.size())
+        return std::nullopt;
+    return map;
+}
+
 Tensor runtime_dim(const Tensor& x, int64_t axis) {
     int64_t d = x.dim(axis);
     if (d >= 0)

@@ -1,6 +1,8 @@
 // OpDef: the per-op rules table (type rule, gradient rule) built from Ops.def.
 #pragma once
 
+#include <optional>
+
 #include <symjax/ir/Node.h>
 #include <symjax/Tensor.h>
 
@@ -201,4 +203,9 @@ bool output_mask(const Node& where);
 Tensor sum_to_shape(const Tensor& g, const Shape& shape);
 /// Broadcasts the static shapes a and b (NumPy rules, -1 matches anything), or throws.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const InferCtx& ctx);
+/// When `to` is `from` with dims of size 1 inserted or removed (the other dims the same, in the
+/// same order, at most one unknown on each side, which are then equal): for each dim of `to`,
+/// the dim of `from` it is, -1 for an inserted 1. Empty otherwise. A reshape between such
+/// shapes, or a broadcast, moves no element.
+std::optional<std::vector<int64_t>> unit_dims_map(const Shape& from, const Shape& to);
 } // namespace sj::detail

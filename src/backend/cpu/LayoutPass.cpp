@@ -5,13 +5,13 @@
 #include "CpuTarget.h"
 
 #include "../../ops/ChannelBlocking.h"
+#include "../../ops/OpDef.h"
 
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Layout.h>
 #include <symjax/ir/Node.h>
 
 #include <algorithm>
-#include <optional>
 
 namespace sj::cpu {
 
@@ -23,6 +23,7 @@ using detail::blockable;
 using detail::blocked_shape;
 using detail::channels_per_group;
 using detail::kBlockedResult;
+using detail::unit_dims_map;
 using detail::whole_blocks;
 
 /// The block width of the pass's run on this thread (Note [Channel-blocked layout]): the window
@@ -305,29 +306,6 @@ NodePtr block_window(const NodePtr& n) {
 }
 
 NodePtr sink_broadcast(const NodePtr& n);
-
-/// For each non-unit dim of `to`, the dim of `from` it is, when a reshape from `from` to `to`
-/// only inserts or removes dims of size 1; empty otherwise.
-std::optional<std::vector<int64_t>> unit_dims_map(const Shape& from, const Shape& to) {
-    if (!reshapable(from) || !reshapable(to)) // one unknown dim each: then the two are equal
-        return std::nullopt;
-    std::vector<int64_t> map(to.size(), -1);
-    size_t i = 0;
-    for (size_t j = 0; j < to.size(); ++j) {
-        if (to[j] == 1)
-            continue;
-        while (i < from.size() && from[i] == 1)
-            ++i;
-        if (i == from.size() || from[i] != to[j])
-            return std::nullopt;
-        map[j] = int64_t(i++);
-    }
-    while (i < from.size() && from[i] == 1)
-        ++i;
-    if (i != from.size())
-        return std::nullopt;
-    return map;
-}
 
 /// The unblock under reshapes that an operand of hoist_reshape leads to: itself, or the first
 /// found through its elementwise operands (kBlockedOperandDepth deep).
