@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <unistd.h>
 
 using namespace sj;
@@ -74,6 +75,12 @@ std::string shape_text(const Shape& s) {
 /// threshold) the batch cut into chunks with private outputs, the full output y written at each
 /// chunk's images (Note [Reductions split along the batch]).
 void threaded_cases() {
+    // The sums of up to 8192 terms of |x| <= 2 come out near 0 (random signs): their f32 blocks
+    // round like a random walk, ~1e-5 (measured against a double sum over 48 channels: mean
+    // 0.9e-5, max 2.7e-5 with the row order's two accumulators, max 3.5e-5 with one), against
+    // Note [f32 sums]' bound of 64 eps of the sum of |terms| (0.03 here). 1e-4 absolute is 3x
+    // the largest seen; the squares and the full output keep 1e-5 relative.
+    constexpr double kSumAtol = 1e-4;
     for (int64_t n : {4, 32})
         for (int64_t c16 : {1, 2, 3}) {
             Shape s{n, c16, 16, 16, 16};
@@ -81,7 +88,7 @@ void threaded_cases() {
             Tensor y =
                 x * 2.0 - 1.0; // a full output of the same kernel (a sibling merged by Fusion)
             compare({x}, {sum(x, {0, 2, 3}), sum(x * x, {0, 2, 3}, true), y},
-                    {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s));
+                    {random_array(f32, s, 40 + c16)}, "bn " + shape_text(s), 1e-5, kSumAtol);
         }
     Placeholder dy({300, 200}, f32, "dy");
     compare({dy}, {sum(dy, {0}), max(dy, {0}), exp(dy)}, {random_array(f32, {300, 200}, 44)},
@@ -99,7 +106,7 @@ void threaded_cases() {
         auto rc = fc.call(a);
         auto rr = fr.call(a);
         for (size_t i = 0; i < rc.size(); ++i)
-            expect_close(rc[i], rr[i], 1e-5, 1e-5,
+            expect_close(rc[i], rr[i], 1e-5, kSumAtol,
                          "call with seed " + std::to_string(seed) + ", output " +
                              std::to_string(i));
     }
@@ -260,6 +267,54 @@ TEST(KernelPlan, RowOrderLongF32SumStaysAccurate) {
     for (int64_t c = 0; c < 16; ++c)
         EXPECT_NEAR(r.at(c), exact[c], 5e-6 * abs_sum[c] + 1.2e-7 * std::fabs(exact[c]))
             << "channel " << c;
+}
+
+// Note [Sums that need no accumulator] (LlvmRenderer.cpp): a dynamic mean's count, the sum of a
+// constant, is c times each block's length, in the row order (per-channel counts of a
+// channel-blocked tensor) and the usual one (over a last dim bound at the call). Counts are
+// integers below 2^24: exact, checked against the closed form.
+TEST(KernelPlan, SumsOfAConstantAreExactCounts) {
+    Placeholder x({-1, 2, -1, 5, 16}, f32, "x");
+    Tensor counts = sum(ones_like(x), {0, 2, 3});
+    Tensor halves = sum(full_like(x, 0.5), {0, 2, 3}, true) + sum(x, {0, 2, 3}, true) * 0.0;
+    Placeholder y({-1, -1}, f32, "y");
+    Tensor per_row = sum(full_like(y, 3.0), {1});
+    Function f = function({x, y}, {counts, halves, per_row});
+    for (auto [n, h, w] : {std::tuple{1, 1, 1}, {3, 7, 65}, {60, 100, 1029}}) {
+        Shape sx{n, 2, h, 5, 16};
+        auto r = f(random_array(f32, sx, 70), random_array(f32, {n, w}, 71));
+        const double per_channel = double(n * h * 5);
+        for (int64_t c = 0; c < 32; ++c) {
+            EXPECT_EQ(r[0].at(c), per_channel) << shape_text(sx) << " channel " << c;
+            EXPECT_EQ(r[1].at(c), per_channel * 0.5) << shape_text(sx) << " channel " << c;
+        }
+        for (int64_t i = 0; i < n; ++i)
+            EXPECT_EQ(r[2].at(i), 3.0 * double(w)) << "row " << i << " of " << n << "x" << w;
+    }
+}
+
+// Note [Sums that need no accumulator]: an f32 sum of x beside an f64 sum of cast(x) in one
+// kernel (a one-pass variance's statistics) is the f64 accumulator rounded once, in either loop
+// order, so it equals the f64 result rounded to f32 when one thread sums it (2 images: under
+// the work threshold), and the reference's sum when the batch is cut into chunks.
+TEST(KernelPlan, AnF32SumBesideItsF64SumReadsIt) {
+    for (Shape s : {Shape{2, 2, 5, 7, 16}, Shape{64, 2, 16, 16, 16}}) {
+        Placeholder x(s, f32, "x");
+        std::vector<Tensor> outs{sum(x, {0, 2, 3}), sum(cast(x, f64), {0, 2, 3})};
+        Array v = random_array(f32, s, 72, 99, 101); // a sum of 100s: f32 blocks would round it
+        compare({x}, outs, {v}, shape_text(s), 1e-7, 0);
+        if (s[0] == 2) {
+            auto r = function({x}, outs)(v);
+            for (int64_t c = 0; c < 32; ++c)
+                EXPECT_EQ(r[0].at(c), double(float(r[1].at(c)))) << "channel " << c;
+        }
+    }
+    Placeholder y({3, 5000}, f32, "y"); // the usual order: a row's sum over its last dim
+    Array v = random_array(f32, {3, 5000}, 73, 99, 101);
+    compare({y}, {sum(y, {1}), sum(cast(y, f64), {1})}, {v}, "usual order", 1e-7, 0);
+    auto r = function({y}, {sum(y, {1}), sum(cast(y, f64), {1})})(v);
+    for (int64_t i = 0; i < 3; ++i)
+        EXPECT_EQ(r[0].at(i), double(float(r[1].at(i)))) << "row " << i;
 }
 
 TEST(KernelPlan, MatchesReferenceOnThePool) {

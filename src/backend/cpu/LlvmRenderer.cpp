@@ -38,6 +38,14 @@ struct Renderer {
     // per reduced output: its accumulator (in the row order an array of s.row of them), and
     // the f32 block accumulator of an f32 sum (Note [f32 sums])
     std::vector<llvm::AllocaInst*> acc, bacc;
+    // the row order's second accumulators (Note [Two accumulators a row]), rendered into while
+    // `second` is set
+    std::vector<llvm::AllocaInst*> acc2, bacc2;
+    bool second = false;
+    // per output: the f64 sum whose accumulator an f32 sum of the same values reads, or -1;
+    // whether it is an f32 sum of a constant (Note [Sums that need no accumulator])
+    std::vector<int> alias;
+    std::vector<bool> const_sum;
     bool blocked = false; // rendering the inside of an f32 block
     // a step kernel's step count and per-operand step strides, and while rendering a step, the
     // carries' values in place of their loads (per load; null: load it)
@@ -166,22 +174,77 @@ struct Renderer {
     Value* slot(llvm::AllocaInst* slots, Value* r) {
         return r ? b.CreateGEP(slots->getAllocatedType(), slots, {b.getInt64(0), r}) : slots;
     }
+    /// Whether reduced output o adds a value at every point (not an alias or a constant's sum).
+    bool per_point(int o) const { return s.outputs[o].reduced && alias[o] < 0 && !const_sum[o]; }
+    /// Whether the row order's reduction loop alternates two sets of accumulators.
+    bool two_sets() const { return s.row > 0 && s.row <= kMaxPairedRow; }
+
+    // Note [Sums that need no accumulator]
+    // Two kinds of reduced output cost a chain of adds and nothing is gained by it:
+    // - an f32 sum of a constant, a dynamic mean's count (sum of ones over a dim of unknown
+    //   size): each f32 block adds c times its length to the double accumulator, exactly (the
+    //   block's f32 sum of at most 1024 small integers was exact too);
+    // - an f32 sum of v beside an f64 sum of cast(v) over the same loops (the kernel of a
+    //   one-pass variance sums an activation for its mean in f32 and for its second moment in
+    //   f64): the f32 output is the f64 accumulator rounded once. That is the f32 sum's value
+    //   with less rounding than its blocks would have given, and it does not depend on threads.
+    void find_shortcuts() {
+        alias.assign(size_t(nout), -1);
+        const_sum.assign(size_t(nout), false);
+        for (int o = 0; o < nout; ++o) {
+            const KOutput& out = s.outputs[o];
+            if (!block_sum(out))
+                continue;
+            const KInst& v = s.insts[size_t(out.value)];
+            if (v.kind == KInst::Kind::Const && v.dtype == DType::F32) {
+                const_sum[o] = true;
+                continue;
+            }
+            for (int q = 0; q < nout; ++q) {
+                const KOutput& w = s.outputs[q];
+                const KInst& c = s.insts[size_t(w.value)];
+                if (w.reduced && w.reduce_op == Op::ReduceSum && w.dtype == DType::F64 &&
+                    c.kind == KInst::Kind::Op && c.op == Op::Cast && c.args[0] == out.value) {
+                    alias[o] = q;
+                    break;
+                }
+            }
+        }
+    }
+
     void init_accumulators() {
         for_row("init_row", [&](Value* r) {
-            for (int o = 0; o < nout; ++o)
-                if (s.outputs[o].reduced) b.CreateStore(acc_init(s.outputs[o]), slot(acc[o], r));
+            for (int o = 0; o < nout; ++o) {
+                if (!s.outputs[o].reduced)
+                    continue;
+                b.CreateStore(acc_init(s.outputs[o]), slot(acc[o], r));
+                if (acc2[o])
+                    b.CreateStore(acc_init(s.outputs[o]), slot(acc2[o], r));
+            }
         });
     }
     void store_reduced(const std::vector<Value*>& offs) {
         for_row("store_row", [&](Value* r) {
+            for (int o = 0; o < nout; ++o) { // the second set first: an alias reads the sum
+                if (!acc2[o])
+                    continue;
+                const KOutput& out = s.outputs[o];
+                Value* p = slot(acc[o], r);
+                Value* a = b.CreateLoad(acc_type(out), p);
+                b.CreateStore(acc_combine(out, a, b.CreateLoad(acc_type(out), slot(acc2[o], r))),
+                              p);
+            }
             for (int o = 0; o < nout; ++o) {
                 const KOutput& out = s.outputs[o];
-                if (!out.reduced) continue;
-                Value* a = b.CreateLoad(acc_type(out), slot(acc[o], r));
+                if (!out.reduced)
+                    continue;
+                const int from = alias[o] >= 0 ? alias[o] : o;
+                Value* a = b.CreateLoad(acc_type(s.outputs[from]), slot(acc[from], r));
                 if (a->getType() != reg_type(out.dtype))
                     a = b.CreateFPTrunc(a, reg_type(out.dtype));
                 Value* off = offs[nload + o];
-                if (r) off = b.CreateAdd(off, b.CreateMul(r, stride[nload + o][s.rank - 1]));
+                if (r)
+                    off = b.CreateAdd(off, b.CreateMul(r, stride[nload + o][s.rank - 1]));
                 store_output(o, a, off);
             }
         });
@@ -219,34 +282,69 @@ struct Renderer {
     int first_reduce() const { return s.rank - s.reduce_rank - (s.row > 0 ? 1 : 0); }
     int inner_reduce() const { return s.rank - 1 - (s.row > 0 ? 1 : 0); }
 
+    // Note [Two accumulators a row]
+    // In the row order each row element's accumulator takes one add per point of the reduction
+    // loops, and each add waits for the one before (a row of 16 f32 is one vector register: a
+    // chain of dependent vector adds, 3-4 cycles each). A kernel of one sum over data in cache
+    // then runs at the adds' latency, not at the loads' rate; a kernel of several (the f64 sums
+    // of a one-pass variance: four vector chains a point) even more so. So the innermost
+    // reduction loop takes its indices in pairs, the first into the accumulators and the second
+    // into a second set, which the block (f32 sums) or the kept point (the others) adds to the
+    // first. Each chain waits half as often. A sum's order is fixed by the loop bounds alone,
+    // so the bits still do not depend on the thread count; max, min, any and all give the same
+    // values in any order. Rows of at most kMaxPairedRow elements only: a row of 64 f32 is four
+    // independent chains already, and a longer one lives in L1, not in registers, where a
+    // second set only adds traffic (a [128, 512] bias gradient ran at 57-61 GB/s with two sets
+    // against 89 with one: bench/symjax_bench reduce_rows).
+    static constexpr int64_t kMaxPairedRow = 64;
+
     /// The loop over dim d from lo to hi (the body: inner loops or the point).
     void emit_loop(int d, const std::vector<Value*>& offs, Value* lo, Value* hi) {
-        emit_for("loop" + std::to_string(d), lo, hi, [&](Value* i) {
-            std::vector<Value*> inner(offs.size());
-            for (size_t k = 0; k < offs.size(); ++k)
-                inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
-            if (d + 1 < s.rank) {
-                emit_loops(d + 1, inner);
-                return;
+        if (two_sets() && d == inner_reduce()) {
+            // index pairs, then the odd one (Note [Two accumulators a row])
+            Value* even = b.CreateSub(hi, b.CreateAnd(b.CreateSub(hi, lo), b.getInt64(1)));
+            codegen::emit_for(b, fn, "pairs" + std::to_string(d), lo, even, b.getInt64(2),
+                              [&](Value* i) {
+                                  emit_index(d, offs, i);
+                                  second = true;
+                                  emit_index(d, offs, b.CreateAdd(i, b.getInt64(1)));
+                                  second = false;
+                              });
+            lo = even;
+        }
+        emit_for("loop" + std::to_string(d), lo, hi, [&](Value* i) { emit_index(d, offs, i); });
+    }
+
+    /// The body of loop d at index i: the inner loops, or the point.
+    void emit_index(int d, const std::vector<Value*>& offs, Value* i) {
+        std::vector<Value*> inner(offs.size());
+        for (size_t k = 0; k < offs.size(); ++k)
+            inner[k] = b.CreateAdd(offs[k], b.CreateMul(i, stride[k][d]));
+        if (d + 1 < s.rank) {
+            emit_loops(d + 1, inner);
+            return;
+        }
+        if (s.steps) {
+            emit_steps(inner);
+            return;
+        }
+        Value* r = s.row > 0 ? i : nullptr; // the row element of this point
+        std::vector<Value*> v = emit_point(inner);
+        for (int o = 0; o < nout; ++o) {
+            const KOutput& out = s.outputs[o];
+            if (!out.reduced) {
+                store_output(o, v[out.value], inner[nload + o]);
+                continue;
             }
-            if (s.steps) {
-                emit_steps(inner);
-                return;
-            }
-            Value* r = s.row > 0 ? i : nullptr; // the row element of this point
-            std::vector<Value*> v = emit_point(inner);
-            for (int o = 0; o < nout; ++o) {
-                const KOutput& out = s.outputs[o];
-                if (out.reduced) {
-                    bool in_block = blocked && block_sum(out);
-                    Value* p = slot(in_block ? bacc[o] : acc[o], r);
-                    Value* a = b.CreateLoad(in_block ? b.getFloatTy() : acc_type(out), p);
-                    b.CreateStore(acc_combine(out, a, v[out.value]), p);
-                } else {
-                    store_output(o, v[out.value], inner[nload + o]);
-                }
-            }
-        });
+            if (!per_point(o))
+                continue;
+            bool in_block = blocked && block_sum(out);
+            llvm::AllocaInst* slots =
+                in_block ? (second ? bacc2[o] : bacc[o]) : (second ? acc2[o] : acc[o]);
+            Value* p = slot(slots, r);
+            Value* a = b.CreateLoad(in_block ? b.getFloatTy() : acc_type(out), p);
+            b.CreateStore(acc_combine(out, a, v[out.value]), p);
+        }
     }
 
     /// A step kernel's point (Note [Step kernels] in CpuExecutable.cpp): the carries loaded
@@ -310,19 +408,36 @@ struct Renderer {
             int64_t block = s.row > 0 ? kRowBlock : kSumBlock;
             emit_blocks(d, lo, hi, block, [&](Value* j, Value* bend) {
                 for_row("zero_row", [&](Value* r) {
-                    for (int o = 0; o < nout; ++o)
-                        if (block_sum(s.outputs[o]))
-                            b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc[o], r));
+                    for (int o = 0; o < nout; ++o) {
+                        if (!block_sum(s.outputs[o]) || !per_point(o))
+                            continue;
+                        b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc[o], r));
+                        if (bacc2[o])
+                            b.CreateStore(fconst(b.getFloatTy(), 0.0), slot(bacc2[o], r));
+                    }
                 });
                 blocked = true;
                 emit_loop(d, offs, j, bend);
                 blocked = false;
+                // a constant's sum over the block: c times its length (Note [Sums that need no
+                // accumulator])
+                Value* len = b.CreateSIToFP(b.CreateSub(bend, j), b.getDoubleTy());
                 for_row("add_row", [&](Value* r) {
                     for (int o = 0; o < nout; ++o) {
-                        if (!block_sum(s.outputs[o])) continue;
+                        if (!block_sum(s.outputs[o]) || alias[o] >= 0)
+                            continue;
                         llvm::Type* t = acc_type(s.outputs[o]);
-                        Value* f = b.CreateLoad(b.getFloatTy(), slot(bacc[o], r));
-                        Value* part = b.CreateFPExt(f, t);
+                        Value* part;
+                        if (const_sum[o]) {
+                            double c = s.insts[size_t(s.outputs[o].value)].value;
+                            part = b.CreateFMul(len, fconst(t, double(float(c))));
+                        } else {
+                            part = b.CreateFPExt(b.CreateLoad(b.getFloatTy(), slot(bacc[o], r)), t);
+                            if (bacc2[o])
+                                part = b.CreateFAdd(
+                                    part, b.CreateFPExt(
+                                              b.CreateLoad(b.getFloatTy(), slot(bacc2[o], r)), t));
+                        }
                         Value* p = slot(acc[o], r);
                         b.CreateStore(b.CreateFAdd(b.CreateLoad(t, p), part), p);
                     }
@@ -369,9 +484,15 @@ struct Renderer {
             if (s.row > 0) return b.CreateAlloca(llvm::ArrayType::get(t, s.row));
             return b.CreateAlloca(t);
         };
+        find_shortcuts();
         for (int o = 0; o < nout; ++o) {
-            acc.push_back(s.outputs[o].reduced ? slots(acc_type(s.outputs[o])) : nullptr);
-            bacc.push_back(block_sum(s.outputs[o]) ? slots(b.getFloatTy()) : nullptr);
+            const KOutput& out = s.outputs[o];
+            acc.push_back(out.reduced ? slots(acc_type(out)) : nullptr);
+            bacc.push_back(block_sum(out) ? slots(b.getFloatTy()) : nullptr);
+            // the second set: only where the pairs add to it (Note [Two accumulators a row])
+            const bool pairs = two_sets() && per_point(o);
+            acc2.push_back(pairs && !block_sum(out) ? slots(acc_type(out)) : nullptr);
+            bacc2.push_back(pairs && block_sum(out) ? slots(b.getFloatTy()) : nullptr);
         }
         prologue();
         // no kept loop outside the reductions: accumulate over this thread's range of loop 0
