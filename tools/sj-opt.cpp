@@ -1,7 +1,8 @@
 // sj-opt: runs compiler passes over text IR and prints the result (the driver of the FileCheck
 // pass tests in tests/filecheck/; docs/ir.md).
 //
-//   sj-opt [--canonicalize] [--stabilize] [--specialize] [--merge-constants] [--layout]
+//   sj-opt [--canonicalize] [--stabilize] [--specialize] [--merge-constants]
+//          [--one-pass-variance] [--layout]
 //          [--fuse] [--pipeline] [--stats] [--target=cpu|generic] [FILE | -]
 //
 // Reads the text IR (Note [Text IR] in src/core/IrText.h) from FILE or stdin, runs the passes in
@@ -51,7 +52,8 @@ const Pass kPasses[] = {
     {"--stabilize", "stabilize", cc::stabilize},
     {"--specialize", "specialize", cc::specialize},
     {"--merge-constants", "merge_constants", cc::merge_constants},
-    {"--layout", "layout", cpu::layout}, // the cpu target's lowering
+    {"--one-pass-variance", "one_pass_variance", cc::one_pass_variances}, // the cpu target's
+    {"--layout", "layout", cpu::layout},                                  // lowering
 };
 
 /// The plan as comment lines (the output stays text IR), one per group: "# group 0 kernel: %4 %6
@@ -84,11 +86,12 @@ std::string plan_text(const cc::FusionPlan& plan,
 }
 
 int usage(const char* why) {
-    std::fprintf(stderr,
-                 "sj-opt: %s\nusage: sj-opt [--canonicalize] [--stabilize] [--specialize] "
-                 "[--merge-constants] [--layout] [--fuse] [--pipeline] [--stats] "
-                 "[--target=cpu|generic] [FILE | -]\n",
-                 why);
+    std::fprintf(
+        stderr,
+        "sj-opt: %s\nusage: sj-opt [--canonicalize] [--stabilize] [--specialize] "
+        "[--merge-constants] [--one-pass-variance] [--layout] [--fuse] [--pipeline] [--stats] "
+        "[--target=cpu|generic] [FILE | -]\n",
+        why);
     return 2;
 }
 

@@ -143,6 +143,36 @@ NodePtr broadcast_units(const NodePtr& n) {
     return Node::make(Op::Reshape, ShapeAttrs{n->shape()}, {in0(n)});
 }
 
+/// An input that only gives a shape (a broadcast's or reshape's `like`, philox's, the window
+/// backward ops') names the earliest value of that shape along a chain of elementwise ops:
+/// broadcast(g, d * d) -> broadcast(g, x) for d = x - mean(x). The shape is the same, and the
+/// fused plan computes every node it reaches, so a `like` that nothing else reads would be
+/// computed and stored for its shape alone (autodiff's gradient of sum(d * d) names d * d,
+/// which a one-pass variance no longer computes; Note [Variance in one pass] in
+/// Specialize.cpp).
+NodePtr earliest_shape_source(const NodePtr& n) {
+    std::vector<NodePtr> ins = n->inputs();
+    bool changed = false;
+    for (size_t i = 0; i < ins.size(); ++i) {
+        if (!detail::shape_only_input(*n, i))
+            continue;
+        for (bool step = true; step;) {
+            step = false;
+            const NodePtr& l = ins[i];
+            if (!has_trait(l->op(), kElementwise))
+                break;
+            for (const NodePtr& x : l->inputs()) {
+                if (x->shape() == l->shape()) {
+                    ins[i] = x;
+                    step = changed = true;
+                    break;
+                }
+            }
+        }
+    }
+    return changed ? Node::rebuild(*n, std::move(ins)) : nullptr;
+}
+
 /// cast(cast(x, wide), type(x)) -> x when the inner cast is lossless (f32 -> f64, i32 -> i64)
 NodePtr cast_roundtrip(const NodePtr& n) {
     if (!n->is(Op::Cast) || !in0(n)->is(Op::Cast)) return nullptr;
@@ -326,6 +356,7 @@ const std::vector<Pattern>& canonicalize_patterns() {
         {"permute_units", permute_units},
         {"broadcast_chain", broadcast_chain},
         {"broadcast_units", broadcast_units},
+        {"earliest_shape_source", earliest_shape_source},
         {"cast_roundtrip", cast_roundtrip},
         {"sink_broadcast", sink_broadcast},
         {"where_scale", where_scale},

@@ -82,27 +82,30 @@ NodePtr fold_transpose_into_dot(const NodePtr& n) {
 // 64 nodes away. Elsewhere (a dense layer's bias and relu inside its matmul) nothing reads the
 // pre-activation's inputs in the backward, and the mask stays on the output.
 
+/// Whether some path from `from` reaches `target` within 64 nodes; each node visited spends one
+/// of `budget`.
+bool reaches(const Node* from, const Node* target, size_t& budget) {
+    std::vector<const Node*> stack{from}, seen;
+    while (!stack.empty() && seen.size() < 64 && budget > 0) {
+        --budget;
+        const Node* n = stack.back();
+        stack.pop_back();
+        if (n == target)
+            return true;
+        if (std::find(seen.begin(), seen.end(), n) != seen.end())
+            continue;
+        seen.push_back(n);
+        for (const auto& i : n->inputs())
+            stack.push_back(i.get());
+    }
+    return false;
+}
+
 /// True when the elementwise tree of x (at most 64 nodes) has a term sub(y, m), y of x's shape,
 /// whose m is computed from y (a statistic of y: its mean), within 64 nodes. The walks share a
 /// budget of 512 nodes, so that a relu after a long elementwise chain costs no more.
 bool normalises(const NodePtr& x) {
     size_t budget = 512;
-    auto reaches = [&budget](const Node* from, const Node* target) {
-        std::vector<const Node*> stack{from}, seen;
-        while (!stack.empty() && seen.size() < 64 && budget > 0) {
-            --budget;
-            const Node* n = stack.back();
-            stack.pop_back();
-            if (n == target)
-                return true;
-            if (std::find(seen.begin(), seen.end(), n) != seen.end())
-                continue;
-            seen.push_back(n);
-            for (const auto& i : n->inputs())
-                stack.push_back(i.get());
-        }
-        return false;
-    };
     std::vector<const Node*> stack{x.get()}, seen;
     while (!stack.empty() && seen.size() < 64 && budget > 0) {
         --budget;
@@ -113,7 +116,7 @@ bool normalises(const NodePtr& x) {
             continue;
         seen.push_back(n);
         if (n->is(Op::Sub) && n->input(0)->shape() == x->shape() &&
-            reaches(n->input(1).get(), n->input(0).get()))
+            reaches(n->input(1).get(), n->input(0).get(), budget))
             return true;
         for (const auto& i : n->inputs())
             if (i->shape() == x->shape())
@@ -466,6 +469,82 @@ NodePtr apply(const NodePtr& n) {
 
 } // namespace factor_sum
 
+// Note [Variance in one pass]
+// var(x) is sum(d * d) / n with d = x - mean(x) (src/api/Composites.cpp): the sum of squares waits
+// for the mean, so a batch norm or layer norm in training reads x twice before it can normalise,
+// once for sum(x) and once more for sum(d * d). When the subtracted value c is constant along
+// the summed axes and computed from x (that is what makes it wait), the sum becomes
+//
+//   sum((x - c)^2) = s2 - c * (2 * s1 - n * c)      s1 = sum(x), s2 = sum(x * x), in f64
+//
+// and s1, s2 (and n, where a dim is unknown) are sums of x alone: fusion puts them into the
+// kernel that sums x for the mean, and the second pass is gone. It is the same value for the c
+// the graph has, whatever c is (not only the exact mean). The cancellation is what makes this
+// form a bad idea in f32 (an activation of mean 100 and deviation 1 keeps 3 of its digits): in
+// f64, with x's f32 values exact in it, the error relative to the variance is about 1e-16 times
+// mean^2 / variance, below f32's rounding of the result up to a ratio of 10^8. The result is
+// clamped at 0 (maximum propagates NaN: an inf or NaN in x still gives NaN). f32 sums only: f64
+// sums have nothing wider to go to, and half types sum in f32 already.
+// Not a specialize pattern: it pays only where f64 sums cost about what f32 sums do, and where
+// the kernel that sums x keeps its sums in independent chains. The cpu target runs it in its
+// lowering (one_pass_variances; its renderer: Note [Two accumulators a row] and Note [Sums that
+// need no accumulator] in src/backend/cpu/LlvmRenderer.cpp). Autodiff's gradient still reads
+// d * d's shape; canonicalize's earliest_shape_source points it at x, so d * d is not computed
+// for it.
+// (Tests: Specialize.VarianceTakesOnePass, the FileCheck test one_pass_variance.sjir;
+// CpuBackend.OnePassVarianceMatchesTwoPasses.)
+namespace one_pass {
+
+/// Whether c is computed from x: some path from c reaches x within 64 nodes.
+bool computed_from(const NodePtr& c, const NodePtr& x) {
+    size_t budget = 512;
+    return reaches(c.get(), x.get(), budget);
+}
+
+/// reduce_sum((x - c) * (x - c)) -> s2 - c * (2 * s1 - n * c) in f64 (Note [Variance in one pass])
+NodePtr apply(const NodePtr& n) {
+    if (!n->is(Op::ReduceSum) || n->dtype() != DType::F32)
+        return nullptr;
+    const NodePtr& sq = in0(n);
+    if (!sq->is(Op::Mul) || in0(sq) != in1(sq))
+        return nullptr;
+    const NodePtr& d = in0(sq);
+    if (!d->is(Op::Sub))
+        return nullptr;
+    const NodePtr& x = in0(d);
+    const NodePtr& c = in1(d);
+    if (x->shape() != d->shape() || x->dtype() != DType::F32)
+        return nullptr;
+    const auto& ra = n->attr<ReduceAttrs>();
+    const std::vector<int64_t> axes = factor_sum::normalised_axes(ra.axes, x->rank());
+    if (axes.empty())
+        return nullptr;
+    factor_sum::Walk w{x->shape(), axes, {}, false};
+    if (!w.invariant(c) || !computed_from(c, x))
+        return nullptr;
+    const Tensor x64 = cast(T(x), DType::F64);
+    const Tensor s1 = sum(x64, axes, true);
+    const Tensor s2 = sum(x64 * x64, axes, true);
+    Tensor count; // n, as a scalar when the summed dims are known
+    double known = 1;
+    for (int64_t a : axes)
+        known = x->shape()[size_t(a)] < 0 || known < 0 ? -1 : known * double(x->shape()[size_t(a)]);
+    // an unknown count: a sum of ones, as mean()'s (count_over in src/api/Composites.cpp), exact
+    // in f32 up to 2^24 points; a sum of a constant costs its kernel no adds (Note [Sums that
+    // need no accumulator] in src/backend/cpu/LlvmRenderer.cpp)
+    count =
+        known >= 0 ? scalar(known, DType::F64) : cast(sum(ones_like(T(x)), axes, true), DType::F64);
+    const Tensor c64 = cast(T(w.shrink(c, s1.node())), DType::F64);
+    Tensor out = cast(maximum(s2 - c64 * (s1 * 2.0 - count * c64), 0.0), DType::F32);
+    if (!ra.keepdims)
+        out = squeeze(out, axes);
+    if (out.shape() != n->shape())
+        return nullptr;
+    return out.node();
+}
+
+} // namespace one_pass
+
 } // namespace
 
 const std::vector<Pattern>& specialize_patterns() {
@@ -484,6 +563,15 @@ std::vector<NodePtr> specialize(const std::vector<NodePtr>& roots, RewriteStats*
         ~Clear() { factor_sum::built_sums.clear(); }
     } clear;
     return rewrite(roots, specialize_patterns(), stats);
+}
+
+NodePtr one_pass_variance(const NodePtr& n) {
+    return one_pass::apply(n);
+}
+
+std::vector<NodePtr> one_pass_variances(const std::vector<NodePtr>& roots, RewriteStats* stats) {
+    static const std::vector<Pattern> p = {{"one_pass_variance", one_pass_variance}};
+    return rewrite(roots, p, stats);
 }
 
 } // namespace sj::compiler

@@ -317,6 +317,43 @@ TEST(KernelPlan, AnF32SumBesideItsF64SumReadsIt) {
         EXPECT_EQ(r[0].at(i), double(float(r[1].at(i)))) << "row " << i;
 }
 
+// Batch norm's statistics in one pass on the cpu target (Note [Variance in one pass] in
+// src/compiler/Specialize.cpp): training batch norm's forward and its gradients against the
+// reference interpreter's two-pass graph, with a batch bound at the call, for activations
+// centred at 0 and at 1000 times their deviation. Two kernels read x in the forward: the
+// statistics (sum(x) and the f64 sums together) and the normalisation.
+TEST(KernelPlan, OnePassBatchNormStatisticsMatchTwoPasses) {
+    Placeholder x({-1, 32, 8, 8}, f32, "x");
+    Placeholder g({1, 32, 1, 1}, f32, "g");
+    Tensor m = mean(x, {0, 2, 3}, true);
+    Tensor v = var(x, {0, 2, 3}, true);
+    Tensor yn = (x - m) * rsqrt(v + 1e-5) * g;
+    Tensor loss = sum(yn * yn * yn);
+    std::vector<Tensor> grads = gradients(loss, {x, g});
+    Function fc = function({x, g}, {yn, v, grads[0], grads[1]}, {}, on("cpu"));
+    Function fr = function({x, g}, {yn, v, grads[0], grads[1]}, {}, on("reference"));
+    Function stats_only = function({x}, {m, v}, {}, on("cpu"));
+    Array gv = random_array(f32, {1, 32, 1, 1}, 74, 0.5, 1.5);
+    for (double centre : {0.0, 1000.0}) {
+        for (int64_t n : {3, 16}) {
+            Array xv = random_array(f32, {n, 32, 8, 8}, 75 + n, centre - 1, centre + 1);
+            std::vector<Function::Arg> a{xv, gv};
+            auto rc = fc.call(a), rr = fr.call(a);
+            std::string what = "centre " + std::to_string(centre) + ", batch " + std::to_string(n);
+            // normalised values and variances: f32 rounding of the terms; the gradients also
+            // sum products of normalised values (~1e-5 of their largest terms)
+            expect_close(rc[0], rr[0], 2e-5, 2e-5, what + " normalised");
+            expect_close(rc[1], rr[1], 2e-6, 0, what + " variance");
+            expect_close(rc[2], rr[2], 1e-4, 1e-4, what + " dx");
+            expect_close(rc[3], rr[3], 1e-4, 1e-4, what + " dgamma");
+        }
+    }
+    stats_only(random_array(f32, {4, 32, 8, 8}, 76));
+    EXPECT_EQ(stats_only.stats().kernels, 2u) << "the sums in one kernel, the mean and variance "
+                                                 "from them in one more\n"
+                                              << stats_only.dump();
+}
+
 TEST(KernelPlan, MatchesReferenceOnThePool) {
     if (std::getenv("SJ_KP_TWO_THREADS")) ASSERT_EQ(cpu::ThreadPool::get().threads(), 2);
     threaded_cases();

@@ -1,5 +1,6 @@
 #include "CpuTarget.h"
 
+#include "../../compiler/Specialize.h"
 #include "../../ops/ChannelBlocking.h"
 #include "../llvm/KernelExpr.h"
 #include "LayoutPass.h"
@@ -106,8 +107,11 @@ public:
 
     std::vector<NodePtr> lower(const std::vector<NodePtr>& roots,
                                compiler::RewriteStats* stats) const override {
+        // statistics in one pass over their data (Note [Variance in one pass] in
+        // src/compiler/Specialize.cpp), then the libraries' layouts
+        std::vector<NodePtr> rs = compiler::one_pass_variances(roots, stats);
         const int64_t block = channel_block();
-        return block ? layout(roots, block, stats) : roots;
+        return block ? layout(rs, block, stats) : rs;
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
