@@ -151,23 +151,30 @@ NodePtr broadcast_units(const NodePtr& n) {
 /// which a one-pass variance no longer computes; Note [Variance in one pass] in
 /// Specialize.cpp).
 NodePtr earliest_shape_source(const NodePtr& n) {
+    // The walk ends at a value with no elementwise step left (so the rule is at its fixpoint
+    // after one rewrite) within 16 steps, or the input stays: a residual chain of 10^5 steps
+    // must not be walked once per broadcast of its gradient.
+    constexpr int kMaxSteps = 16;
+    auto step = [](const NodePtr& l) -> const NodePtr* {
+        if (!has_trait(l->op(), kElementwise))
+            return nullptr;
+        for (const NodePtr& x : l->inputs())
+            if (x->shape() == l->shape())
+                return &x;
+        return nullptr;
+    };
     std::vector<NodePtr> ins = n->inputs();
     bool changed = false;
     for (size_t i = 0; i < ins.size(); ++i) {
         if (!detail::shape_only_input(*n, i))
             continue;
-        for (bool step = true; step;) {
-            step = false;
-            const NodePtr& l = ins[i];
-            if (!has_trait(l->op(), kElementwise))
-                break;
-            for (const NodePtr& x : l->inputs()) {
-                if (x->shape() == l->shape()) {
-                    ins[i] = x;
-                    step = changed = true;
-                    break;
-                }
-            }
+        NodePtr l = ins[i];
+        int steps = 0;
+        for (const NodePtr* x = step(l); x && steps <= kMaxSteps; x = step(l), ++steps)
+            l = *x;
+        if (steps > 0 && steps <= kMaxSteps) {
+            ins[i] = l;
+            changed = true;
         }
     }
     return changed ? Node::rebuild(*n, std::move(ins)) : nullptr;

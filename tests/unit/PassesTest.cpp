@@ -407,6 +407,15 @@ TEST(Canonicalize, ShapeSourcesAreTheEarliestOfTheirShape) {
     Rewritten r2 = run(cc::canonicalize, {Tensor(b2)});
     EXPECT_EQ(r2.stats.hits["earliest_shape_source"], 1) << "mul(sum, 3) -> sum";
     EXPECT_TRUE(r2[0].node()->input(1)->is(Op::ReduceSum)) << to_text(r2.outs);
+    // a chain longer than 16 elementwise steps is not walked (nor in hops: the rule would not
+    // reach its fixpoint in one rewrite), the input stays
+    Tensor chain = x;
+    for (int k = 0; k < 20; ++k)
+        chain = chain * 1.5 + 0.5;
+    NodePtr b3 =
+        Node::make(Op::Broadcast, BroadcastAttrs{{-1, 4}, {0, 1}}, {m.node(), chain.node()});
+    Rewritten r3 = run(cc::canonicalize, {Tensor(b3)});
+    EXPECT_EQ(r3.stats.hits["earliest_shape_source"], 0) << to_text(r3.outs);
 }
 
 // Note [Variance in one pass] (src/compiler/Specialize.cpp), the cpu target's lowering: a batch
