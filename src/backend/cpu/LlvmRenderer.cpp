@@ -269,7 +269,9 @@ struct Renderer {
     // has kRowBlock = 64 points of the innermost reduction loop, which bounds its error by
     // ~64 eps of the sum of |terms|, within the same promise. Its cost is one pass over the
     // row (a conversion and a double add per element) per 64 passes of the hot loop; for a row
-    // unrolled into registers, a few vector instructions.
+    // unrolled into registers, a few vector instructions. (A short row alternates two sets of
+    // accumulators, Note [Two accumulators a row]: each sums 32 of a block's points, and the
+    // block adds both in double.)
     static constexpr int64_t kSumBlock = 1024;
     static constexpr int64_t kRowBlock = 64;
 
