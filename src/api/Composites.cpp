@@ -1,4 +1,6 @@
 // Composite ops built from primitives with stable formulations (mean, var, softmax family...).
+#include "../ops/OpDef.h"
+
 #include <symjax/Ops.h>
 
 #include <algorithm>
@@ -20,17 +22,9 @@ Axes all_axes_if_empty(const Tensor& x, const Axes& axes) {
     return a;
 }
 
-/// Number of elements reduced over `axes`, as a scalar of x's dtype (known at build time when
-/// those dims are, else counted at call time).
+/// Number of elements reduced over `axes`, as a scalar of x's dtype.
 Tensor count_over(const Tensor& x, const Axes& axes, bool keepdims) {
-    int64_t n = 1;
-    for (int64_t a : all_axes_if_empty(x, axes)) {
-        int64_t d = x.dim(a);
-        if (d < 0)
-            return sum(ones_like(x), axes, keepdims);
-        n *= d;
-    }
-    return scalar(double(n), x.dtype());
+    return detail::count_over(x, axes, keepdims, x.dtype());
 }
 } // namespace
 

@@ -492,7 +492,7 @@ NodePtr apply(const NodePtr& n) {
 // d * d's shape; canonicalize's earliest_shape_source points it at x, so d * d is not computed
 // for it.
 // (Tests: Specialize.VarianceTakesOnePass, the FileCheck test one_pass_variance.sjir;
-// CpuBackend.OnePassVarianceMatchesTwoPasses.)
+// KernelPlan.OnePassBatchNormStatisticsMatchTwoPasses.)
 namespace one_pass {
 
 /// Whether c is computed from x: some path from c reaches x within 64 nodes.
@@ -525,15 +525,10 @@ NodePtr apply(const NodePtr& n) {
     const Tensor x64 = cast(T(x), DType::F64);
     const Tensor s1 = sum(x64, axes, true);
     const Tensor s2 = sum(x64 * x64, axes, true);
-    Tensor count; // n, as a scalar when the summed dims are known
-    double known = 1;
-    for (int64_t a : axes)
-        known = x->shape()[size_t(a)] < 0 || known < 0 ? -1 : known * double(x->shape()[size_t(a)]);
-    // an unknown count: a sum of ones, as mean()'s (count_over in src/api/Composites.cpp), exact
-    // in f32 up to 2^24 points; a sum of a constant costs its kernel no adds (Note [Sums that
-    // need no accumulator] in src/backend/cpu/LlvmRenderer.cpp)
-    count =
-        known >= 0 ? scalar(known, DType::F64) : cast(sum(ones_like(T(x)), axes, true), DType::F64);
+    // n: a constant, or a sum of ones as mean()'s, exact in f32 up to 2^24 points (a sum of a
+    // constant costs its kernel no adds: Note [Sums that need no accumulator] in
+    // src/backend/cpu/LlvmRenderer.cpp)
+    const Tensor count = detail::count_over(T(x), axes, true, DType::F64);
     const Tensor c64 = cast(T(w.shrink(c, s1.node())), DType::F64);
     Tensor out = cast(maximum(s2 - c64 * (s1 * 2.0 - count * c64), 0.0), DType::F32);
     if (!ra.keepdims)

@@ -166,6 +166,10 @@ namespace sj::detail {
 inline bool shape_only_input(const Node& n, size_t i) {
     return i < 32 && (shape_only_mask(n.op()) >> i & 1u) != 0;
 }
+/// The number of elements a sum over `axes` (empty: all) adds, as a scalar of `dtype`: a
+/// constant when those dims are known, else a sum of ones counted at call time (mean, var and
+/// the one-pass variance, Note [Variance in one pass] in src/compiler/Specialize.cpp).
+Tensor count_over(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims, DType dtype);
 /// slice(), where bit i of `index_dims` marks dim i as picked by a single index `x[k]`: on a dim
 /// unknown when the graph is built, k out of range is an InputError naming the index, the dim
 /// and x when the function is called (SliceAttrs::index_dims).

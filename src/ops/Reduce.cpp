@@ -183,4 +183,17 @@ Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) {
     return make(Op::Cumsum, {x}, AxisAttrs{ax, reverse});
 }
 
+Tensor detail::count_over(const Tensor& x, const Axes& axes, bool keepdims, DType dtype) {
+    int64_t n = 1;
+    for (int a = 0; a < x.rank(); ++a) {
+        if (!axes.empty() && std::find(axes.begin(), axes.end(), a) == axes.end() &&
+            std::find(axes.begin(), axes.end(), a - x.rank()) == axes.end())
+            continue;
+        if (x.dim(a) < 0)
+            return cast(sum(ones_like(x), axes, keepdims), dtype);
+        n *= x.dim(a);
+    }
+    return scalar(double(n), dtype);
+}
+
 } // namespace sj
