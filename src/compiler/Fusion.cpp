@@ -672,6 +672,20 @@ struct Fuser {
         }
         return outs + ra.size() + rb.size() - both <= kMaxKernelOperands;
     }
+    /// Do groups a and b read a value in common (Note [A reduction joins a kernel it shares a
+    /// read with])?
+    bool shares_a_read(size_t a, size_t b) const {
+        const auto &ra = reads[a], &rb = reads[b];
+        for (size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {
+            if (ra[i] == rb[j])
+                return true;
+            if (std::less<const Node*>()(ra[i], rb[j]))
+                ++i;
+            else
+                ++j;
+        }
+        return false;
+    }
     /// A one-value constant: the same at every point, an immediate in a kernel, never a load.
     static bool scalar_constant(const Node* n) {
         return n->is(Op::Constant) && n->attr<ConstantAttrs>().value.size() == 1;
@@ -1030,6 +1044,23 @@ struct Fuser {
         return s;
     }
 
+    // Note [A reduction joins a kernel it shares a read with]
+    // Sibling merging makes one kernel of two over the same iteration space. When both reduce,
+    // or neither does, the merged kernel is of the kind each was. When only one reduces, the
+    // other's points are stored from inside a reduction's loops (in the row order of Note [Row
+    // reductions] in KernelPlan.cpp for a per-channel sum, cut into the fixed chunks of Note
+    // [Thread-count-independent sums]), which is slower for the elementwise part than a kernel
+    // of its own. That pays when the two read a value in common (one pass over it instead of
+    // two), not otherwise: the merge then saves only a kernel's start. So a reducing group and
+    // a non-reducing one merge only when they read a value in common. What showed it: with a
+    // batch bound at call time, batch norm's element counts (sums of ones_like(x), which read
+    // nothing) were merged into batch-norm backward dx kernels of their space, making them
+    // reductions. In the SymJAX paper network's step (AMD EPYC, Zen 5, 2 threads, `symjax_bench
+    // cnn_train --arch symjax --profile 1`) a 16x16 layer's dx kernel took 0.057-0.059 ms with
+    // three counts and 0.047 ms without (its two twins 0.046-0.048), layer 0's 0.181-0.182 and
+    // 0.168-0.175. The counts now join a reduction of their space, where a sum of a constant
+    // costs nothing (Note [Sums that need no accumulator] in LlvmRenderer.cpp).
+
     /// Merges kernel groups over the same iteration space (multi-output kernels); dynamic dims
     /// must be equal by Note [Equal dynamic dims].
     void merge_siblings() {
@@ -1063,6 +1094,9 @@ struct Fuser {
                 ++plan.sibling_pairs;
                 bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
                 if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
+                // (Note [A reduction joins a kernel it shares a read with])
+                if (ra != rb && !shares_a_read(ua, size_t(b)))
+                    continue;
                 if (!fits(ua, size_t(b)))
                     continue;
                 // with the budget spent only groups of one depth (never dependent) merge

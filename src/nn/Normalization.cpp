@@ -71,8 +71,9 @@ Tensor BatchNorm::forward(const Tensor& x, Mode mode) const {
     int64_t n_static = 1;
     for (int64_t a : axes)
         n_static = (x.dim(a) < 0 || n_static < 0) ? -1 : n_static * x.dim(a);
+    // counted at call time: the mean's own count (keepdims, the same node), not a second sum
     Tensor n = n_static >= 0 ? scalar_like(double(n_static), v)
-                             : sum(ones_like(x), axes, false)[0]; // counted at call time
+                             : reshape(sum(ones_like(x), axes, true), {features_})[0];
     if (sync_)
         n = n * double(dist::size()); // the global batch (equal shares)
     Tensor batch_mean = stop_gradient(reshape(mu, {features_}));

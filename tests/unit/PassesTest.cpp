@@ -908,6 +908,36 @@ TEST(Fusion, ReductionAbsorbsProducersAndMergesSiblings) {
     expect_cpu_matches_reference({x}, outs, {random_array(f64, {8, 16}, 17)}, 1e-14);
 }
 
+// A reduction and an elementwise kernel over one space merge only when they read a value in
+// common (Note [A reduction joins a kernel it shares a read with]): a count over a batch bound
+// at call time reads nothing, so it joins the sum beside it and the elementwise kernel stays
+// one of its own, out of the reduction's loops.
+TEST(Fusion, AReductionJoinsOnlyAKernelItSharesAReadWith) {
+    Placeholder x({6, 8}, f64, "x"), y({6, 8}, f64, "y");
+    std::vector<Tensor> shared = {sum(x, {0}), exp(x * y)};
+    cc::Compiled c = compile(shared);
+    EXPECT_EQ(c.plan.kernels(), 1u) << "the sum and exp(x * y) both read x\n" << c.plan.str();
+    std::vector<Tensor> apart = {sum(y * 3.0, {0}), exp(x) + 1.0};
+    cc::Compiled a = compile(apart);
+    EXPECT_EQ(a.plan.kernels(), 2u) << a.plan.str();
+    // positive values: the sums do not cancel, and 1e-14 is a few ulp of them
+    std::vector<Array> args = {random_array(f64, {6, 8}, 65, 0.5, 2),
+                               random_array(f64, {6, 8}, 66, 0.5, 2)};
+    expect_cpu_matches_reference({x, y}, shared, args, 1e-14);
+    expect_cpu_matches_reference({x, y}, apart, args, 1e-14);
+
+    Placeholder b({-1, 8}, f64, "b");
+    std::vector<Tensor> counted = {sum(ones_like(b), {0}), exp(b) + 1.0};
+    cc::Compiled k = compile(counted);
+    EXPECT_EQ(k.plan.kernels(), 2u) << "the count reads nothing\n" << k.plan.str();
+    std::vector<Tensor> summed = {sum(ones_like(b), {0}), sum(b * 3.0, {0})};
+    cc::Compiled m = compile(summed);
+    EXPECT_EQ(m.plan.kernels(), 1u) << "two reductions\n" << m.plan.str();
+    Array bv = random_array(f64, {5, 8}, 67, 0.5, 2);
+    expect_cpu_matches_reference({b}, counted, {bv}, 1e-14);
+    expect_cpu_matches_reference({b}, summed, {bv}, 1e-14);
+}
+
 // Kernels over a batch bound at call time merge when the graph makes their batches equal (an
 // elementwise op between them), not when they only look alike: two placeholders of [-1, 8] may
 // be bound to different batches (Note [Equal dynamic dims]).
