@@ -153,6 +153,41 @@ TEST(ThreadPool, TheBlocksOfMissingThreadsAreTakenByTheOthers) {
         EXPECT_EQ(r.load(), 1);
 }
 
+// Note [Work after a barrier]: run(tasks, fn, then) starts `then` only once every fn has
+// returned, whichever thread runs what: thread 1's tasks sleep, so a second phase that began
+// when thread 0 finished its own block would see them unfinished. With a team of one (no region
+// may be active) the phases run in order on the caller. An exception in the first phase is
+// rethrown and the second does not run.
+TEST(ThreadPool, TheSecondPhaseStartsWhenEveryTaskOfTheFirstIsDone) {
+    cpu::ThreadPool pool(2);
+    const int levels = omp_get_max_active_levels();
+    for (int active : {levels, 0}) {
+        omp_set_max_active_levels(active);
+        std::atomic<int> done{0};
+        std::vector<int> seen(6, -1);
+        pool.run(
+            6,
+            [&](int t) {
+                if (t >= 3)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                done++;
+            },
+            [&](int t) { seen[size_t(t)] = done.load(); });
+        omp_set_max_active_levels(levels);
+        EXPECT_EQ(seen, std::vector<int>(6, 6)) << "max active levels " << active;
+    }
+    std::atomic<int> then_runs{0};
+    EXPECT_THROW(pool.run(
+                     4,
+                     [&](int t) {
+                         if (t == 3)
+                             throw InputError("task 3");
+                     },
+                     [&](int) { then_runs++; }),
+                 InputError);
+    EXPECT_EQ(then_runs.load(), 0);
+}
+
 // Note [Forked children]: a process forked after a training step used to hang in the child's
 // first call that started a parallel region (GNU OpenMP's team does not survive fork). The
 // child now runs everything on its own thread, with the parent's bits, and can compile and run

@@ -93,13 +93,14 @@ namespace sj::cpu {
 // The sum of the partials ran in a parallel region of its own after the chunks' region. For
 // small weights (the CNN benchmarks' layers: 9,216 floats on 4 chunks) that region cost more
 // than the adding: on the AMD EPYC (Zen 5, 2 threads) a 4x4 layer's call (32 channels, batch
-// 32) spent 14-15 us of its 70 in it. So partials of at most kSerialFilterSum floats in all are
-// added by the task that finishes its chunks last, inside the chunks' region (an atomic count of
-// finished tasks; the adding order is the chunks', as before, so the bits do not change). The
-// call then took 66 us; the paper network's training step, paired, 1.01x (noise: 0.98-1.07).
+// 32) spent 14-15 us of its 70 in it. Small partials were then added by the task that finished
+// its chunks last, inside the chunks' region (66 us a call), but that task read the other
+// cores' partials alone: 14-15 us of a 4x4 layer's 60 (hot, `perf`), most of it lines moved
+// from the other core. Now each task adds its share of the elements, every chunk's partial in
+// chunk order, after a barrier in the same region (ThreadPool::run with a second phase: Note
+// [Work after a barrier] in ThreadPool.cpp). Each element is added in the same order whoever
+// adds it, so the bits do not change.
 constexpr int64_t kFilterChunks = 16;
-// partials of at most this many floats in all are added by one thread (above)
-constexpr int64_t kSerialFilterSum = int64_t(1) << 16;
 constexpr int64_t kMinFilterChunks = 4;
 constexpr int64_t kChunkPositions = 2048;
 
@@ -1091,15 +1092,11 @@ void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_
         else
             add_in_double_to(partial.data(), f.count, begin, end, f.user_offset.data(), sum);
     };
-    // Small partials are added by the task that finishes last, in the chunks' region: a region
-    // of their own cost more than the adding (Note [Thread-count-independent weight gradients]).
-    const bool serial_sum = !f.by_outputs && n * f.count <= kSerialFilterSum;
-    std::atomic<int> finished{0};
     const ThreadPool& pool = ThreadPool::get();
     // each task's memory objects, one set per size of chunk, their pointers moved from chunk to
     // chunk and kept between calls (Note [Call arguments kept] in Dnnl.cpp)
     KeptMemories* task_kept = kept.tasks(size_t(f.tasks));
-    pool.run(f.tasks, [&](int t) {
+    auto chunks = [&](int t) {
         // one thread in the call too: a GEMM-based primitive may ask for the thread count when
         // it runs (outside a parallel region, with one task, that would be the pool's)
         OneDnnlThread one;
@@ -1145,12 +1142,12 @@ void run_filter_chunks(const FilterChunks& f, const void* src, const void* diff_
                 run_call(end - begin == f.sizes[0].units ? 0 : 1, begin, c);
         }
         s.wait();
-        // (acq_rel: the last task sees every other task's partials)
-        if (serial_sum && finished.fetch_add(1, std::memory_order_acq_rel) + 1 == f.tasks)
-            add_partials(0, 1);
-    });
-    if (!f.by_outputs && !serial_sum)
-        pool.run(f.tasks, [&](int t) { add_partials(t, f.tasks); });
+    };
+    if (f.by_outputs)
+        pool.run(f.tasks, chunks);
+    else // the partials added in the chunks' region, each task its share (Note [Work after a
+         // barrier] in ThreadPool.cpp)
+        pool.run(f.tasks, chunks, [&](int t) { add_partials(t, f.tasks); });
 }
 
 /// Whether the kept weights in `f` were made from w's bytes and this scale (counted as a hit or

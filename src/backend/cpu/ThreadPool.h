@@ -36,6 +36,12 @@ public:
     /// data order. The first exception thrown by a task is rethrown here. Inside another
     /// parallel region the tasks run one after the other on the calling thread.
     void run(int tasks, const std::function<void(int)>& fn) const;
+    /// run(tasks, fn), then then(t) for t in [0, tasks) once every fn(t) has returned, in the
+    /// same parallel region: a barrier between the two, not a second region (Note [Work after
+    /// a barrier] in ThreadPool.cpp). Each phase hands out its tasks as run() does. The first
+    /// exception is rethrown; `then` does not run after one.
+    void run(int tasks, const std::function<void(int)>& fn,
+             const std::function<void(int)>& then) const;
 
 private:
     int threads_;
