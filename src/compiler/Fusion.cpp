@@ -204,6 +204,15 @@ Kind classify(const Node& n, const Target& target) {
     return Kind::Fallback;
 }
 
+// Note [Values read for their shape alone]
+// A broadcast's `like` input (ones_like, autodiff's gradient of a sum) and philox's shape input
+// give a shape, not values, and bind() infers every node's type at call time whatever computes
+// it (ExecPlan.cpp). So a node that no root needs through value edges gets no group: the plan
+// used to compute it all the same, a matmul or a product of two activations for its shape alone
+// (`ones_like(tanh(x @ W)) * 2 + z` ran the matmul). Canonicalize also points a shape-only
+// input at the earliest value of its shape along elementwise ops (earliest_shape_source in
+// Canonicalize.cpp), so that kernels of one shape share a shape source.
+
 /// Input edges that carry values (broadcast's and philox's second input only give a shape).
 bool value_edge(const Node& n, size_t i) { return !detail::shape_only_input(n, i); }
 
@@ -212,6 +221,9 @@ struct Fuser {
     std::vector<const Node*> order;
     // dense tables over the graph's nodes (Note [Flat node tables] in src/core/NodeMap.h)
     detail::NodeMap<uint8_t> root_set;
+    /// 1 for a node whose value a root needs; 0 for one read only for its shape (Note [Values
+    /// read for their shape alone]), which no group computes.
+    detail::NodeMap<uint8_t> needed;
     detail::NodeMap<std::vector<const Node*>> users;
     detail::NodeMap<Kind> kind;
     detail::NodeMap<uint8_t> dup; // 0 or 1 (not bool: NodeMap keeps its values in a vector)
@@ -495,6 +507,8 @@ struct Fuser {
     /// groups are made here, with the epilogue's ops as members.
     void find_epilogues() {
         for (const Node* n : order) {
+            if (!needed[n])
+                continue;
             EpilogueRule rule = epilogue_rule(*n);
             const std::vector<size_t>& ch = rule.channel_dims;
             if (ch.empty()) continue;
@@ -556,7 +570,8 @@ struct Fuser {
             const Node* n = *it;
             Kind k = kind[n];
             if (group_of.count(n)) continue; // a library op with its epilogue, or a member
-            if (k == Kind::Leaf || duplicable(n)) continue;
+            if (k == Kind::Leaf || !needed[n] || duplicable(n))
+                continue;
             if (k == Kind::View) { new_group(Group::Kind::View, n); continue; }
             if (k == Kind::Dot) { new_group(Group::Kind::Dot, n); continue; }
             if (k == Kind::Window) { new_group(Group::Kind::Window, n); continue; }
@@ -1331,6 +1346,16 @@ FusionPlan fuse(const std::vector<NodePtr>& roots, const Target& target) {
         f.kind[n] = classify(*n, target);
         for (size_t i = 0; i < n->num_inputs(); ++i)
             if (value_edge(*n, i)) f.users[n->input(i).get()].push_back(n);
+    }
+    // (Note [Values read for their shape alone]) users come after their inputs in f.order
+    f.needed = detail::NodeMap<uint8_t>(f.order.size());
+    for (auto it = f.order.rbegin(); it != f.order.rend(); ++it) {
+        const Node* n = *it;
+        bool need = f.root_set.count(n) != 0;
+        if (const std::vector<const Node*>* us = f.users.find(n))
+            for (const Node* u : *us)
+                need = need || f.needed[u];
+        f.needed[n] = need;
     }
     for (const Node* n : f.order) {
         std::vector<const Node*>* us = f.users.find(n);

@@ -938,6 +938,26 @@ TEST(Fusion, AReductionJoinsOnlyAKernelItSharesAReadWith) {
     expect_cpu_matches_reference({b}, summed, {bv}, 1e-14);
 }
 
+// A value that only gives a shape (here a matmul read by ones_like, and a product of two
+// inputs read by zeros_like) is computed by no group: the plan has one kernel and no library
+// call (Note [Values read for their shape alone]), and a batch bound at call time still
+// gives the outputs their shapes.
+TEST(Fusion, ValuesReadForTheirShapeAloneAreNotComputed) {
+    Placeholder x({-1, 8}, f64, "x"), w({8, 4}, f64, "w"), z({-1, 4}, f64, "z");
+    std::vector<Tensor> outs = {ones_like(tanh(matmul(x, w))) * 2.0 + z,
+                                zeros_like(exp(z) * z) - z};
+    cc::Compiled c = compile(outs);
+    EXPECT_EQ(c.plan.library_calls(), 0u) << c.plan.str();
+    EXPECT_EQ(c.plan.kernels(), 1u) << c.plan.str();
+    for (const auto& g : c.plan.groups)
+        for (const auto& r : g.roots)
+            EXPECT_FALSE(r->is(Op::Exp) || r->is(Op::Tanh) || r->is(Op::DotGeneral))
+                << "computed for its shape: " << r->describe(1);
+    std::vector<Array> args = {random_array(f64, {5, 8}, 71), random_array(f64, {8, 4}, 72),
+                               random_array(f64, {5, 4}, 73)};
+    expect_cpu_matches_reference({x, w, z}, outs, args, 0);
+}
+
 // Kernels over a batch bound at call time merge when the graph makes their batches equal (an
 // elementwise op between them), not when they only look alike: two placeholders of [-1, 8] may
 // be bound to different batches (Note [Equal dynamic dims]).
