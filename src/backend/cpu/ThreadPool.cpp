@@ -135,8 +135,8 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn) const {
 // run: each phase hands out all its tasks before a thread reaches the barrier). On the AMD EPYC
 // VM (Zen 5, 2 threads), a function of one weight gradient (32 -> 32 channels, 3x3, batch 32,
 // hot buffers) took 0.048 ms instead of 0.065 at 4x4 and 0.122 instead of 0.137 at 8x8; in the
-// brief CNN's step the weight gradients took 1-10% less (docs/performance.md, "Weight-gradient
-// partials added on both threads").
+// brief CNN's step the weight gradients took 2-7% less (docs/performance.md, "Counts beside
+// their sums, and weight-gradient partials added on both threads").
 void ThreadPool::run(int tasks, const std::function<void(int)>& fn,
                      const std::function<void(int)>& then) const {
     if (tasks <= 0) return;
