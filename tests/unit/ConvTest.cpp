@@ -317,8 +317,8 @@ TEST(ConvCpu, WeightGradientsOverBatchChunksMatchTheReference) {
     // [Thread-count-independent weight gradients]): one chunk (N = 1), one image per chunk (3
     // images of 48x48), equal chunks, chunks of two sizes (37 = 3 x 9 + 10 on 4 chunks; 37 =
     // 11 x 2 + 5 x 3 on 16), on blocked (16 channels), plain (3) and grouped layouts; the
-    // partials added by the task that finishes last (up to Conv.cpp's kSerialFilterSum floats) or,
-    // for the 64 x 64 x 3 x 3 config (4 partials), in a parallel region of their own; the sum
+    // partials added by every task after a barrier in the chunks' region, small ones and the
+    // 64 x 64 x 3 x 3 config's alike (Note [Work after a barrier]); the sum
     // stored straight into our plain layout from the blocked one (Note [Weight gradients stored
     // in the caller's layout]); channel counts no blocked kernel takes (24 outputs, 20 inputs)
     // keep the plain layouts

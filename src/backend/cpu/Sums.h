@@ -10,8 +10,8 @@ namespace sj::cpu {
 /// matmul contraction (Note [Thread-count-independent weight gradients] in Conv.cpp, Note [Long
 /// contractions] in Dot.cpp). In AVX-512 registers where the CPU has it: the same adds in the
 /// same order, so the same bits. On the AMD EPYC (Zen 5) the baseline build's SSE2 loop took
-/// 15-18 us of a 32x32x3x3 layer's 67 us weight-gradient call (4 partials, on the one thread that
-/// finishes last) in the SymJAX paper network's step.
+/// 15-18 us of a 32x32x3x3 layer's 67 us weight-gradient call (4 partials, then on the one thread
+/// that finished last) in the SymJAX paper network's step.
 void add_in_double(float* const* parts, int count, int64_t begin, int64_t end, float* sum);
 
 /// The same sums stored elsewhere: sum[to[i]] for i in [begin, end), nothing where to[i] < 0
