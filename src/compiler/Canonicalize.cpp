@@ -145,12 +145,12 @@ NodePtr broadcast_units(const NodePtr& n) {
 
 /// An input that only gives a shape (a broadcast's or reshape's `like`, philox's, the window
 /// backward ops') names the earliest value of that shape along a chain of elementwise ops:
-/// broadcast(g, d * d) -> broadcast(g, x) for d = x - mean(x). The shape is the same. Fusion
-/// computes no value that is read for its shape alone (Note [Values read for their shape
-/// alone] in Fusion.cpp), but a `like` that something else reads keeps a value alive longer
-/// than its readers need it, and one shape source per shape keeps a graph's nodes fewer
-/// (autodiff's gradient of sum(d * d) names d * d, which a one-pass variance no longer
-/// computes; Note [Variance in one pass] in Specialize.cpp).
+/// broadcast(g, d * d) -> broadcast(g, x) for d = x - mean(x). The shape is the same, and
+/// broadcasts of one value to one shape become one node (hash-consing) whichever value of that
+/// shape each named. (A value read for its shape alone is not computed at all: Note [Values
+/// read for their shape alone] in Fusion.cpp. Autodiff's gradient of sum(d * d) names d * d,
+/// which a one-pass variance no longer computes: Note [Variance in one pass] in
+/// Specialize.cpp.)
 NodePtr earliest_shape_source(const NodePtr& n) {
     // The walk ends at a value with no elementwise step left (so the rule is at its fixpoint
     // after one rewrite) within 16 steps, or the input stays: a residual chain of 10^5 steps

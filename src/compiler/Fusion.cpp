@@ -673,10 +673,15 @@ struct Fuser {
         if (group_size[a] + group_size[b] > kMaxKernelInsts)
             return false;
         const size_t outs = groups[a].roots.size() + groups[b].roots.size();
+        const size_t ra = reads[a].size(), rb = reads[b].size();
+        // values both read are loaded once
+        return outs + ra + rb <= kMaxKernelOperands ||
+               outs + ra + rb - shared_reads(a, b) <= kMaxKernelOperands;
+    }
+    /// The values groups a and b both read (their sorted `reads` merged).
+    size_t shared_reads(size_t a, size_t b) const {
         const auto &ra = reads[a], &rb = reads[b];
-        if (outs + ra.size() + rb.size() <= kMaxKernelOperands)
-            return true;
-        size_t both = 0; // values both read, counted once
+        size_t both = 0;
         for (size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {
             if (ra[i] == rb[j])
                 ++both, ++i, ++j;
@@ -685,21 +690,7 @@ struct Fuser {
             else
                 ++j;
         }
-        return outs + ra.size() + rb.size() - both <= kMaxKernelOperands;
-    }
-    /// Do groups a and b read a value in common (Note [A reduction joins a kernel it shares a
-    /// read with])?
-    bool shares_a_read(size_t a, size_t b) const {
-        const auto &ra = reads[a], &rb = reads[b];
-        for (size_t i = 0, j = 0; i < ra.size() && j < rb.size();) {
-            if (ra[i] == rb[j])
-                return true;
-            if (std::less<const Node*>()(ra[i], rb[j]))
-                ++i;
-            else
-                ++j;
-        }
-        return false;
+        return both;
     }
     /// A one-value constant: the same at every point, an immediate in a kernel, never a load.
     static bool scalar_constant(const Node* n) {
@@ -1110,7 +1101,7 @@ struct Fuser {
                 bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
                 if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
                 // (Note [A reduction joins a kernel it shares a read with])
-                if (ra != rb && !shares_a_read(ua, size_t(b)))
+                if (ra != rb && shared_reads(ua, size_t(b)) == 0)
                     continue;
                 if (!fits(ua, size_t(b)))
                     continue;

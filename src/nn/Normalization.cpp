@@ -1,4 +1,6 @@
 // Normalisation layers: LayerNorm and BatchNorm (whose running statistics are state updates).
+#include "../ops/OpDef.h"
+
 #include <symjax/Dist.h>
 #include <symjax/Ops.h>
 #include <symjax/nn/Layers.h>
@@ -67,13 +69,11 @@ Tensor BatchNorm::forward(const Tensor& x, Mode mode) const {
     }
     Tensor y = (x - mu) * rsqrt(v + eps_) * g + b;
 
-    // running statistics; the running variance is unbiased: n / (n - 1) times the batch's
-    int64_t n_static = 1;
-    for (int64_t a : axes)
-        n_static = (x.dim(a) < 0 || n_static < 0) ? -1 : n_static * x.dim(a);
-    // counted at call time: the mean's own count (keepdims, the same node), not a second sum
-    Tensor n = n_static >= 0 ? scalar_like(double(n_static), v)
-                             : reshape(sum(ones_like(x), axes, true), {features_})[0];
+    // running statistics; the running variance is unbiased: n / (n - 1) times the batch's. n is
+    // the mean's own count (the same node when counted at call time: [1, F, 1...], all equal)
+    Tensor n = detail::count_over(x, axes, true, v.dtype());
+    if (n.rank() > 0)
+        n = reshape(n, {features_})[0];
     if (sync_)
         n = n * double(dist::size()); // the global batch (equal shares)
     Tensor batch_mean = stop_gradient(reshape(mu, {features_}));

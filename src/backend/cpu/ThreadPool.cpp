@@ -162,7 +162,6 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn,
     }
     std::mutex mu;
     std::exception_ptr error;
-    std::atomic<bool> failed{false};
     // a phase's tasks: this thread's block first, then what is left in the others'
     auto phase = [&](Block* b, int me, const std::function<void(int)>& f) {
         for (int k = 0; k < nt; ++k) {
@@ -174,7 +173,6 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn,
                     std::lock_guard<std::mutex> lock(mu);
                     if (!error)
                         error = std::current_exception();
-                    failed.store(true, std::memory_order_relaxed);
                 }
             }
         }
@@ -187,7 +185,8 @@ void ThreadPool::run(int tasks, const std::function<void(int)>& fn,
         phase(blocks, me, fn);
         if (then) {
 #pragma omp barrier
-            if (!failed.load(std::memory_order_relaxed))
+            // (every first-phase task is done: `error` is no longer written)
+            if (!error)
                 phase(blocks + nt, me, then);
         }
     }
