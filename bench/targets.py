@@ -7,6 +7,11 @@ Reads the lines bench/pairs.py wrote (cases train_pairs and infer_pairs) and pri
 target: the row's value (the median of its rounds' ratios), the rounds, the target and whether
 it was met. Rows the file lacks are reported as missing. With --strict the exit status is 1
 when a target present in the file was missed (default: 0, a report).
+
+The MLP row compares two GEMM-bound steps, so no implementation can beat PyTorch by more than the
+cores' FMA peak over the FLOP rate PyTorch reached. When the file holds bench/fma_peak.c's row
+(bench/run mlp_train measures it in the same invocation), the MLP line is followed by that
+ceiling for each round and the share of the peak our step ran at.
 """
 import argparse
 import json
@@ -25,6 +30,25 @@ TARGETS = [
     ("SymJAX paper network, batch 32, inference throughput vs PyTorch's best", "infer_pairs", "symjax/pytorch_best", "symjax", 32, ">=", 1.3),
     ("MLP 784-512-512-10, batch 128, training throughput vs PyTorch's best", "train_pairs", "symjax/pytorch_best", None, 128, ">=", 1.5),
 ]
+
+# FLOPs of one MLP training step at batch 128: forward, data and weight gradients, 2 per
+# multiply-add (the GEMMs'; the elementwise work is under 0.1% of it)
+MLP_LAYERS = (784, 512, 512, 10)
+MLP_GFLOP_PER_STEP = 3 * 2 * 128 * sum(a * b for a, b in zip(MLP_LAYERS, MLP_LAYERS[1:])) / 1e9
+
+
+def mlp_ceiling(row, rows):
+    """The line under the MLP target: the most any implementation could reach against the
+    PyTorch of each round (the FMA peak over PyTorch's FLOP rate), and our share of the peak."""
+    peaks = [r for r in rows if r.get("bench") == "fma_peak" and r.get("threads") == row.get("threads")]
+    theirs, ours = row.get("pytorch_steps_per_s", []), row.get("ours_steps_per_s", [])
+    if not peaks or not theirs or len(theirs) != len(ours):
+        return None
+    peak = peaks[-1]["value"]
+    ceiling = " ".join(f"{peak / (t * MLP_GFLOP_PER_STEP):.2f}" for t in theirs)
+    share = " ".join(f"{o * MLP_GFLOP_PER_STEP / peak:.0%}" for o in ours)
+    return (f"           (the FMA peak, {peak:.0f} GFLOP/s on {row.get('threads')} threads, allows at most "
+            f"{ceiling} against each round's PyTorch; ours ran at {share} of it)")
 
 
 def main():
@@ -59,6 +83,8 @@ def main():
         missed += not ok
         rounds = " ".join(f"{x:.2f}" for x in r.get("ratios", []))
         print(f"  {'met   ' if ok else 'MISSED'}   {what}: {v:.3f} (rounds {rounds}; target {op} {bound})")
+        if arch is None and (line := mlp_ceiling(r, rows)):
+            print(line)
     sys.exit(1 if a.strict and missed else 0)
 
 
