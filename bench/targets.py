@@ -10,8 +10,8 @@ when a target present in the file was missed (default: 0, a report).
 
 The MLP row compares two GEMM-bound steps, so no implementation can beat PyTorch by more than the
 cores' FMA peak over the FLOP rate PyTorch reached. When the file holds bench/fma_peak.c's row
-(bench/run mlp_train measures it in the same invocation), the MLP line is followed by that
-ceiling for each round and the share of the peak our step ran at.
+and the PyTorch peer's (bench/run mlp_train runs both in the same invocation), the MLP line is
+followed by that ceiling for each round and the share of the peak our step ran at.
 """
 import argparse
 import json
@@ -31,22 +31,19 @@ TARGETS = [
     ("MLP 784-512-512-10, batch 128, training throughput vs PyTorch's best", "train_pairs", "symjax/pytorch_best", None, 128, ">=", 1.5),
 ]
 
-# FLOPs of one MLP training step at batch 128: forward, data and weight gradients, 2 per
-# multiply-add (the GEMMs'; the elementwise work is under 0.1% of it)
-MLP_LAYERS = (784, 512, 512, 10)
-MLP_GFLOP_PER_STEP = 3 * 2 * 128 * sum(a * b for a, b in zip(MLP_LAYERS, MLP_LAYERS[1:])) / 1e9
-
-
 def mlp_ceiling(row, rows):
     """The line under the MLP target: the most any implementation could reach against the
-    PyTorch of each round (the FMA peak over PyTorch's FLOP rate), and our share of the peak."""
+    PyTorch of each round (the FMA peak over PyTorch's FLOP rate), and our share of the peak.
+    The FLOPs of a step are the PyTorch peer's own figure (its rows' gflop_per_step)."""
     peaks = [r for r in rows if r.get("bench") == "fma_peak" and r.get("threads") == row.get("threads")]
+    flops = [r["gflop_per_step"] for r in rows if r.get("bench") == "torch_mlp" and
+             r.get("case") == "train" and r.get("batch") == row.get("batch") and "gflop_per_step" in r]
     theirs, ours = row.get("pytorch_steps_per_s", []), row.get("ours_steps_per_s", [])
-    if not peaks or not theirs or len(theirs) != len(ours):
+    if not peaks or not flops or not theirs or len(theirs) != len(ours):
         return None
-    peak = peaks[-1]["value"]
-    ceiling = " ".join(f"{peak / (t * MLP_GFLOP_PER_STEP):.2f}" for t in theirs)
-    share = " ".join(f"{o * MLP_GFLOP_PER_STEP / peak:.0%}" for o in ours)
+    peak, gflop = peaks[-1]["value"], flops[-1]
+    ceiling = " ".join(f"{peak / (t * gflop):.2f}" for t in theirs)
+    share = " ".join(f"{o * gflop / peak:.0%}" for o in ours)
     return (f"           (the FMA peak, {peak:.0f} GFLOP/s on {row.get('threads')} threads, allows at most "
             f"{ceiling} against each round's PyTorch; ours ran at {share} of it)")
 
