@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/targets.py reads issue 16's pair rows: a met row, a missed row, a missing row, a row the
-# first run overrode (the last one counts), --strict's exit status, and a broken line rejected
-# with its file and line.
+# first run overrode (the last one counts), --strict's exit status, a broken line rejected
+# with its file and line, and the MLP's ceiling from the FMA peak's and the peer's rows (none
+# without them).
 set -u
 py=${1:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +25,17 @@ grep -q "^  missing .*brief CNN, batch 128, train" <<<"$out" || fail "brief/128 
 "$py" "$t" "$d/r.jsonl" --strict >/dev/null && fail "--strict exits 0 with a missed target"
 sed -n 3p "$d/r.jsonl" >"$d/ok.jsonl"
 "$py" "$t" "$d/ok.jsonl" --strict >/dev/null || fail "--strict exits nonzero with every present target met"
+grep -q "FMA peak" <<<"$out" && fail "a ceiling line without an fma_peak row: $out"
+# peak 200 GFLOP/s, 0.5 GFLOP a step: PyTorch at 200 and 100 steps/s leaves 2.00x and 4.00x;
+# ours at 300 and 400 steps/s is 75% and 100% of the peak
+cat >"$d/peak.jsonl" <<'ROWS'
+{"bench": "fma_peak", "threads": 2, "value": 200.0, "unit": "GFLOP/s"}
+{"bench": "torch_mlp", "case": "train", "impl": "eager", "batch": 128, "gflop_per_step": 0.5, "value": 150.0}
+{"bench": "mlp_train", "case": "train_pairs", "impl": "symjax/pytorch_best", "threads": 2, "batch": 128, "value": 3.0, "ratios": [1.5, 4.0], "ours_steps_per_s": [300.0, 400.0], "pytorch_steps_per_s": [200.0, 100.0]}
+ROWS
+out=$("$py" "$t" "$d/peak.jsonl") || fail "exit status $? with the peak's rows"
+grep -q "FMA peak, 200 GFLOP/s on 2 threads, allows at most 2.00 4.00 .* ours ran at 75% 100% of it" <<<"$out" ||
+  fail "the MLP's ceiling: $out"
 printf '{"bench": "cnn_train",\n' >"$d/bad.jsonl"
 err=$("$py" "$t" "$d/bad.jsonl" 2>&1) && fail "a broken line accepted"
 grep -q "bad.jsonl:1: not a JSON line" <<<"$err" || fail "the broken line's file and line: $err"
