@@ -20,6 +20,7 @@
 //   symjax_bench scan_checkpoint
 //   symjax_bench parallel_threshold   (run twice: SJ_PARALLEL_WORK=0, then unset; see bench/run)
 //   symjax_bench random [--n N]   (Philox bits, uniform and bernoulli draws)
+//   symjax_bench window_reduce   (2x2 windows: reshape + mean / max, and the pooling ops)
 //   symjax_bench sort [--rows R --n N --k K]   (sort, argsort and top_k of f32 along the last axis)
 //   symjax_bench rows [--profile 1]   (pad, concat, argmax, one_hot, dynamic_slice and
 //                                      dynamic_update_slice of a 1024 x 1024 f32)
@@ -889,6 +890,28 @@ void unary() {
     emit("unary", op, measure([&] { f(xv); }) * 1e3, "ms", "\"n\": " + std::to_string(n));
 }
 
+/// 2x2 windows of a [32, 32, 32, 32] f32 image batch reduced the way JAX code pools:
+/// mean / max of reshape(x, [32, 32, 16, 2, 16, 2]) over axes 3 and 5 (Note [Small reductions
+/// unrolled] in src/compiler/Specialize.cpp), and avg_pool2d / max_pool2d (oneDNN's pooling) for
+/// comparison. Milliseconds per call (bench/peers/torch_window_reduce.py: PyTorch's view + mean /
+/// amax and F.avg_pool2d / max_pool2d).
+void window_reduce() {
+    Placeholder x({32, 32, 32, 32}, f32, "x");
+    Array xv = randn({32, 32, 32, 32}, 21);
+    Tensor x6 = reshape(x, {32, 32, 16, 2, 16, 2});
+    const std::vector<std::pair<const char*, Tensor>> cases = {
+        {"reshape_mean", mean(x6, {3, 5})},
+        {"reshape_max", max(x6, {3, 5})},
+        {"avg_pool2d", avg_pool2d(x, {2, 2})},
+        {"max_pool2d", max_pool2d(x, {2, 2})}};
+    for (const auto& [name, y] : cases) {
+        Function f = function({x}, {y});
+        emit("window_reduce", name, measure([&] { f(xv); }) * 1e3, "ms",
+             "\"kernels\": " + std::to_string(f.stats().kernels) +
+                 ", \"library_calls\": " + std::to_string(f.stats().library_calls));
+    }
+}
+
 /// Random draws of --n elements (default 64K: one of sj-train's MLP dropout masks, 128 x 512):
 /// the Philox bits on the cpu target and on the reference interpreter (the draw the cpu target
 /// ran before Note [Philox draws on the team] in src/backend/cpu/Random.cpp), uniform floats,
@@ -1085,6 +1108,8 @@ int main(int argc, char** argv) {
             matmul_update();
         else if (b == "optimizer_step")
             optimizer_step();
+        else if (b == "window_reduce")
+            window_reduce();
         else if (b == "random")
             random_draws();
         else if (b == "unary")

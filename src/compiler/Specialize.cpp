@@ -1,6 +1,6 @@
 // Specialisation patterns: cheaper forms for pow by constants, transposes folded into dots,
 // factors that do not vary along a sum's axes moved out of it, relu masks of a normalisation
-// computed from its input.
+// computed from its input, reductions of a few terms written as their combination.
 #include "Specialize.h"
 
 #include "../ops/OpDef.h"
@@ -10,6 +10,7 @@
 #include <symjax/ir/Node.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <unordered_map>
 
 namespace sj::compiler {
@@ -540,6 +541,157 @@ NodePtr apply(const NodePtr& n) {
 
 } // namespace one_pass
 
+// Note [Small reductions unrolled]
+// A sum (max, min, product) over axes of a few elements in all, such as the 2x2 windows of
+// `mean(reshape(x, [N, C, H / 2, 2, W / 2, 2]), {3, 5})` (JAX's way to pool) or the classes of
+// a binary classifier, made a reduction kernel whose innermost loop had 2 trips: each output
+// paid a scalar loop, the input was read at 2 GB/s (4 MB in 2.8 ms on the AMD EPYC), and the
+// mean's division ran as a second kernel over the result. Written as the combination of its
+// terms, each term a slice of x at one position of the reduced axes (in memory order, so a sum
+// is the sequential sum of its at most kMaxUnrolledTerms terms: within the f32 sums' promise,
+// Note [f32 sums]), the reduction is an elementwise expression over the kept dims: one kernel
+// that loads the terms with strided index maps (an interleaved load the vectoriser knows), and
+// what follows (the division) fuses into it. Float dtypes only, reduced extents known at compile
+// time, and at least kMinUnrolledResults results (a dynamic dim counts as many): a small result
+// gains nothing, and a graph of many small reductions (the running sums of a recurrence's
+// backward) would grow by a slice and an op a term.
+// Measured: docs/performance.md, "Small reductions unrolled".
+constexpr int64_t kMaxUnrolledTerms = 8, kMinUnrolledResults = 64;
+
+/// The terms of a reduction of x = reshape(y) over `axes` at each of their positions (`at`,
+/// one per axis), as strided slices of y in the reduction's result shape, when the reshape only
+/// splits dims of y and leaves one kept dim in each split group (the 2x2 windows of a reshaped
+/// image: H = (H / 2, 2) keeps H / 2): then no term needs a reshape of its own, and what
+/// follows the reduction fuses with it. Empty otherwise.
+std::vector<Tensor> strided_terms(const NodePtr& n, const std::vector<int64_t>& axes,
+                                  const std::vector<std::vector<int64_t>>& at) {
+    const NodePtr& x = in0(n);
+    if (!x->is(Op::Reshape) || n->attr<ReduceAttrs>().keepdims)
+        return {};
+    const NodePtr& y = in0(x);
+    const Shape &ys = y->shape(), &xs = x->shape();
+    std::vector<bool> red(xs.size(), false);
+    for (int64_t ax : axes)
+        red[size_t(ax)] = true;
+    // per dim of y: the dims of x it splits into, [first, last)
+    std::vector<std::pair<size_t, size_t>> group;
+    size_t j = 0;
+    for (int64_t d : ys) {
+        size_t first = j;
+        if (d < 0) { // a dynamic dim: only as a dim of its own, kept
+            if (j >= xs.size() || xs[j] >= 0 || red[j])
+                return {};
+            group.push_back({first, ++j});
+            continue;
+        }
+        if (d == 0)
+            return {};
+        int64_t p = 1;
+        do {
+            if (j >= xs.size() || xs[j] < 1)
+                return {};
+            p *= xs[j++];
+        } while (p < d);
+        if (p != d)
+            return {};
+        group.push_back({first, j});
+    }
+    if (j != xs.size())
+        return {};
+    std::vector<Tensor> terms;
+    for (const auto& pos : at) {
+        std::vector<int64_t> start(ys.size(), 0), stop(ys.size(), INT64_MAX), step(ys.size(), 1);
+        for (size_t g = 0; g < group.size(); ++g) {
+            const auto [first, last] = group[g];
+            int64_t kept = -1, offset = 0, stride = 1;
+            for (size_t k = last; k-- > first;) { // the split's strides, the last dim fastest
+                if (!red[k]) {
+                    if (kept >= 0)
+                        return {}; // two kept dims in one group: not one slice
+                    kept = int64_t(k);
+                    step[g] = stride;
+                } else {
+                    offset +=
+                        stride *
+                        pos[size_t(std::find(axes.begin(), axes.end(), int64_t(k)) - axes.begin())];
+                }
+                stride *= std::max<int64_t>(xs[k], 1);
+            }
+            if (kept < 0)
+                return {}; // the whole dim reduced: its term keeps a 1 there
+            if (last - first > 1 || offset != 0) {
+                start[g] = offset;
+                stop[g] = offset + (xs[size_t(kept)] - 1) * step[g] + 1;
+            }
+        }
+        Tensor t = slice(T(y), start, stop, step);
+        if (t.shape() != n->shape())
+            return {};
+        terms.push_back(t);
+    }
+    return terms;
+}
+
+NodePtr unroll_small_reduction(const NodePtr& n) {
+    const Op op = n->op();
+    if (op != Op::ReduceSum && op != Op::ReduceMax && op != Op::ReduceMin && op != Op::ReduceProd)
+        return nullptr;
+    const NodePtr& x = in0(n);
+    if (!is_float(x->dtype()) || n->dtype() != x->dtype())
+        return nullptr;
+    const ReduceAttrs& a = n->attr<ReduceAttrs>();
+    const Shape& xs = x->shape();
+    const int rank = static_cast<int>(xs.size());
+    std::vector<int64_t> axes;
+    for (int64_t ax : a.axes)
+        axes.push_back(ax < 0 ? ax + rank : ax);
+    std::sort(axes.begin(), axes.end());
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    if (axes.empty() || axes.size() == xs.size())
+        return nullptr;
+    int64_t terms = 1;
+    for (int64_t ax : axes) {
+        if (ax < 0 || ax >= rank || xs[size_t(ax)] < 1)
+            return nullptr; // (unknown or empty)
+        terms *= xs[size_t(ax)];
+        if (terms > kMaxUnrolledTerms)
+            return nullptr;
+    }
+    if (terms < 2)
+        return nullptr;
+    int64_t results = 1;
+    for (int64_t d : n->shape())
+        results = d < 0 ? kMinUnrolledResults : results * d;
+    if (results < kMinUnrolledResults)
+        return nullptr;
+    // the positions of the terms, in memory order (the last axis fastest)
+    std::vector<std::vector<int64_t>> at;
+    for (std::vector<int64_t> p(axes.size(), 0); int64_t(at.size()) < terms;) {
+        at.push_back(p);
+        for (size_t k = axes.size(); k-- > 0;) {
+            if (++p[k] < xs[size_t(axes[k])])
+                break;
+            p[k] = 0;
+        }
+    }
+    std::vector<Tensor> ts = strided_terms(n, axes, at);
+    const bool strided = !ts.empty();
+    if (!strided)
+        for (const auto& p : at) { // slices of x, 1 at the reduced axes
+            Tensor t = T(x);
+            for (size_t k = 0; k < axes.size(); ++k)
+                t = slice_axis(t, axes[k], p[k], p[k] + 1);
+            ts.push_back(t);
+        }
+    Tensor acc = ts[0];
+    for (size_t t = 1; t < ts.size(); ++t)
+        acc = op == Op::ReduceSum    ? acc + ts[t]
+              : op == Op::ReduceProd ? acc * ts[t]
+              : op == Op::ReduceMax  ? maximum(acc, ts[t])
+                                     : minimum(acc, ts[t]);
+    return strided || a.keepdims ? acc.node() : squeeze(acc, axes).node();
+}
+
 } // namespace
 
 const std::vector<Pattern>& specialize_patterns() {
@@ -548,6 +700,7 @@ const std::vector<Pattern>& specialize_patterns() {
         {"fold_transpose_into_dot", fold_transpose_into_dot},
         {"factor_sum", factor_sum::apply},
         {"mask_of_normalised_relu", mask_of_normalised_relu},
+        {"unroll_small_reduction", unroll_small_reduction},
     };
     return p;
 }

@@ -896,6 +896,85 @@ TEST(Specialize, MasksOfANormalisedReluReadThePreActivation) {
 
 // A reduction absorbs its producers and a sibling over the same iteration space joins it:
 //   sum(exp(x) * 2, axis 1) and tanh(x) + x  ->  one kernel with two outputs
+// Note [Small reductions unrolled]: a reduction of at most 8 terms over float values into at
+// least 64 results becomes
+// the combination of its terms; over a reshape that splits dims (2x2 windows), the terms are
+// strided slices of the reshape's input. Values against the graph before the pass, on the
+// reference interpreter (the terms add in memory order: a few f64 ulp).
+TEST(Specialize, SmallReductionsAreUnrolled) {
+    Placeholder x({3, 4, 6, 4}, f64, "x"), b({-1, 4, 6, 4}, f64, "b"), c({64, 2}, f64, "c");
+    Placeholder k({3, 4}, i32, "k");
+    const Shape win{3, 4, 3, 2, 2, 2};
+    struct Row {
+        const char* what;
+        Tensor y;
+        std::map<Op, int> want; // the pass's ops
+    };
+    std::vector<Row> rows = {
+        {"mean of 2x2 windows",
+         mean(reshape(x, win), {3, 5}),
+         {{Op::Slice, 4}, {Op::Add, 3}, {Op::Div, 1}}},
+        {"max of 2x2 windows", max(reshape(x, win), {3, 5}), {{Op::Slice, 4}, {Op::Max, 3}}},
+        {"min over an axis, kept", min(x, {3}, true), {{Op::Slice, 4}, {Op::Min, 3}}},
+        {"product over the last axis",
+         prod(c, {1}),
+         {{Op::Slice, 2}, {Op::Mul, 1}, {Op::Reshape, 1}}},
+        {"2x2 windows of a dynamic batch",
+         sum(reshape(b, {-1, 4, 3, 2, 2, 2}), {3, 5}),
+         {{Op::Slice, 4}, {Op::Add, 3}}},
+        {"16 terms: a reduction", sum(b, {1, 3}), {{Op::ReduceSum, 1}}},
+        {"8 terms over a dynamic batch",
+         sum(reshape(b, {-1, 8, 12}), {1}),
+         {{Op::Slice, 8}, {Op::Add, 7}, {Op::Reshape, 2}}},
+        {"integers: a reduction", sum(k, {1}), {{Op::ReduceSum, 1}}},
+        {"fewer than 64 results: a reduction",
+         sum(reshape(x, {8, 36}), {0}),
+         {{Op::Reshape, 1}, {Op::ReduceSum, 1}}},
+    };
+    const std::vector<Array> args{
+        random_array(f64, {3, 4, 6, 4}, 90), random_array(f64, {2, 4, 6, 4}, 91),
+        random_array(f64, {64, 2}, 92), random_array(i32, {3, 4}, 93, -9, 9)};
+    for (const auto& row : rows) {
+        SCOPED_TRACE(row.what);
+        Rewritten r = run(cc::specialize, run(cc::canonicalize, {row.y}).outs);
+        std::map<Op, int> got = ops(r.outs);
+        for (const auto& [op, n] : row.want)
+            EXPECT_EQ(got[op], n) << op_name(op) << ": " << to_text(r.outs);
+        for (Op red : {Op::ReduceSum, Op::ReduceMax, Op::ReduceMin, Op::ReduceProd})
+            if (!row.want.count(red))
+                EXPECT_EQ(got[red], 0) << op_name(red) << ": " << to_text(r.outs);
+        expect_same_value({x, b, c, k}, {row.y}, r.outs, args, kFormulaTol);
+    }
+}
+
+// The pooling idiom runs as one kernel (the mean's division fused in), max propagates a NaN of
+// its window, and both match the reference interpreter on f32.
+TEST(Specialize, WindowReductionsRunAsOneKernel) {
+    Placeholder x({-1, 16, 8, 8}, f32, "x");
+    Tensor x6 = reshape(x, {-1, 16, 4, 2, 4, 2});
+    Array xv = random_array(f32, {2, 16, 8, 8}, 94);
+    xv.data<float>()[3 * 64 + 9] =
+        std::numeric_limits<float>::quiet_NaN(); // plane 3, (1, 1): window (0, 0)
+    for (bool is_max : {false, true}) {
+        SCOPED_TRACE(is_max ? "max" : "mean");
+        Tensor y = is_max ? max(x6, {3, 5}) : mean(x6, {3, 5});
+        Function f = function({x}, {y});
+        Function ref = function({x}, {y}, {}, on("reference"));
+        Array got = f(xv)[0], want = ref(xv)[0];
+        EXPECT_EQ(f.stats().kernels, 1u) << f.dump();
+        ASSERT_EQ(got.shape(), (Shape{2, 16, 4, 4}));
+        EXPECT_TRUE(std::isnan(got.data<float>()[3 * 16])) << "the NaN's window";
+        for (int64_t i = 0; i < got.size(); ++i) {
+            if (std::isnan(want.at(i))) {
+                EXPECT_TRUE(std::isnan(got.at(i))) << i;
+                continue;
+            }
+            EXPECT_NEAR(got.at(i), want.at(i), 2e-7 * (1 + std::fabs(want.at(i))))
+                << i; // (f32 rounding of 4 terms)
+        }
+    }
+}
+
 TEST(Fusion, ReductionAbsorbsProducersAndMergesSiblings) {
     Placeholder x({8, 16}, f64, "x");
     std::vector<Tensor> outs = {sum(exp(x) * 2.0, {1}), tanh(x) + x};
