@@ -915,6 +915,8 @@ TEST(Specialize, SmallReductionsAreUnrolled) {
          mean(reshape(x, win), {3, 5}),
          {{Op::Slice, 4}, {Op::Add, 3}, {Op::Div, 1}}},
         {"max of 2x2 windows", max(reshape(x, win), {3, 5}), {{Op::Slice, 4}, {Op::Max, 3}}},
+        {"sum of the halves of H and W", sum(reshape(x, {3, 4, 2, 3, 2, 2}), {2, 4}),
+         {{Op::Slice, 4}, {Op::Add, 3}}},
         {"min over an axis, kept", min(x, {3}, true), {{Op::Slice, 4}, {Op::Min, 3}}},
         {"product over the last axis",
          prod(c, {1}),
