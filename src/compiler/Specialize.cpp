@@ -545,13 +545,13 @@ NodePtr apply(const NodePtr& n) {
 // A sum (max, min, product) over axes of a few elements in all, such as the 2x2 windows of
 // `mean(reshape(x, [N, C, H / 2, 2, W / 2, 2]), {3, 5})` (JAX's way to pool) or the classes of
 // a binary classifier, made a reduction kernel whose innermost loop had 2 trips: each output
-// paid a scalar loop, the input was read at 2 GB/s (4 MB in 2.8 ms on the AMD EPYC), and the
+// paid a scalar loop, the input was read at 3 GB/s (4 MB in 1.4 ms on the AMD EPYC), and the
 // mean's division ran as a second kernel over the result. Written as the combination of its
 // terms, each term a slice of x at one position of the reduced axes (in memory order, so a sum
 // is the sequential sum of its at most kMaxUnrolledTerms terms: within the f32 sums' promise,
 // Note [f32 sums]), the reduction is an elementwise expression over the kept dims: one kernel
-// that loads the terms with strided index maps (an interleaved load the vectoriser knows), and
-// what follows (the division) fuses into it. Float dtypes only, reduced extents known at compile
+// that loads the terms through strided index maps (LLVM makes them gathers), and what follows
+// (the division) fuses into it. Float dtypes only, reduced extents known at compile
 // time, and at least kMinUnrolledResults results (a dynamic dim counts as many): a small result
 // gains nothing, and a graph of many small reductions (the running sums of a recurrence's
 // backward) would grow by a slice and an op a term.
@@ -570,22 +570,27 @@ std::vector<Tensor> strided_terms(const NodePtr& n, const std::vector<int64_t>& 
         return {};
     const NodePtr& y = in0(x);
     const Shape &ys = y->shape(), &xs = x->shape();
-    std::vector<bool> red(xs.size(), false);
-    for (int64_t ax : axes)
-        red[size_t(ax)] = true;
-    // per dim of y: the dims of x it splits into, [first, last)
-    std::vector<std::pair<size_t, size_t>> group;
+    std::vector<int> which(xs.size(), -1); // per dim of x: its index in `axes`; -1 when kept
+    for (size_t k = 0; k < axes.size(); ++k)
+        which[size_t(axes[k])] = int(k);
+    // per dim of y: the dim of x it keeps, that dim's step in y, and each reduced dim's
+    struct Split {
+        size_t kept = SIZE_MAX;
+        int64_t step = 1;
+        std::vector<std::pair<int, int64_t>> reduced; // (index in `axes`, step in y)
+    };
+    std::vector<Split> splits;
     size_t j = 0;
     for (int64_t d : ys) {
-        size_t first = j;
+        Split s;
         if (d < 0) { // a dynamic dim: only as a dim of its own, kept
-            if (j >= xs.size() || xs[j] >= 0 || red[j])
+            if (j >= xs.size() || xs[j] >= 0 || which[j] >= 0)
                 return {};
-            group.push_back({first, ++j});
+            s.kept = j++;
+            splits.push_back(std::move(s));
             continue;
         }
-        if (d == 0)
-            return {};
+        const size_t first = j;
         int64_t p = 1;
         do {
             if (j >= xs.size() || xs[j] < 1)
@@ -594,40 +599,37 @@ std::vector<Tensor> strided_terms(const NodePtr& n, const std::vector<int64_t>& 
         } while (p < d);
         if (p != d)
             return {};
-        group.push_back({first, j});
+        int64_t stride = 1;
+        for (size_t k = j; k-- > first; stride *= xs[k]) { // the last dim fastest
+            if (which[k] >= 0)
+                s.reduced.push_back({which[k], stride});
+            else if (s.kept != SIZE_MAX)
+                return {}; // two kept dims in one group: not one slice
+            else
+                s.kept = k, s.step = stride;
+        }
+        if (s.kept == SIZE_MAX)
+            return {}; // the whole dim reduced: its term keeps a 1 there
+        splits.push_back(std::move(s));
     }
     if (j != xs.size())
         return {};
     std::vector<Tensor> terms;
     for (const auto& pos : at) {
         std::vector<int64_t> start(ys.size(), 0), stop(ys.size(), INT64_MAX), step(ys.size(), 1);
-        for (size_t g = 0; g < group.size(); ++g) {
-            const auto [first, last] = group[g];
-            int64_t kept = -1, offset = 0, stride = 1;
-            for (size_t k = last; k-- > first;) { // the split's strides, the last dim fastest
-                if (!red[k]) {
-                    if (kept >= 0)
-                        return {}; // two kept dims in one group: not one slice
-                    kept = int64_t(k);
-                    step[g] = stride;
-                } else {
-                    offset +=
-                        stride *
-                        pos[size_t(std::find(axes.begin(), axes.end(), int64_t(k)) - axes.begin())];
-                }
-                stride *= std::max<int64_t>(xs[k], 1);
-            }
-            if (kept < 0)
-                return {}; // the whole dim reduced: its term keeps a 1 there
-            if (last - first > 1 || offset != 0) {
-                start[g] = offset;
-                stop[g] = offset + (xs[size_t(kept)] - 1) * step[g] + 1;
-            }
+        for (size_t g = 0; g < splits.size(); ++g) {
+            const Split& s = splits[g];
+            if (s.reduced.empty())
+                continue; // a dim of y kept whole
+            for (const auto& [k, st] : s.reduced)
+                start[g] += st * pos[size_t(k)];
+            step[g] = s.step;
+            stop[g] = start[g] + (xs[s.kept] - 1) * s.step + 1;
         }
-        Tensor t = slice(T(y), start, stop, step);
-        if (t.shape() != n->shape())
-            return {};
-        terms.push_back(t);
+        terms.push_back(slice(T(y), start, stop, step));
+        SJ_ASSERT(terms.back().shape() == n->shape())
+            << "strided_terms: " << shape_str(terms.back().shape()) << " for "
+            << shape_str(n->shape());
     }
     return terms;
 }
@@ -641,17 +643,13 @@ NodePtr unroll_small_reduction(const NodePtr& n) {
         return nullptr;
     const ReduceAttrs& a = n->attr<ReduceAttrs>();
     const Shape& xs = x->shape();
-    const int rank = static_cast<int>(xs.size());
-    std::vector<int64_t> axes;
-    for (int64_t ax : a.axes)
-        axes.push_back(ax < 0 ? ax + rank : ax);
-    std::sort(axes.begin(), axes.end());
-    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+    // (the op checked them: in range, none repeated)
+    const std::vector<int64_t> axes = factor_sum::normalised_axes(a.axes, int(xs.size()));
     if (axes.empty() || axes.size() == xs.size())
         return nullptr;
     int64_t terms = 1;
     for (int64_t ax : axes) {
-        if (ax < 0 || ax >= rank || xs[size_t(ax)] < 1)
+        if (xs[size_t(ax)] < 1)
             return nullptr; // (unknown or empty)
         terms *= xs[size_t(ax)];
         if (terms > kMaxUnrolledTerms)
