@@ -45,7 +45,9 @@ struct KOutput {
 /// kept loop of exactly `row` trips, contiguous for every operand (stride 0 or 1), and the
 /// `reduce_rank` loops before it are the reduction loops, with one accumulator per row element
 /// (Note [Row reductions] in KernelPlan.cpp). `inner` > 0: the innermost loop, a kept loop of a
-/// kernel in the usual order, has exactly `inner` trips (Note [Short inner loops]).
+/// kernel in the usual order, has exactly `inner` trips (Note [Short inner loops]). `trips`
+/// (empty, or one per loop): a loop d with trips[d] > 0 has exactly that many (Note [Short loops
+/// compiled in]).
 /// `steps`: a step kernel (Note [Step kernels] in src/backend/cpu/CpuExecutable.cpp): at each
 /// point, a sequential loop of params[steps_param()] steps runs the expression, each operand
 /// moving by its own step stride (params after the count, in elements); carry c enters the
@@ -56,9 +58,13 @@ struct KernelSpec {
     int reduce_rank = 0;
     int64_t row = 0;
     int64_t inner = 0;
+    std::vector<int64_t> trips;
     std::vector<DType> load_dtypes;
     std::vector<KStride> load_inner;
     std::vector<KStride> out_inner;
+    /// Per operand (loads, then outputs): bit d set when its stride along loop d is 0 (Note
+    /// [Zero strides compiled in]).
+    std::vector<uint64_t> zero_strides;
     std::vector<KInst> insts;
     std::vector<KOutput> outputs;
     bool steps = false;

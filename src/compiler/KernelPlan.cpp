@@ -100,21 +100,25 @@ struct Loop {
 // vectorises over the row and the tensor is read once, in memory order. It is chosen when the
 // row loop is contiguous for every operand (stride 0 or 1, and 1 for at least one load), the
 // innermost reduction loop is contiguous for no load (else the usual order already reads
-// memory in order and vectorises its sums), and the row has at most kMaxRow elements: 1024
-// double accumulators (8 KiB) and an f32 block row (Note [f32 sums]) per output leave most of
-// L1 to the data. The width is a constant of the spec (KernelSpec::row, part of its text): a
-// short row (16 in nChw16c) is unrolled into vector registers, a long one needs no remainder.
-// Threads split loop 0 (CpuExecutable's run_kernel): the kept-outer loop when there is one,
-// otherwise the outermost reduction loop into private outputs that are combined afterwards (the
-// bias gradient). A kept-outer loop of few trips (C/16 channel blocks) is not split: the cpu
+// memory in order and vectorises its sums) or is shorter than a vector, and the row has at most
+// kMaxRow elements: 1024 double accumulators (8 KiB) and an f32 block row (Note [f32 sums]) per
+// output leave most of L1 to the data. The width is a constant of the spec (KernelSpec::row, part
+// of its text): a short row (16 in nChw16c) is unrolled into vector registers, a long one needs no
+// remainder. Threads split loop 0 (CpuExecutable's run_kernel): the kept-outer loop when there is
+// one, otherwise the outermost reduction loop into private outputs that are combined afterwards
+// (the bias gradient). A kept-outer loop of few trips (C/16 channel blocks) is not split: the cpu
 // runner cuts the first reduction loop after it (the batch) into fixed chunks with private
 // outputs instead, so that each thread reads the images its core wrote (Note [Reductions split
 // along the batch] in src/backend/cpu/CpuExecutable.cpp; KernelLaunch::first_reduce).
 constexpr int64_t kMaxRow = 1024;
 
+/// Loops of at most this many trips get their count compiled in (Note [Short loops compiled
+/// in]).
+constexpr int64_t kShortLoop = 4;
+
 /// Whether the nest `ls` (kept loops first, `nkept` of them, then reduction loops) runs
 /// faster with its last kept loop innermost (Note [Row reductions]).
-bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads) {
+bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads, int vector_lanes) {
     if (nkept == 0 || nkept == ls.size()) return false;
     const Loop& row = ls[nkept - 1];
     if (row.size < 2 || row.size > kMaxRow) return false;
@@ -123,8 +127,13 @@ bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads) {
         if (row.stride[o] != 0 && row.stride[o] != 1) return false;
         unit |= o < nloads && row.stride[o] == 1;
     }
-    for (size_t o = 0; o < nloads; ++o)
-        if (ls.back().stride[o] == 1) return false;
+    // (a contiguous innermost reduction loop shorter than a vector, such as a window position
+    // read from a small table, vectorises nothing: Note [Window gradients in the space of their
+    // windows] in src/backend/cpu/PoolKernels.cpp)
+    if (ls.back().size >= vector_lanes)
+        for (size_t o = 0; o < nloads; ++o)
+            if (ls.back().stride[o] == 1)
+                return false;
     return unit;
 }
 
@@ -218,7 +227,7 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     KernelSpec& s = L.spec;
     size_t nkept = 0;
     while (nkept < ls.size() && !ls[nkept].reduce) ++nkept;
-    if (row_order(ls, nkept, g.loads.size())) {
+    if (row_order(ls, nkept, g.loads.size(), vector_lanes)) {
         s.row = ls[nkept - 1].size;
         std::rotate(ls.begin() + nkept - 1, ls.begin() + nkept, ls.end());
     }
@@ -234,6 +243,19 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     const int64_t kShortInner = 4 * int64_t(vector_lanes);
     if (s.row == 0 && ls.size() >= 2 && !ls.back().reduce && ls.back().size <= kShortInner)
         s.inner = ls.back().size;
+    // Note [Short loops compiled in]
+    // A loop of at most kShortLoop trips inside the outermost one (which the threads split by
+    // ranges) gets its trip count compiled in, as a short inner loop does (Note [Short inner
+    // loops]): LLVM unrolls it, and the loop inside it runs as that many copies in one body. In
+    // the space of a 2x2 max pool's windows (Note [Window gradients in the space of their
+    // windows] in src/backend/cpu/PoolKernels.cpp) the window column j, 2 trips around one
+    // vector of 16 channels, becomes two vectors side by side in memory each trip of the loop
+    // over W/2. The counts join the kernel's key only where some loop has one.
+    for (size_t d = 1; d + 1 < ls.size(); ++d)
+        if (ls[d].size >= 2 && ls[d].size <= kShortLoop) {
+            s.trips.resize(ls.size(), 0);
+            s.trips[d] = ls[d].size;
+        }
 
     s.rank = static_cast<int>(ls.size());
     s.reduce_rank = 0;
@@ -247,6 +269,20 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     }
     for (size_t k = 0; k < g.outputs.size(); ++k)
         s.out_inner.push_back(classify(ls.back().stride[g.loads.size() + k]));
+    // Note [Zero strides compiled in]
+    // A per-channel operand of a channel-blocked kernel ([1, C/16, 1, 1, 16] against [N, C/16, H,
+    // W, 16]) has stride 0 along every loop but the channels'. As runtime arguments those strides
+    // looked like any others, so each trip of the inner loops loaded the operand again and
+    // computed its address with a multiply; compiled in, LLVM hoists the load out of the loops
+    // along which the operand does not move. Only which strides are 0 joins the kernel's key.
+    if (ls.size() <= 64)
+        for (size_t o = 0; o < acc.size(); ++o) {
+            uint64_t zero = 0;
+            for (size_t d = 0; d < ls.size(); ++d)
+                if (ls[d].stride[o] == 0)
+                    zero |= uint64_t(1) << d;
+            s.zero_strides.push_back(zero);
+        }
     s.insts = g.insts;
     s.outputs = g.outputs;
 
@@ -273,10 +309,24 @@ std::string KernelSpec::str() const {
     os << "kernel rank=" << rank << " reduce=" << reduce_rank;
     if (row > 0) os << " row=" << row;
     if (inner > 0) os << " inner=" << inner;
+    if (!trips.empty()) {
+        os << " trips=";
+        for (size_t d = 0; d < trips.size(); ++d)
+            os << (d ? "," : "") << trips[d];
+    }
     os << "\n";
     auto stride_name = [](KStride k) { return k == KStride::Zero ? "0" : k == KStride::One ? "1" : "n"; };
+    auto zeros = [&](size_t o) {
+        std::string z;
+        if (o < zero_strides.size())
+            for (int d = 0; d < rank; ++d)
+                if ((zero_strides[o] >> d) & 1)
+                    z += (z.empty() ? " zero=" : ",") + std::to_string(d);
+        return z;
+    };
     for (size_t i = 0; i < load_dtypes.size(); ++i)
-        os << "  in" << i << ": " << dtype_name(load_dtypes[i]) << " inner=" << stride_name(load_inner[i]) << "\n";
+        os << "  in" << i << ": " << dtype_name(load_dtypes[i])
+           << " inner=" << stride_name(load_inner[i]) << zeros(i) << "\n";
     for (size_t i = 0; i < insts.size(); ++i) {
         const KInst& k = insts[i];
         os << "  v" << i << " = ";
@@ -304,7 +354,8 @@ std::string KernelSpec::str() const {
             os << (o.final ? " final" : " entering") << " carry" << o.carry;
         else
             os << " v" << o.value;
-        os << " : " << dtype_name(o.dtype) << " inner=" << stride_name(out_inner[i]) << "\n";
+        os << " : " << dtype_name(o.dtype) << " inner=" << stride_name(out_inner[i])
+           << zeros(load_dtypes.size() + i) << "\n";
     }
     if (steps) {
         os << "  steps";

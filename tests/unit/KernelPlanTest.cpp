@@ -398,6 +398,40 @@ TEST(KernelPlan, ShortInnerLoopsHaveTheirTripCountCompiledIn) {
             {random_array(f32, {8, 3, 7}, 42), random_array(f32, {3, 1}, 43)}, "odd inner", 0, 0);
 }
 
+// Note [Short loops compiled in] and Note [Zero strides compiled in]: a loop of at most 4 trips
+// between longer ones has its count in the kernel's key, and so does each operand's set of loops
+// along which it does not move; the values do not change, at any batch size. And a short
+// contiguous reduction loop leaves the row order to a kept innermost row (Note [Row reductions]).
+TEST(KernelPlan, ShortMiddleLoopsAndZeroStridesAreCompiledIn) {
+    // [N, 3, 40, 16] against a [3, 1, 16] table: N and the 3 do not collapse (the table does
+    // not move along N), so the 3 is a middle loop; the table's strides along N and the 40 are 0
+    Placeholder t({3, 1, 16}, f32, "t");
+    Placeholder xs({4, 3, 40, 16}, f32, "xs");
+    compiler::KernelLaunch l = launch_of({xs * t + 1.0});
+    const std::string spec = l.spec.str();
+    EXPECT_NE(spec.find("trips=0,3,0,0"), std::string::npos) << spec;
+    EXPECT_NE(spec.find("in1: f32 inner=1 zero=0,2\n"), std::string::npos) << spec;
+    EXPECT_NE(spec.find("in0: f32 inner=1\n"), std::string::npos) << "x moves along every loop\n"
+                                                                  << spec;
+    Placeholder wide({4, 9, 40, 16}, f32, "wide"), tw({9, 1, 16}, f32, "tw");
+    EXPECT_EQ(launch_of({wide * tw}).spec.str().find("trips="), std::string::npos)
+        << "9 trips: runtime";
+    // a sum over [4, 3, 10, 2] of 16 channels times a [2, 1] table: the table is contiguous along
+    // the innermost reduction loop, but that loop has 2 trips, so the channels still go
+    // innermost as the row (Note [Row reductions])
+    Placeholder r({4, 3, 10, 2, 16}, f32, "r"), pos({2, 1}, f32, "pos");
+    Tensor rs = sum(r * pos, {0, 1, 2, 3});
+    EXPECT_EQ(launch_of({rs}).spec.row, 16) << launch_of({rs}).spec.str();
+    compare({r, pos}, {rs},
+            {random_array(f32, {4, 3, 10, 2, 16}, 47), random_array(f32, {2, 1}, 48)},
+            "a row under a short table loop");
+    Placeholder x({-1, 3, 40, 16}, f32, "x");
+    for (int64_t n : {1, 3, 6})
+        compare({x, t}, {x * t + 1.0},
+                {random_array(f32, {n, 3, 40, 16}, 44 + n), random_array(f32, {3, 1, 16}, 45)},
+                "a table of 3 rows, N=" + std::to_string(n), 0, 0);
+}
+
 // Alias metadata grows with the loads, not with their square (Note [Alias scopes] in
 // LlvmRenderer.cpp): all loads share one scope. With a scope per operand, each access listed
 // every other operand, and the IR of a kernel of 350 loads was 80% metadata.

@@ -383,8 +383,10 @@ KernelParams read_kernel_params(llvm::IRBuilder<>& b, ExprEmitter& ex, const Ker
                                 Value* bufs, Value* params, unsigned address_space) {
     KernelParams kp;
     const int R = s.rank;
-    for (int d = 0; d < R; ++d) { // the row's width and a short inner loop's are constants
+    for (int d = 0; d < R; ++d) { // the row's width and a short loop's are constants
         int64_t fixed = d == R - 1 ? (s.row > 0 ? s.row : s.inner) : 0;
+        if (fixed == 0 && size_t(d) < s.trips.size())
+            fixed = s.trips[size_t(d)];
         kp.size.push_back(fixed > 0 ? b.getInt64(fixed) : load_param(b, params, d));
     }
     const int nload = int(s.load_dtypes.size());
@@ -395,8 +397,11 @@ KernelParams read_kernel_params(llvm::IRBuilder<>& b, ExprEmitter& ex, const Ker
             is_load ? s.load_inner[size_t(k)] : s.out_inner[size_t(k - nload)];
         const DType t = is_load ? s.load_dtypes[size_t(k)] : s.outputs[size_t(k - nload)].dtype;
         std::vector<Value*> st;
+        const uint64_t zero = size_t(k) < s.zero_strides.size() ? s.zero_strides[size_t(k)] : 0;
         for (int d = 0; d < R; ++d) {
             Value* v = load_param(b, params, p + d);
+            if ((zero >> d) & 1)
+                v = b.getInt64(0);
             if (d == R - 1 && inner == compiler::KStride::Zero)
                 v = b.getInt64(0);
             if (d == R - 1 && inner == compiler::KStride::One)
