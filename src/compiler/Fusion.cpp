@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace sj::compiler {
@@ -1085,6 +1086,82 @@ struct Fuser {
                 place[g] = list.size();
                 list.push_back(int(g));
             }
+        // b into a when they may share a kernel; whether they did
+        auto try_merge = [&](size_t ua, int b) {
+            const int a = int(ua);
+            Group &ga = groups[ua], &gb = groups[size_t(b)];
+            ++plan.sibling_pairs;
+            bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
+            if (ra && rb && ga.reduce_axes != gb.reduce_axes)
+                return false;
+            // (Note [A reduction joins a kernel it shares a read with])
+            if (ra != rb && shared_reads(ua, size_t(b)) == 0)
+                return false;
+            if (!fits(ua, size_t(b)))
+                return false;
+            // with the budget spent only groups of one depth (never dependent) merge
+            if (--budget < 0 && depth[ua] != depth[size_t(b)])
+                return false;
+            if (rel.of != a)
+                rel.reset(a, groups.size());
+            if (related(b)) {
+                // direct readers only: the transitive pairs of a chain are quadratic in number
+                if (budget > 0 && (deps[ua].count(b) || deps[size_t(b)].count(a)))
+                    plan.decisions.push_back("not merged: " + gb.roots[0]->describe(1) + " and " +
+                                             ga.roots[0]->describe(1) + " depend on each other");
+                return false;
+            }
+            // merge b into a; keep the reducing group's space first
+            if (!ra && rb) {
+                ga.space = gb.space;
+                ga.reduce_axes = gb.reduce_axes;
+                std::swap(ga.roots, gb.roots);
+            }
+            for (auto& r : gb.roots)
+                ga.roots.push_back(r);
+            gb.roots.clear();
+            // a's relatives now include b's (b is independent of a, so none of them is a)
+            if (rel.up_known)
+                mark_from(b, deps, rel.up);
+            if (rel.down_known)
+                mark_from(b, rdeps, rel.down);
+            absorb(a, b);
+            alias[size_t(b)] = a;
+            return true;
+        };
+        // Note [Siblings that share a read merge first]
+        // A kernel group that depends on no other of its space can join any of them, and the
+        // first candidate in group order took it. The index of a max pool's windows (Note [Max
+        // pools as kernels] in src/backend/cpu/PoolKernels.cpp) reads the forward's activation
+        // and is read in the backward: it joined a backward kernel of its space that shared no
+        // read with it, which then read the activation again, from memory, long after the
+        // forward. So first each group takes the later groups of its space that read a value it
+        // reads (a value's readers, kSiblingCandidates at most), then the rest as before.
+        std::unordered_map<const Node*, std::vector<int>> readers; // kernel groups, in order
+        for (size_t g = 0; g < groups.size(); ++g)
+            if (groups[g].kind == Group::Kind::Kernel && alias[g] == int(g))
+                for (const Node* r : reads[g])
+                    readers[r].push_back(int(g));
+        for (size_t ua = 0; ua < groups.size(); ++ua) {
+            if (groups[ua].kind != Group::Kind::Kernel || alias[ua] != int(ua))
+                continue;
+            const Shape space = canonical_space(groups[ua].space.get());
+            const std::vector<const Node*> mine = reads[ua]; // (a merge adds to it)
+            size_t looked = 0;
+            for (const Node* r : mine) {
+                for (int b : readers[r]) {
+                    if (size_t(b) <= ua || alias[size_t(b)] != b ||
+                        canonical_space(groups[size_t(b)].space.get()) != space)
+                        continue;
+                    if (++looked > kSiblingCandidates)
+                        break;
+                    try_merge(ua, b);
+                }
+                if (looked > kSiblingCandidates)
+                    break;
+            }
+        }
+        rel.of = -1; // (what the merges changed is in no one's relatives yet)
         for (size_t ua = 0; ua < groups.size(); ++ua) {
             int a = int(ua);
             Group& ga = groups[ua];
@@ -1093,44 +1170,10 @@ struct Fuser {
             size_t looked = 0;
             for (size_t ib = place[ua] + 1; ib < list.size(); ++ib) {
                 int b = list[ib];
-                Group& gb = groups[size_t(b)];
                 if (alias[size_t(b)] != b) continue;
                 if (++looked > kSiblingCandidates)
                     break;
-                ++plan.sibling_pairs;
-                bool ra = !ga.reduce_axes.empty(), rb = !gb.reduce_axes.empty();
-                if (ra && rb && ga.reduce_axes != gb.reduce_axes) continue;
-                // (Note [A reduction joins a kernel it shares a read with])
-                if (ra != rb && shared_reads(ua, size_t(b)) == 0)
-                    continue;
-                if (!fits(ua, size_t(b)))
-                    continue;
-                // with the budget spent only groups of one depth (never dependent) merge
-                if (--budget < 0 && depth[ua] != depth[size_t(b)]) continue;
-                if (rel.of != a)
-                    rel.reset(a, groups.size());
-                if (related(b)) {
-                    // direct readers only: the transitive pairs of a chain are quadratic in number
-                    if (budget > 0 && (deps[ua].count(b) || deps[size_t(b)].count(a)))
-                        plan.decisions.push_back("not merged: " + gb.roots[0]->describe(1) + " and " +
-                                                 ga.roots[0]->describe(1) + " depend on each other");
-                    continue;
-                }
-                // merge b into a; keep the reducing group's space first
-                if (!ra && rb) {
-                    ga.space = gb.space;
-                    ga.reduce_axes = gb.reduce_axes;
-                    std::swap(ga.roots, gb.roots);
-                }
-                for (auto& r : gb.roots) ga.roots.push_back(r);
-                gb.roots.clear();
-                // a's relatives now include b's (b is independent of a, so none of them is a)
-                if (rel.up_known)
-                    mark_from(b, deps, rel.up);
-                if (rel.down_known)
-                    mark_from(b, rdeps, rel.down);
-                absorb(a, b);
-                alias[size_t(b)] = a;
+                try_merge(ua, b);
             }
         }
         // drop merged-away groups, renumber, order by dependencies

@@ -1020,6 +1020,37 @@ TEST(Fusion, AReductionJoinsOnlyAKernelItSharesAReadWith) {
     expect_cpu_matches_reference({b}, summed, {bv}, 1e-14);
 }
 
+// Note [Siblings that share a read merge first]: a kernel that depends on no other of its space
+// (sin(x)) joins the one that reads x too, not an unrelated one after a matmul, whichever comes
+// first in group order; tried both ways round.
+TEST(Fusion, SiblingsThatShareAReadMergeFirst) {
+    Placeholder x({16, 32}, f32, "x"), y({16, 32}, f32, "y");
+    // (positive weights over positive exp(x): the matmul's f32 sums do not cancel, so 1e-5 of
+    // each value holds)
+    Variable w(random_array(f32, {32, 32}, 68, 0.01, 0.05), "sibling_w");
+    Tensor a = exp(x);
+    Tensor b = tanh(matmul(a, w)) * y; // after a, through the matmul
+    Tensor c = sin(x);
+    for (bool c_first : {false, true}) {
+        SCOPED_TRACE(c_first ? "sin(x) first" : "sin(x) last");
+        std::vector<Tensor> outs =
+            c_first ? std::vector<Tensor>{c, a, b} : std::vector<Tensor>{a, b, c};
+        cc::Compiled p = compile(outs);
+        const cc::Group* with_c = nullptr;
+        for (const auto& g : p.plan.groups)
+            for (const auto& r : g.roots)
+                if (r == c.node())
+                    with_c = &g;
+        ASSERT_NE(with_c, nullptr) << p.plan.str();
+        bool with_a = false;
+        for (const auto& r : with_c->roots)
+            with_a |= r == a.node();
+        EXPECT_TRUE(with_a) << p.plan.str();
+        expect_cpu_matches_reference(
+            {x, y}, outs, {random_array(f32, {16, 32}, 69), random_array(f32, {16, 32}, 70)}, 1e-5);
+    }
+}
+
 // A value that only gives a shape (here a matmul read by ones_like, and a product of two
 // inputs read by zeros_like) is computed by no group: the plan has one kernel and no library
 // call (Note [Values read for their shape alone]), and a batch bound at call time still
