@@ -253,7 +253,9 @@ TEST(Conv, SmallCnnGradientMatchesFiniteDifferences) {
 TEST(ConvCpu, ConvAndPoolAreLibraryCallsNotKernels) {
     Placeholder x({-1, 3, 16, 16}, f32, "x");
     Variable w(random_array(f32, {8, 3, 3, 3}, 31), "w");
-    Tensor y = max_pool2d(maximum(conv2d(x, w, {}, 1), 0.0), {2, 2});
+    // (a pool of a conv's result: a pool of an elementwise op on blocked channels is a kernel,
+    // Note [Max pools as kernels], and with SJ_BLOCKED_LAYOUT=8 these 8 channels are blocked)
+    Tensor y = maximum(max_pool2d(conv2d(x, w, {}, 1), {2, 2}), 0.0);
     Tensor loss = sum(y * y);
     std::vector<Tensor> g = gradients(loss, {w});
     Function f = function({x}, {loss, g[0]});

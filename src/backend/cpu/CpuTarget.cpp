@@ -4,6 +4,7 @@
 #include "../../ops/ChannelBlocking.h"
 #include "../llvm/KernelExpr.h"
 #include "LayoutPass.h"
+#include "PoolKernels.h"
 
 #include <symjax/ir/Attrs.h>
 #include <symjax/ir/Node.h>
@@ -111,7 +112,8 @@ public:
         // src/compiler/Specialize.cpp), then the libraries' layouts
         std::vector<NodePtr> rs = compiler::one_pass_variances(roots, stats);
         const int64_t block = channel_block();
-        return block ? layout(rs, block, stats) : rs;
+        // then the max pools that fuse with their input (Note [Max pools as kernels])
+        return block ? pools_as_kernels(layout(rs, block, stats), stats) : rs;
     }
 
     int vector_lanes() const override { return 16; } // AVX-512: 16 f32 per vector
