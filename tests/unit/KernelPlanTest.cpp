@@ -425,6 +425,17 @@ TEST(KernelPlan, ShortMiddleLoopsAndZeroStridesAreCompiledIn) {
     compare({r, pos}, {rs},
             {random_array(f32, {4, 3, 10, 2, 16}, 47), random_array(f32, {2, 1}, 48)},
             "a row under a short table loop");
+    // per-channel sums of a blocked batch of 3 or 4 images, 2-4 MB: the runner cuts the batch
+    // loop (the first reduction loop, 3-4 trips) into chunks of their own trip counts, so its
+    // count stays a runtime argument (Note [Reductions split along the batch])
+    for (int64_t n : {3, 4}) {
+        Placeholder b({n, 2, 64, 64, 16}, f32, "b");
+        compiler::KernelLaunch bl = launch_of({sum(b, {0, 2, 3})});
+        EXPECT_EQ(bl.spec.str().find("trips="), std::string::npos) << bl.spec.str();
+        compare({b}, {sum(b, {0, 2, 3}), sum(b * b, {0, 2, 3})},
+                {random_array(f32, {n, 2, 64, 64, 16}, 49 + n, 0.5, 1.5)},
+                "statistics of " + std::to_string(n) + " images");
+    }
     Placeholder x({-1, 3, 40, 16}, f32, "x");
     for (int64_t n : {1, 3, 6})
         compare({x, t}, {x * t + 1.0},
