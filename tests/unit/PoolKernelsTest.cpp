@@ -124,6 +124,32 @@ TEST(PoolKernels, TiesAndNaNsGoToTheFirstMaximum) {
     EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
 }
 
+// Reductions of the pool's gradient: those the layout pass moves onto the blocked gradient (over
+// N, H and W) run in the space of the windows (Note [Window gradients in the space of their
+// windows]), the others (over H alone, an argmax) read it stored; all match the reference.
+TEST(PoolKernels, ReductionsOfTheGradientMatchTheReference) {
+    BlockScope scope(16);
+    Placeholder x({2, 16, 8, 8}, f32, "x");
+    Variable w(whole_numbers({32, 16, 3, 3}, 80, -1, 1), "pk_reduce_w");
+    Tensor y = conv2d(x, w, {}, "SAME");
+    Tensor t = y * y - 2.0;
+    Placeholder r({2, 32, 4, 4}, f32, "r");
+    Tensor dt = gradients(sum(max_pool2d(t, {2, 2}, {2, 2}) * r), {t})[0];
+    std::vector<Tensor> outs{sum(dt * y, {0, 2, 3}), max(dt, {2}), max(dt * y, {0, 3}, true),
+                             argmax(dt * y, 2)};
+    Function cpu = function({x, r}, outs, {}, on("cpu"));
+    Function ref = function({x, r}, outs, {}, on("reference"));
+    const Array xv = whole_numbers({2, 16, 8, 8}, 81, -2, 2);
+    const Array rv = whole_numbers({2, 32, 4, 4}, 82, -3, 3);
+    auto got = cpu(xv, rv);
+    auto want = ref(xv, rv);
+    // whole numbers throughout: every sum is exact in f32, in any order
+    const char* names[] = {"sum over N, H, W", "max over H", "max over N and W", "argmax over H"};
+    for (size_t i = 0; i < outs.size(); ++i)
+        expect_near(got[i], want[i], 0, names[i]);
+    EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
+}
+
 // Pools the rewrite leaves to oneDNN: of a library call's result (nothing to fuse), and with a
 // window other than 2x2 of stride 2; their values still match the reference.
 TEST(PoolKernels, OtherPoolsStayLibraryCalls) {

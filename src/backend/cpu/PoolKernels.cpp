@@ -308,7 +308,8 @@ NodePtr elementwise_in_windows(const NodePtr& n) {
 /// reduce(reshape(d7), axes) -> reshape(reduce(d7, the axes split alike)); and so for a
 /// reduction over H and W of an elementwise op of a pooled space, lifted.
 NodePtr reduce_in_windows(const NodePtr& n) {
-    if (!has_trait(n->op(), kReduce) || n->num_inputs() != 1 ||
+    // (sums, products, max, min, any, all: argmax's index would change with the split)
+    if (detail::fusion_class(n->op()) != detail::FusionClass::Reduce || n->num_inputs() != 1 ||
         !std::holds_alternative<ReduceAttrs>(n->attrs()))
         return nullptr;
     const NodePtr& x = n->input(0);
