@@ -1080,11 +1080,13 @@ struct Fuser {
         // candidates share the iteration space: one list per static shape, in group order
         std::map<Shape, std::vector<int>> by_space;
         std::vector<size_t> place(groups.size());
+        std::vector<const std::vector<int>*> space_of(groups.size(), nullptr); // its list
         for (size_t g = 0; g < groups.size(); ++g)
             if (groups[g].kind == Group::Kind::Kernel) {
                 auto& list = by_space[canonical_space(groups[g].space.get())];
                 place[g] = list.size();
                 list.push_back(int(g));
+                space_of[g] = &list;
             }
         // b into a when they may share a kernel; whether they did
         auto try_merge = [&](size_t ua, int b) {
@@ -1145,13 +1147,12 @@ struct Fuser {
         for (size_t ua = 0; ua < groups.size(); ++ua) {
             if (groups[ua].kind != Group::Kind::Kernel || alias[ua] != int(ua))
                 continue;
-            const Shape space = canonical_space(groups[ua].space.get());
             const std::vector<const Node*> mine = reads[ua]; // (a merge adds to it)
             size_t looked = 0;
             for (const Node* r : mine) {
                 for (int b : readers[r]) {
                     if (size_t(b) <= ua || alias[size_t(b)] != b ||
-                        canonical_space(groups[size_t(b)].space.get()) != space)
+                        space_of[size_t(b)] != space_of[ua])
                         continue;
                     if (++looked > kSiblingCandidates)
                         break;
@@ -1166,7 +1167,7 @@ struct Fuser {
             int a = int(ua);
             Group& ga = groups[ua];
             if (ga.kind != Group::Kind::Kernel || alias[ua] != a) continue;
-            const std::vector<int>& list = by_space[canonical_space(ga.space.get())];
+            const std::vector<int>& list = *space_of[ua]; // (a merge keeps a group's space class)
             size_t looked = 0;
             for (size_t ib = place[ua] + 1; ib < list.size(); ++ib) {
                 int b = list[ib];

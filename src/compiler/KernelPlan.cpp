@@ -250,15 +250,17 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     // the space of a 2x2 max pool's windows (Note [Window gradients in the space of their
     // windows] in src/backend/cpu/PoolKernels.cpp) the window column j, 2 trips around one
     // vector of 16 channels, becomes two vectors side by side in memory each trip of the loop
-    // over W/2. The counts join the kernel's key only where some loop has one. Not the first
-    // reduction loop after kept ones: the cpu runner may cut it into chunks, each with its own
-    // trip count (Note [Reductions split along the batch] in src/backend/cpu/CpuExecutable.cpp).
-    size_t chunked = 0;
-    for (size_t d = 1; d < ls.size() && chunked == 0; ++d)
-        if (ls[d].reduce && !ls[0].reduce)
-            chunked = d;
+    // over W/2. The counts join the kernel's key only where some loop has one. Not first_reduce:
+    // the cpu runner may cut it into chunks, each with its own trip count (Note [Reductions split
+    // along the batch] in src/backend/cpu/CpuExecutable.cpp).
+    L.split_reduce = ls[0].reduce;
+    for (size_t k = 1; k < ls.size() && !L.split_reduce; ++k)
+        if (ls[k].reduce) {
+            L.first_reduce = int(k);
+            break;
+        }
     for (size_t d = 1; d + 1 < ls.size(); ++d)
-        if (d != chunked && ls[d].size >= 2 && ls[d].size <= kShortLoop) {
+        if (int(d) != L.first_reduce && ls[d].size >= 2 && ls[d].size <= kShortLoop) {
             s.trips.resize(ls.size(), 0);
             s.trips[d] = ls[d].size;
         }
@@ -300,13 +302,8 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     L.outer = ls[0].size;
     L.points = 1;
     for (const auto& l : ls) L.points *= l.size;
-    for (int64_t d : space) L.points = d == 0 ? 0 : L.points;
-    L.split_reduce = ls[0].reduce;
-    for (size_t k = 1; k < ls.size() && !L.split_reduce; ++k)
-        if (ls[k].reduce) {
-            L.first_reduce = int(k);
-            break;
-        }
+    for (int64_t d : space)
+        L.points = d == 0 ? 0 : L.points;
     return L;
 }
 

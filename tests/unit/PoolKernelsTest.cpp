@@ -57,6 +57,28 @@ bool has_window_call(const Function& f, const std::string& op) {
     return f.dump().find("(window): " + op + "(") != std::string::npos;
 }
 
+/// Compiles `outs` for the cpu backend and the reference interpreter, calls both with `args` and
+/// compares each output (expect_near, rtol); returns the cpu function, for its plan.
+Function expect_matches_reference(const std::vector<Tensor>& ins, const std::vector<Tensor>& outs,
+                                  const std::vector<Function::Arg>& args, double rtol,
+                                  const std::vector<std::string>& names) {
+    Function cpu = function(ins, outs, {}, on("cpu"));
+    std::vector<Array> got = cpu.call(args);
+    std::vector<Array> want = function(ins, outs, {}, on("reference")).call(args);
+    for (size_t i = 0; i < outs.size(); ++i)
+        expect_near(got[i], want[i], rtol, names[i]);
+    return cpu;
+}
+
+/// y = conv2d(x, w) of x [2, 16, 8, 8] and whole-number weights: exact in f32 on every backend.
+struct WholeConv {
+    Placeholder x{Shape{2, 16, 8, 8}, f32, "x"};
+    Variable w;
+    Tensor y;
+    WholeConv(uint64_t seed, const std::string& name)
+        : w(whole_numbers({32, 16, 3, 3}, seed, -1, 1), name), y(conv2d(x, w, {}, "SAME")) {}
+};
+
 } // namespace
 
 // A conv -> batch norm -> relu -> 2x2 max pool block and its gradients: on blocked channels the
@@ -75,18 +97,12 @@ TEST(PoolKernels, NormalisedPoolStepMatchesTheReference) {
             Tensor p = max_pool2d(nn::relu(z * gamma + beta), {2, 2}, {2, 2});
             Placeholder r({dynamic ? -1 : 4, 32, 6, 6}, f32, "r");
             auto g = gradients(sum(p * r), {x, w, gamma, beta});
-            std::vector<Tensor> outs{p, g[0], g[1], g[2], g[3]};
-            Function cpu = function({x, r}, outs, {}, on("cpu"));
-            Function ref = function({x, r}, outs, {}, on("reference"));
-            const Array xv = random_array(f32, {4, 16, 12, 12}, 73);
-            const Array rv = random_array(f32, {4, 32, 6, 6}, 74);
-            auto got = cpu(xv, rv);
-            auto want = ref(xv, rv);
             // f32 sums in other orders (the windows' space, the row order's blocks): 1e-5 of
             // each output's largest magnitude
-            const char* names[] = {"pool", "dx", "dw", "dgamma", "dbeta"};
-            for (size_t i = 0; i < outs.size(); ++i)
-                expect_near(got[i], want[i], 1e-5, names[i]);
+            Function cpu = expect_matches_reference(
+                {x, r}, {p, g[0], g[1], g[2], g[3]},
+                {random_array(f32, {4, 16, 12, 12}, 73), random_array(f32, {4, 32, 6, 6}, 74)},
+                1e-5, {"pool", "dx", "dw", "dgamma", "dbeta"});
             EXPECT_FALSE(has_window_call(cpu, "pool")) << cpu.dump();
             EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
         }
@@ -100,15 +116,10 @@ TEST(PoolKernels, NormalisedPoolStepMatchesTheReference) {
 // values and the gradient at the pool's input are copies, not sums: they match exactly.
 TEST(PoolKernels, TiesAndNaNsGoToTheFirstMaximum) {
     BlockScope scope(16);
-    Placeholder x({2, 16, 8, 8}, f32, "x");
-    Variable w(whole_numbers({32, 16, 3, 3}, 75, -1, 1), "pk_ties_w");
-    Tensor y = conv2d(x, w, {}, "SAME");
-    Tensor t = y * y - 2.0;
+    WholeConv c(75, "pk_ties_w");
+    Tensor t = c.y * c.y - 2.0;
     Tensor p = max_pool2d(t, {2, 2}, {2, 2});
     Placeholder r({2, 32, 4, 4}, f32, "r");
-    std::vector<Tensor> outs{p, gradients(sum(p * r), {t})[0]};
-    Function cpu = function({x, r}, outs, {}, on("cpu"));
-    Function ref = function({x, r}, outs, {}, on("reference"));
     Array xv = whole_numbers({2, 16, 8, 8}, 76, -2, 2);
     const Array rv = random_array(f32, {2, 32, 4, 4}, 77);
     for (bool nan : {false, true}) {
@@ -116,12 +127,11 @@ TEST(PoolKernels, TiesAndNaNsGoToTheFirstMaximum) {
         if (nan)
             xv.data<float>()[1 * 1024 + 5 * 64 + 2 * 8 + 5] =
                 std::numeric_limits<float>::quiet_NaN();
-        auto got = cpu(xv, rv);
-        auto want = ref(xv, rv);
-        expect_near(got[0], want[0], 0, "pool");
-        expect_near(got[1], want[1], 0, "gradient at the pool's input");
+        Function cpu =
+            expect_matches_reference({c.x, r}, {p, gradients(sum(p * r), {t})[0]}, {xv, rv}, 0,
+                                     {"pool", "gradient at the pool's input"});
+        EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
     }
-    EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
 }
 
 // Reductions of the pool's gradient: those the layout pass moves onto the blocked gradient (over
@@ -129,24 +139,16 @@ TEST(PoolKernels, TiesAndNaNsGoToTheFirstMaximum) {
 // windows]), the others (over H alone, an argmax) read it stored; all match the reference.
 TEST(PoolKernels, ReductionsOfTheGradientMatchTheReference) {
     BlockScope scope(16);
-    Placeholder x({2, 16, 8, 8}, f32, "x");
-    Variable w(whole_numbers({32, 16, 3, 3}, 80, -1, 1), "pk_reduce_w");
-    Tensor y = conv2d(x, w, {}, "SAME");
-    Tensor t = y * y - 2.0;
+    WholeConv c(80, "pk_reduce_w");
+    Tensor t = c.y * c.y - 2.0;
     Placeholder r({2, 32, 4, 4}, f32, "r");
     Tensor dt = gradients(sum(max_pool2d(t, {2, 2}, {2, 2}) * r), {t})[0];
-    std::vector<Tensor> outs{sum(dt * y, {0, 2, 3}), max(dt, {2}), max(dt * y, {0, 3}, true),
-                             argmax(dt * y, 2)};
-    Function cpu = function({x, r}, outs, {}, on("cpu"));
-    Function ref = function({x, r}, outs, {}, on("reference"));
-    const Array xv = whole_numbers({2, 16, 8, 8}, 81, -2, 2);
-    const Array rv = whole_numbers({2, 32, 4, 4}, 82, -3, 3);
-    auto got = cpu(xv, rv);
-    auto want = ref(xv, rv);
     // whole numbers throughout: every sum is exact in f32, in any order
-    const char* names[] = {"sum over N, H, W", "max over H", "max over N and W", "argmax over H"};
-    for (size_t i = 0; i < outs.size(); ++i)
-        expect_near(got[i], want[i], 0, names[i]);
+    Function cpu = expect_matches_reference(
+        {c.x, r},
+        {sum(dt * c.y, {0, 2, 3}), max(dt, {2}), max(dt * c.y, {0, 3}, true), argmax(dt * c.y, 2)},
+        {whole_numbers({2, 16, 8, 8}, 81, -2, 2), whole_numbers({2, 32, 4, 4}, 82, -3, 3)}, 0,
+        {"sum over N, H, W", "max over H", "max over N and W", "argmax over H"});
     EXPECT_FALSE(has_window_call(cpu, "max_pool_backward")) << cpu.dump();
 }
 
@@ -154,9 +156,8 @@ TEST(PoolKernels, ReductionsOfTheGradientMatchTheReference) {
 // window other than 2x2 of stride 2; their values still match the reference.
 TEST(PoolKernels, OtherPoolsStayLibraryCalls) {
     BlockScope scope(16);
-    Placeholder x({2, 16, 8, 8}, f32, "x");
-    Variable w(whole_numbers({32, 16, 3, 3}, 78, -1, 1), "pk_other_w");
-    Tensor y = conv2d(x, w, {}, "SAME");
+    WholeConv c(78, "pk_other_w");
+    const Tensor& y = c.y;
     struct Row {
         const char* what;
         Tensor p;
@@ -169,9 +170,7 @@ TEST(PoolKernels, OtherPoolsStayLibraryCalls) {
     const Array xv = whole_numbers({2, 16, 8, 8}, 79, -2, 2);
     for (const auto& row : rows) {
         SCOPED_TRACE(row.what);
-        Function cpu = function({x}, {row.p}, {}, on("cpu"));
-        Function ref = function({x}, {row.p}, {}, on("reference"));
-        expect_near(cpu(xv)[0], ref(xv)[0], 0, "pool");
+        Function cpu = expect_matches_reference({c.x}, {row.p}, {xv}, 0, {"pool"});
         EXPECT_TRUE(has_window_call(cpu, "pool")) << cpu.dump();
     }
 }

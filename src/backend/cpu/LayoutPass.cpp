@@ -15,6 +15,14 @@
 
 namespace sj::cpu {
 
+NodePtr reshape_to(NodePtr x, const Shape& s) {
+    if (x->is(Op::Reshape) && x->num_inputs() == 1)
+        x = x->input(0);
+    if (x->shape() == s)
+        return x;
+    return Node::make(Op::Reshape, ShapeAttrs{s}, {x});
+}
+
 using compiler::Pattern;
 using compiler::RewriteStats;
 namespace {
@@ -37,14 +45,6 @@ NodePtr unblock(const NodePtr& b) { return make(Op::UnblockChannels, NoAttrs{}, 
 /// The block width of a blocked tensor.
 int64_t width(const NodePtr& b) {
     return b->shape().back();
-}
-
-/// reshape(x, s) for an s with at most one -1 (inferred from the size), looking through a
-/// reshape of x.
-NodePtr reshape_to(NodePtr x, const Shape& s) {
-    if (x->is(Op::Reshape) && x->num_inputs() == 1) x = x->input(0);
-    if (x->shape() == s) return x;
-    return make(Op::Reshape, ShapeAttrs{s}, {x});
 }
 
 /// At most one dim unknown: a reshape can infer it.

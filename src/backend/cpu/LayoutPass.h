@@ -12,6 +12,10 @@
 namespace sj::cpu {
 
 const std::vector<compiler::Pattern>& layout_patterns();
+/// reshape(x, s) for an s with at most one -1 (inferred from the size), looking through a
+/// reshape of x (both are views of one buffer); x itself when it has shape s. The layout pass's
+/// and the pool kernels' rewrites build their views with it.
+NodePtr reshape_to(NodePtr x, const Shape& s);
 /// The pass with channel blocks of `block` (8 or 16).
 std::vector<NodePtr> layout(const std::vector<NodePtr>& roots, int64_t block,
                             compiler::RewriteStats* stats = nullptr);

@@ -1,6 +1,8 @@
 // Max pools as kernels (Note [Max pools as kernels]).
 #include "PoolKernels.h"
 
+#include "LayoutPass.h"
+
 #include "../../ops/ChannelBlocking.h"
 #include "../../ops/OpDef.h"
 
@@ -113,11 +115,15 @@ bool kernel_pool(const Node& n) {
         return false;
     if (s[2] < 2 || s[3] < 2 || s[2] % 2 != 0 || s[3] % 2 != 0)
         return false; // (unknown, or a row or column that no window covers)
-    if (!has_trait(x->op(), kElementwise))
-        return false;
+    return has_trait(x->op(), kElementwise);
+}
+
+/// The values x (the input of a pool that runs as kernels) is computed from, for
+/// reduce_in_windows.
+void record_pool(const NodePtr& x) {
+    const Shape& s = x->shape();
     if (t_pooled_sources)
         record_sources(x, s, Shape{s[0], s[1], s[2] / 2, 2, s[3] / 2, 2, s[4]});
-    return true;
 }
 
 /// The first maximum of each 2x2 window of the blocked x and its position (k = 2a + b, as f32).
@@ -141,6 +147,7 @@ WindowMax window_max(const NodePtr& x) {
 NodePtr pool_as_kernel(const NodePtr& n) {
     if (!n->is(Op::Pool) || !kernel_pool(*n))
         return nullptr;
+    record_pool(n->input(0));
     NodePtr p = window_max(n->input(0)).value;
     SJ_ASSERT(p->shape() == n->shape()) << "pool_as_kernel: " << shape_str(p->shape())
                                         << " for a pool of " << shape_str(n->shape());
@@ -151,6 +158,7 @@ NodePtr pool_as_kernel(const NodePtr& n) {
 NodePtr pool_backward_as_kernel(const NodePtr& n) {
     if (!n->is(Op::MaxPoolBackward) || !kernel_pool(*n))
         return nullptr;
+    record_pool(n->input(0));
     const Shape& s = n->input(0)->shape(); // [N, C/B, H, W, B]
     const Shape s7 = {s[0], s[1], s[2] / 2, 1, s[3] / 2, 1, s[4]};
     Array at(DType::F32, {1, 1, 1, 2, 1, 2, 1});
@@ -202,13 +210,6 @@ bool window_merge(const Node& r) {
         if (s7[d] < 1)
             return false;
     return s7[2] * s7[3] == s5[2] && s7[4] * s7[5] == s5[3];
-}
-
-/// reshape(x, s), looking through a reshape of x.
-NodePtr reshape_to(NodePtr x, const Shape& s) {
-    if (x->is(Op::Reshape) && x->num_inputs() == 1)
-        x = x->input(0);
-    return x->shape() == s ? x : reshape(Tensor(x), s).node();
 }
 
 /// How deep lift rebuilds elementwise operands: a bound, so that a long elementwise chain costs
