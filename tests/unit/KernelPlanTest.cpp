@@ -293,6 +293,43 @@ TEST(KernelPlan, SumsOfAConstantAreExactCounts) {
     }
 }
 
+// Note [Blocks around short loops] (LlvmRenderer.cpp): when the innermost reduction loops have
+// their trip counts compiled in, the f32 blocks are cut on the loop outside them, each block
+// index standing for the short loops' points. A constant's sum counts those points too, and
+// sums of values match the reference interpreter, in the row order (a 2x2 window's sums over
+// [N, C/16, H/2, 2, W/2, 2, 16], as a max pool's backward makes them) and in the usual one.
+TEST(KernelPlan, BlocksSpanShortReductionLoops) {
+    // x in the space of 2x2 windows, a per-channel g, a pooled p and a window-position table:
+    // p and pos keep the short loops from collapsing into their neighbours. The mean over a
+    // batch bound at the call counts its points as a sum of ones in the same kernel.
+    Placeholder x({-1, 2, -1, 2, -1, 2, 16}, f32, "x");
+    Placeholder p({-1, 2, -1, 1, -1, 1, 16}, f32, "p");
+    Placeholder g({1, 2, 1, 1, 1, 1, 16}, f32, "g");
+    Placeholder pos({1, 1, 1, 2, 1, 2, 1}, f32, "pos");
+    auto window_sums = [&](const Tensor& xx, const Tensor& pp) {
+        Tensor v = abs(xx - g) * (pp - pos);
+        return std::vector<Tensor>{sum(v, {0, 2, 3, 4, 5}), mean(v, {0, 2, 3, 4, 5})};
+    };
+    Placeholder y({-1, -1, 3}, f32, "y");
+    Tensor per_row = sum(full_like(y, 3.0), {1, 2});
+    Array gv = random_array(f32, {1, 2, 1, 1, 1, 1, 16}, 81);
+    Array posv = random_array(f32, {1, 1, 1, 2, 1, 2, 1}, 82);
+    for (auto [n, h, w] : {std::tuple{1, 1, 1}, {3, 5, 7}, {9, 16, 100}}) {
+        Shape sx{n, 2, h, 2, w, 2, 16}, sp{n, 2, h, 1, w, 1, 16};
+        Array xv = random_array(f32, sx, 80), pv = random_array(f32, sp, 83);
+        if (h > 1) { // (a single window collapses to one loop)
+            Placeholder xs(sx, f32, "xs"), ps(sp, f32, "ps"); // static shapes: the kernel's key
+            const std::string spec = launch_of({window_sums(xs, ps)[0]}).spec.str();
+            EXPECT_NE(spec.find(",2,0,2,0"), std::string::npos) << spec;
+        }
+        compare({x, p, g, pos}, window_sums(x, p), {xv, pv, gv, posv}, shape_text(sx), 1e-5, 1e-5,
+                2); // the sums and the count, then the division
+        Array r = function({y}, {per_row})(random_array(f32, {n, w, 3}, 84))[0];
+        for (int64_t i = 0; i < n; ++i)
+            EXPECT_EQ(r.at(i), 9.0 * double(w)) << "row " << i << " of " << n << "x" << w;
+    }
+}
+
 // Note [Sums that need no accumulator]: an f32 sum of x beside an f64 sum of cast(x) in one
 // kernel (a one-pass variance's statistics) is the f64 accumulator rounded once, in either loop
 // order, so it equals the f64 result rounded to f32 when one thread sums it (2 images: under
