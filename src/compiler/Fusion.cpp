@@ -909,14 +909,16 @@ struct Fuser {
                         ok = x == groups[b].space.get();
                     else
                         ok = k == Kind::Elementwise && x->shape() == m->shape() &&
-                             m->shape() == groups[b].space->shape();
+                             same_space(m, groups[b].space.get());
                 } else if (!h && inline_node(x)) {
                     visit(x);
                 }
             }
         };
-        // a's outputs are stored over b's loops: the spaces must be the same
-        if (groups[a].space->shape() != groups[b].space->shape()) return false;
+        // a's outputs are stored over b's loops: the spaces must be the same, dynamic dims
+        // included (Note [Equal dynamic dims]: two dims of -1 may differ at the call)
+        if (!same_space(groups[a].space.get(), groups[b].space.get()))
+            return false;
         budget -= int64_t(nodes_of[size_t(b)].size());
         for (const Node* n : nodes_of[size_t(b)]) visit(n);
         return ok && any;
@@ -1049,6 +1051,11 @@ struct Fuser {
         for (size_t d = 0; d < s.size(); ++d)
             if (s[d] < 0) s[d] = -2 - dim_find(dim_id(space, int(d)));
         return s;
+    }
+    /// Whether x and y have the same shape at every call: equal static dims, and dynamic dims
+    /// that the graph forces equal (Note [Equal dynamic dims]).
+    bool same_space(const Node* x, const Node* y) {
+        return x->shape() == y->shape() && canonical_space(x) == canonical_space(y);
     }
 
     // Note [A reduction joins a kernel it shares a read with]

@@ -1091,6 +1091,25 @@ TEST(Fusion, DynamicSpacesMergeOnlyWhenProvenEqual) {
     for (size_t i = 0; i < out.size(); ++i) expect_close(out[i], ref[i], 1e-14, "output " + std::to_string(i));
 }
 
+// A producer joins its consumer's kernel only when the consumer's space is the producer's at
+// every call: a slice or a transpose of a [-1, ...] value has dims of -1 that the graph does not
+// tie to the producer's (Note [Equal dynamic dims]). Before, the statically equal shapes let
+// the producer's output be stored over the consumer's smaller or transposed loops, and the call
+// failed with an internal error (graphs of FuzzFusion seeds 501205 and 500737).
+TEST(Fusion, ProducersJoinOnlyConsumersOverTheirOwnDynamicSpace) {
+    Placeholder x({-1, 1}, f32, "x"), c({}, f32, "c");
+    Tensor s = slice(x, {2, 0}, {6, 1});
+    Tensor head = slice(maximum(s, maximum(c, s)), {0, 0}, {1, 1}); // [-1, 1]: 1 x 1 at the call
+    std::vector<Tensor> outs = {expm1(reshape(head, {1})), s};
+    expect_cpu_matches_reference({x, c}, outs,
+                                 {random_array(f32, {9, 1}, 91), random_array(f32, {}, 92)}, 1e-6);
+    Placeholder y({-1, -1}, f32, "y");
+    Tensor a = cos(y * 0.5);
+    Tensor t = transpose(sin(a), {1, 0}); // [-1, -1], transposed at the call
+    std::vector<Tensor> both = {a, reshape(t, {-1})};
+    expect_cpu_matches_reference({y}, both, {random_array(f32, {31, 17}, 93)}, 1e-6);
+}
+
 // An elementwise value read by several kernels is recomputed in each (up to kMaxRecompute),
 // then materialised once it is needed by more. Kernels over one space with the same reduced
 // axes count once (they merge: the six readers of `t` below are three kernels, so t is
