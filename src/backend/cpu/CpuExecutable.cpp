@@ -1413,7 +1413,7 @@ private:
             Array out;
             bool applied = false;
             if (const PackedWeight* pw = plan.code[si].packed_rhs) { // (Note [Packed weights])
-                out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                out = acc >= 0 ? accumulator(g, gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
                 dot_general_packed(lhs, static_cast<const float*>(pw->copy.raw()), rhs.shape(),
                                    dims, out, g.epilogue, post_operands(g, env),
                                    &plan.code[si].memories);
@@ -1424,7 +1424,7 @@ private:
                 out = buffer(plan, gc.out_slots[0], t); // the plain product, then the epilogue
                 dot_general(lhs, rhs, dims, out, {}, {}, &plan.code[si].memories);
             } else {
-                out = acc >= 0 ? accumulator(gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                out = acc >= 0 ? accumulator(g, gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
                 applied = dot_general(lhs, rhs, dims, out, g.epilogue, post_operands(g, env),
                                       &plan.code[si].memories);
             }
@@ -1451,7 +1451,7 @@ private:
             const int donor = gc.donor.empty() ? -1 : gc.donor[0];
             Array out;
             if (acc >= 0)
-                out = accumulator(gc, acc, plan, env);
+                out = accumulator(g, gc, acc, plan, env);
             else if (donor >= 0 && takes_donor(plan, env[size_t(donor)], gc.out_slots[0], t))
                 out = env[size_t(donor)]; // (Note [Kernel outputs in dying inputs' buffers])
             else
@@ -1562,24 +1562,56 @@ private:
 
     /// The output buffer of a call with an accumulating post-op, holding the value it adds to:
     /// the variable's own buffer (in place), the value's buffer when it dies here and nobody
-    /// else holds it, else a copy (Note [Accumulating post-op]).
-    Array accumulator(const compiler::Step& gc, int acc, const CallPlan& plan,
+    /// else holds it, else a copy (Note [Accumulating post-op]). Never a buffer that the call
+    /// also reads as another operand (the product's lhs, say: y = d x + d): the call would
+    /// overwrite what it is still reading.
+    Array accumulator(const Group& g, const compiler::Step& gc, int acc, const CallPlan& plan,
                       std::vector<Array>& env) {
-        const int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[0];
-        if (var >= 0 && exclusively_ours(plan, env, var)) {
-            SJ_ASSERT(var == acc) << "in-place accumulation into another variable";
-            return env[size_t(var)];
-        }
         const Array& d = env[size_t(acc)];
-        const bool dies =
-            std::find(gc.free_after.begin(), gc.free_after.end(), acc) != gc.free_after.end();
-        if (dies && sole_handle(plan, d) && !dest_of(gc.out_slots[0]))
-            return d;
+        if (!read_otherwise(g, gc, d, env)) {
+            const int var = gc.inplace_var.empty() ? -1 : gc.inplace_var[0];
+            if (var >= 0 && exclusively_ours(plan, env, var)) {
+                SJ_ASSERT(var == acc) << "in-place accumulation into another variable";
+                return env[size_t(var)];
+            }
+            const bool dies =
+                std::find(gc.free_after.begin(), gc.free_after.end(), acc) != gc.free_after.end();
+            if (dies && sole_handle(plan, d) && !dest_of(gc.out_slots[0]))
+                return d;
+        }
         Array out = buffer(plan, gc.out_slots[0], plan.bound.types[gc.out_slots[0]]);
         SJ_ASSERT(out.nbytes() == d.nbytes()) << "accumulating post-op: " << out.nbytes()
                                               << " bytes of output, " << d.nbytes() << " added";
         std::memcpy(out.raw(), d.raw(), size_t(d.nbytes()));
         return out;
+    }
+
+    /// Whether a call reads d's bytes through an operand other than its sum post-op's own: a
+    /// value operand or another post-op's, the same slot or a view of it.
+    bool read_otherwise(const Group& g, const compiler::Step& gc, const Array& d,
+                        const std::vector<Array>& env) const {
+        size_t with_operand = 0, sum_at = 0;
+        for (const auto& p : g.epilogue)
+            if (p.operand) {
+                if (p.kind == compiler::PostOp::Kind::Sum)
+                    sum_at = with_operand;
+                ++with_operand;
+            }
+        SJ_ASSERT(gc.in_slots.size() >= with_operand) << "a call's operands";
+        const size_t own = gc.in_slots.size() - with_operand + sum_at;
+        const auto* lo = static_cast<const char*>(d.raw());
+        const auto* hi = lo + d.nbytes();
+        for (size_t i = 0; i < gc.in_slots.size(); ++i) {
+            if (i == own)
+                continue;
+            const Array& a = env[size_t(gc.in_slots[i])];
+            if (!a.defined() || a.nbytes() == 0)
+                continue;
+            const auto* alo = static_cast<const char*>(a.raw());
+            if (alo < hi && lo < alo + a.nbytes())
+                return true;
+        }
+        return false;
     }
 
     /// True when no one but this call's own slots holds a's buffer (pools aside).
