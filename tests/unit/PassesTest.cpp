@@ -1814,6 +1814,27 @@ TEST(Epilogue, SumPostOpAccumulatesIntoItsOperand) {
                                random_array(f32, {4, 8}, 108)});
 }
 
+// A sum post-op's operand that is also the call's own operand (a x + a, a read as the lhs) dies
+// at the call, but the call must not write into it: the product would read rows it has already
+// overwritten (cpu gave 195.2 where the reference gave 1.55, FuzzFusion seed 606262). The
+// result goes to a copy of a. Conv: the same with the convolution's source.
+TEST(Epilogue, SumPostOpNeverWritesIntoTheCallsOwnOperand) {
+    Placeholder x({33, 9}, f32, "x");
+    Tensor a = matmul(x, transpose(tanh(x), {1, 0})); // [33, 33], read by the three ops below
+    Tensor y = matmul(a, transpose(tanh(a), {1, 0})) + a;
+    cc::Compiled c = compile({y});
+    int sums = 0;
+    for (const auto& g : c.plan.groups)
+        sums += post_ops(g) == "sum(1)";
+    EXPECT_EQ(sums, 1) << c.plan.str();
+    expect_cpu_near_reference({x}, {y}, {random_array(f32, {33, 9}, 130)});
+    Placeholder im({2, 16, 8, 8}, f32, "im"), w({16, 16, 3, 3}, f32, "w");
+    Tensor h = conv2d(im * 2.0, w, {}, "SAME");
+    Tensor z = conv2d(h, w, {}, "SAME") + h;
+    expect_cpu_near_reference({im, w}, {z},
+                              {random_array(f32, {2, 16, 8, 8}, 131), random_array(f32, {16, 16, 3, 3}, 132)});
+}
+
 // residual blocks in eval mode: relu(conv(y) + h) with h a blocked convolution's result takes
 // the add as a sum post-op (blocked h dies there and lends its buffer; the plain h returned is
 // its unblocked copy); relu(bn(conv(h)) + x) with x the plain input adds after the unblock,
