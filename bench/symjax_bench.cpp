@@ -8,7 +8,7 @@
 //   the normal range as it is learnt; docs/performance.md, "Denormals") [--static_batch 1]
 //   (placeholders of the batch's size instead of -1; docs/performance.md, "A static batch")
 //   (mlp_train and cnn_train take --relu maximum: the activations before Note [Relu masks])
-//   symjax_bench reduce_rows [--case bn_stats|bias_grad|all]
+//   symjax_bench reduce_rows [--case bn_stats|bias_grad|bias_grad_wide|tokens_wide|channel_sum|all]
 //   symjax_bench compile_scaling [--kind elementwise|shared_recurrence|gelu|mlp_step|all]
 //                                [--max_steps N | --steps N,N,...] [--width W] [--first_call 0]
 //   symjax_bench lstm [--batch 128] [--seq 28] [--input 28] [--hidden 128] [--case train|infer|all]
@@ -710,6 +710,11 @@ void reduce_rows() {
     };
     if (cs == "bn_stats" || cs == "all") run("bn_stats", {32, 2, 32, 32, 16}, {0, 2, 3}, true);
     if (cs == "bias_grad" || cs == "all") run("bias_grad", {128, 512}, {0}, false);
+    // rows longer than 1024 (Note [Long rows split]): a wide layer's bias gradient, a layer
+    // norm's gamma gradient over 2048 tokens, a sum over 16 channels of 64 x 64 maps
+    if (cs == "bias_grad_wide" || cs == "all") run("bias_grad_wide", {128, 4096}, {0}, false);
+    if (cs == "tokens_wide" || cs == "all") run("tokens_wide", {2048, 4096}, {0}, false);
+    if (cs == "channel_sum" || cs == "all") run("channel_sum", {32, 16, 4096}, {1}, false);
 }
 
 /// One elementwise kernel at sizes from 1K to 1M points, two kinds: "copy" (x + 1: 1 op, 8

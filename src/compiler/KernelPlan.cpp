@@ -137,6 +137,28 @@ bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads, int vec
     return unit;
 }
 
+// Note [Long rows split]
+// A row longer than kMaxRow (a bias or layer norm gradient of 4096 features, [B, 4096] summed
+// over B; a sum over the 16 channels of [N, 16, 64 * 64]) does not fit Note [Row reductions]'
+// budget, and the usual order then walks each output's reduction down a column. When the row's
+// length has a divisor r in [kMinSplitRow, kMaxRow], the row loop is split into a kept loop of
+// length / r trips (stride r times the row's) around a row of r, and the row order applies to
+// the split nest: each r-wide piece of the row is an accumulator row in L1, and the tensor is
+// read in r-wide contiguous runs. A multiple of the vector width is preferred, then the longest.
+// Lengths with no such divisor (a prime above kMaxRow) keep the usual order.
+constexpr int64_t kMinSplitRow = 64;
+
+/// The row length a kept loop of `size` trips splits into, or 0 (Note [Long rows split]).
+int64_t split_row(int64_t size, int vector_lanes) {
+    int64_t best = 0;
+    for (int64_t r = std::min(size / 2, kMaxRow); r >= kMinSplitRow; --r) {
+        if (size % r != 0) continue;
+        if (r % vector_lanes == 0) return r;
+        if (best == 0) best = r;
+    }
+    return best;
+}
+
 } // namespace
 
 KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& shape_of, int vector_lanes) {
@@ -227,6 +249,20 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     KernelSpec& s = L.spec;
     size_t nkept = 0;
     while (nkept < ls.size() && !ls[nkept].reduce) ++nkept;
+    if (nkept > 0 && nkept < ls.size() && ls[nkept - 1].size > kMaxRow)
+        if (int64_t r = split_row(ls[nkept - 1].size, vector_lanes)) {
+            // (Note [Long rows split]; kept only if the split nest takes the row order)
+            std::vector<Loop> split = ls;
+            Loop outer = split[nkept - 1];
+            outer.size /= r;
+            for (auto& st : outer.stride) st *= r;
+            split[nkept - 1].size = r;
+            split.insert(split.begin() + std::ptrdiff_t(nkept) - 1, std::move(outer));
+            if (row_order(split, nkept + 1, g.loads.size(), vector_lanes)) {
+                ls = std::move(split);
+                ++nkept;
+            }
+        }
     if (row_order(ls, nkept, g.loads.size(), vector_lanes)) {
         s.row = ls[nkept - 1].size;
         std::rotate(ls.begin() + nkept - 1, ls.begin() + nkept, ls.end());

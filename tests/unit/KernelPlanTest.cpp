@@ -242,6 +242,27 @@ TEST(KernelPlan, RowOrderWithAFullOutput) {
     compare({dy}, {sum(dy, {0}), tanh(dy)}, {random_array(f32, {64, 40}, 12)}, "bias and full");
 }
 
+// Note [Long rows split]: a kept innermost dim longer than kMaxRow (1024) under a reduction over
+// outer dims is split into pieces that take the row order: a divisor that is a multiple of 16,
+// else the longest divisor of at most 1024; a length with no divisor in [64, 1024] keeps the
+// usual order. The sums match the reference interpreter either way.
+TEST(KernelPlan, LongRowsSplitIntoRowsThatFit) {
+    struct Case {
+        Shape shape;
+        std::vector<int64_t> axes;
+        int64_t row;
+    };
+    for (const Case& c : {Case{{64, 4096}, {0}, 1024}, Case{{6, 16, 3000}, {1}, 1000},
+                          Case{{3, 5, 2048}, {0, 1}, 1024}, Case{{40, 1031}, {0}, 0},
+                          Case{{40, 2062}, {0}, 0}}) { // (2062 = 2 x 1031)
+        Placeholder x(c.shape, f32, "x");
+        const compiler::KernelLaunch l = launch_of({sum(x, c.axes)});
+        EXPECT_EQ(l.spec.row, c.row) << shape_text(c.shape) << "\n" << l.spec.str();
+        compare({x}, {sum(x, c.axes), sum(x * x, c.axes)}, {random_array(f32, c.shape, 95)},
+                shape_text(c.shape));
+    }
+}
+
 TEST(KernelPlan, RowOrderLongF32SumStaysAccurate) {
     // 1e6 terms per output spanning six decades with mixed signs, over (N, H, W) of a
     // [1000, 1, 25, 40, 16] tensor (16 outputs). The row order's f32 blocks are sequential
