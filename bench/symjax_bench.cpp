@@ -712,9 +712,12 @@ void reduce_rows() {
     if (cs == "bias_grad" || cs == "all") run("bias_grad", {128, 512}, {0}, false);
     // rows longer than 1024 (Note [Long rows split]): a wide layer's bias gradient, a layer
     // norm's gamma gradient over 2048 tokens, a sum over 16 channels of 64 x 64 maps
-    if (cs == "bias_grad_wide" || cs == "all") run("bias_grad_wide", {128, 4096}, {0}, false);
-    if (cs == "tokens_wide" || cs == "all") run("tokens_wide", {2048, 4096}, {0}, false);
-    if (cs == "channel_sum" || cs == "all") run("channel_sum", {32, 16, 4096}, {1}, false);
+    if (cs == "bias_grad_wide" || cs == "all")
+        run("bias_grad_wide", {128, 4096}, {0}, false);
+    if (cs == "tokens_wide" || cs == "all")
+        run("tokens_wide", {2048, 4096}, {0}, false);
+    if (cs == "channel_sum" || cs == "all")
+        run("channel_sum", {32, 16, 4096}, {1}, false);
 }
 
 /// One elementwise kernel at sizes from 1K to 1M points, two kinds: "copy" (x + 1: 1 op, 8

@@ -152,9 +152,12 @@ constexpr int64_t kMinSplitRow = 64;
 int64_t split_row(int64_t size, int vector_lanes) {
     int64_t best = 0;
     for (int64_t r = std::min(size / 2, kMaxRow); r >= kMinSplitRow; --r) {
-        if (size % r != 0) continue;
-        if (r % vector_lanes == 0) return r;
-        if (best == 0) best = r;
+        if (size % r != 0)
+            continue;
+        if (r % vector_lanes == 0)
+            return r;
+        if (best == 0)
+            best = r;
     }
     return best;
 }
@@ -255,7 +258,8 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
             std::vector<Loop> split = ls;
             Loop outer = split[nkept - 1];
             outer.size /= r;
-            for (auto& st : outer.stride) st *= r;
+            for (auto& st : outer.stride)
+                st *= r;
             split[nkept - 1].size = r;
             split.insert(split.begin() + std::ptrdiff_t(nkept) - 1, std::move(outer));
             if (row_order(split, nkept + 1, g.loads.size(), vector_lanes)) {

@@ -1831,8 +1831,9 @@ TEST(Epilogue, SumPostOpNeverWritesIntoTheCallsOwnOperand) {
     Placeholder im({2, 16, 8, 8}, f32, "im"), w({16, 16, 3, 3}, f32, "w");
     Tensor h = conv2d(im * 2.0, w, {}, "SAME");
     Tensor z = conv2d(h, w, {}, "SAME") + h;
-    expect_cpu_near_reference({im, w}, {z},
-                              {random_array(f32, {2, 16, 8, 8}, 131), random_array(f32, {16, 16, 3, 3}, 132)});
+    expect_cpu_near_reference(
+        {im, w}, {z},
+        {random_array(f32, {2, 16, 8, 8}, 131), random_array(f32, {16, 16, 3, 3}, 132)});
 }
 
 // residual blocks in eval mode: relu(conv(y) + h) with h a blocked convolution's result takes

@@ -1413,7 +1413,8 @@ private:
             Array out;
             bool applied = false;
             if (const PackedWeight* pw = plan.code[si].packed_rhs) { // (Note [Packed weights])
-                out = acc >= 0 ? accumulator(g, gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                out = acc >= 0 ? accumulator(g, gc, acc, plan, env)
+                               : buffer(plan, gc.out_slots[0], t);
                 dot_general_packed(lhs, static_cast<const float*>(pw->copy.raw()), rhs.shape(),
                                    dims, out, g.epilogue, post_operands(g, env),
                                    &plan.code[si].memories);
@@ -1424,7 +1425,8 @@ private:
                 out = buffer(plan, gc.out_slots[0], t); // the plain product, then the epilogue
                 dot_general(lhs, rhs, dims, out, {}, {}, &plan.code[si].memories);
             } else {
-                out = acc >= 0 ? accumulator(g, gc, acc, plan, env) : buffer(plan, gc.out_slots[0], t);
+                out = acc >= 0 ? accumulator(g, gc, acc, plan, env)
+                               : buffer(plan, gc.out_slots[0], t);
                 applied = dot_general(lhs, rhs, dims, out, g.epilogue, post_operands(g, env),
                                       &plan.code[si].memories);
             }
