@@ -138,27 +138,32 @@ bool row_order(const std::vector<Loop>& ls, size_t nkept, size_t nloads, int vec
 }
 
 // Note [Long rows split]
-// A row longer than kMaxRow (a bias or layer norm gradient of 4096 features, [B, 4096] summed
-// over B; a sum over the 16 channels of [N, 16, 64 * 64]) does not fit Note [Row reductions]'
-// budget, and the usual order then walks each output's reduction down a column. When the row's
-// length has a divisor r in [kMinSplitRow, kMaxRow], the row loop is split into a kept loop of
-// length / r trips (stride r times the row's) around a row of r, and the row order applies to
-// the split nest: each r-wide piece of the row is an accumulator row in L1, and the tensor is
-// read in r-wide contiguous runs. A multiple of the vector width is preferred, then the longest.
-// Lengths with no such divisor (a prime above kMaxRow) keep the usual order.
+// A row of accumulators in L1 pays a load and a store per element and reduction step, and a row
+// longer than kMaxRow does not fit Note [Row reductions]' budget at all: the usual order then
+// walks each output's reduction down a column ([2048, 4096] summed over dim 0 took 52 ms, 0.6
+// GB/s). So a row longer than kSplitRowAbove is split into a kept loop of length / r trips
+// (stride r times the row's) around a row of r, a divisor of the length, and the row order
+// applies to the split nest: each r-wide piece is an accumulator row of a few cache lines, the
+// tensor is read in r-wide runs, and the pieces give the threads a kept loop to split (no
+// private outputs to combine). Measured on the 2-core Zen 4 VM (docs/performance.md, "Long rows
+// split"), rows of 64-128 ran fastest: a [128, 4096] bias gradient at 133-150 GB/s against
+// 17-24 with rows of 1024 and 1.3-1.4 unsplit, [128, 512] at 87-94 against 44-62. r is taken
+// from [kMinSplitRow, kSplitRowMax], a multiple of the vector width first, then the longest;
+// failing that, the longest divisor up to kMaxRow. A length with neither (a prime) stays whole.
+constexpr int64_t kSplitRowAbove = 256;
+constexpr int64_t kSplitRowMax = 128;
 constexpr int64_t kMinSplitRow = 64;
 
 /// The row length a kept loop of `size` trips splits into, or 0 (Note [Long rows split]).
 int64_t split_row(int64_t size, int vector_lanes) {
     int64_t best = 0;
-    for (int64_t r = std::min(size / 2, kMaxRow); r >= kMinSplitRow; --r) {
-        if (size % r != 0)
-            continue;
-        if (r % vector_lanes == 0)
-            return r;
-        if (best == 0)
-            best = r;
+    for (int64_t r = kSplitRowMax; r >= kMinSplitRow; --r) {
+        if (size % r != 0) continue;
+        if (r % vector_lanes == 0) return r;
+        if (best == 0) best = r;
     }
+    for (int64_t r = std::min(size / 2, kMaxRow); r > kSplitRowMax && best == 0; --r)
+        if (size % r == 0) best = r;
     return best;
 }
 
@@ -252,7 +257,7 @@ KernelLaunch plan_kernel(const Group& g, const FusionPlan& plan, const ShapeOf& 
     KernelSpec& s = L.spec;
     size_t nkept = 0;
     while (nkept < ls.size() && !ls[nkept].reduce) ++nkept;
-    if (nkept > 0 && nkept < ls.size() && ls[nkept - 1].size > kMaxRow)
+    if (nkept > 0 && nkept < ls.size() && ls[nkept - 1].size > kSplitRowAbove)
         if (int64_t r = split_row(ls[nkept - 1].size, vector_lanes)) {
             // (Note [Long rows split]; kept only if the split nest takes the row order)
             std::vector<Loop> split = ls;

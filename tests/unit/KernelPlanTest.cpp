@@ -131,12 +131,22 @@ TEST(KernelPlan, ContiguousKeptRowGoesInnermost) {
     }
     {
         // a bias gradient: loop 0 is the reduction, threads write private rows
-        Placeholder dy({128, 512}, f32, "dy");
+        Placeholder dy({128, 256}, f32, "dy");
         auto L = launch_of({sum(dy, {0}, true)});
-        EXPECT_EQ(L.spec.row, 512) << L.spec.str();
+        EXPECT_EQ(L.spec.row, 256) << L.spec.str();
         EXPECT_EQ(L.spec.rank, 2);
         EXPECT_TRUE(L.split_reduce);
         EXPECT_EQ(L.first_reduce, -1);
+    }
+    {
+        // a wider one is split into rows of 128 (Note [Long rows split]): loop 0 is the pieces
+        Placeholder dy({128, 512}, f32, "dy");
+        auto L = launch_of({sum(dy, {0}, true)});
+        EXPECT_EQ(L.spec.row, 128) << L.spec.str();
+        EXPECT_EQ(L.spec.rank, 3);
+        EXPECT_EQ(L.outer, 4);
+        EXPECT_FALSE(L.split_reduce);
+        EXPECT_EQ(L.first_reduce, 1);
     }
     {
         // a transposed view whose kept dim is the contiguous one
@@ -146,7 +156,7 @@ TEST(KernelPlan, ContiguousKeptRowGoesInnermost) {
 }
 
 TEST(KernelPlan, OtherReductionsKeepTheUsualOrder) {
-    Placeholder wide({64, 2048}, f32, "wide");   // a row over kMaxRow
+    Placeholder wide({64, 1031}, f32, "wide");   // a row over kMaxRow that does not split
     Placeholder rows({64, 512}, f32, "rows");    // the reduced dim is the contiguous one
     Placeholder col({64, 1}, f32, "col");        // a row of one element is no row
     for (const Tensor& y : {sum(wide, {0}), sum(rows, {1}), sum(col, {0}), sum(rows)})
@@ -242,19 +252,20 @@ TEST(KernelPlan, RowOrderWithAFullOutput) {
     compare({dy}, {sum(dy, {0}), tanh(dy)}, {random_array(f32, {64, 40}, 12)}, "bias and full");
 }
 
-// Note [Long rows split]: a kept innermost dim longer than kMaxRow (1024) under a reduction over
-// outer dims is split into pieces that take the row order: a divisor that is a multiple of 16,
-// else the longest divisor of at most 1024; a length with no divisor in [64, 1024] keeps the
-// usual order. The sums match the reference interpreter either way.
+// Note [Long rows split]: a kept innermost dim longer than 256 under a reduction over outer dims
+// is split into rows of 64-128 that take the row order (a multiple of 16 first, then the
+// longest), else the longest divisor up to 1024; a length with neither keeps its one row (up to
+// 1024) or the usual order. The sums match the reference interpreter either way.
 TEST(KernelPlan, LongRowsSplitIntoRowsThatFit) {
     struct Case {
         Shape shape;
         std::vector<int64_t> axes;
         int64_t row;
     };
-    for (const Case& c : {Case{{64, 4096}, {0}, 1024}, Case{{6, 16, 3000}, {1}, 1000},
-                          Case{{3, 5, 2048}, {0, 1}, 1024}, Case{{40, 1031}, {0}, 0},
-                          Case{{40, 2062}, {0}, 0}}) { // (2062 = 2 x 1031)
+    for (const Case& c : {Case{{64, 4096}, {0}, 128}, Case{{128, 512}, {0}, 128},
+                          Case{{6, 16, 3000}, {1}, 125}, Case{{3, 5, 2048}, {0, 1}, 128},
+                          Case{{40, 2 * 521}, {0}, 521}, Case{{40, 521}, {0}, 521},
+                          Case{{40, 1031}, {0}, 0}, Case{{40, 2 * 1031}, {0}, 0}}) {
         Placeholder x(c.shape, f32, "x");
         const compiler::KernelLaunch l = launch_of({sum(x, c.axes)});
         EXPECT_EQ(l.spec.row, c.row) << shape_text(c.shape) << "\n" << l.spec.str();
