@@ -343,7 +343,7 @@ TEST(KernelPlan, BlocksSpanShortReductionLoops) {
         return std::vector<Tensor>{sum(v, {0, 2, 3, 4, 5}), mean(v, {0, 2, 3, 4, 5})};
     };
     Placeholder y({-1, -1, 3}, f32, "y");
-    Tensor per_row = sum(full_like(y, 3.0), {1, 2});
+    Function per_row = function({y}, {sum(full_like(y, 3.0), {1, 2})});
     Array gv = random_array(f32, {1, 2, 1, 1, 1, 1, 16}, 81);
     Array posv = random_array(f32, {1, 1, 1, 2, 1, 2, 1}, 82);
     for (auto [n, h, w] : {std::tuple{1, 1, 1}, {3, 5, 7}, {9, 16, 100}}) {
@@ -356,7 +356,7 @@ TEST(KernelPlan, BlocksSpanShortReductionLoops) {
         }
         compare({x, p, g, pos}, window_sums(x, p), {xv, pv, gv, posv}, shape_text(sx), 1e-5, 1e-5,
                 2); // the sums and the count, then the division
-        Array r = function({y}, {per_row})(random_array(f32, {n, w, 3}, 84))[0];
+        Array r = per_row(random_array(f32, {n, w, 3}, 84))[0];
         for (int64_t i = 0; i < n; ++i)
             EXPECT_EQ(r.at(i), 9.0 * double(w)) << "row " << i << " of " << n << "x" << w;
     }

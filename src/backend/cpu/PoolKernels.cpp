@@ -7,6 +7,7 @@
 #include "../../ops/OpDef.h"
 
 #include <symjax/Ops.h>
+#include <symjax/Shape.h>
 #include <symjax/ir/Attrs.h>
 
 #include <algorithm>
@@ -87,10 +88,7 @@ void source_reads(const NodePtr& e, SourceReads& r, int depth = 0) {
             else
                 r.others = true;
         } else {
-            int64_t n = 1;
-            for (int64_t d : i->shape())
-                n *= d;
-            r.others |= n != 1;
+            r.others |= numel(i->shape()) != 1; // (-1 when dynamic: more than one)
         }
     }
 }
