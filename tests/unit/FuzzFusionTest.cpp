@@ -42,7 +42,21 @@
 // a tolerance tighter than 1e-4 of their magnitude and requires that most of them did.
 // Discontinuous ops (comparisons feeding where, the masks of max gradients) are assumed not to
 // flip: values within a few ulp of a comparison threshold are improbable for continuous random
-// inputs, and the seeds run in CI are fixed.
+// inputs, and the seeds run in CI are fixed. Where the assumption fails, Note [Threshold flips].
+//
+// Note [Threshold flips]
+// A comparison whose operands come within their error bounds of each other at some element may
+// take either side on a correct backend: seed 1001742 compares x with the mean of 31 copies of
+// its own column maximum, which f32 rounds an ulp away from the maximum, so x > mean is true on
+// one backend and false on the other where x is the maximum. So when an output misses its
+// tolerance, the comparisons of the graph are evaluated on the reference, in f64, and if one has
+// a near tie the mismatch is reported as a possible flip and the run is not compared further. A
+// near tie of an ordering comparison is |a - b| <= 4 (E(a) + E(b)) > 0 (exact operands do not
+// flip); of eq and ne only a near
+// miss, 0 < |a - b| <= 4 (E(a) + E(b)): an exact tie (a value against its own maximum, the mask
+// of a max gradient) is the same arithmetic on both backends. Operands without a finite bound
+// give no evidence and excuse nothing. At most 2% of a run's graphs (or one) may be excused, and
+// none of the suite's seeds is.
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
@@ -663,7 +677,45 @@ struct Tally {
     size_t kernels = 0, library_calls = 0;
     int64_t values = 0, tight = 0, loose = 0; // compared elements; with tol < 1e-4 |scale|; > 1e-2
     double compile_ms = 0, max_compile_ms = 0;
+    int flips = 0; // runs whose mismatch a comparison's near tie excused (Note [Threshold flips])
 };
+
+/// The first comparison in `outs` whose operands, evaluated on the reference with g's values,
+/// come within their error bounds of each other at some element, described; "" when none does
+/// (Note [Threshold flips]). `outs` are functions of g.inputs, bounded by `bounds`.
+std::string near_tie(const Graph& g, const std::vector<Tensor>& outs, Bounds& bounds) {
+    std::vector<const Node*> roots;
+    for (const auto& o : outs) roots.push_back(o.node().get());
+    std::vector<const Node*> compares;
+    std::vector<Tensor> gaps;
+    for (const Node* n : topo_order(roots)) {
+        if (!has_trait(n->op(), kCompare) || !is_float(n->input(0)->dtype())) continue;
+        Tensor a(n->input(0)), b(n->input(1));
+        if (!std::isfinite(bounds.of(a).err) || !std::isfinite(bounds.of(b).err)) continue;
+        compares.push_back(n);
+        gaps.push_back(abs(cast(a, DType::F64) - cast(b, DType::F64)));
+    }
+    if (compares.empty()) return "";
+    std::vector<Tensor> ins(g.inputs.begin(), g.inputs.end());
+    std::vector<Function::Arg> args(g.values.begin(), g.values.end());
+    std::vector<Array> got = function(ins, gaps, {}, on("reference")).call(args);
+    for (size_t c = 0; c < compares.size(); ++c) {
+        const Node* n = compares[c];
+        const double tol = 4 * (bounds.of(Tensor(n->input(0))).err + bounds.of(Tensor(n->input(1))).err);
+        const bool ordering = !n->is(Op::Eq) && !n->is(Op::Ne);
+        for (int64_t i = 0; i < got[c].size(); ++i) {
+            const double d = got[c].at(i);
+            if (tol > 0 && d <= tol && (ordering || d > 0))
+            {
+                std::ostringstream os;
+                os << n->describe(1) << " at flat index " << i << ": |a - b| " << d << " within 4 (E(a) + E(b)) = "
+                   << tol;
+                return os.str();
+            }
+        }
+    }
+    return "";
+}
 
 std::string graph_text(const Graph& g, const std::vector<Tensor>& outs) {
     std::ostringstream os;
@@ -751,6 +803,13 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
         for (int64_t i = 0; i < x.size(); ++i) {
             double a = x.at(i), r = y.at(i);
             if (!(std::fabs(a - r) <= tol) || !std::isfinite(r)) {
+                if (std::string tie = near_tie(g, bounded, bounds); !tie.empty() && std::isfinite(r)) {
+                    ++tally.flips;
+                    std::printf("[ fuzz     ] %s: output %zu differs at flat index %lld (%s %.9g, reference "
+                                "%.9g), but %s: a possible flip (Note [Threshold flips]), not compared\n",
+                                where.c_str(), k, static_cast<long long>(i), fuzz_backend(), a, r, tie.c_str());
+                    return true;
+                }
                 ADD_FAILURE() << where << ": output " << k << " " << x.type_str()
                               << " differs at flat index " << i << ": cpu " << a << ", reference "
                               << r << " (|diff| " << std::fabs(a - r) << ", tolerance " << tol
@@ -843,8 +902,28 @@ TEST(FuzzFusion, RandomGraphsMatchReference) {
                 pct(double(tally.loose), double(tally.values)),
                 tally.compile_ms / std::max(1, tally.graphs + tally.dynamic_graphs + tally.grad_graphs),
                 tally.max_compile_ms, s);
-    // the tolerances must leave the test its teeth: most outputs compared tightly
+    // the tolerances must leave the test its teeth: most outputs compared tightly, and few
+    // mismatches excused as flips (Note [Threshold flips])
     EXPECT_GE(tally.tight_outputs, 0.7 * tally.outputs);
+    EXPECT_LE(tally.flips, std::max(1, tally.graphs / 50)) << tally.flips << " of " << tally.graphs
+                                              << " graphs excused as threshold flips";
+    if (tally.flips) std::printf("[ fuzz     ] %d graphs excused as threshold flips\n", tally.flips);
+}
+
+// Note [Threshold flips]: seed 1001742's comparison of x with the mean of its column maxima is
+// a near tie; comparisons far from their threshold, exact operands and the exact ties of eq are
+// not.
+TEST(FuzzFusion, NearTiesAreOnlyThoseWithinTheErrorBounds) {
+    Generator gen(1001742);
+    Graph g = gen.make();
+    EXPECT_NE(near_tie(g, g.outputs, gen.bounds()), "");
+    ASSERT_EQ(g.inputs[0].shape(), Shape({31, 17, 1}));
+    const Tensor x = g.inputs[0];
+    const Tensor m = max(x, {0}, true), mean = sum(maximum(x, m), {0}) / 31.0;
+    EXPECT_NE(near_tie(g, {where(ge(x, mean), x, mean)}, gen.bounds()), "");
+    EXPECT_EQ(near_tie(g, {where(ge(x, mean + 0.5), x, mean)}, gen.bounds()), "");
+    EXPECT_EQ(near_tie(g, {where(ge(x, m), x, m)}, gen.bounds()), ""); // exact operands
+    EXPECT_EQ(near_tie(g, {where(eq(x * 3.0, m * 3.0), x, m)}, gen.bounds()), ""); // exact ties
 }
 
 // Shapes the generator avoids because interval bounds are meaningless there: size-0 dims.
