@@ -52,11 +52,10 @@
 // tolerance, the comparisons of the graph are evaluated on the reference, in f64, and if one has
 // a near tie the mismatch is reported as a possible flip and the run is not compared further. A
 // near tie of an ordering comparison is |a - b| <= 4 (E(a) + E(b)) > 0 (exact operands do not
-// flip); of eq and ne only a near
-// miss, 0 < |a - b| <= 4 (E(a) + E(b)): an exact tie (a value against its own maximum, the mask
-// of a max gradient) is the same arithmetic on both backends. Operands without a finite bound
-// give no evidence and excuse nothing. At most 2% of a run's graphs (or one) may be excused, and
-// none of the suite's seeds is.
+// flip); of eq and ne only a near miss, 0 < |a - b| <= 4 (E(a) + E(b)): an exact tie (a value
+// against its own maximum, the mask of a max gradient) is the same arithmetic on both backends.
+// Operands without a finite bound give no evidence and excuse nothing. At most 2% of a run's
+// graphs (or one) may be excused, and none of the suite's seeds is.
 #include "TestUtil.h"
 
 #include <gtest/gtest.h>
