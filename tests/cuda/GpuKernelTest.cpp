@@ -282,6 +282,16 @@ TEST(GpuKernel, SplitReductions) {
     Tensor ty = y;
     check_kernel({y}, {sum(ty * ty, {1}), ty * 2.0}, "split rows with an elementwise sibling",
                  1e-12, 1e-12, true);
+    // partials of 8 bytes (an f32 sum's double) before partials of 4 (an f32 max): each output's
+    // partials start at its slot of 8 bytes, not at a count of its own type (FuzzFusion seed
+    // 2300055 on the emulator: the max read the sum's partials, 100736 for 30)
+    Placeholder z({40000}, f32, "z");
+    Tensor tz = z;
+    // (the group lists its outputs in the reverse of the function's order: both are checked)
+    check_kernel({z}, {max(tz * tz * tz + tz), tz * 0.5, sum(exp(tz))},
+                 "split sum and max of f32, the sum first in the group", 1e-6, 1e-5, true);
+    check_kernel({z}, {sum(exp(tz)), tz * 0.5, max(tz * tz * tz + tz)},
+                 "split sum and max of f32, the max first in the group", 1e-6, 1e-5, true);
 }
 
 TEST(GpuKernel, PtxasRejectsWhatIsNotPtx) {

@@ -266,11 +266,14 @@ struct Renderer {
                                 b.CreateGEP(b.getPtrTy(), fn->getArg(0), b.getInt64(nload + nout)));
         if (global_as() != 0)
             p = b.CreateAddrSpaceCast(p, b.getPtrTy(global_as()));
+        // each reduced output has kept x chunks slots of 8 bytes (GpuLaunch::scratch_bytes),
+        // whatever its accumulator's size: an offset counted in the output's own type put an
+        // f32 max's partials (4 bytes) inside the f32 sum's before it (8 bytes, a double)
         int before = 0;
         for (int j = 0; j < o; ++j)
             before += s.outputs[j].reduced;
-        Value* off = b.CreateMul(b.CreateMul(kept, b.getInt64(k.chunks)), b.getInt64(before));
-        return b.CreateGEP(ex.acc_type(s.outputs[o]), p, off);
+        Value* off = b.CreateMul(b.CreateMul(kept, b.getInt64(k.chunks)), b.getInt64(8 * before));
+        return b.CreateGEP(b.getInt8Ty(), p, off);
     }
 
     /// Blocks (Note [Thread maps]); with chunks > 0, the Partials phase of a split reduction
