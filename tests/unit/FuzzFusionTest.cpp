@@ -676,6 +676,7 @@ struct Tally {
     size_t kernels = 0, library_calls = 0;
     int64_t values = 0, tight = 0, loose = 0; // compared elements; with tol < 1e-4 |scale|; > 1e-2
     double compile_ms = 0, max_compile_ms = 0;
+    uint64_t slowest_seed = 0; // the graph of max_compile_ms
     int flips = 0; // runs whose mismatch a comparison's near tie excused (Note [Threshold flips])
 };
 
@@ -751,7 +752,7 @@ bool run_and_compare(uint64_t seed, const char* what, const Graph& g, const std:
         got = fc.call(args); // kernels are compiled at the first call
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         tally.compile_ms += ms;
-        tally.max_compile_ms = std::max(tally.max_compile_ms, ms);
+        if (ms > tally.max_compile_ms) tally.max_compile_ms = ms, tally.slowest_seed = seed;
     } catch (const InputError& e) {
         cpu_error = e.what(), cpu_input_error = true;
     } catch (const std::exception& e) {
@@ -894,13 +895,13 @@ TEST(FuzzFusion, RandomGraphsMatchReference) {
     std::printf("[ fuzz     ] %d graphs (%d also with -1 dims, %d with gradients; %d runs refused by both "
                 "backends): %zu kernels, %zu library calls; %d outputs, %lld values compared, %.1f%% of the outputs "
                 "(%.1f%% of the values) with a tolerance <= 1e-4 of their scale, %.1f%% of the values > 1e-2; cpu "
-                "compile + first call %.1f ms per graph (max %.0f ms); %.1f s in all\n",
+                "compile + first call %.1f ms per graph (max %.0f ms, seed %llu); %.1f s in all\n",
                 tally.graphs, tally.dynamic_graphs, tally.grad_graphs, tally.refused, tally.kernels,
                 tally.library_calls, tally.outputs, static_cast<long long>(tally.values),
                 pct(tally.tight_outputs, tally.outputs), pct(double(tally.tight), double(tally.values)),
                 pct(double(tally.loose), double(tally.values)),
                 tally.compile_ms / std::max(1, tally.graphs + tally.dynamic_graphs + tally.grad_graphs),
-                tally.max_compile_ms, s);
+                tally.max_compile_ms, static_cast<unsigned long long>(tally.slowest_seed), s);
     // the tolerances must leave the test its teeth: most outputs compared tightly, and few
     // mismatches excused as flips (Note [Threshold flips])
     EXPECT_GE(tally.tight_outputs, 0.7 * tally.outputs);
