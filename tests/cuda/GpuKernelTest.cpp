@@ -61,8 +61,8 @@ Bound bind_one(const std::vector<Tensor>& outs) {
 /// Runs launch `l` of `b`'s kernel on the emulator with `args` for its placeholder loads (and
 /// its scratch buffer and second launch when it is a split reduction); returns its outputs.
 std::vector<Array> emulate(const Bound& b, const cuda::GpuLaunch& l,
-                           const std::map<const Node*, Array>& args) {
-    auto dev = cuda::make_emulator();
+                           const std::map<const Node*, Array>& args,
+                           std::shared_ptr<cuda::Device> dev = cuda::make_emulator()) {
     std::vector<cuda::DevicePtr> bufs;
     for (const auto& site : b.group->loads) {
         auto it = args.find(site.buffer.get());
@@ -292,6 +292,32 @@ TEST(GpuKernel, SplitReductions) {
                  "split sum and max of f32, the sum first in the group", 1e-6, 1e-5, true);
     check_kernel({z}, {sum(exp(tz)), tz * 0.5, max(tz * tz * tz + tz)},
                  "split sum and max of f32, the max first in the group", 1e-6, 1e-5, true);
+}
+
+// The emulator unloads a kernel's code with its last user (here it keeps no recent ones), as
+// the cpu backend does (Note [Unloading kernels] in src/backend/cpu/Jit.cpp), and loads it again
+// under a new symbol when asked: the symbols were numbered by the count of kernels held, and a
+// name reused after a failed load gave "Duplicate definition" to every later kernel.
+TEST(GpuKernel, EmulatorKernelsLoadAgainAfterTheirLastUserWent) {
+    Placeholder x({1000}, f32, "x");
+    Tensor tx = x;
+    Bound b = bind_one({exp(tx) * 3.0});
+    ASSERT_NE(b.group, nullptr);
+    Array xv = random_array(f32, {1000}, 3);
+    std::map<const Node*, Array> args{{x.node().get(), xv}};
+    Array want = function({x}, {exp(tx) * 3.0}, {}, on("reference")).call({xv})[0];
+    setenv("SJ_EMU_KEEP_KERNELS", "0", 1);
+    auto dev = cuda::make_emulator();
+    unsetenv("SJ_EMU_KEEP_KERNELS");
+    cuda::GpuLaunch l = cuda::choose_launch(b.launch, dev->info().limits);
+    for (int round = 0; round < 3; ++round) {
+        auto k = dev->load(l.kernel);
+        EXPECT_EQ(dev->load(l.kernel), k) << "a loaded kernel is shared";
+        k.reset(); // its last user: unloaded
+        std::vector<Array> got = emulate(b, l, args, dev); // loads it again
+        ASSERT_EQ(got.size(), 1u);
+        expect_close(got[0], want, 1e-6, 1e-6, "round " + std::to_string(round));
+    }
 }
 
 TEST(GpuKernel, PtxasRejectsWhatIsNotPtx) {

@@ -435,3 +435,94 @@ TEST_F(KernelCache, DisabledOrUnwritableCacheStillCompiles) {
         check(2.0 / 3.0 + 1e-9);
     }
 }
+
+namespace {
+
+/// Lines of /proc/self/maps: the process's memory mappings (-1 where there is no such file).
+long memory_mappings() {
+    std::ifstream f("/proc/self/maps");
+    if (!f) return -1;
+    long n = 0;
+    for (std::string line; std::getline(f, line);) ++n;
+    return n;
+}
+
+} // namespace
+
+/// Sets how many unheld objects the process keeps for the scope (Note [Unloading kernels]).
+struct RetainRecent {
+    explicit RetainRecent(size_t n) { cpu::retain_recent_objects(n); }
+    ~RetainRecent() { cpu::retain_recent_objects(512); }
+};
+
+// Note [Unloading kernels] (src/backend/cpu/Jit.cpp): a function's kernels stay loaded while it
+// or another function uses them, go with the last one (no recent objects kept here), and load
+// again for a later function; the process's memory mappings do not grow with the functions
+// compiled and dropped. (The constants are compiled into the kernels: values no other test uses
+// make the kernels this test's own.)
+TEST(KernelUnloading, CodeGoesWithTheLastFunctionThatUsesIt) {
+    RetainRecent none(0);
+    Placeholder x({6, 9}, f32, "x");
+    auto make = [&](double c) { return function({x}, {sum(exp(x * c), {1}) + c}); };
+    Array xv = test::random_array(f32, {6, 9}, 7);
+    auto check = [&](Function& f, double c, const char* what) {
+        SCOPED_TRACE(what);
+        std::vector<Array> want = function({x}, {sum(exp(x * c), {1}) + c}, {}, test::on("reference")).call({xv});
+        test::expect_close(f.call({xv})[0], want[0], 1e-6, 1e-6, what);
+    };
+    const double c = 0.61803398;
+    const auto s0 = cpu::kernel_cache_stats();
+    Function f1 = make(c);
+    check(f1, c, "first function");
+    const auto s1 = cpu::kernel_cache_stats();
+    EXPECT_EQ(s1.objects_loaded, s0.objects_loaded + 1);
+    EXPECT_EQ(s1.objects_unloaded, s0.objects_unloaded);
+    Function f2 = make(c); // the same kernels: found loaded
+    check(f2, c, "second function");
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded, s1.objects_loaded);
+    f1 = Function();
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_unloaded, s0.objects_unloaded) << "f2 still uses the code";
+    check(f2, c, "second function, the first gone");
+    f2 = Function();
+    const auto s2 = cpu::kernel_cache_stats();
+    EXPECT_EQ(s2.objects_unloaded, s0.objects_unloaded + 1);
+    Function f3 = make(c); // loaded again (from the disk cache, or compiled)
+    check(f3, c, "a function made after both were gone");
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded, s2.objects_loaded + 1);
+    f3 = Function();
+
+    // 60 functions with kernels of their own, each dropped after its call: without unloading,
+    // every one left two or three mappings behind
+    const long m0 = memory_mappings();
+    for (int i = 0; i < 60; ++i) {
+        Function g = make(1.0 + i / 1024.0 + 1e-5);
+        g.call({xv});
+    }
+    const long m1 = memory_mappings();
+    if (m0 >= 0) EXPECT_LT(m1 - m0, 30) << m0 << " mappings before, " << m1 << " after";
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s2.objects_loaded,
+              cpu::kernel_cache_stats().objects_unloaded - s2.objects_unloaded);
+}
+
+// The process keeps the objects it used last loaded after their functions went, as many as it
+// is told, and unloads the older ones.
+TEST(KernelUnloading, TheObjectsUsedLastStayLoaded) {
+    RetainRecent four(4);
+    Placeholder x({5, 3}, f32, "x");
+    Array xv = test::random_array(f32, {5, 3}, 8);
+    const auto s0 = cpu::kernel_cache_stats();
+    auto live = [&] {
+        const auto s = cpu::kernel_cache_stats();
+        return (s.objects_loaded - s0.objects_loaded) - (s.objects_unloaded - s0.objects_unloaded);
+    };
+    for (int i = 0; i < 10; ++i) {
+        Function f = function({x}, {x * (0.2718281 + i / 512.0)});
+        f.call({xv});
+    }
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s0.objects_loaded, 10);
+    EXPECT_EQ(live(), 4) << "the last four, their functions gone";
+    Function again = function({x}, {x * (0.2718281 + 9 / 512.0)}); // the last one: still loaded
+    test::expect_close(again.call({xv})[0], function({x}, {x * (0.2718281 + 9 / 512.0)}, {}, test::on("reference")).call({xv})[0],
+                       1e-7, 0, "a function made again");
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s0.objects_loaded, 10);
+}

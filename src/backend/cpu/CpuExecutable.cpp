@@ -131,6 +131,7 @@ constexpr int64_t kReduceChunks = 16;
 struct StepKernel {
     compiler::KernelSpec spec;
     KernelFn fn = nullptr;
+    std::vector<KernelHold> holds; // fn's code (Note [Unloading kernels] in Jit.cpp)
     std::vector<int64_t> params; // the body kernel's sizes and strides; the steps are set per call
     int64_t outer = 0, work = 0; // loop 0's trips; one step's work (compiler::BoundStep::work)
     enum class From : uint8_t { Slot, Sequence, Carry, Stacked, Final, History };
@@ -282,6 +283,7 @@ private:
 struct CallPlan {
     compiler::BoundPlan bound;
     std::vector<StepCode> code; // per step
+    std::vector<KernelHold> holds; // their kernels' code (Note [Unloading kernels] in Jit.cpp)
     /// buffers of earlier calls, reused when nobody else holds them
     mutable SlotPool pool;
     /// per slot: the pool entry its buffer comes from, a slot's own or that of an earlier slot
@@ -970,7 +972,7 @@ private:
         sk->params.resize(size_t(sk->spec.num_params()), 0);
         sk->outer = L.outer;
         sk->work = plan.bound.steps[size_t(kernel)].work;
-        sk->fn = get_kernel(sk->spec);
+        sk->fn = get_kernel(sk->spec, sk->holds);
         return sk;
     }
 
@@ -1223,7 +1225,7 @@ private:
             if (plan_.steps[si].kind == compiler::StepKind::Kernel)
                 specs.push_back(&plan.bound.steps[si].launch.spec);
         CompileInfo info;
-        std::vector<KernelFn> fns = get_kernels(specs, &info);
+        std::vector<KernelFn> fns = get_kernels(specs, plan.holds, &info);
         for (size_t si = 0, k = 0; si < plan_.steps.size(); ++si)
             if (plan_.steps[si].kind == compiler::StepKind::Kernel)
                 plan.code[si].fn = fns[k++];

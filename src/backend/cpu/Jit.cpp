@@ -10,6 +10,24 @@
 // disk entry's key is every member's full key (with its symbol) after the common prefix, so a
 // different set of kernels is a different entry; within a process each kernel is shared by
 // every function through the in-memory map.
+//
+// Note [Unloading kernels]
+// Each object is linked under its own ORC resource tracker, and get_kernels hands its callers a
+// hold (a shared_ptr) on every object whose code it returns, a memory hit's included. When the
+// last hold on an object goes (the last compiled function using any of its kernels), its code
+// is unloaded and its kernels leave the in-memory map; a later function that needs them loads
+// them again, from the disk cache as a rule. Objects used to stay for the life of the process:
+// each is two or three memory mappings, and Linux allows a process 65,530 (vm.max_map_count),
+// so a process that compiled some 25,000 functions with new kernels (a long fuzzing campaign on
+// the cuda emulator, whose kernels were kept the same way, reached it at 36,307 kernels) could
+// load no more: "Cannot allocate memory", then "Duplicate definition" for every kernel of the
+// failed object, since its symbols stayed defined. A failed load now unloads what it added.
+// Objects are named by a counter, not by their tracker's address: an object unloaded on the
+// get_kernels side (its last hold gone, its destructor waiting for the lock) frees an address
+// the next tracker may get. The process itself holds the kRecentObjects objects it used last
+// (retain_recent_objects changes the count): a function dropped and made again, as tests and
+// notebooks do, finds its code loaded instead of reading it from disk (or compiling it, with
+// the disk cache off), and the mappings stay bounded.
 #include "Jit.h"
 #include "../llvm/KernelCache.h"
 
@@ -37,6 +55,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -63,13 +82,72 @@ const llvm::Target& native_target(std::string& triple) {
     return *target;
 }
 
+/// How many of the objects used last the process keeps loaded (Note [Unloading kernels]).
+constexpr size_t kRecentObjects = 512;
+
+/// What a hold keeps loaded (Note [Unloading kernels]): one object, by its number.
+struct CodeObject {
+    uint64_t id;
+    explicit CodeObject(uint64_t i) : id(i) {}
+    CodeObject(const CodeObject&) = delete;
+    CodeObject& operator=(const CodeObject&) = delete;
+    ~CodeObject();
+};
+
+/// A kernel in the in-memory map: its code, and the object it lives in.
+struct Loaded {
+    KernelFn fn = nullptr;
+    uint64_t object = 0;
+    std::weak_ptr<const CodeObject> hold;
+};
+
 struct Jit {
     std::mutex mu;
     std::unique_ptr<llvm::orc::LLJIT> jit;
     std::unique_ptr<llvm::TargetMachine> tm;
     std::string cpu, features, key_prefix;
-    std::unordered_map<std::string, KernelFn> memory;
-    KernelCacheStats stats; // guarded by mu
+    std::unordered_map<std::string, Loaded> memory;
+    struct Object {
+        llvm::orc::ResourceTrackerSP tracker;
+        std::vector<std::string> keys; // its kernels' keys in `memory`
+    };
+    std::unordered_map<uint64_t, Object> objects; // the loaded ones
+    uint64_t next_object = 0;
+    // the objects used last, the latest at the back, and where each is in the list
+    std::list<std::pair<uint64_t, KernelHold>> recent;
+    std::unordered_map<uint64_t, std::list<std::pair<uint64_t, KernelHold>>::iterator> recent_at;
+    size_t keep_recent = kRecentObjects;
+
+    /// Object `id` was used now (mu held): to the back of `recent`; holds that leave it go to
+    /// `released`, which the caller destroys after it unlocks mu (a last hold's destructor locks it).
+    void used(uint64_t id, const KernelHold& hold, std::vector<KernelHold>& released) {
+        if (auto it = recent_at.find(id); it != recent_at.end())
+            recent.splice(recent.end(), recent, it->second);
+        else if (keep_recent > 0)
+            recent_at[id] = recent.insert(recent.end(), {id, hold});
+        trim(released);
+    }
+    void trim(std::vector<KernelHold>& released) {
+        while (recent.size() > keep_recent) {
+            recent_at.erase(recent.front().first);
+            released.push_back(std::move(recent.front().second));
+            recent.pop_front();
+        }
+    }
+    KernelCacheStats stats; // guarded by mu (so are memory, objects and next_object)
+
+    /// Unloads object `id` if it is loaded (mu held): its kernels leave `memory` and its code
+    /// the process.
+    void unload(uint64_t id) {
+        auto it = objects.find(id);
+        if (it == objects.end()) return;
+        for (const auto& k : it->second.keys) memory.erase(k);
+        llvm::orc::ResourceTrackerSP t = std::move(it->second.tracker);
+        objects.erase(it);
+        if (auto err = t->remove()) // (nothing to recover: the code may stay mapped)
+            std::fprintf(stderr, "[symjax] cpu backend: unloading kernels: %s\n", llvm::toString(std::move(err)).c_str());
+        ++stats.objects_unloaded;
+    }
 
     static Jit& get() {
         static Jit* j = new Jit; // never destroyed: kernels may run during static teardown
@@ -134,6 +212,12 @@ struct Jit {
     }
 };
 
+CodeObject::~CodeObject() {
+    Jit& j = Jit::get();
+    std::lock_guard<std::mutex> lock(j.mu);
+    j.unload(id); // (already done when get_kernels found this object's last hold gone)
+}
+
 } // namespace
 
 // Note [Kernels for an older CPU]
@@ -176,7 +260,8 @@ std::string host_cpu_description() {
     return j.cpu + " " + j.features;
 }
 
-std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>& specs, CompileInfo* info) {
+std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>& specs,
+                                  std::vector<KernelHold>& holds, CompileInfo* info) {
     auto t0 = std::chrono::steady_clock::now();
     Jit& j = Jit::get();
     std::vector<std::string> keys;
@@ -184,6 +269,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
     std::vector<KernelFn> fns(specs.size(), nullptr);
     CompileInfo ci;
     ci.kernels = specs.size();
+    std::vector<KernelHold> released; // destroyed after the lock (Jit::used)
     std::lock_guard<std::mutex> lock(j.mu);
     // the kernels not loaded yet (each once), in order, with their cache keys and symbols
     std::vector<const compiler::KernelSpec*> todo;
@@ -191,13 +277,21 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
     std::unordered_set<std::string> queued;
     std::string bundle_key = j.key_prefix;
     std::vector<std::string> full(specs.size()); // in-memory cache keys
+    std::unordered_set<uint64_t> held;           // the objects put in `holds`
     for (size_t i = 0; i < specs.size(); ++i) {
         full[i] = j.key_prefix + keys[i];
         if (auto it = j.memory.find(full[i]); it != j.memory.end()) {
-            fns[i] = it->second;
-            ++ci.memory_hits;
-            ++j.stats.memory_hits;
-            continue;
+            if (auto hold = it->second.hold.lock()) {
+                fns[i] = it->second.fn;
+                if (held.insert(it->second.object).second) {
+                    j.used(it->second.object, hold, released);
+                    holds.push_back(std::move(hold));
+                }
+                ++ci.memory_hits;
+                ++j.stats.memory_hits;
+                continue;
+            }
+            j.unload(it->second.object); // its last hold went; its destructor waits for mu
         }
         if (!queued.insert(full[i]).second) continue;
         todo.push_back(specs[i]);
@@ -221,26 +315,57 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             if (!path.empty())
                 j.stats.disk_writes += write_cache_entry(dir, path, bundle_key, obj);
         }
-        auto err = j.jit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0]));
-        SJ_CHECK(!err, Error) << "cpu backend: cannot load kernels " << syms[0] << "...: "
-                              << llvm::toString(std::move(err));
+        // (Note [Unloading kernels]) linked under a tracker of its own; what a failure added
+        // is unloaded before the error leaves
+        const uint64_t id = ++j.next_object;
+        auto tracker = j.jit->getMainJITDylib().createResourceTracker();
+        j.objects[id] = {tracker, todo_keys};
+        auto fail = [&](const std::string& what, llvm::Error err) {
+            std::string why = llvm::toString(std::move(err));
+            j.unload(id);
+            const bool mappings = why.find("Cannot allocate memory") != std::string::npos;
+            SJ_THROW(Error) << "cpu backend: " << what << ": " << why
+                            << (mappings ? " (" + std::to_string(j.objects.size()) +
+                                               " objects of kernels are loaded; the process may have "
+                                               "reached the system's limit on memory mappings, "
+                                               "vm.max_map_count: drop compiled functions that are "
+                                               "no longer called)"
+                                         : std::string());
+        };
+        if (auto err = j.jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0])))
+            fail("cannot load kernels " + syms[0] + "...", std::move(err));
+        std::vector<KernelFn> code(todo.size());
         for (size_t k = 0; k < todo.size(); ++k) {
             auto addr = j.jit->lookup(syms[k]);
-            SJ_CHECK(addr, Error) << "cpu backend: kernel " << syms[k]
-                                  << " not found: " << llvm::toString(addr.takeError());
-            j.memory.emplace(todo_keys[k], addr->toPtr<KernelFn>());
+            if (!addr)
+                fail("cannot load kernel " + syms[k], addr.takeError()); // (throws)
+            else
+                code[k] = addr->toPtr<KernelFn>();
         }
+        auto hold = std::make_shared<const CodeObject>(id);
+        for (size_t k = 0; k < todo.size(); ++k) j.memory[todo_keys[k]] = Loaded{code[k], id, hold};
+        ++j.stats.objects_loaded;
         (disk_hit ? ci.disk_hits : ci.compiled) = todo.size();
         for (size_t i = 0; i < specs.size(); ++i)
-            if (!fns[i]) fns[i] = j.memory.at(full[i]);
+            if (!fns[i]) fns[i] = j.memory.at(full[i]).fn;
+        j.used(id, hold, released);
+        holds.push_back(std::move(hold));
     }
     ci.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (info) *info = ci;
     return fns;
 }
 
-KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info) {
-    return get_kernels({&spec}, info)[0];
+KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds, CompileInfo* info) {
+    return get_kernels({&spec}, holds, info)[0];
+}
+
+void retain_recent_objects(size_t n) {
+    Jit& j = Jit::get();
+    std::vector<KernelHold> released; // destroyed after the lock
+    std::lock_guard<std::mutex> lock(j.mu);
+    j.keep_recent = n;
+    j.trim(released);
 }
 
 KernelCacheStats kernel_cache_stats() {

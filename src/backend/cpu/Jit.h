@@ -5,6 +5,7 @@
 #include "../../compiler/KernelIR.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,13 +22,19 @@ struct CompileInfo {
     double ms = 0;           // time spent (compiling or loading)
 };
 
+/// Keeps loaded the machine code of kernels get_kernels returned: an object's code is unloaded
+/// when the last hold on it goes (Note [Unloading kernels] in Jit.cpp).
+using KernelHold = std::shared_ptr<const void>;
+
 /// The machine code of each spec: from the in-memory cache; the others as one object, from
 /// the disk cache or compiled with LLVM (ORC LLJIT) for the host CPU as one module and stored
-/// in both caches (Note [One object per function] in Jit.cpp). Thread-safe.
-std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>& specs, CompileInfo* info = nullptr);
+/// in both caches (Note [One object per function] in Jit.cpp). Appends to `holds` what keeps
+/// the returned code loaded; the caller keeps them as long as it may call the code. Thread-safe.
+std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>& specs,
+                                  std::vector<KernelHold>& holds, CompileInfo* info = nullptr);
 
 /// The machine code of one spec (get_kernels of one).
-KernelFn get_kernel(const compiler::KernelSpec& spec, CompileInfo* info = nullptr);
+KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds, CompileInfo* info = nullptr);
 
 /// What the kernel caches did since the process started (for tests and debugging).
 struct KernelCacheStats {
@@ -37,8 +44,15 @@ struct KernelCacheStats {
     int64_t compiles = 0;     // kernels compiled with LLVM
     int64_t disk_writes = 0;  // entries written (renamed into place); an entry holds the kernels
                               // one get_kernels call compiled together
+    int64_t objects_loaded = 0;   // objects linked into the process (one per get_kernels call
+                                  // that found kernels it had not loaded)
+    int64_t objects_unloaded = 0; // objects unloaded after their last hold went
 };
 KernelCacheStats kernel_cache_stats();
+
+/// How many of the objects used last the process keeps loaded with no function holding them
+/// (Note [Unloading kernels] in Jit.cpp; 512 unless changed; for tests).
+void retain_recent_objects(size_t n);
 
 /// The LLVM IR (after optimisation) that get_kernel would compile for `spec` (for SJ_DEBUG/dumps).
 std::string kernel_llvm_ir(const compiler::KernelSpec& spec);

@@ -11,9 +11,11 @@
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/Support/TargetSelect.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -52,11 +54,64 @@ namespace {
 
 using HostKernelFn = void (*)(const void* bufs, const void* params, EmuContext* ctx);
 
+/// The emulator's JIT and the kernels it has loaded, shared with the kernels it hands out: a
+/// kernel's code is unloaded when its last user goes and it is not among the kRecent kernels
+/// used last, as the cpu backend's are (Note [Unloading kernels] in src/backend/cpu/Jit.cpp; a
+/// fuzzing campaign of 20,000 graphs in one process reached the system's limit on memory
+/// mappings at 36,307 kernels, all kept). The recent ones save the op harness rendering, JIT
+/// compiling and assembling a kernel again for each test that makes the same one: 2048 of them,
+/// or $SJ_EMU_KEEP_KERNELS (read when the device is made; tests set 0).
+struct EmuCode {
+    size_t keep = 2048;
+    std::mutex mu; // guards everything below
+    std::unique_ptr<llvm::orc::LLJIT> jit;
+    struct Entry {
+        std::weak_ptr<struct EmuKernel> kernel;
+        uint64_t id = 0;
+    };
+    std::unordered_map<std::string, Entry> kernels;                     // by GpuKernel::str
+    std::unordered_map<uint64_t, llvm::orc::ResourceTrackerSP> modules; // the loaded ones
+    uint64_t next = 0; // module numbers, never reused (symbols are named by them)
+    std::list<std::shared_ptr<struct EmuKernel>> recent; // used last at the back
+
+    /// Kernel e was used now (mu held): to the back of `recent`; what leaves it goes to
+    /// `released`, destroyed by the caller after it unlocks mu (a kernel's destructor locks it).
+    void used(const std::shared_ptr<struct EmuKernel>& e,
+              std::vector<std::shared_ptr<struct EmuKernel>>& released) {
+        if (auto it = std::find(recent.begin(), recent.end(), e); it != recent.end())
+            recent.splice(recent.end(), recent, it);
+        else
+            recent.push_back(e);
+        while (recent.size() > keep) {
+            released.push_back(std::move(recent.front()));
+            recent.pop_front();
+        }
+    }
+
+    /// Unloads module `id` if it is loaded (mu held).
+    void unload(uint64_t id) {
+        auto it = modules.find(id);
+        if (it == modules.end())
+            return;
+        llvm::orc::ResourceTrackerSP t = std::move(it->second);
+        modules.erase(it);
+        if (auto err = t->remove())
+            std::fprintf(stderr, "[symjax] cuda emulator: unloading a kernel: %s\n",
+                         llvm::toString(std::move(err)).c_str());
+    }
+};
+
 struct EmuKernel final : DeviceKernel {
     HostKernelFn fn = nullptr;
     ThreadMap map = ThreadMap::Points;
     int block = 0;
     int64_t shared = 0;
+    std::shared_ptr<EmuCode> code;
+    uint64_t id = 0;
+    ~EmuKernel() override {
+        std::lock_guard<std::mutex> lock(code->mu);
+        code->unload(id); // (already done when load() found this kernel gone)
+    }
 };
 
 /// One emulated thread of a Blocks kernel on its own stack.
@@ -124,18 +179,27 @@ public:
             info_.limits.max_threads_per_block = 64;
         }
         info_.memory = int64_t(1) << 34;
+        if (const char* e = std::getenv("SJ_EMU_KEEP_KERNELS"); e && *e)
+            code_->keep = size_t(std::strtoull(e, nullptr, 10));
         llvm::InitializeNativeTarget();
         llvm::InitializeNativeTargetAsmPrinter();
         auto j = llvm::orc::LLJITBuilder().create();
         SJ_CHECK(j, Error) << "cuda emulator: cannot start the LLVM JIT: "
                            << llvm::toString(j.takeError());
-        jit_ = std::move(*j);
+        code_->jit = std::move(*j);
         auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
-            jit_->getDataLayout().getGlobalPrefix());
+            code_->jit->getDataLayout().getGlobalPrefix());
         SJ_CHECK(gen, Error) << "cuda emulator: " << llvm::toString(gen.takeError());
-        jit_->getMainJITDylib().addGenerator(std::move(*gen));
+        code_->jit->getMainJITDylib().addGenerator(std::move(*gen));
     }
     ~Emulator() override {
+        { // the recent kernels hold code_, which holds them: the cycle is broken here
+            std::list<std::shared_ptr<EmuKernel>> recent;
+            {
+                std::lock_guard<std::mutex> lock(code_->mu);
+                recent.swap(code_->recent);
+            }
+        }
         for (auto& [p, b] : live_)
             std::free(reinterpret_cast<void*>(p - kGuard));
     }
@@ -214,29 +278,46 @@ public:
     }
 
     std::shared_ptr<DeviceKernel> load(const GpuKernel& k) override {
-        std::lock_guard<std::mutex> lock(mu_);
+        EmuCode& c = *code_;
+        std::vector<std::shared_ptr<EmuKernel>> released; // destroyed after the lock
+        std::lock_guard<std::mutex> lock(c.mu);
         std::string key = k.str();
-        if (auto it = kernels_.find(key); it != kernels_.end())
-            return it->second;
-        auto ctx = std::make_unique<llvm::LLVMContext>();
-        auto mod = render_gpu_module(k, GpuCode::Host, *ctx);
-        std::string sym = "sj_emu_kernel_" + std::to_string(kernels_.size());
-        mod->getFunction(kKernelSymbol)->setName(sym);
-        mod->setDataLayout(jit_->getDataLayout());
-        mod->setTargetTriple(jit_->getTargetTriple().str());
-        auto err = jit_->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)));
-        SJ_CHECK(!err, Error) << "cuda emulator: " << llvm::toString(std::move(err));
-        auto addr = jit_->lookup(sym);
-        SJ_CHECK(addr, Error) << "cuda emulator: " << llvm::toString(addr.takeError());
+        if (auto it = c.kernels.find(key); it != c.kernels.end()) {
+            if (auto e = it->second.kernel.lock()) {
+                c.used(e, released);
+                return e;
+            }
+            c.unload(it->second.id); // its last user went; its destructor waits for mu
+        }
         for (int sm : check_archs_)
             if (std::string rejected = assemble_ptx(compile_ptx(k, sm), sm); !rejected.empty())
                 SJ_THROW(Error) << "SJ_CUDA_CHECK_PTX: " << rejected << "\nkernel: " << key;
+        auto ctx = std::make_unique<llvm::LLVMContext>();
+        auto mod = render_gpu_module(k, GpuCode::Host, *ctx);
+        const uint64_t id = ++c.next;
+        std::string sym = "sj_emu_kernel_" + std::to_string(id);
+        mod->getFunction(kKernelSymbol)->setName(sym);
+        mod->setDataLayout(c.jit->getDataLayout());
+        mod->setTargetTriple(c.jit->getTargetTriple().str());
+        auto tracker = c.jit->getMainJITDylib().createResourceTracker();
+        c.modules[id] = tracker;
+        auto err = c.jit->addIRModule(tracker,
+                                      llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)));
+        auto addr = err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : c.jit->lookup(sym);
+        if (!addr) { // what the failure added goes too
+            std::string why = llvm::toString(addr.takeError());
+            c.unload(id);
+            SJ_THROW(Error) << "cuda emulator: " << why;
+        }
         auto e = std::make_shared<EmuKernel>();
         e->fn = addr->toPtr<HostKernelFn>();
         e->map = k.map;
         e->block = k.block;
         e->shared = shared_bytes(k);
-        kernels_[key] = e;
+        e->code = code_;
+        e->id = id;
+        c.kernels[key] = {e, id};
+        c.used(e, released);
         return e;
     }
 
@@ -287,9 +368,8 @@ public:
 private:
     DeviceInfo info_;
     std::vector<int> check_archs_ = ptx_check_archs();
-    std::unique_ptr<llvm::orc::LLJIT> jit_;
-    std::mutex mu_;
-    std::unordered_map<std::string, std::shared_ptr<EmuKernel>> kernels_;
+    std::shared_ptr<EmuCode> code_ = std::make_shared<EmuCode>();
+    std::mutex mu_; // guards the buffers below
     std::unordered_map<DevicePtr, size_t> live_; // buffer -> the bytes asked for
     std::vector<DevicePtr> fresh_;               // allocated since the last synchronize()
     /// The first broken guard found and not yet reported (Note [Emulator guards]).
