@@ -313,7 +313,7 @@ TEST(GpuKernel, EmulatorKernelsLoadAgainAfterTheirLastUserWent) {
     for (int round = 0; round < 3; ++round) {
         auto k = dev->load(l.kernel);
         EXPECT_EQ(dev->load(l.kernel), k) << "a loaded kernel is shared";
-        k.reset(); // its last user: unloaded
+        k.reset();                                         // its last user: unloaded
         std::vector<Array> got = emulate(b, l, args, dev); // loads it again
         ASSERT_EQ(got.size(), 1u);
         expect_close(got[0], want, 1e-6, 1e-6, "round " + std::to_string(round));

@@ -441,9 +441,11 @@ namespace {
 /// Lines of /proc/self/maps: the process's memory mappings (-1 where there is no such file).
 long memory_mappings() {
     std::ifstream f("/proc/self/maps");
-    if (!f) return -1;
+    if (!f)
+        return -1;
     long n = 0;
-    for (std::string line; std::getline(f, line);) ++n;
+    for (std::string line; std::getline(f, line);)
+        ++n;
     return n;
 }
 
@@ -467,7 +469,8 @@ TEST(KernelUnloading, CodeGoesWithTheLastFunctionThatUsesIt) {
     Array xv = test::random_array(f32, {6, 9}, 7);
     auto check = [&](Function& f, double c, const char* what) {
         SCOPED_TRACE(what);
-        std::vector<Array> want = function({x}, {sum(exp(x * c), {1}) + c}, {}, test::on("reference")).call({xv});
+        std::vector<Array> want =
+            function({x}, {sum(exp(x * c), {1}) + c}, {}, test::on("reference")).call({xv});
         test::expect_close(f.call({xv})[0], want[0], 1e-6, 1e-6, what);
     };
     const double c = 0.61803398;
@@ -481,7 +484,8 @@ TEST(KernelUnloading, CodeGoesWithTheLastFunctionThatUsesIt) {
     check(f2, c, "second function");
     EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded, s1.objects_loaded);
     f1 = Function();
-    EXPECT_EQ(cpu::kernel_cache_stats().objects_unloaded, s0.objects_unloaded) << "f2 still uses the code";
+    EXPECT_EQ(cpu::kernel_cache_stats().objects_unloaded, s0.objects_unloaded)
+        << "f2 still uses the code";
     check(f2, c, "second function, the first gone");
     f2 = Function();
     const auto s2 = cpu::kernel_cache_stats();
@@ -499,7 +503,8 @@ TEST(KernelUnloading, CodeGoesWithTheLastFunctionThatUsesIt) {
         g.call({xv});
     }
     const long m1 = memory_mappings();
-    if (m0 >= 0) EXPECT_LT(m1 - m0, 30) << m0 << " mappings before, " << m1 << " after";
+    if (m0 >= 0)
+        EXPECT_LT(m1 - m0, 30) << m0 << " mappings before, " << m1 << " after";
     EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s2.objects_loaded,
               cpu::kernel_cache_stats().objects_unloaded - s2.objects_unloaded);
 }
@@ -522,7 +527,9 @@ TEST(KernelUnloading, TheObjectsUsedLastStayLoaded) {
     EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s0.objects_loaded, 10);
     EXPECT_EQ(live(), 4) << "the last four, their functions gone";
     Function again = function({x}, {x * (0.2718281 + 9 / 512.0)}); // the last one: still loaded
-    test::expect_close(again.call({xv})[0], function({x}, {x * (0.2718281 + 9 / 512.0)}, {}, test::on("reference")).call({xv})[0],
-                       1e-7, 0, "a function made again");
+    test::expect_close(
+        again.call({xv})[0],
+        function({x}, {x * (0.2718281 + 9 / 512.0)}, {}, test::on("reference")).call({xv})[0], 1e-7,
+        0, "a function made again");
     EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s0.objects_loaded, 10);
 }

@@ -119,7 +119,8 @@ struct Jit {
     size_t keep_recent = kRecentObjects;
 
     /// Object `id` was used now (mu held): to the back of `recent`; holds that leave it go to
-    /// `released`, which the caller destroys after it unlocks mu (a last hold's destructor locks it).
+    /// `released`, which the caller destroys after it unlocks mu (a last hold's destructor locks
+    /// it).
     void used(uint64_t id, const KernelHold& hold, std::vector<KernelHold>& released) {
         if (auto it = recent_at.find(id); it != recent_at.end())
             recent.splice(recent.end(), recent, it->second);
@@ -140,12 +141,15 @@ struct Jit {
     /// the process.
     void unload(uint64_t id) {
         auto it = objects.find(id);
-        if (it == objects.end()) return;
-        for (const auto& k : it->second.keys) memory.erase(k);
+        if (it == objects.end())
+            return;
+        for (const auto& k : it->second.keys)
+            memory.erase(k);
         llvm::orc::ResourceTrackerSP t = std::move(it->second.tracker);
         objects.erase(it);
         if (auto err = t->remove()) // (nothing to recover: the code may stay mapped)
-            std::fprintf(stderr, "[symjax] cpu backend: unloading kernels: %s\n", llvm::toString(std::move(err)).c_str());
+            std::fprintf(stderr, "[symjax] cpu backend: unloading kernels: %s\n",
+                         llvm::toString(std::move(err)).c_str());
         ++stats.objects_unloaded;
     }
 
@@ -325,14 +329,16 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             j.unload(id);
             const bool mappings = why.find("Cannot allocate memory") != std::string::npos;
             SJ_THROW(Error) << "cpu backend: " << what << ": " << why
-                            << (mappings ? " (" + std::to_string(j.objects.size()) +
-                                               " objects of kernels are loaded; the process may have "
-                                               "reached the system's limit on memory mappings, "
-                                               "vm.max_map_count: drop compiled functions that are "
-                                               "no longer called)"
-                                         : std::string());
+                            << (mappings
+                                    ? " (" + std::to_string(j.objects.size()) +
+                                          " objects of kernels are loaded; the process may have "
+                                          "reached the system's limit on memory mappings, "
+                                          "vm.max_map_count: drop compiled functions that are "
+                                          "no longer called)"
+                                    : std::string());
         };
-        if (auto err = j.jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0])))
+        if (auto err =
+                j.jit->addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(obj, syms[0])))
             fail("cannot load kernels " + syms[0] + "...", std::move(err));
         std::vector<KernelFn> code(todo.size());
         for (size_t k = 0; k < todo.size(); ++k) {
@@ -343,11 +349,13 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
                 code[k] = addr->toPtr<KernelFn>();
         }
         auto hold = std::make_shared<const CodeObject>(id);
-        for (size_t k = 0; k < todo.size(); ++k) j.memory[todo_keys[k]] = Loaded{code[k], id, hold};
+        for (size_t k = 0; k < todo.size(); ++k)
+            j.memory[todo_keys[k]] = Loaded{code[k], id, hold};
         ++j.stats.objects_loaded;
         (disk_hit ? ci.disk_hits : ci.compiled) = todo.size();
         for (size_t i = 0; i < specs.size(); ++i)
-            if (!fns[i]) fns[i] = j.memory.at(full[i]).fn;
+            if (!fns[i])
+                fns[i] = j.memory.at(full[i]).fn;
         j.used(id, hold, released);
         holds.push_back(std::move(hold));
     }
@@ -356,7 +364,8 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
     return fns;
 }
 
-KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds, CompileInfo* info) {
+KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds,
+                    CompileInfo* info) {
     return get_kernels({&spec}, holds, info)[0];
 }
 

@@ -34,7 +34,8 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
                                   std::vector<KernelHold>& holds, CompileInfo* info = nullptr);
 
 /// The machine code of one spec (get_kernels of one).
-KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds, CompileInfo* info = nullptr);
+KernelFn get_kernel(const compiler::KernelSpec& spec, std::vector<KernelHold>& holds,
+                    CompileInfo* info = nullptr);
 
 /// What the kernel caches did since the process started (for tests and debugging).
 struct KernelCacheStats {

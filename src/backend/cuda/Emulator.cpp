@@ -303,7 +303,8 @@ public:
         c.modules[id] = tracker;
         auto err = c.jit->addIRModule(tracker,
                                       llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)));
-        auto addr = err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : c.jit->lookup(sym);
+        auto addr =
+            err ? llvm::Expected<llvm::orc::ExecutorAddr>(std::move(err)) : c.jit->lookup(sym);
         if (!addr) { // what the failure added goes too
             std::string why = llvm::toString(addr.takeError());
             c.unload(id);
@@ -369,7 +370,7 @@ private:
     DeviceInfo info_;
     std::vector<int> check_archs_ = ptx_check_archs();
     std::shared_ptr<EmuCode> code_ = std::make_shared<EmuCode>();
-    std::mutex mu_; // guards the buffers below
+    std::mutex mu_;                              // guards the buffers below
     std::unordered_map<DevicePtr, size_t> live_; // buffer -> the bytes asked for
     std::vector<DevicePtr> fresh_;               // allocated since the last synchronize()
     /// The first broken guard found and not yet reported (Note [Emulator guards]).
