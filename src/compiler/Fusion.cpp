@@ -177,6 +177,19 @@ std::string PostOp::str() const {
 // a chain of simple arithmetic still fuses 512 ops. Ordinary networks have no kernel near
 // either cap, so their plans do not change.
 
+// Note [Costs per context]
+// A value a kernel reads through several movement ops is expanded once per index map (Note
+// [Canonical chain steps]): a window of 72 slices of where(sin(x)..., tanh(erf(sin(x)))) put 72
+// copies of erf, tanh and sin in one kernel, which kMaxKernelInsts, counting each op once, did
+// not see. Its two kernels took 4.4 and 9.7 s in LLVM (FuzzFusion seed 2004441) and the work
+// per point was 72 times the value's. So assign() counts the contexts each fused node is
+// evaluated in: the largest count of its consumers that read it at their own index (elementwise
+// ops, reductions) plus the counts of its movement consumers, each a context of its own (1 for a
+// kernel's root or a materialised value); a node costs kernel_cost times that. A node with more
+// than one context whose cost would take a kernel past the cap is materialised instead: its
+// kernel computes it once per point, and the window reads it. A max pool's four strided slices
+// of relu(batch norm) cost four times a few ops, far under the cap, and stay fused.
+
 namespace {
 
 enum class Kind : uint8_t { Leaf, Elementwise, Movement, Reduce, View, Dot, Window, Fallback };
@@ -231,6 +244,8 @@ struct Fuser {
     detail::NodeMap<int> group_of;
     /// Elementwise nodes recomputed inside several kernels: the kernels that need them.
     detail::NodeMap<std::set<int>> groupset;
+    /// The index maps each assigned node is evaluated under (Note [Costs per context]).
+    detail::NodeMap<int64_t> contexts;
     bool inline_node(const Node* n) { return duplicable(n) || groupset.count(n); }
     std::vector<Group> groups;
     /// Per group: the cost of its ops (Target::kernel_cost), capped by kMaxKernelInsts.
@@ -626,18 +641,34 @@ struct Fuser {
                 ok = false;
                 why = "recomputed in " + std::to_string(gs.size()) + " kernels";
             }
+            // Note [Costs per context]
+            int64_t same = 0, moved = 0;
+            for (const Node* u : users[n]) {
+                const int64_t* c = contexts.find(u);
+                const int64_t cu = c ? *c : 1;
+                if (kind[u] == Kind::Movement)
+                    moved += cu;
+                else
+                    same = std::max(same, cu);
+            }
+            const int64_t ctx = std::clamp<int64_t>(same + moved, 1, int64_t(1) << 20);
+            const size_t cost = target->kernel_cost(n->op()) * size_t(ctx);
             for (int g : gs)
                 if (ok && group_size[g] >= kMaxKernelInsts) {
                     ok = false;
                     why = "kernel size cap reached";
+                } else if (ok && ctx > 1 && group_size[g] + cost > kMaxKernelInsts) {
+                    ok = false;
+                    why = "read under " + std::to_string(ctx) + " index maps, past the kernel size cap";
                 }
+            contexts[n] = ok ? ctx : 1;
             if (ok && gs.size() == 1) {
                 join(n, *gs.begin());
-                group_size[*gs.begin()] += target->kernel_cost(n->op());
+                group_size[*gs.begin()] += cost;
             } else if (ok) {
                 groupset[n] = gs;
                 for (int g : gs)
-                    group_size[g] += target->kernel_cost(n->op());
+                    group_size[g] += cost;
                 plan.decisions.push_back("recompute " + n->describe(1) + " in " + std::to_string(gs.size()) +
                                          " kernels");
             } else {

@@ -1180,6 +1180,34 @@ TEST(Fusion, StepsThatMapIndicesAlikeAreOneStep) {
     }
 }
 
+// Note [Costs per context]: a sliding window of 48 slices over tanh(erf(sin(x))) put 48 copies of
+// the chain in one kernel (seconds in LLVM, 48 times the work); now the chain is materialised
+// once its copies would pass the size cap, and no kernel holds more than a few erfs. A cheap
+// value read through four slices (a pool's window over relu(2x + 1)) stays fused.
+TEST(Fusion, AValueReadUnderManyIndexMapsIsMaterialisedWhenItIsExpensive) {
+    auto count_op = [](const cc::Group& g, Op op) {
+        size_t n = 0;
+        for (const auto& i : g.insts) n += i.kind == cc::KInst::Kind::Op && i.op == op;
+        return n;
+    };
+    Placeholder x({1, 248}, f64, "x");
+    Tensor y = tanh(erf(sin(x)));
+    Tensor window = slice_axis(y, 1, 0, 200);
+    for (int k = 1; k < 48; ++k) window = window + slice_axis(y, 1, k, 200 + k);
+    cc::Compiled c = compile({window});
+    EXPECT_TRUE(has_decision(c.plan, "index maps, past the kernel size cap")) << c.plan.str();
+    for (const auto& g : c.plan.groups) EXPECT_LE(count_op(g, Op::Erf), 2u) << c.plan.str();
+    expect_cpu_matches_reference({x}, {window}, {random_array(f64, {1, 248}, 31)}, 1e-12);
+
+    Tensor z = nn::relu(x * 2.0 + 1.0);
+    Tensor pool = maximum(maximum(slice_axis(z, 1, 0, 246), slice_axis(z, 1, 1, 247)),
+                          maximum(slice_axis(z, 1, 2, 248), slice_axis(z, 1, 0, 246, 1) * 0.5));
+    cc::Compiled p = compile({pool});
+    EXPECT_EQ(p.plan.kernels(), 1u) << p.plan.str();
+    EXPECT_FALSE(has_decision(p.plan, "index maps")) << p.plan.str();
+    expect_cpu_matches_reference({x}, {pool}, {random_array(f64, {1, 248}, 32)});
+}
+
 // Refusals name their reason: a consumer that is not a kernel (concat runs its reference kernel,
 // dot_general is a GEMM call), and siblings that depend on each other.
 TEST(Fusion, RefusalsAreExplained) {
