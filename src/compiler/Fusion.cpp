@@ -659,7 +659,8 @@ struct Fuser {
                     why = "kernel size cap reached";
                 } else if (ok && ctx > 1 && group_size[g] + cost > kMaxKernelInsts) {
                     ok = false;
-                    why = "read under " + std::to_string(ctx) + " index maps, past the kernel size cap";
+                    why = "read under " + std::to_string(ctx) +
+                          " index maps, past the kernel size cap";
                 }
             contexts[n] = ok ? ctx : 1;
             if (ok && gs.size() == 1) {

@@ -1187,16 +1187,19 @@ TEST(Fusion, StepsThatMapIndicesAlikeAreOneStep) {
 TEST(Fusion, AValueReadUnderManyIndexMapsIsMaterialisedWhenItIsExpensive) {
     auto count_op = [](const cc::Group& g, Op op) {
         size_t n = 0;
-        for (const auto& i : g.insts) n += i.kind == cc::KInst::Kind::Op && i.op == op;
+        for (const auto& i : g.insts)
+            n += i.kind == cc::KInst::Kind::Op && i.op == op;
         return n;
     };
     Placeholder x({1, 248}, f64, "x");
     Tensor y = tanh(erf(sin(x)));
     Tensor window = slice_axis(y, 1, 0, 200);
-    for (int k = 1; k < 48; ++k) window = window + slice_axis(y, 1, k, 200 + k);
+    for (int k = 1; k < 48; ++k)
+        window = window + slice_axis(y, 1, k, 200 + k);
     cc::Compiled c = compile({window});
     EXPECT_TRUE(has_decision(c.plan, "index maps, past the kernel size cap")) << c.plan.str();
-    for (const auto& g : c.plan.groups) EXPECT_LE(count_op(g, Op::Erf), 2u) << c.plan.str();
+    for (const auto& g : c.plan.groups)
+        EXPECT_LE(count_op(g, Op::Erf), 2u) << c.plan.str();
     expect_cpu_matches_reference({x}, {window}, {random_array(f64, {1, 248}, 31)}, 1e-12);
 
     Tensor z = nn::relu(x * 2.0 + 1.0);
