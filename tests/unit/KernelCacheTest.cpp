@@ -14,6 +14,7 @@
 #include "backend/cpu/Jit.h"
 #include "backend/llvm/KernelCache.h"
 
+#include <atomic>
 #include <chrono>
 #include <cctype>
 #include <cmath>
@@ -532,4 +533,35 @@ TEST(KernelUnloading, TheObjectsUsedLastStayLoaded) {
         function({x}, {x * (0.2718281 + 9 / 512.0)}, {}, test::on("reference")).call({xv})[0], 1e-7,
         0, "a function made again");
     EXPECT_EQ(cpu::kernel_cache_stats().objects_loaded - s0.objects_loaded, 10);
+}
+
+// Threads that make and drop functions with the same kernels, none kept once unused: a last hold
+// released in one thread while another finds the kernel gone and loads it again (the unload then
+// happens on the finder's side, Note [Unloading kernels]) must neither crash nor mix up code.
+TEST(KernelUnloading, ThreadsMakingAndDroppingTheSameFunctionsAgree) {
+    RetainRecent none(0);
+    Placeholder x({4, 7}, f32, "x");
+    Array xv = test::random_array(f32, {4, 7}, 9);
+    const double cs[3] = {0.1234567, 0.2345678, 0.3456789};
+    std::vector<Array> want;
+    for (double c : cs) want.push_back(function({x}, {exp(x) * c}, {}, test::on("reference")).call({xv})[0]);
+    std::atomic<int> wrong{0}, errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 40; ++i) {
+                const int k = (i + t) % 3;
+                try {
+                    Function f = function({x}, {exp(x) * cs[k]});
+                    Array got = f.call({xv})[0];
+                    for (int64_t j = 0; j < got.size(); ++j)
+                        wrong += std::fabs(got.at(j) - want[size_t(k)].at(j)) > 1e-6 * (1 + std::fabs(want[size_t(k)].at(j)));
+                } catch (const std::exception&) {
+                    ++errors;
+                }
+            }
+        });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(wrong.load(), 0);
 }
