@@ -30,6 +30,7 @@
 // the disk cache off), and the mappings stay bounded.
 #include "Jit.h"
 #include "../llvm/KernelCache.h"
+#include "../llvm/Unloading.h"
 
 #include "../../core/Debug.h"
 #include "../../core/Hash.h"
@@ -55,7 +56,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -113,29 +113,8 @@ struct Jit {
     };
     std::unordered_map<uint64_t, Object> objects; // the loaded ones
     uint64_t next_object = 0;
-    // the objects used last, the latest at the back, and where each is in the list
-    std::list<std::pair<uint64_t, KernelHold>> recent;
-    std::unordered_map<uint64_t, std::list<std::pair<uint64_t, KernelHold>>::iterator> recent_at;
-    size_t keep_recent = kRecentObjects;
-
-    /// Object `id` was used now (mu held): to the back of `recent`; holds that leave it go to
-    /// `released`, which the caller destroys after it unlocks mu (a last hold's destructor locks
-    /// it).
-    void used(uint64_t id, const KernelHold& hold, std::vector<KernelHold>& released) {
-        if (auto it = recent_at.find(id); it != recent_at.end())
-            recent.splice(recent.end(), recent, it->second);
-        else if (keep_recent > 0)
-            recent_at[id] = recent.insert(recent.end(), {id, hold});
-        trim(released);
-    }
-    void trim(std::vector<KernelHold>& released) {
-        while (recent.size() > keep_recent) {
-            recent_at.erase(recent.front().first);
-            released.push_back(std::move(recent.front().second));
-            recent.pop_front();
-        }
-    }
-    KernelCacheStats stats; // guarded by mu (so are memory, objects and next_object)
+    codegen::RecentHolds<KernelHold> recent{kRecentObjects}; // the objects used last
+    KernelCacheStats stats; // guarded by mu (so are memory, objects, next_object and recent)
 
     /// Unloads object `id` if it is loaded (mu held): its kernels leave `memory` and its code
     /// the process.
@@ -147,9 +126,7 @@ struct Jit {
             memory.erase(k);
         llvm::orc::ResourceTrackerSP t = std::move(it->second.tracker);
         objects.erase(it);
-        if (auto err = t->remove()) // (nothing to recover: the code may stay mapped)
-            std::fprintf(stderr, "[symjax] cpu backend: unloading kernels: %s\n",
-                         llvm::toString(std::move(err)).c_str());
+        codegen::remove_tracker(t, "cpu backend");
         ++stats.objects_unloaded;
     }
 
@@ -273,7 +250,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
     std::vector<KernelFn> fns(specs.size(), nullptr);
     CompileInfo ci;
     ci.kernels = specs.size();
-    std::vector<KernelHold> released; // destroyed after the lock (Jit::used)
+    std::vector<KernelHold> released; // destroyed after the lock (codegen::RecentHolds)
     std::lock_guard<std::mutex> lock(j.mu);
     // the kernels not loaded yet (each once), in order, with their cache keys and symbols
     std::vector<const compiler::KernelSpec*> todo;
@@ -288,7 +265,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
             if (auto hold = it->second.hold.lock()) {
                 fns[i] = it->second.fn;
                 if (held.insert(it->second.object).second) {
-                    j.used(it->second.object, hold, released);
+                    j.recent.use(it->second.object, hold, released);
                     holds.push_back(std::move(hold));
                 }
                 ++ci.memory_hits;
@@ -356,7 +333,7 @@ std::vector<KernelFn> get_kernels(const std::vector<const compiler::KernelSpec*>
         for (size_t i = 0; i < specs.size(); ++i)
             if (!fns[i])
                 fns[i] = j.memory.at(full[i]).fn;
-        j.used(id, hold, released);
+        j.recent.use(id, hold, released);
         holds.push_back(std::move(hold));
     }
     ci.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -373,8 +350,7 @@ void retain_recent_objects(size_t n) {
     Jit& j = Jit::get();
     std::vector<KernelHold> released; // destroyed after the lock
     std::lock_guard<std::mutex> lock(j.mu);
-    j.keep_recent = n;
-    j.trim(released);
+    j.recent.resize(n, released);
 }
 
 KernelCacheStats kernel_cache_stats() {

@@ -1,6 +1,7 @@
 // The host emulator: a Device that runs the cuda backend's kernels on the cpu.
 #include "Emulator.h"
 
+#include "../llvm/Unloading.h"
 #include "Device.h"
 #include "NvptxRenderer.h"
 
@@ -15,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -55,14 +55,13 @@ namespace {
 using HostKernelFn = void (*)(const void* bufs, const void* params, EmuContext* ctx);
 
 /// The emulator's JIT and the kernels it has loaded, shared with the kernels it hands out: a
-/// kernel's code is unloaded when its last user goes and it is not among the kRecent kernels
+/// kernel's code is unloaded when its last user goes and it is not among the `recent` kernels
 /// used last, as the cpu backend's are (Note [Unloading kernels] in src/backend/cpu/Jit.cpp; a
 /// fuzzing campaign of 20,000 graphs in one process reached the system's limit on memory
 /// mappings at 36,307 kernels, all kept). The recent ones save the op harness rendering, JIT
 /// compiling and assembling a kernel again for each test that makes the same one: 2048 of them,
 /// or $SJ_EMU_KEEP_KERNELS (read when the device is made; tests set 0).
 struct EmuCode {
-    size_t keep = 2048;
     std::mutex mu; // guards everything below
     std::unique_ptr<llvm::orc::LLJIT> jit;
     struct Entry {
@@ -72,21 +71,7 @@ struct EmuCode {
     std::unordered_map<std::string, Entry> kernels;                     // by GpuKernel::str
     std::unordered_map<uint64_t, llvm::orc::ResourceTrackerSP> modules; // the loaded ones
     uint64_t next = 0; // module numbers, never reused (symbols are named by them)
-    std::list<std::shared_ptr<struct EmuKernel>> recent; // used last at the back
-
-    /// Kernel e was used now (mu held): to the back of `recent`; what leaves it goes to
-    /// `released`, destroyed by the caller after it unlocks mu (a kernel's destructor locks it).
-    void used(const std::shared_ptr<struct EmuKernel>& e,
-              std::vector<std::shared_ptr<struct EmuKernel>>& released) {
-        if (auto it = std::find(recent.begin(), recent.end(), e); it != recent.end())
-            recent.splice(recent.end(), recent, it);
-        else
-            recent.push_back(e);
-        while (recent.size() > keep) {
-            released.push_back(std::move(recent.front()));
-            recent.pop_front();
-        }
-    }
+    codegen::RecentHolds<std::shared_ptr<struct EmuKernel>> recent{2048}; // by module number
 
     /// Unloads module `id` if it is loaded (mu held).
     void unload(uint64_t id) {
@@ -95,9 +80,7 @@ struct EmuCode {
             return;
         llvm::orc::ResourceTrackerSP t = std::move(it->second);
         modules.erase(it);
-        if (auto err = t->remove())
-            std::fprintf(stderr, "[symjax] cuda emulator: unloading a kernel: %s\n",
-                         llvm::toString(std::move(err)).c_str());
+        codegen::remove_tracker(t, "cuda emulator");
     }
 };
 
@@ -179,8 +162,10 @@ public:
             info_.limits.max_threads_per_block = 64;
         }
         info_.memory = int64_t(1) << 34;
-        if (const char* e = std::getenv("SJ_EMU_KEEP_KERNELS"); e && *e)
-            code_->keep = size_t(std::strtoull(e, nullptr, 10));
+        if (const char* e = std::getenv("SJ_EMU_KEEP_KERNELS"); e && *e) {
+            std::vector<std::shared_ptr<EmuKernel>> none; // (nothing is held yet)
+            code_->recent.resize(size_t(std::strtoull(e, nullptr, 10)), none);
+        }
         llvm::InitializeNativeTarget();
         llvm::InitializeNativeTargetAsmPrinter();
         auto j = llvm::orc::LLJITBuilder().create();
@@ -194,11 +179,9 @@ public:
     }
     ~Emulator() override {
         { // the recent kernels hold code_, which holds them: the cycle is broken here
-            std::list<std::shared_ptr<EmuKernel>> recent;
-            {
-                std::lock_guard<std::mutex> lock(code_->mu);
-                recent.swap(code_->recent);
-            }
+            std::vector<std::shared_ptr<EmuKernel>> released; // destroyed after the lock
+            std::lock_guard<std::mutex> lock(code_->mu);
+            code_->recent.clear(released);
         }
         for (auto& [p, b] : live_)
             std::free(reinterpret_cast<void*>(p - kGuard));
@@ -284,7 +267,7 @@ public:
         std::string key = k.str();
         if (auto it = c.kernels.find(key); it != c.kernels.end()) {
             if (auto e = it->second.kernel.lock()) {
-                c.used(e, released);
+                c.recent.use(e->id, e, released);
                 return e;
             }
             c.unload(it->second.id); // its last user went; its destructor waits for mu
@@ -318,7 +301,7 @@ public:
         e->code = code_;
         e->id = id;
         c.kernels[key] = {e, id};
-        c.used(e, released);
+        c.recent.use(e->id, e, released);
         return e;
     }
 
